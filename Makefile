@@ -1,0 +1,38 @@
+# Two commands for a fresh machine: `make run` (demo dashboard) and `make test` (the whole suite).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+DB ?= data/demo.duckdb
+PORT ?= 8501
+
+# Offline and quiet: no price-list fetch, no model hub, no telemetry (also set in evaluators/__init__.py).
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export LITELLM_MODE := PRODUCTION
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+export RAG_TRIAGE_DB := $(DB)
+
+.PHONY: setup run test demo browser local
+
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+setup: $(VENV)/.installed
+
+# Debian's Chromium for the real-browser tests (Playwright never downloads a browser here).
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null)
+
+demo: setup
+	$(PY) -m data.build_demo --db $(DB)
+
+run: demo
+	$(PY) -m streamlit run app.py --server.port $(PORT)
+
+test: setup browser
+	$(PY) -m pytest -q tests

@@ -1,0 +1,6 @@
+"""`python -m evaluators ...`: see evaluators/cli.py."""
+import sys
+
+from evaluators.cli import main
+
+sys.exit(main())

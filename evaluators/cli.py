@@ -1,0 +1,164 @@
+"""The command line: evaluate, export, diagnose, runs. A stable contract others rely on.
+
+Exit codes: 0 done; 2 bad input or options (one line per problem, no traceback);
+3 the judge refused the requests (400/401) or the run could not finish; 4 the database is busy.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from evaluators import diagnosis, metrics as metrics_mod, runner, store
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m evaluators", description="RAG Triage evaluation engine")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("evaluate", help="evaluate a file of (query, sources, response) triplets into a run")
+    ev.add_argument("input", help="JSONL, CSV or Parquet file")
+    ev.add_argument("--db", required=True, help="DuckDB file (created if missing)")
+    ev.add_argument("--run", required=True, help="run name; an unfinished run of this name is resumed")
+    ev.add_argument("--judge", default=runner.OFFLINE,
+                    help="offline (default, embedded), local (optional Qwen 1.5B), or any litellm model string")
+    ev.add_argument("--api-base", default=None, help="base URL for an OpenAI-compatible endpoint")
+    ev.add_argument("--metrics", default=",".join(metrics_mod.THELMA),
+                    help=f"comma-separated metric ids (default {','.join(metrics_mod.THELMA)})")
+    ev.add_argument("--concurrency", type=int, default=8, help="max judge calls in flight (adapts down on 429)")
+    ev.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call")
+    ev.add_argument("--per-component", action="store_true",
+                    help="one judge call per component, as in the paper (default: batched)")
+    ev.add_argument("--sd-threshold", type=float, default=metrics_mod.SD_THRESHOLD,
+                    help="cosine at which two response sentences repeat each other")
+    ev.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost; call nothing")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    ex = sub.add_parser("export", help="one CSV row per item with every metric of a run")
+    ex.add_argument("--db", required=True)
+    ex.add_argument("--run", required=True)
+    ex.add_argument("--out", required=True)
+
+    dg = sub.add_parser("diagnose", help="one CSV row per item and fired Table-2 rule")
+    dg.add_argument("--db", required=True)
+    dg.add_argument("--run", required=True)
+    dg.add_argument("--out", required=True)
+    dg.add_argument("--thresholds", default="",
+                    help="per-metric thresholds, e.g. sqc=0.75,gr=0.9 (defaults: "
+                         + ",".join(f"{k}={v}" for k, v in diagnosis.DEFAULT_THRESHOLDS.items()) + ")")
+
+    rs = sub.add_parser("runs", help="list the runs in a database")
+    rs.add_argument("--db", required=True)
+    return p
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from evaluators.ingest import InputError, load_items
+
+    try:
+        metrics = runner.check_metrics(args.metrics.split(","))
+        items = load_items(args.input)
+    except InputError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        return _fail(str(exc))
+    if args.concurrency < 1:
+        return _fail("--concurrency must be at least 1")
+    if args.dry_run:
+        plan = runner.plan(items, args.db, args.run, args.judge, metrics, args.per_component, args.sd_threshold)
+        print(plan.text(args.judge))
+        return 0
+    from evaluators.judge import JudgeFatal
+
+    try:
+        summary = runner.evaluate(
+            items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
+            concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
+            sd_threshold=args.sd_threshold, on_progress=None if args.quiet else runner.print_progress)
+    except JudgeFatal as exc:
+        return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
+    except ValueError as exc:
+        return _fail(str(exc))
+    print(summary.text())
+    return 0
+
+
+def _run_metrics(db: str, run: str) -> list[str]:
+    """The run's metrics in registry order (THELMA first)."""
+    found = set(store.query(db, "SELECT DISTINCT metric FROM scores WHERE run_id = ?", [run])["metric"])
+    order = list(runner.registry())
+    return sorted(found, key=lambda m: order.index(m) if m in order else len(order))
+
+
+def _check_run(db: str, run: str) -> None:
+    if store.query(db, "SELECT count(*) AS n FROM runs WHERE run_id = ?", [run])["n"].iloc[0] == 0:
+        raise ValueError(f"{db}: no run named {run!r} (see: python -m evaluators runs --db {db})")
+
+
+def _write_csv(path: str, header: Sequence[str], rows: list[list[object]]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def _cell(value: object) -> object:
+    return "" if value is None or value != value else value  # None/NaN: not scored
+
+
+def _export(args: argparse.Namespace) -> int:
+    _check_run(args.db, args.run)
+    metrics = [m for m in metrics_mod.THELMA] + [m for m in _run_metrics(args.db, args.run) if m not in metrics_mod.THELMA]
+    wide = store.run_scores_wide(args.db, args.run, metrics)
+    header = ["item_id", *metrics, "n_failed"]
+    _write_csv(args.out, header, [[_cell(v) for v in row] for row in wide[header].itertuples(index=False)])
+    print(f"wrote {len(wide)} items to {args.out}")
+    return 0
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    thresholds = diagnosis.parse_thresholds(args.thresholds)
+    _check_run(args.db, args.run)
+    wide = store.run_scores_wide(args.db, args.run, list(metrics_mod.THELMA))
+    rows: list[list[object]] = []
+    for record in wide.to_dict("records"):
+        scores = {m: (None if record[m] != record[m] else record[m]) for m in metrics_mod.THELMA}
+        rows += [[record["item_id"], rule.id, rule.components] for rule in diagnosis.diagnose(scores, thresholds)]
+    _write_csv(args.out, ["item_id", "rule", "components"], rows)
+    print(f"wrote {len(rows)} fired rules for {len(wide)} items to {args.out}")
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    if not Path(args.db).exists():
+        return _fail(f"{args.db}: no such database file")
+    frame = store.runs(args.db)
+    if frame.empty:
+        print("no runs")
+        return 0
+    for row in frame.itertuples(index=False):
+        print(f"{row.run_id}\t{row.judge}\t{row.status}\t{row.n_done}/{row.n_items} items\t{row.created_at:%Y-%m-%d %H:%M}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "runs": _runs}
+    try:
+        return handlers[args.command](args)
+    except (store.StoreMissing, ValueError) as exc:
+        return _fail(str(exc))
+    except store.StoreBusy as exc:
+        return _fail(str(exc), 4)
+    except KeyboardInterrupt:
+        return _fail("interrupted; finished items are saved, rerun the same command to continue", 130)

@@ -1,0 +1,190 @@
+"""Prompt files: strict loading, safe rendering, content hashes, and one reply parser per prompt.
+
+A prompt is a plain file in prompts/ with `{name}` variables. Loading fails on a variable the
+caller does not supply, or on one it supplies that the file does not use. Evaluated text is
+neutralised before it enters a prompt, so a response containing `</input>` or
+`<output>1</output>` cannot close our tags or forge a verdict.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
+_VAR = re.compile(r"\{([a-z_]+)\}")
+
+# List-valued variables are rendered as numbered, tagged elements: <fact id="1">...</fact>.
+_LIST_TAGS = {"facts": "fact", "sources": "source", "claims": "claim", "questions": "question", "texts": "text"}
+
+
+class PromptError(ValueError):
+    """A prompt file and the variables given to it do not match."""
+
+
+class ParseError(ValueError):
+    """A judge reply does not have the shape its prompt asks for."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A loaded prompt file."""
+
+    name: str
+    text: str
+    variables: frozenset[str]
+    hash: str
+
+    def render(self, **values: Any) -> str:
+        """Fill the variables; lists become tagged, numbered elements. All text is neutralised."""
+        given = set(values)
+        if given != self.variables:
+            missing, extra = sorted(self.variables - given), sorted(given - self.variables)
+            raise PromptError(f"prompt {self.name}: missing variables {missing}, unused variables {extra}")
+
+        def fill(match: re.Match[str]) -> str:
+            value = values[match.group(1)]
+            if isinstance(value, (list, tuple)):
+                tag = _LIST_TAGS[match.group(1)]
+                return "\n".join(f'<{tag} id="{i}">\n{neutralise(v)}\n</{tag}>' for i, v in enumerate(value, 1))
+            return neutralise(str(value))
+
+        # One pass over the template: substituted text is never scanned again for variables.
+        return _VAR.sub(fill, self.text)
+
+
+def neutralise(text: str) -> str:
+    """Make evaluated text inert inside our tagged prompts: angle brackets become look-alikes."""
+    return text.replace("<", "‹").replace(">", "›")
+
+
+@lru_cache(maxsize=None)
+def load(name: str) -> Prompt:
+    """Load prompts/NAME.txt and record its content hash."""
+    path = PROMPT_DIR / f"{name}.txt"
+    text = path.read_text(encoding="utf-8")
+    return Prompt(name=name, text=text, variables=frozenset(_VAR.findall(text)),
+                  hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:12])
+
+
+def prompt_hashes(names: list[str] | None = None) -> dict[str, str]:
+    """Content hashes of the given prompts (all prompt files by default)."""
+    names = names or sorted(p.stem for p in PROMPT_DIR.glob("*.txt"))
+    return {n: load(n).hash for n in names}
+
+
+# ---------------------------------------------------------------- parsers
+
+_OUTPUT = re.compile(r"<output(?:\s+id=\"?(\d+)\"?)?\s*>(.*?)(?:</output>|$)", re.S | re.I)
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+
+
+def _output_body(reply: str) -> str:
+    match = _OUTPUT.search(reply)
+    if not match:
+        raise ParseError("no <output> tag")
+    return match.group(2).strip()
+
+
+def parse_list(reply: str) -> list[str]:
+    """Bulleted or one-per-line items inside <output>. An empty list is a valid answer."""
+    body = _output_body(reply)
+    return [line for line in (_BULLET.sub("", l).strip() for l in body.splitlines()) if line]
+
+
+def parse_binary(reply: str) -> int:
+    """A bare 0 or 1 inside <output>."""
+    body = _output_body(reply)
+    if body not in ("0", "1"):
+        raise ParseError(f"expected 0 or 1, got {body[:40]!r}")
+    return int(body)
+
+
+def _essential_value(text: str) -> int:
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    if ("essential" in words) == ("extraneous" in words):
+        raise ParseError(f"expected Essential or Extraneous, got {text[:40]!r}")
+    return 1 if "essential" in words else 0
+
+
+def parse_essential(reply: str) -> int:
+    """B.2's scale: Essential is 1, Extraneous is 0."""
+    return _essential_value(_output_body(reply))
+
+
+def _indexed(reply: str, value: Callable[[str], int]) -> dict[int, int]:
+    found: dict[int, int] = {}
+    for line in _output_body(reply).splitlines():
+        m = re.match(r"^\s*(\d+)\s*[:.)-]\s*(.+?)\s*$", line)
+        if m:
+            try:
+                found[int(m.group(1))] = value(m.group(2))
+            except ParseError:
+                continue
+    if not found:
+        raise ParseError("no 'N: value' lines")
+    return found
+
+
+def _binary_value(text: str) -> int:
+    if text not in ("0", "1"):
+        raise ParseError(f"expected 0 or 1, got {text[:40]!r}")
+    return int(text)
+
+
+def parse_binary_batch(reply: str) -> dict[int, int]:
+    """Lines "N: 0|1" inside <output>; elements missing from the reply are simply absent."""
+    return _indexed(reply, _binary_value)
+
+
+def parse_essential_batch(reply: str) -> dict[int, int]:
+    """Lines "N: Essential|Extraneous" inside <output>."""
+    return _indexed(reply, _essential_value)
+
+
+def parse_claims_batch(reply: str) -> dict[int, list[str]]:
+    """One <output id="N"> block of bulleted claims per text."""
+    found: dict[int, list[str]] = {}
+    for match in _OUTPUT.finditer(reply):
+        if match.group(1):
+            lines = (_BULLET.sub("", l).strip() for l in match.group(2).splitlines())
+            found[int(match.group(1))] = [l for l in lines if l]
+    if not found:
+        raise ParseError('no <output id="N"> blocks')
+    return found
+
+
+def parse_coverage_batch(reply: str) -> dict[tuple[int, int | str], int]:
+    """Lines "Q1 S2: 1" and "Q1 ALL: 0": keys are (question, source number or "all")."""
+    found: dict[tuple[int, int | str], int] = {}
+    for line in _output_body(reply).splitlines():
+        m = re.match(r"^\s*Q(\d+)\s*[,/ ]\s*(S(\d+)|ALL)\s*:\s*([01])\s*$", line, re.I)
+        if m:
+            target: int | str = int(m.group(3)) if m.group(3) else "all"
+            found[(int(m.group(1)), target)] = int(m.group(4))
+    if not found:
+        raise ParseError("no 'Qn Sm: value' lines")
+    return found
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "claims": parse_list,
+    "subquestions": parse_list,
+    "essential": parse_essential,
+    "source_essential": parse_binary,
+    "groundedness": parse_binary,
+    "source_answers": parse_binary,
+    "response_addresses": parse_binary,
+    "claims_batch": parse_claims_batch,
+    "essential_batch": parse_essential_batch,
+    "source_essential_batch": parse_binary_batch,
+    "groundedness_batch": parse_binary_batch,
+    "source_answers_batch": parse_coverage_batch,
+    "response_addresses_batch": parse_binary_batch,
+}
+
+# Prompts whose answer is a single 0/1 token: the local judge reads these from logprobs.
+BINARY_PROMPTS = frozenset({"source_essential", "groundedness", "source_answers", "response_addresses"})

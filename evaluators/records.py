@@ -1,0 +1,123 @@
+"""One frozen record type per grain: Item, Component, Verdict, Score, JudgeCall, Run.
+
+Everything the engine computes is one of these, and the store keeps every one of them,
+so the dashboard can show why a score is what it is.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    """Outcome of a judge step. Only OK carries a value; every other status is a visible failure."""
+
+    OK = "ok"
+    UNPARSED = "unparsed"          # the judge answered, twice, with something we could not parse
+    ERROR = "error"                # the call failed after bounded retries (5xx, connection, ...)
+    TIMEOUT = "timeout"            # the call hung past its deadline, after retries
+    NOT_APPLICABLE = "not_applicable"  # the metric needs an input this item does not have
+    EMPTY = "empty"                # the decomposition produced nothing to score (no claims, ...)
+
+
+# Component kinds: what a decomposition produced.
+SOURCE = "source"            # identity decomposition of the source set (SP1)
+SOURCE_FACT = "source_fact"  # B.1 claims of the sources (SP2)
+CLAIM = "claim"              # B.1 claims of the response (RP, GR)
+SUBQUESTION = "subquestion"  # B.3 sub-questions of the query (SQC, RQC)
+SENTENCE = "sentence"        # sentences of the response (SD)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One (query, retrieved sources, response) triplet to evaluate."""
+
+    id: str
+    query: str
+    sources: tuple[str, ...]
+    response: str
+    reference: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @staticmethod
+    def content_id(query: str, sources: tuple[str, ...] | list[str], response: str) -> str:
+        """A stable id for items that come without one: a hash of their content."""
+        blob = json.dumps([query, list(sources), response], ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Component:
+    """One decomposed piece of an item: a source, a fact, a claim, a sub-question or a sentence."""
+
+    item_id: str
+    kind: str
+    idx: int
+    text: str
+    parent: int | None = None  # for source facts: the index of the source they came from
+    call_key: str | None = None  # the judge call that produced it (None for identity/sentence split)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One match: a component judged against a target, with its status and the call behind it.
+
+    `target` names what the component was matched against: "query", "sources" (the whole set),
+    "source:J" (one source), "response", or "sentence:J" (SD's most similar other sentence).
+    """
+
+    item_id: str
+    metric: str
+    component_kind: str
+    component_idx: int
+    target: str
+    value: float | None  # 1.0 / 0.0 when status is OK, else None
+    status: Status
+    score: float | None = None  # the judge's continuous evidence (probability, similarity)
+    call_key: str | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Score:
+    """One metric for one item: the aggregate of its OK verdicts, with counts and a status."""
+
+    item_id: str
+    metric: str
+    value: float | None
+    n_scored: int
+    n_total: int
+    status: Status
+
+
+@dataclass(frozen=True)
+class JudgeCall:
+    """One exchange with a judge. `key` is sha256(model, messages, params): the cache key."""
+
+    key: str
+    model: str
+    prompt_name: str
+    prompt_hash: str
+    messages: list[dict[str, str]]
+    params: dict[str, Any]
+    reply: str | None
+    status: Status
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
+    latency_ms: float = 0.0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A named evaluation run: which judge, which prompts, which metrics."""
+
+    name: str
+    judge: str
+    params: dict[str, Any]
+    prompt_hashes: dict[str, str]
+    status: str = "running"

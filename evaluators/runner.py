@@ -1,0 +1,348 @@
+"""Run an evaluation: resumable, cached, with progress, writing every item whole.
+
+`evaluate` skips items the run already finished and answers repeated judge requests from the
+DuckDB cache, so a killed run restarted with the same command continues where it stopped. One
+writer task group-commits finished items and new judge calls: each write is one transaction.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from evaluators import metrics as metrics_mod
+from evaluators import prompts, store
+from evaluators.judge import Answer, CallStats, Judge, LLMJudge, call_key, count_tokens, price_per_token
+from evaluators.records import Item, JudgeCall, Run, Status
+
+OFFLINE = "offline"
+LOCAL = "local"
+
+
+def registry() -> dict[str, metrics_mod.Metric]:
+    """Every metric the engine knows, by id."""
+    return dict(metrics_mod.METRICS)
+
+
+def check_metrics(names: Iterable[str]) -> list[str]:
+    """Validate metric ids, keeping the caller's order."""
+    known = registry()
+    names = [n.strip().lower() for n in names if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown metrics {', '.join(unknown)}; known: {', '.join(known)}")
+    if not names:
+        raise ValueError("no metrics selected")
+    return list(dict.fromkeys(names))
+
+
+@dataclass
+class Progress:
+    """What the progress bar shows; passed to `on_progress` after every item."""
+
+    done: int
+    total: int
+    skipped: int
+    calls: int
+    cache_hits: int
+    tokens: int
+    cost: float
+    elapsed_s: float
+
+    @property
+    def eta_s(self) -> float | None:
+        fresh = self.done - self.skipped
+        if fresh <= 0:
+            return None
+        return self.elapsed_s / fresh * (self.total - self.done)
+
+    def line(self) -> str:
+        eta = "?" if self.eta_s is None else time.strftime("%H:%M:%S", time.gmtime(self.eta_s))
+        return (f"items {self.done}/{self.total} | calls {self.calls} | cache hits {self.cache_hits} | "
+                f"tokens {self.tokens:,} | cost ${self.cost:.4f} | ETA {eta}")
+
+
+@dataclass
+class RunSummary:
+    """The end-of-run report: per metric, scored out of total, and failures by status."""
+
+    run: str
+    items: int
+    stats: dict[str, Any]
+    metrics: dict[str, dict[str, int]] = field(default_factory=dict)  # metric -> {status: count}
+
+    def text(self) -> str:
+        lines = [f"run {self.run}: {self.items} items | judge calls {self.stats.get('calls', 0)} | "
+                 f"cache hits {self.stats.get('cache_hits', 0)} | tokens "
+                 f"{self.stats.get('prompt_tokens', 0) + self.stats.get('completion_tokens', 0):,}"]
+        for metric, counts in self.metrics.items():
+            total = sum(counts.values())
+            failures = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s != Status.OK.value)
+            lines.append(f"  {metric:<22} scored {counts.get(Status.OK.value, 0)} of {total}"
+                         + (f"  ({failures})" if failures else ""))
+        return "\n".join(lines)
+
+
+class _Writer:
+    """Group commit: everything finished since the last write goes into the next transaction."""
+
+    def __init__(self, db: str | Path, run: str) -> None:
+        self.db, self.run = db, run
+        self.calls: list[JudgeCall] = []
+        self.results: list[tuple[Item, metrics_mod.ItemResult]] = []
+        self._wake = asyncio.Event()
+        self._closed = False
+
+    def add_call(self, call: JudgeCall) -> None:
+        self.calls.append(call)
+        self._wake.set()
+
+    def add_item(self, item: Item, result: metrics_mod.ItemResult) -> None:
+        self.results.append((item, result))
+        self._wake.set()
+
+    async def loop(self) -> None:
+        while not (self._closed and not self.calls and not self.results):
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.to_thread(self.flush)
+
+    def flush(self) -> None:
+        calls, self.calls = self.calls, []
+        results, self.results = self.results, []
+        if not calls and not results:
+            return
+        store.write_batch(
+            self.db, self.run, items=[i for i, _ in results],
+            components=[c for _, r in results for c in r.components],
+            verdicts=[v for _, r in results for v in r.verdicts],
+            scores=[s for _, r in results for s in r.scores], calls=calls)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+
+def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float) -> dict[str, Any]:
+    """The options that define a run's results: resuming requires the same ones."""
+    return {"metrics": list(metrics), "per_component": per_component, "sd_threshold": sd_threshold}
+
+
+async def _open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, concurrency: int,
+                      timeout: float, cache: dict[str, JudgeCall],
+                      on_call: Callable[[JudgeCall], None]) -> tuple[Judge, bool]:
+    """The judge for a spec, and whether it must judge one component per call."""
+    if judge == OFFLINE:
+        from evaluators.offline import OfflineJudge
+
+        return OfflineJudge(), False
+    if judge == LOCAL:
+        from evaluators import local  # optional extra: the local LLM server
+
+        server = stack.enter_context(local.LocalServer())
+        # Logprob scoring reads one 0/1 token, so the local judge always asks one component per call.
+        return LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=1,
+                        timeout=timeout, cache=cache, on_call=on_call, logprob_binary=True), True
+    return LLMJudge(judge, api_base=api_base, concurrency=concurrency, timeout=timeout,
+                    cache=cache, on_call=on_call), False
+
+
+def judge_name(judge: str) -> str:
+    """The name a run records for its judge."""
+    if judge == LOCAL:
+        from evaluators import local
+
+        return f"local:{local.MODEL}"
+    return judge
+
+
+async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
+                         api_base: str | None = None, metrics: Sequence[str] = metrics_mod.THELMA,
+                         concurrency: int = 8, per_component: bool = False, timeout: float = 60.0,
+                         sd_threshold: float = metrics_mod.SD_THRESHOLD,
+                         on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
+    """Evaluate `items` into run `run` of `db`; see `evaluate`."""
+    metrics = check_metrics(metrics)
+    reg = registry()
+    store.migrate(db)
+    cache = store.load_cache(db, judge_name(judge)) if judge != OFFLINE else {}
+    writer = _Writer(db, run)
+    started = time.monotonic()
+    async with AsyncExitStack() as stack:
+        judge_obj, forced = await _open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call)
+        per_component = per_component or forced
+        meta = Run(run, judge_obj.name, run_params(metrics, per_component, sd_threshold), prompts.prompt_hashes())
+        store.start_run(db, meta, len(items))
+        done_ids = store.done_item_ids(db, run)
+        todo = [i for i in items if i.id not in done_ids]
+        stats: CallStats = getattr(judge_obj, "stats", CallStats())
+        counter = {"done": len(items) - len(todo)}
+        skipped = counter["done"]
+
+        def report() -> None:
+            if on_progress:
+                on_progress(Progress(counter["done"], len(items), skipped, stats.calls, stats.cache_hits,
+                                     stats.prompt_tokens + stats.completion_tokens, stats.cost,
+                                     time.monotonic() - started))
+
+        report()
+        queue: asyncio.Queue[Item] = asyncio.Queue()
+        for item in todo:
+            queue.put_nowait(item)
+
+        async def worker() -> None:
+            while not queue.empty():
+                item = queue.get_nowait()
+                result = await metrics_mod.evaluate_item(item, metrics, judge_obj, per_component,
+                                                         sd_threshold, reg)
+                writer.add_item(item, result)
+                counter["done"] += 1
+                report()
+
+        writer_task = asyncio.create_task(writer.loop())
+        workers = [asyncio.create_task(worker()) for _ in range(max(2, concurrency * 2))]
+        error = ""
+        try:
+            await asyncio.gather(*workers)
+        except BaseException as exc:
+            for w in workers:
+                w.cancel()
+            error = str(exc) or type(exc).__name__
+            raise
+        finally:
+            writer.close()
+            await writer_task
+            store.finish_run(db, run, "failed" if error else "finished", stats.as_dict(), error)
+    return summarize(db, run, stats.as_dict())
+
+
+def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE, **options: Any) -> RunSummary:
+    """Evaluate items into a named run of a DuckDB file; resumes an unfinished run of that name.
+
+    Options: api_base, metrics, concurrency, per_component, timeout, sd_threshold, on_progress.
+    Raises JudgeFatal when the judge refuses requests (400/401): completed items stay stored.
+    """
+    return asyncio.run(evaluate_async(items, db, run, judge, **options))
+
+
+def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None) -> RunSummary:
+    """Counts of scores by metric and status for a stored run."""
+    frame = store.query(db, """
+        SELECT metric, status, count(*) AS n FROM scores WHERE run_id = ?
+        GROUP BY metric, status ORDER BY metric, status""", [run])
+    n_items = int(store.query(db, "SELECT count(*) AS n FROM items WHERE run_id = ?", [run])["n"].iloc[0])
+    counts: dict[str, dict[str, int]] = {}
+    for row in frame.itertuples(index=False):
+        counts.setdefault(row.metric, {})[row.status] = int(row.n)
+    order = {m: k for k, m in enumerate(registry())}
+    ordered = dict(sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))
+    return RunSummary(run, n_items, stats or {}, ordered)
+
+
+# ---------------------------------------------------------------- dry run
+
+@dataclass
+class Plan:
+    """What a run would cost before anything is called."""
+
+    items: int
+    calls: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    by_prompt: dict[str, int] = field(default_factory=dict)
+    cost: float | None = None
+
+    def text(self, judge: str) -> str:
+        cost = "unknown (no price known for this model)" if self.cost is None else f"${self.cost:.4f}"
+        per = ", ".join(f"{k} {v}" for k, v in sorted(self.by_prompt.items()))
+        return (f"dry run with judge {judge}: {self.items} items to evaluate\n"
+                f"  judge calls {self.calls} ({self.cached} more answered from the cache): {per or 'none'}\n"
+                f"  tokens ~{self.prompt_tokens:,} in + ~{self.completion_tokens:,} out\n"
+                f"  estimated cost {cost}")
+
+
+class _PlanJudge(LLMJudge):
+    """Renders every request a run would send and counts it, answering with a plausible shape.
+
+    Decompositions are guessed by sentence splitting unless the real one is cached, so counts
+    are exact in batched mode and estimates per component.
+    """
+
+    def __init__(self, model: str, cache: dict[str, JudgeCall], logprob_binary: bool, plan: Plan) -> None:
+        super().__init__(model, cache=cache, logprob_binary=logprob_binary)
+        self.plan = plan
+
+    async def ask(self, prompt: str, **v: Any) -> Answer:
+        spec, messages, params = self.request(prompt, **v)
+        if call_key(self.model, messages, params) in self.cache:
+            self.plan.cached += 1
+            return await super().ask(prompt, **v)
+        self.plan.calls += 1
+        self.plan.by_prompt[prompt] = self.plan.by_prompt.get(prompt, 0) + 1
+        self.plan.prompt_tokens += count_tokens(self.model, "\n".join(m["content"] for m in messages))
+        value = _guess(prompt, v)
+        out_chars = sum(len(x) for x in value) if prompt in ("claims", "subquestions") else 8 * _size(value)
+        self.plan.completion_tokens += 1 if params.get("logprobs") else max(3, out_chars // 4)
+        return Answer(value, Status.OK)
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, (dict, list)) else 1
+
+
+def _guess(prompt: str, v: dict[str, Any]) -> Any:
+    from evaluators.offline import split_sentences
+
+    if prompt == "claims":
+        return split_sentences(v["input"])
+    if prompt == "subquestions":
+        return [q.strip() + "?" for q in v["input"].split("?") if q.strip()] or [v["input"]]
+    if prompt == "claims_batch":
+        return {i: split_sentences(t) for i, t in enumerate(v["texts"], 1)}
+    if prompt == "source_answers_batch":
+        return {(l, t): 1 for l in range(1, len(v["questions"]) + 1)
+                for t in [*range(1, len(v["sources"]) + 1), "all"]}
+    lists = [x for x in v.values() if isinstance(x, list)]
+    if lists:
+        return {i: 1 for i in range(1, len(lists[0]) + 1)}
+    return 1
+
+
+def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
+         metrics: Sequence[str] = metrics_mod.THELMA, per_component: bool = False,
+         sd_threshold: float = metrics_mod.SD_THRESHOLD) -> Plan:
+    """Count the judge calls, tokens and cost a run would need, calling nothing."""
+    metrics = check_metrics(metrics)
+    done = store.done_item_ids(db, run) if Path(db).exists() else set()
+    todo = [i for i in items if i.id not in done]
+    result = Plan(items=len(todo))
+    if judge == OFFLINE:
+        return result
+    model = judge_name(judge)
+    local = judge == LOCAL
+    cache = store.load_cache(db, model) if Path(db).exists() else {}
+    planner = _PlanJudge(model, cache, local, result)
+    reg = {m: metrics_mod.METRICS[m] for m in metrics if m != "sd"}  # SD never calls a judge
+
+    async def walk() -> None:
+        for item in todo:
+            await metrics_mod.evaluate_item(item, list(reg), planner, per_component or local, sd_threshold, reg)
+
+    asyncio.run(walk())
+    price = price_per_token(model)
+    if price is not None:
+        result.cost = result.prompt_tokens * price[0] + result.completion_tokens * price[1]
+    return result
+
+
+def print_progress(progress: Progress) -> None:
+    """A one-line progress bar on stderr, redrawn in place on a terminal."""
+    end = "\r" if sys.stderr.isatty() else "\n"
+    if end == "\n" and progress.done not in (progress.total,) and progress.done % max(1, progress.total // 20):
+        return  # in logs, print about every 5 %
+    print(progress.line(), end=end, file=sys.stderr, flush=True)
