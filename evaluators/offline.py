@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -66,6 +66,10 @@ def _numbers(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUMBER.findall(text)}
 
 
+# Offline answers for prompts defined by other metric suites, registered by those modules.
+HANDLERS: dict[str, Callable[..., Answer]] = {}
+
+
 class OfflineJudge:
     """Answers every THELMA prompt from embeddings and deterministic checks."""
 
@@ -78,7 +82,10 @@ class OfflineJudge:
 
     async def ask(self, prompt: str, **v: Any) -> Answer:
         """Dispatch on the prompt name; variables are the ones the prompt file takes."""
-        return getattr(self, f"_{prompt}")(**v)
+        handler = getattr(self, f"_{prompt}", None) or HANDLERS.get(prompt)
+        if handler is None:
+            raise KeyError(f"the offline judge has no answer for prompt {prompt!r}")
+        return handler(**v)
 
     # ---------------------------------------------------------------- decompositions
     def _claims(self, input: str) -> Answer:
