@@ -66,8 +66,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         metrics = runner.check_metrics(args.metrics.split(","))
         items = load_items(args.input)
     except InputError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
+        print(exc, file=sys.stderr)  # one line per problem, capped for huge files
         return 2
     except ValueError as exc:
         return _fail(str(exc))

@@ -1,0 +1,349 @@
+"""Read triplets to evaluate from JSONL, CSV, Parquet or a DataFrame, and turn them into Items.
+
+Every format goes through the same row normaliser, so the rules are the same everywhere:
+
+- fields: `id` (optional: a content hash when absent or empty), `query`, `sources` (a non-empty
+  list of non-empty strings), `response`, optional `reference`, optional `metadata` (an object);
+- RAGAS names (`user_input`, `retrieved_contexts`) and DeepEval names (`input`,
+  `retrieval_context`, `actual_output`, `expected_output`) are accepted for the same fields;
+- in CSV, Parquet and DataFrame cells, `sources` and `metadata` may be JSON text;
+- unknown fields are ignored; texts are kept exactly as given.
+
+Bad input raises InputError with every problem found, one line each, located as
+`FILE:LINE` (JSONL: physical line; CSV: the line a data row starts on, header = line 1) or
+`FILE:row N` (Parquet and DataFrame, 1-based). This module only reads.
+"""
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import math
+import numbers
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evaluators.records import Item
+
+MAX_TEXT_BYTES = 1_000_000
+"""Largest accepted text field (query, each source, response, reference), in UTF-8 bytes."""
+
+# Our field name -> the other names it may come under (RAGAS first, then DeepEval).
+_NAMES: dict[str, tuple[str, ...]] = {
+    "id": (),
+    "query": ("user_input", "input"),
+    "sources": ("retrieved_contexts", "retrieval_context"),
+    "response": ("actual_output",),
+    "reference": ("expected_output",),
+    "metadata": (),
+}
+_SUFFIXES = (".jsonl", ".csv", ".parquet")
+_MAX_SHOWN = 100  # problems spelled out in str(InputError); .problems keeps them all
+
+# Internally a row is (line or row number, "FILE:LINE" for messages, parsed value), and a problem
+# is (line or row number, message), so problems from reading and from checking sort into line order.
+_Row = tuple[int, str, Any]
+_Problem = tuple[int, str]
+
+
+class InputError(ValueError):
+    """Input that cannot be evaluated. `.problems` lists every problem, one line each:
+    `FILE:LINE: field FIELD: message`, or `FILE:LINE: message` when no single field is at fault,
+    or `FILE: message` for the file as a whole."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        shown = self.problems[:_MAX_SHOWN]
+        more = len(self.problems) - len(shown)
+        lines = [f"{len(self.problems)} problem(s) in the input:", *shown]
+        if more:
+            lines.append(f"... and {more} more")
+        super().__init__("\n".join(lines))
+
+
+def load_items(path: str | Path) -> list[Item]:
+    """Read the items of a .jsonl, .csv or .parquet file (chosen by suffix).
+
+    Raises InputError listing every problem when the file is missing, unreadable, empty,
+    of an unknown type, or has any bad row.
+    """
+    path = Path(path)
+    name = str(path)
+    suffix = path.suffix.lower()
+    file_problems = []
+    if suffix not in _SUFFIXES:
+        file_problems.append(f"{name}: unknown file type {suffix or '(no suffix)'!r}; "
+                        f"expected one of {', '.join(_SUFFIXES)}")
+    if not path.exists():
+        file_problems.append(f"{name}: no such file")
+    if file_problems:
+        raise InputError(file_problems)
+
+    if suffix == ".parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise InputError([f"{name}: cannot read as Parquet: {exc}"]) from None
+        return items_from_frame(frame, origin=name)
+
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError([f"{name}: cannot read: {exc.strerror}"]) from None
+    text, decode_problems = _decode(raw, name)
+    rows, parse_problems = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, name)
+    return _build(rows, decode_problems + parse_problems, name, json_cells=suffix == ".csv")
+
+
+def items_from_frame(df: pd.DataFrame, origin: str = "<dataframe>") -> list[Item]:
+    """Turn a DataFrame (one row per item, same columns as the files) into Items.
+
+    Problems are located as `ORIGIN:row N`, N counting from 1. Raises InputError.
+    """
+    records = df.to_dict("records")
+    rows = [(n, f"{origin}:row {n}", record) for n, record in enumerate(records, start=1)]
+    return _build(rows, [], origin, json_cells=True)
+
+
+def _build(rows: list[_Row], problems: list[_Problem], origin: str,
+           json_cells: bool) -> list[Item]:
+    """Normalise every row, check ids are unique, and raise with all problems in line order."""
+    items: list[Item] = []
+    first_seen: dict[str, str] = {}
+    for line, where, row in rows:
+        item, row_problems = _normalise(row, where, json_cells)
+        problems.extend((line, problem) for problem in row_problems)
+        if item is None:
+            continue
+        if item.id in first_seen:
+            hashed = item.id == Item.content_id(item.query, item.sources, item.response)
+            why = " (a content hash: same query, sources and response)" if hashed else ""
+            problems.append((line, f"{where}: field id: duplicate id {item.id!r}{why}, "
+                                   f"first at {first_seen[item.id]}"))
+        else:
+            first_seen[item.id] = where
+            items.append(item)
+    if not rows and not problems:
+        problems.append((0, f"{origin}: no items (the input is empty)"))
+    if problems:
+        raise InputError([text for _, text in sorted(problems, key=lambda p: p[0])])
+    return items
+
+
+def _normalise(row: Any, where: str, json_cells: bool) -> tuple[Item | None, list[str]]:
+    """Check one row and build its Item; the Item is None when the row has any problem.
+
+    `json_cells` says that `sources` and `metadata` may come as JSON text (CSV, Parquet, frames).
+    """
+    if not isinstance(row, dict):
+        return None, [f"{where}: expected a JSON object, got {_type(row)}"]
+    problems: list[str] = []
+
+    # Find each field under our name or one alias; giving two names for one field is ambiguous.
+    given: dict[str, tuple[str, Any]] = {}
+    for field, aliases in _NAMES.items():
+        names = [n for n in (field, *aliases) if n in row and not _is_missing(row[n])]
+        if len(names) > 1:
+            problems.append(f"{where}: field {field}: given under more than one name: "
+                            + " and ".join(repr(n) for n in names))
+        if names:  # check the first anyway, so a conflict is not also reported as missing
+            given[field] = (names[0], row[names[0]])
+
+    texts: dict[str, str | None] = {}
+    for field in ("query", "response", "reference"):
+        if field not in given:
+            if field != "reference":
+                also = f" (also accepted as {', '.join(_NAMES[field])})"
+                problems.append(f"{where}: field {field}: missing{also}")
+            texts[field] = None
+            continue
+        name, value = given[field]
+        if field == "reference" and isinstance(value, str) and not value.strip():
+            texts[field] = None  # an empty optional text is an absent one
+            continue
+        error = _text_problem(value)
+        if error:
+            problems.append(f"{where}: field {name}: {error}")
+        texts[field] = value
+
+    sources: list[str] = []
+    if "sources" not in given:
+        also = f" (also accepted as {', '.join(_NAMES['sources'])})"
+        problems.append(f"{where}: field sources: missing{also}")
+    else:
+        name, value = given["sources"]
+        sources, errors = _check_sources(value, json_cells)
+        problems.extend(f"{where}: field {name}: {error}" for error in errors)
+
+    metadata: dict[str, Any] = {}
+    if "metadata" in given:
+        value, error = given["metadata"][1], None
+        if json_cells and isinstance(value, str):
+            value, error = _parse_json(value)
+        if error:
+            problems.append(f"{where}: field metadata: expected a JSON object, "
+                            f"got text that is not JSON ({error})")
+        elif not isinstance(value, dict):
+            problems.append(f"{where}: field metadata: expected an object, got {_type(value)}")
+        else:
+            # The store keeps metadata as JSON text: make it plain JSON now (Parquet structs bring
+            # numpy arrays) rather than fail later on a value JSON cannot hold.
+            try:
+                text = json.dumps(value, default=_plain, ensure_ascii=False, sort_keys=True)
+                metadata = json.loads(text.encode("utf-8"))
+            except (TypeError, ValueError) as exc:
+                problems.append(f"{where}: field metadata: cannot be kept as JSON ({exc})")
+
+    item_id: str | None = None
+    if "id" in given:
+        value = given["id"][1]
+        if isinstance(value, bool) or not isinstance(value, (str, numbers.Integral)):
+            problems.append(f"{where}: field id: expected a string or an integer, got {_type(value)}")
+        elif str(value).strip():
+            item_id = str(value)
+            error = _text_problem(item_id)
+            if error:
+                problems.append(f"{where}: field id: {error}")
+
+    if problems:
+        return None, problems
+    query, response = texts["query"], texts["response"]
+    assert query is not None and response is not None  # guaranteed by the checks above
+    return Item(
+        id=item_id or Item.content_id(query, sources, response),
+        query=query,
+        sources=tuple(sources),
+        response=response,
+        reference=texts["reference"],
+        metadata=metadata,
+    ), []
+
+
+def _check_sources(value: Any, json_cells: bool) -> tuple[list[str], list[str]]:
+    """Return (sources, problems) for a `sources` value; sources are numbered from 1 in messages."""
+    if json_cells and isinstance(value, str):
+        value, error = _parse_json(value)
+        if error:
+            return [], [f"expected a JSON list of strings, got text that is not JSON ({error})"]
+    if isinstance(value, (tuple, np.ndarray)):  # Parquet list columns arrive as arrays
+        value = list(value)
+    if not isinstance(value, list):
+        return [], [f"expected a list of strings, got {_type(value)}"]
+    if not value:
+        return [], ["empty list: at least one source is needed"]
+    errors = []
+    for n, source in enumerate(value, start=1):
+        error = _text_problem(source)
+        if error:
+            errors.append(f"source {n} of {len(value)}: {error}")
+    return value, errors
+
+
+def _text_problem(value: Any) -> str | None:
+    """Why `value` is not an acceptable text field, or None when it is."""
+    if not isinstance(value, str):
+        return f"expected a string, got {_type(value)}"
+    if not value.strip():
+        return "empty"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:  # JSON can smuggle lone surrogates in as \ud800 escapes
+        return f"not valid Unicode (lone surrogate at character {exc.start})"
+    if size > MAX_TEXT_BYTES:
+        return f"too long: {size:,} bytes, the limit is {MAX_TEXT_BYTES:,} bytes"
+    return None
+
+
+def _decode(raw: bytes, name: str) -> tuple[str, list[_Problem]]:
+    """Decode UTF-8 line by line, reporting the first bad byte of each bad line.
+
+    Bad bytes become U+FFFD so the rest of the file can still be checked for more problems.
+    """
+    start = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+    problems = []
+    lines = []
+    for number, line in enumerate(raw[start:].split(b"\n"), start=1):
+        try:
+            lines.append(line.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            problems.append((number, f"{name}:{number}: not UTF-8: byte 0x{line[exc.start]:02x} "
+                             f"at byte offset {start + exc.start} of the file "
+                             f"(byte {exc.start} of the line)"))
+            lines.append(line.decode("utf-8", errors="replace"))
+        start += len(line) + 1
+    return "\n".join(lines), problems
+
+
+def _jsonl_rows(text: str, name: str) -> tuple[list[_Row], list[_Problem]]:
+    """Parse one JSON value per non-blank line; return (located rows, problems)."""
+    rows, problems = [], []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        value, error = _parse_json(line)
+        if error:
+            problems.append((number, f"{name}:{number}: malformed JSON: {error}"))
+        else:
+            rows.append((number, f"{name}:{number}", value))
+    return rows, problems
+
+
+def _csv_rows(text: str, name: str) -> tuple[list[_Row], list[_Problem]]:
+    """Parse CSV with a header line; return (rows located by their first line, problems).
+
+    Empty cells count as absent, since CSV cannot tell an empty string from no value.
+    """
+    # A sources cell may hold several long texts; the default 128 KiB cell limit would reject
+    # valid rows, and oversize texts are reported field by field against MAX_TEXT_BYTES instead.
+    csv.field_size_limit(2**31 - 1)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows, problems = [], []
+    try:
+        header = [column.strip() for column in next(reader, [])]
+        for column in sorted({c for c in header if header.count(c) > 1}):
+            problems.append((1, f"{name}:1: column {column!r} appears more than once in the header"))
+        last_line = reader.line_num
+        for cells in reader:
+            first_line, last_line = last_line + 1, reader.line_num
+            if not cells:  # a blank line
+                continue
+            if len(cells) != len(header):
+                problems.append((first_line, f"{name}:{first_line}: {len(cells)} cells, "
+                                             f"but the header has {len(header)} columns"))
+                continue
+            row = {column: cell or None for column, cell in zip(header, cells)}
+            rows.append((first_line, f"{name}:{first_line}", row))
+    except csv.Error as exc:
+        problems.append((reader.line_num, f"{name}:{reader.line_num}: malformed CSV: {exc}"))
+    return rows, problems
+
+
+def _parse_json(text: str) -> tuple[Any, str | None]:
+    """Parse JSON text; return (value, None), or (None, why it is not JSON)."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"{exc.msg} at character {exc.pos + 1}"
+    except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit number, or absurd nesting
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _plain(value: Any) -> Any:
+    """json.dumps fallback: numpy arrays and scalars become lists and numbers."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    raise TypeError(f"{_type(value)} is not JSON")
+
+
+def _is_missing(value: Any) -> bool:
+    """None, NaN and pd.NA all mean "no value" (frames fill absent cells with them)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _type(value: Any) -> str:
+    """A short type name for messages."""
+    return type(value).__name__
