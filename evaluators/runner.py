@@ -276,16 +276,21 @@ class _PlanJudge(LLMJudge):
     def __init__(self, model: str, cache: dict[str, JudgeCall], logprob_binary: bool, plan: Plan) -> None:
         super().__init__(model, cache=cache, logprob_binary=logprob_binary)
         self.plan = plan
+        self.seen: set[str] = set()
 
     async def ask(self, prompt: str, **v: Any) -> Answer:
         spec, messages, params = self.request(prompt, **v)
-        if call_key(self.model, messages, params) in self.cache:
+        key = call_key(self.model, messages, params)
+        if key in self.cache:
             self.plan.cached += 1
             return await super().ask(prompt, **v)
+        value = _guess(prompt, v)
+        if key in self.seen:  # an identical request is sent once and shared
+            return Answer(value, Status.OK)
+        self.seen.add(key)
         self.plan.calls += 1
         self.plan.by_prompt[prompt] = self.plan.by_prompt.get(prompt, 0) + 1
         self.plan.prompt_tokens += count_tokens(self.model, "\n".join(m["content"] for m in messages))
-        value = _guess(prompt, v)
         out_chars = sum(len(x) for x in value) if prompt in ("claims", "subquestions") else 8 * _size(value)
         self.plan.completion_tokens += 1 if params.get("logprobs") else max(3, out_chars // 4)
         return Answer(value, Status.OK)
