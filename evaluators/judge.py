@@ -221,6 +221,10 @@ class LLMJudge:
                         timeout=self.timeout + 5)
                 self.limit.succeeded()
                 return self._record(key, spec, messages, params, response, (time.monotonic() - t0) * 1000)
+            except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
+                # A 400 about this one request (too long, refused content): fail it, not the run.
+                error, status = _one_line(exc), Status.ERROR
+                break
             except (litellm.BadRequestError, litellm.AuthenticationError, litellm.NotFoundError,
                     litellm.PermissionDeniedError) as exc:
                 raise JudgeFatal(f"judge {self.model} refused the request: {_one_line(exc)}") from None

@@ -310,16 +310,27 @@ class Metric:
     aggregate: Callable[[str, str, Sequence[Verdict]], Score] = aggregate_mean
     needs_reference: bool = False
     description: str = ""
+    prompts: tuple[str, ...] = ()  # prompt files it may use: their hashes are recorded on the run
 
+
+_CLAIMS = ("claims", "claims_batch")
+_ESSENTIAL = ("essential", "essential_batch")
+_SUBQ = ("subquestions",)
 
 METRICS: dict[str, Metric] = {
-    "sp1": Metric(match_sp1, description="Source precision, chunk level: share of sources with essential information"),
-    "sp2": Metric(match_sp2, description="Source precision, fact level: share of source facts essential to the query"),
-    "sqc": Metric(match_sqc, aggregate_coverage, description="Source query coverage: share of sub-questions the sources answer"),
-    "rp": Metric(match_rp, description="Response precision: share of response claims essential to the query"),
-    "rqc": Metric(match_rqc, description="Response query coverage: share of sub-questions the response addresses"),
+    "sp1": Metric(match_sp1, description="Source precision, chunk level: share of sources with essential information",
+                  prompts=("source_essential", "source_essential_batch")),
+    "sp2": Metric(match_sp2, description="Source precision, fact level: share of source facts essential to the query",
+                  prompts=_CLAIMS + _ESSENTIAL),
+    "sqc": Metric(match_sqc, aggregate_coverage, description="Source query coverage: share of sub-questions the sources answer",
+                  prompts=_SUBQ + ("source_answers", "source_answers_batch")),
+    "rp": Metric(match_rp, description="Response precision: share of response claims essential to the query",
+                 prompts=_CLAIMS + _ESSENTIAL),
+    "rqc": Metric(match_rqc, description="Response query coverage: share of sub-questions the response addresses",
+                  prompts=_SUBQ + ("response_addresses", "response_addresses_batch")),
     "sd": Metric(match_sd, description="Self-distinctness: 1 - share of response sentences that repeat another"),
-    "gr": Metric(match_gr, description="Groundedness: share of response claims supported by the sources"),
+    "gr": Metric(match_gr, description="Groundedness: share of response claims supported by the sources",
+                 prompts=_CLAIMS + ("groundedness", "groundedness_batch")),
 }
 
 

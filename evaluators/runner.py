@@ -175,7 +175,8 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
     async with AsyncExitStack() as stack:
         judge_obj, forced = await _open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call)
         per_component = per_component or forced
-        meta = Run(run, judge_obj.name, run_params(metrics, per_component, sd_threshold), prompts.prompt_hashes())
+        used = sorted({p for m in metrics for p in reg[m].prompts})
+        meta = Run(run, judge_obj.name, run_params(metrics, per_component, sd_threshold), prompts.prompt_hashes(used))
         store.start_run(db, meta, len(items))
         done_ids = store.done_item_ids(db, run)
         todo = [i for i in items if i.id not in done_ids]

@@ -21,7 +21,7 @@ JUDGE = "openai/test-judge"
 
 TRIPLET = Item(
     id="clock",
-    query="When was the Chimnabai Clock Tower completed, and who was it named after?",
+    query="When was the Chimnabai Clock Tower completed? And who was it named after?",
     sources=(
         "The Chimnabai Clock Tower is a clock tower in Vadodara, India. It was completed in 1896. "
         "It was named in memory of Chimnabai I, a queen of Baroda State.",

@@ -105,7 +105,7 @@ def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
         sys.path.insert(0, {str(ROOT / 'tests')!r})
         from test_store import bundle
         from evaluators import store
-        for k in range(40):
+        for k in range(15):
             store.write_batch({str(db)!r}, "r", **bundle(f"i{{k}}"))
     """)
     proc = subprocess.Popen([sys.executable, "-c", writer], cwd=ROOT)
@@ -121,7 +121,7 @@ def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
             break
         time.sleep(0.05)  # a reader's open blocks the writer's: leave it room
     assert proc.wait() == 0
-    assert store.done_item_ids(db, "r") == {f"i{k}" for k in range(40)}
+    assert store.done_item_ids(db, "r") == {f"i{k}" for k in range(15)}
 
 
 def test_missing_db_for_a_reader(tmp_path: Path) -> None:
