@@ -1,0 +1,120 @@
+"""The demo: our corpus and queries, three runs that differ like real pipelines, and a demo
+database on which every Table-2 rule fires with the offline judge and default thresholds."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+# Set before torch loads (see data/build_demo.py): the build is several times slower without it
+# on a busy machine.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from data import build_demo, demo_runs  # noqa: E402
+from evaluators import runner, store  # noqa: E402
+from evaluators.diagnosis import RULES  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """The full demo, built once for this module (about 20-50 s, most of it MiniLM encoding)."""
+    db = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    counts = build_demo.build(db, emit=lambda _: None)
+    return db, counts
+
+
+def test_run_files_are_what_the_generator_writes() -> None:
+    runs = demo_runs.build_runs(demo_runs.load_corpus(), demo_runs.load_queries())
+    assert list(runs) == list(demo_runs.RUNS)
+    for name, items in runs.items():
+        path = demo_runs.RUNS_DIR / f"{name}.jsonl"
+        assert path.read_text(encoding="utf-8") == demo_runs.render(items), f"{path} is stale: run python -m data.demo_runs"
+
+
+def test_corpus_and_annotations_are_consistent() -> None:
+    corpus, queries = demo_runs.load_corpus(), demo_runs.load_queries()
+    assert demo_runs.check_annotations(corpus, queries) == []
+    assert len({c.doc for c in corpus}) >= 15
+    assert len({c.id for c in corpus}) == len(corpus)
+    for chunk in corpus:  # chunks are short paragraphs of 2-4 sentences
+        assert 2 <= len(re.findall(r"[.!?](?:\s|$)", chunk.text)) <= 4, chunk.id
+    assert len(queries) >= 40
+    assert sum(len(q.parts) == 2 for q in queries) >= 20
+    assert all(q.text.endswith("?") for q in queries)
+
+
+def test_keyword_retriever_really_misses_parts_that_the_good_one_finds() -> None:
+    corpus, queries = demo_runs.load_corpus(), demo_runs.load_queries()
+    partial = 0
+    for q in queries:
+        got = {c.id for c in demo_runs.keyword_retrieve(q.text, corpus)}
+        hits = [bool(got & set(p.chunks)) for p in q.parts]
+        partial += len(q.parts) > 1 and any(hits) and not all(hits)
+        good = {c.id for c in demo_runs.gold_retrieve(q, corpus, extra=True)}
+        assert set(q.gold) <= good and len(good) <= len(q.gold) + 1
+    assert partial >= 8
+
+
+def test_demo_has_three_finished_runs_over_the_same_queries(demo: tuple[Path, dict]) -> None:
+    db, _ = demo
+    runs = store.runs(db).set_index("run_id")
+    assert set(demo_runs.RUNS) <= set(runs.index)
+    assert (runs.loc[list(demo_runs.RUNS), "status"] == "finished").all()
+    ids = {name: set(store.query(db, "SELECT item_id FROM items WHERE run_id = ?", [name])["item_id"])
+           for name in demo_runs.RUNS}
+    first = ids[demo_runs.RUNS[0]]
+    assert len(first) >= 40
+    assert all(other == first for other in ids.values())
+
+
+def test_every_item_has_every_score(demo: tuple[Path, dict]) -> None:
+    db, counts = demo
+    bad = store.query(db, """SELECT run_id, metric, status, count(*) AS n FROM scores
+                             WHERE status <> 'ok' OR value IS NULL GROUP BY ALL""")
+    assert bad.empty, bad.to_string()
+    per_run = store.query(db, "SELECT run_id, count(*) AS n FROM scores GROUP BY run_id")
+    assert set(per_run["n"]) == {len(build_demo.METRICS) * counts[demo_runs.RUNS[0]]["items"]}
+    assert all(c["missing"] == 0 for c in counts.values())
+
+
+def test_every_table2_rule_fires_where_the_pipelines_differ(demo: tuple[Path, dict]) -> None:
+    _, counts = demo
+    for rule in RULES:
+        assert sum(c[rule] for c in counts.values()) >= 1, f"{rule} fires nowhere: {counts}"
+    weak, better, verbose = (counts[name] for name in demo_runs.RUNS)
+    # Each defect shows up in the run that has it, more than in the good run.
+    assert weak["T2.2"] > better["T2.2"] and weak["T2.3"] > better["T2.3"] and weak["T2.6"] > better["T2.6"]
+    assert verbose["T2.1"] > better["T2.1"] and verbose["T2.5"] > better["T2.5"] and verbose["T2.4"] > better["T2.4"]
+
+
+def test_rebuild_of_a_finished_demo_does_nothing(demo: tuple[Path, dict]) -> None:
+    db, counts = demo
+    before = db.stat().st_mtime_ns
+    said: list[str] = []
+    assert build_demo.build(db, emit=said.append) == counts
+    assert db.stat().st_mtime_ns == before
+    assert said == [f"{db}: demo is up to date"]
+    assert not build_demo.temp_path(db).exists()
+
+
+def test_changed_run_files_make_a_stored_demo_unusable(demo: tuple[Path, dict]) -> None:
+    db, _ = demo
+    runs = build_demo.run_items()
+    assert build_demo.stored_state(db, runs) == (True, True)
+    name = demo_runs.RUNS[0]
+    edited = runs[name][0].__class__(**{**runs[name][0].__dict__, "response": "Something else."})
+    assert build_demo.stored_state(db, {**runs, name: [edited, *runs[name][1:]]}) == (False, False)
+
+
+def test_an_interrupted_build_resumes_and_only_then_replaces_the_target(demo: tuple[Path, dict],
+                                                                        tmp_path: Path) -> None:
+    db = tmp_path / "demo.duckdb"
+    partial = build_demo.temp_path(db)
+    name = demo_runs.RUNS[1]
+    runner.evaluate(build_demo.run_items()[name][:5], partial, run=name, judge=runner.OFFLINE)
+    assert not db.exists()  # a half-built demo is never at the target path
+    build_demo.build(db, emit=lambda _: None)  # embeddings are cached in-process by now: quick
+    assert db.exists() and not partial.exists()
+    assert build_demo.stored_state(db, build_demo.run_items()) == (True, True)
