@@ -26,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="offline (default, embedded), local (optional Qwen 1.5B), or any litellm model string")
     ev.add_argument("--api-base", default=None, help="base URL for an OpenAI-compatible endpoint")
     ev.add_argument("--metrics", default=",".join(metrics_mod.THELMA),
-                    help=f"comma-separated metric ids (default {','.join(metrics_mod.THELMA)})")
+                    help=f"comma-separated metric ids (default {','.join(metrics_mod.THELMA)}); "
+                         f"also: {','.join(m for m in runner.registry() if m not in metrics_mod.THELMA)}")
     ev.add_argument("--concurrency", type=int, default=8, help="max judge calls in flight (adapts down on 429)")
     ev.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call")
     ev.add_argument("--per-component", action="store_true",

@@ -26,7 +26,7 @@ SD_THRESHOLD = 0.75  # cosine at or above which two response sentences repeat ea
 
 # ---------------------------------------------------------------- pure aggregation
 
-def _failure_status(verdicts: Sequence[Verdict]) -> Status:
+def failure_status(verdicts: Sequence[Verdict]) -> Status:
     """The most common failure among verdicts that carry no value."""
     counts = Counter(v.status for v in verdicts if v.status is not Status.OK)
     return counts.most_common(1)[0][0] if counts else Status.EMPTY
@@ -36,7 +36,7 @@ def aggregate_mean(item_id: str, metric: str, verdicts: Sequence[Verdict]) -> Sc
     """Mean of the OK verdicts; None with the failure status when none is OK, EMPTY when none exist."""
     ok = [v.value for v in verdicts if v.status is Status.OK and v.value is not None]
     if not ok:
-        return Score(item_id, metric, None, 0, len(verdicts), _failure_status(verdicts))
+        return Score(item_id, metric, None, 0, len(verdicts), failure_status(verdicts))
     return Score(item_id, metric, float(sum(ok)) / len(ok), len(ok), len(verdicts), Status.OK)
 
 
@@ -56,7 +56,7 @@ def aggregate_coverage(item_id: str, metric: str, verdicts: Sequence[Verdict]) -
         elif all(v.status is Status.OK for v in group):
             folded.append(Verdict(item_id, metric, SUBQUESTION, idx, "any", 0.0, Status.OK))
         else:
-            folded.append(Verdict(item_id, metric, SUBQUESTION, idx, "any", None, _failure_status(group)))
+            folded.append(Verdict(item_id, metric, SUBQUESTION, idx, "any", None, failure_status(group)))
     return aggregate_mean(item_id, metric, folded)
 
 

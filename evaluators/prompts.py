@@ -82,7 +82,8 @@ _OUTPUT = re.compile(r"<output(?:\s+id=\"?(\d+)\"?)?\s*>(.*?)(?:</output>|$)", r
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 
 
-def _output_body(reply: str) -> str:
+def output_body(reply: str) -> str:
+    """The text inside the first <output> tag (to the end if it was never closed)."""
     match = _OUTPUT.search(reply)
     if not match:
         raise ParseError("no <output> tag")
@@ -91,13 +92,13 @@ def _output_body(reply: str) -> str:
 
 def parse_list(reply: str) -> list[str]:
     """Bulleted or one-per-line items inside <output>. An empty list is a valid answer."""
-    body = _output_body(reply)
+    body = output_body(reply)
     return [line for line in (_BULLET.sub("", l).strip() for l in body.splitlines()) if line]
 
 
 def parse_binary(reply: str) -> int:
     """A bare 0 or 1 inside <output>."""
-    body = _output_body(reply)
+    body = output_body(reply)
     if body not in ("0", "1"):
         raise ParseError(f"expected 0 or 1, got {body[:40]!r}")
     return int(body)
@@ -112,12 +113,12 @@ def _essential_value(text: str) -> int:
 
 def parse_essential(reply: str) -> int:
     """B.2's scale: Essential is 1, Extraneous is 0."""
-    return _essential_value(_output_body(reply))
+    return _essential_value(output_body(reply))
 
 
 def _indexed(reply: str, value: Callable[[str], int]) -> dict[int, int]:
     found: dict[int, int] = {}
-    for line in _output_body(reply).splitlines():
+    for line in output_body(reply).splitlines():
         m = re.match(r"^\s*(\d+)\s*[:.)-]\s*(.+?)\s*$", line)
         if m:
             try:
@@ -160,7 +161,7 @@ def parse_claims_batch(reply: str) -> dict[int, list[str]]:
 def parse_coverage_batch(reply: str) -> dict[tuple[int, int | str], int]:
     """Lines "Q1 S2: 1" and "Q1 ALL: 0": keys are (question, source number or "all")."""
     found: dict[tuple[int, int | str], int] = {}
-    for line in _output_body(reply).splitlines():
+    for line in output_body(reply).splitlines():
         m = re.match(r"^\s*Q(\d+)\s*[,/ ]\s*(S(\d+)|ALL)\s*:\s*([01])\s*$", line, re.I)
         if m:
             target: int | str = int(m.group(3)) if m.group(3) else "all"

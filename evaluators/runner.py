@@ -24,8 +24,10 @@ LOCAL = "local"
 
 
 def registry() -> dict[str, metrics_mod.Metric]:
-    """Every metric the engine knows, by id."""
-    return dict(metrics_mod.METRICS)
+    """Every metric the engine knows, by id: THELMA first, then the peers' suites."""
+    from evaluators import peers  # importing it registers its parsers and offline answers
+
+    return {**metrics_mod.METRICS, **peers.METRICS}
 
 
 def check_metrics(names: Iterable[str]) -> list[str]:
@@ -302,8 +304,11 @@ def _size(value: Any) -> int:
 
 
 def _guess(prompt: str, v: dict[str, Any]) -> Any:
+    from evaluators import offline, peers
     from evaluators.offline import split_sentences
 
+    if prompt in peers.PROMPTS:
+        return offline.HANDLERS[prompt](**v).value  # the parsed shape each peer metric reads
     if prompt == "claims":
         return split_sentences(v["input"])
     if prompt == "subquestions":
@@ -333,7 +338,7 @@ def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
     local = judge == LOCAL
     cache = store.load_cache(db, model) if Path(db).exists() else {}
     planner = _PlanJudge(model, cache, local, result)
-    reg = {m: metrics_mod.METRICS[m] for m in metrics if m != "sd"}  # SD never calls a judge
+    reg = {m: metric for m, metric in registry().items() if m in metrics and m != "sd"}  # SD calls no judge
 
     async def walk() -> None:
         for item in todo:
