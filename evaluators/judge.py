@@ -76,6 +76,7 @@ class AdaptiveLimit:
         self.ceiling = max(1, ceiling)
         self.limit = float(self.ceiling)
         self.in_flight = 0
+        self._last_cut = float("-inf")
         self._cond = asyncio.Condition()
 
     async def __aenter__(self) -> None:
@@ -86,10 +87,15 @@ class AdaptiveLimit:
     async def __aexit__(self, *exc: object) -> None:
         async with self._cond:
             self.in_flight -= 1
-            self._cond.notify_all()
+            # Wake only as many waiters as there are free slots: notify_all costs O(waiters) per exit.
+            self._cond.notify(max(1, int(self.limit) - self.in_flight))
 
     def throttled(self) -> None:
-        self.limit = max(1.0, self.limit / 2)
+        # One halving per burst: the 429s of requests already in flight report the same overload.
+        now = time.monotonic()
+        if now - self._last_cut >= 1.0:
+            self.limit = max(1.0, self.limit / 2)
+            self._last_cut = now
 
     def succeeded(self) -> None:
         self.limit = min(float(self.ceiling), self.limit + 1.0 / self.limit)
@@ -234,7 +240,7 @@ class LLMJudge:
                 if time.monotonic() - started > self.rate_limit_patience:
                     break
             except (litellm.Timeout, asyncio.TimeoutError) as exc:
-                error, status = f"timeout after {self.timeout:.0f} s: {_one_line(exc)}", Status.TIMEOUT
+                error, status = f"timeout after {self.timeout:g} s: {_one_line(exc)}", Status.TIMEOUT
                 if attempt >= self.max_attempts:
                     break
             except (litellm.APIConnectionError, litellm.InternalServerError,
@@ -259,14 +265,16 @@ class LLMJudge:
         if params.get("logprobs"):
             # Keep the alternatives, not just the sampled token: they are the verdict.
             content = getattr(getattr(choice, "logprobs", None), "content", None) or []
-            top = {t.token.strip(): t.logprob for t in (content[0].top_logprobs if content else [])}
+            top: dict[str, float] = {}
+            for t in content[0].top_logprobs if content else []:
+                # "1" and " 1" are one answer: add their probabilities, don't let the later one win.
+                token = t.token.strip()
+                top[token] = math.log(math.exp(top[token]) + math.exp(t.logprob)) if token in top else t.logprob
             reply = json.dumps({"token": reply, "top_logprobs": top})
         usage = getattr(response, "usage", None)
-        cost = None
-        try:
-            cost = float(litellm.completion_cost(completion_response=response))
-        except Exception:  # unknown price: tokens are still stored
-            cost = None
+        # litellm already priced the call where it knows the model; None where it does not.
+        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        cost = float(cost) if cost is not None else None
         call = JudgeCall(
             key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
             messages=messages, params=params, reply=reply, status=Status.OK,

@@ -46,9 +46,11 @@ class Prompt:
             raise PromptError(f"prompt {self.name}: missing variables {missing}, unused variables {extra}")
 
         def fill(match: re.Match[str]) -> str:
-            value = values[match.group(1)]
+            name, value = match.group(1), values[match.group(1)]
             if isinstance(value, (list, tuple)):
-                tag = _LIST_TAGS[match.group(1)]
+                if name not in _LIST_TAGS:
+                    raise PromptError(f"prompt {self.name}: variable {name} takes text, not a list")
+                tag = _LIST_TAGS[name]
                 return "\n".join(f'<{tag} id="{i}">\n{neutralise(v)}\n</{tag}>' for i, v in enumerate(value, 1))
             return neutralise(str(value))
 
@@ -79,7 +81,7 @@ def prompt_hashes(names: list[str] | None = None) -> dict[str, str]:
 # ---------------------------------------------------------------- parsers
 
 _OUTPUT = re.compile(r"<output(?:\s+id=\"?(\d+)\"?)?\s*>(.*?)(?:</output>|$)", re.S | re.I)
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)](?=\s))\s*")
 
 
 def output_body(reply: str) -> str:
@@ -106,6 +108,8 @@ def parse_binary(reply: str) -> int:
 
 def _essential_value(text: str) -> int:
     words = set(re.findall(r"[a-z]+", text.lower()))
+    if "not" in words and "essential" in words:  # "Not essential" is the Extraneous verdict
+        return 0
     if ("essential" in words) == ("extraneous" in words):
         raise ParseError(f"expected Essential or Extraneous, got {text[:40]!r}")
     return 1 if "essential" in words else 0

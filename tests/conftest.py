@@ -1,0 +1,30 @@
+"""Shared pytest fixtures.
+
+Tests run from the repository root (`python -m pytest tests/...`); the root is put on sys.path
+as well so that `pytest` alone finds the `evaluators` package.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from openai_server import OpenAIServer  # noqa: E402  (tests/ is on sys.path under pytest's default import mode)
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIServer]:
+    """A started loopback OpenAI-protocol server (format-aware replies, no faults), stopped afterwards.
+
+    A responder that raised is answered with a 500, which a judge may retry past; fail the test
+    here so such a bug is never mistaken for an injected fault.
+    """
+    with OpenAIServer() as server:
+        yield server
+    assert not server.errors, f"the test server's responder raised: {server.errors!r}"
