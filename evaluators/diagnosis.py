@@ -40,7 +40,7 @@ RULES: dict[str, Rule] = {r.id: r for r in [
 
 # Each rule as (metric, "low" | "high") conditions that must all hold. "sp" in T2.3 reads SP1,
 # the chunk-level precision ("some retrieved sources"), and falls back to SP2 when SP1 is absent.
-_CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {
+CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "T2.1": (("sd", "low"), ("rp", "high")),
     "T2.2": (("sqc", "low"), ("rqc", "low")),
     "T2.3": (("sp", "low"), ("sqc", "high")),
@@ -63,7 +63,7 @@ def level(metric: str, scores: Mapping[str, float | None], thresholds: Mapping[s
 def diagnose(scores: Mapping[str, float | None], thresholds: Mapping[str, float] | None = None) -> list[Rule]:
     """The Table-2 rules that fire for one item's scores, in table order."""
     thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
-    return [RULES[rid] for rid, conds in _CONDITIONS.items()
+    return [RULES[rid] for rid, conds in CONDITIONS.items()
             if all(level(m, scores, thresholds) == want for m, want in conds)]
 
 

@@ -1,0 +1,594 @@
+"""Streamlit helpers that the dashboard pages share: configuration, cached reads, URL-synced
+widgets, formatting of scores and failures, escaped highlighting, and the plotly charts.
+
+State that makes a view (run, item, compared run, thresholds, filters) lives in st.query_params,
+so every view is a link someone can paste into a triage chat. Reads go through `read()`, cached
+on the DB path and the file's modification time, so a new run shows up without a restart and no
+connection is ever held open.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import urlencode
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from evaluators import store
+from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, diagnose
+from evaluators.stats import bootstrap_ci
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DB = "data/demo.duckdb"
+PAGES = {
+    "runs": "app.py", "run": "pages/1_Run.py", "item": "pages/2_Item.py", "compare": "pages/3_Compare.py",
+    "diagnosis": "pages/4_Diagnosis.py", "triage": "pages/5_Triage.py", "evaluate": "pages/6_Evaluate.py",
+}
+LABELS = ("confirmed", "false alarm", "fixed")
+SAVE_DEADLINE_S = 5.0  # how long a triage save retries a locked file before saying "busy"
+COMPONENTS = ("Retriever", "Source text", "Source chunking", "Prompt", "Generator", "Judge", "Other")
+METRIC_NAMES = {
+    "sp1": "SP1 source precision (chunks)", "sp2": "SP2 source precision (facts)",
+    "sqc": "SQC source query coverage", "rp": "RP response precision", "rqc": "RQC response query coverage",
+    "sd": "SD self-distinctness", "gr": "GR groundedness",
+}
+# Quadrant scatters of Table 2: (x, y) metric pairs and the rules they show.
+RULE_PAIRS = (("sqc", "rqc", "T2.2, T2.4"), ("sp1", "sqc", "T2.3"), ("rp", "sd", "T2.1"),
+              ("sp1", "rp", "T2.5"), ("sqc", "gr", "T2.6"))
+OK, GOOD, BAD, FAIL = "ok", "#c8ecd0", "#f8d0d0", "#e6e6e6"
+PLOT_CONFIG = {"displaylogo": False}
+
+
+# ---------------------------------------------------------------- configuration
+
+def db_path() -> Path:
+    """The database file, from RAG_TRIAGE_DB (relative paths are relative to the repository)."""
+    path = Path(os.environ.get("RAG_TRIAGE_DB") or DEFAULT_DB)
+    return path if path.is_absolute() else ROOT / path
+
+
+def read_only() -> bool:
+    """RAG_TRIAGE_READ_ONLY=1: viewers may look, but not save triage notes or upload runs."""
+    return os.environ.get("RAG_TRIAGE_READ_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _auth_configured() -> bool:
+    try:
+        return "auth" in st.secrets
+    except (FileNotFoundError, KeyError, RuntimeError):  # no secrets file at all
+        return False
+
+
+def logged_in_email() -> str | None:
+    """The logged-in user's email, or None when nobody is logged in (or login is not configured)."""
+    if not st.user.get("is_logged_in", False):
+        return None
+    return str(st.user.get("email") or st.user.get("name") or "") or None
+
+
+def page(title: str, need_db: bool = True) -> Path:
+    """Start a page: config, login gate, read-only notice; stops with a hint when there is no database."""
+    st.set_page_config(page_title=f"{title} · RAG Triage", layout="wide")
+    if _auth_configured() and not st.user.get("is_logged_in", False):
+        st.title("RAG Triage")
+        st.info("Log in to see the evaluation runs.")
+        st.button("Log in", key="login", on_click=st.login)
+        st.stop()
+    if read_only():
+        st.sidebar.info("Read-only mode: triage notes and uploads are disabled.", icon="🔒")
+    st.title(title)
+    path = db_path()
+    if need_db and not path.exists():
+        st.warning(f"No database at `{path}`. Build the demo (`make demo`) or set RAG_TRIAGE_DB, "
+                   "or evaluate a file on the Evaluate page.")
+        st.stop()
+    return path
+
+
+# ---------------------------------------------------------------- cached reads
+
+def db_version(path: Path) -> float:
+    """Changes whenever the database or its write-ahead log is written: part of every cache key."""
+    return max((p.stat().st_mtime_ns for p in (path, Path(f"{path}.wal")) if p.exists()), default=0) / 1e9
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _cached(name: str, path: str, version: float, args: tuple, kwargs: tuple) -> Any:
+    return getattr(store, name)(path, *args, **dict(kwargs))
+
+
+def read_all(*calls: tuple[str, tuple, dict]) -> list[Any]:
+    """Several store reads, (name, args, kwargs) each, through the cache; misses share one connection."""
+    path = db_path()
+    version = db_version(path)
+    try:
+        with store.reading(path):
+            return [_cached(name, str(path), version, tuple(args), tuple(sorted(kwargs.items())))
+                    for name, args, kwargs in calls]
+    except store.StoreBusy:  # a writer held the file past the deadline: say so, don't crash
+        st.warning("The database is busy (a run or a save is writing), try again in a moment.")
+        st.stop()
+
+
+def read(name: str, *args: Any, **kwargs: Any) -> Any:
+    """Call store.<name>(db, *args, **kwargs) through the cache."""
+    return read_all((name, args, kwargs))[0]
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ...]) -> pd.DataFrame:
+    # cache_resource hands out the same frame without a copy: callers must not modify it.
+    return store.run_table(path, run_id, metric_ids)
+
+
+def _every_metric() -> tuple[str, ...]:
+    return tuple(store.order_metrics({m for ms in read("catalog")[1].values() for m in ms}))
+
+
+def run_table(run_id: str) -> pd.DataFrame:
+    """A run's per-item score table (grouped in DuckDB once per DB version); treat it as read-only."""
+    path = db_path()
+    try:
+        return _run_table(str(path), db_version(path), run_id, _every_metric())
+    except store.StoreBusy:
+        st.warning("The database is busy (a run or a save is writing), try again in a moment.")
+        st.stop()
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def _derived(name: str, path: str, version: float, every: tuple[str, ...], run_ids: tuple[str, ...],
+             args: tuple, kwargs: tuple) -> Any:
+    tables = [_run_table(path, version, r, every) for r in run_ids]
+    return getattr(store, name)(*tables, *args, **dict(kwargs))
+
+
+def derived(name: str, run_ids: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+    """store.<name>(*run tables of run_ids, *args, **kwargs): an in-memory computation over cached run
+    tables, itself cached, so a rerun for an unrelated widget costs nothing."""
+    path = db_path()
+    with store.reading(path):  # the run tables this needs share one connection
+        for run_id in run_ids:
+            run_table(run_id)  # builds (or reports busy) outside the cached call
+    return _derived(name, str(path), db_version(path), _every_metric(), tuple(run_ids), args,
+                    tuple(sorted(kwargs.items())))
+
+
+def call(name: str, *args: Any, **kwargs: Any) -> tuple[str, tuple, dict]:
+    """One entry for read_all()."""
+    return name, args, kwargs
+
+
+def runs() -> pd.DataFrame:
+    """All runs, newest first."""
+    return read("catalog")[0]
+
+
+def metrics(*run_ids: str) -> list[str]:
+    """Metric ids present in these runs, THELMA's first."""
+    per_run = read("catalog")[1]
+    return store.order_metrics([m for r in run_ids if r for m in per_run.get(r, [])])
+
+
+# ---------------------------------------------------------------- URL state
+
+def _ctx() -> dict[str, str]:
+    """Per-session memory of URL state, restored when the sidebar navigation drops the query string."""
+    return st.session_state.setdefault("_url_ctx", {})
+
+
+def url_value(key: str, default: Any, parse: Callable[[str], Any] = str, remember: bool = True) -> Any:
+    """A view setting from the URL (the source of truth), else this session's last one, else default."""
+    raw = st.query_params.get(key)
+    if raw is None and remember and key in _ctx():
+        raw = _ctx()[key]
+        st.query_params[key] = raw
+    try:
+        return default if raw is None else parse(raw)
+    except (TypeError, ValueError):
+        return default
+
+
+def set_url(key: str, value: Any, default: Any = None, remember: bool = True) -> None:
+    """Write one view setting to the URL; the default value is left out to keep links short."""
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else (
+        "" if value is None else (f"{value:g}" if isinstance(value, float) else str(value)))
+    if value == default or value in (None, "", [], ()):
+        st.query_params.pop(key, None)
+        _ctx().pop(key, None)
+    else:
+        st.query_params[key] = text
+        if remember:
+            _ctx()[key] = text
+
+
+def synced(widget: Callable[..., Any], label: str, key: str, default: Any,
+           parse: Callable[[str], Any] = str, remember: bool = False, explicit: bool = False,
+           **kwargs: Any) -> Any:
+    """Draw a keyed widget whose value lives in the URL under `key`: read it first, write it on change.
+
+    explicit: always keep the value in the URL, even the default (a run or item id: "the newest run"
+    would point elsewhere once a new run lands, so a pasted link names it).
+    """
+    value = url_value(key, default, parse, remember)
+    options = kwargs.get("options")
+    if options is not None and not isinstance(value, list) and value not in options:
+        value = default
+    if isinstance(value, list) and options is not None:
+        value = [v for v in value if v in options]
+    st.session_state[key] = value
+
+    def _write() -> None:
+        set_url(key, st.session_state[key], None if explicit else default, remember)
+
+    if explicit and value not in (None, ""):
+        set_url(key, value, None, remember)
+    return widget(label, key=key, on_change=_write, **kwargs)
+
+
+def csv_list(text: str) -> list[str]:
+    """Parse 'a,b' from the URL into ['a', 'b']."""
+    return [p for p in text.split(",") if p]
+
+
+def pick_run(frame: pd.DataFrame, key: str = "run", label: str = "Run", skip: str | None = None,
+             where: Any = None) -> str | None:
+    """A run selectbox synced with ?run= (default: the newest run, or the newest other than `skip`)."""
+    ids = list(frame["run_id"])
+    if not ids:
+        return None
+    default = next((r for r in ids if r != skip), ids[0])
+    return synced((where or st.sidebar).selectbox, label, key, default, remember=True, explicit=True,
+                  options=ids)
+
+
+def unit(text: str) -> float:
+    """Parse a threshold from the URL: a number within [0, 1]."""
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(text)
+    return value
+
+
+def thresholds(metric_ids: Sequence[str]) -> dict[str, float]:
+    """Per-metric thresholds from sidebar sliders synced with ?th_<metric>=; Table 2's defaults otherwise."""
+    out = dict(DEFAULT_THRESHOLDS)
+    with st.sidebar.expander("Thresholds (low < threshold ≤ high)", expanded=False):
+        for m in metric_ids:
+            default = DEFAULT_THRESHOLDS.get(m, 0.5)
+            out[m] = synced(st.slider, f"{m.upper()} threshold", f"th_{m}", default, unit, remember=True,
+                            min_value=0.0, max_value=1.0, step=0.01)
+    for m in DEFAULT_THRESHOLDS:  # rules may read a metric this run lacks; keep a URL value for it
+        if m not in metric_ids:
+            out[m] = url_value(f"th_{m}", DEFAULT_THRESHOLDS[m], unit)
+    return out
+
+
+def link(**extra: Any) -> dict[str, str]:
+    """Query params for a link to another page: the current run and thresholds, plus `extra`."""
+    keep = {k: v for k, v in st.query_params.to_dict().items() if k == "run" or k.startswith("th_")}
+    keep.update({k: str(v) for k, v in extra.items() if v is not None})
+    return keep
+
+
+def item_link(run_id: str, item_id: str, label: str | None = None) -> None:
+    """A page link to one item's drill-down."""
+    st.page_link(PAGES["item"], label=label or f"Open item {item_id}", icon="🔎",
+                 query_params=link(run=run_id, item=item_id))
+
+
+def page_url(url_path: str, **extra: Any) -> str:
+    """A relative URL to a page ('Run', 'Item', ...) with the current context, for link columns in tables."""
+    return f"{url_path}?" + urlencode(link(**extra))
+
+
+def item_url(run_id: str, item_id: str) -> str:
+    """A relative URL to an item's drill-down."""
+    return page_url("Item", run=run_id, item=item_id)
+
+
+# ---------------------------------------------------------------- formatting
+
+def fmt_score(value: Any, status: str | None = OK) -> str:
+    """A score as text; a failure shows its status, never a number."""
+    if status not in (None, OK) or value is None or pd.isna(value):
+        return f"⚠ {status}" if status not in (None, OK) else "–"
+    return f"{float(value):.2f}"
+
+
+def fmt_verdict(value: Any, status: str) -> str:
+    """✓ 1 / ✗ 0 for a scored verdict, ⚠ status for a failure."""
+    if status != OK:
+        return f"⚠ {status}"
+    return "✓ 1" if float(value) >= 0.5 else "✗ 0"
+
+
+def failure_text(frame: pd.DataFrame) -> str:
+    """'2 timeout, 1 unparsed' from rows with status and n."""
+    return ", ".join(f"{int(n)} {s}" for s, n in zip(frame["status"], frame["n"])) or "none"
+
+
+def rules_table(scores: Mapping[str, float | None], th: Mapping[str, float]) -> pd.DataFrame:
+    """The Table-2 rules that fire for one item's scores, with the component to fix."""
+    fired = diagnose(dict(scores), th)
+    return pd.DataFrame([{"rule": r.id, "pattern": r.pattern, "meaning": r.meaning, "fix": r.components}
+                         for r in fired], columns=["rule", "pattern", "meaning", "fix"])
+
+
+def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """Items per quadrant of (x, y) from store.rule_counts(): x_low, y_low and n; unscored items left out."""
+    cols = [f"x_low:{x}|{y}", f"y_low:{x}|{y}"]
+    scored = combos.dropna(subset=cols)
+    counts = scored.groupby(cols, as_index=False)["n"].sum()
+    return counts.set_axis(["x_low", "y_low", "n"], axis=1).astype({"x_low": bool, "y_low": bool})
+
+
+def rule_label(rule_id: str) -> str:
+    """'T2.2 · SQC low, RQC low'."""
+    return f"{rule_id} · {RULES[rule_id].pattern}"
+
+
+def highlight(text: str, marks: Sequence[tuple[str, str, str]]) -> tuple[str, list[int]]:
+    """HTML of `text` with each (fragment, colour, title) mark found in it highlighted.
+
+    Every piece of evaluated text is html-escaped, so a `<script>` shows as text. Returns the HTML and
+    the indexes of marks whose fragment is not in the text (claims a judge paraphrased), to list apart.
+    """
+    spans: list[tuple[int, int, int]] = []
+    missing: list[int] = []
+    for i, (fragment, _, _) in enumerate(marks):
+        start, found = 0, False
+        while fragment and (pos := text.find(fragment, start)) >= 0:
+            end = pos + len(fragment)
+            if all(end <= s or pos >= e for s, e, _ in spans):
+                spans.append((pos, end, i))
+                found = True
+                break
+            start = pos + 1
+        if not found:
+            missing.append(i)
+    out, cursor = [], 0
+    for start, end, i in sorted(spans):
+        _, colour, title = marks[i]
+        out.append(html.escape(text[cursor:start]))
+        out.append(f'<span style="background:{colour};border-radius:3px;padding:0 2px" '
+                   f'title="{html.escape(title)}">{html.escape(text[start:end])}</span>')
+        cursor = end
+    out.append(html.escape(text[cursor:]))
+    return "".join(out), missing
+
+
+def text_block(body_html: str) -> None:
+    """Show escaped, highlighted text in a wrapped block (st.html sanitises it a second time)."""
+    st.html(f'<div style="white-space:pre-wrap;line-height:1.6;border-left:3px solid #ddd;'
+            f'padding-left:8px">{body_html}</div>')
+
+
+def plain(text: str) -> None:
+    """Evaluated text, escaped, as a text block."""
+    text_block(html.escape(text))
+
+
+def verdict_colour(value: Any, status: str) -> str:
+    """Green for 1, red for 0, grey for a failure."""
+    if status != OK:
+        return FAIL
+    return GOOD if float(value) >= 0.5 else BAD
+
+
+# The item page works on plain records (lists of dicts): an item has tens of verdicts, and grouping
+# them in Python is much cheaper than hundreds of small pandas selections.
+Record = dict[str, Any]
+
+
+def records(frame: pd.DataFrame) -> list[Record]:
+    """A small frame as a list of dicts."""
+    return frame.to_dict("records")
+
+
+def pick(rows: Sequence[Record], **equal: Any) -> list[Record]:
+    """The rows whose fields equal the given values."""
+    return [r for r in rows if all(r[k] == v for k, v in equal.items())]
+
+
+def raw_exchange(verdict: Record, calls: Mapping[str, Record]) -> None:
+    """The judge's raw exchange behind one verdict: prompt, reply, status, tokens and latency."""
+    call = calls.get(verdict.get("call_key") or "")
+    if call is None:  # the offline judge makes no calls: its explanation is the exchange
+        st.caption("Offline judge (no LLM call). Its explanation:")
+        st.code(str(verdict.get("detail") or "(no detail stored)"), language=None, wrap_lines=True)
+        return
+    cost = "–" if call["cost"] is None or pd.isna(call["cost"]) else f"{call['cost']:.6f}"
+    st.caption(f"model {call['model']} · prompt {call['prompt_name']} ({call['prompt_hash']}) · "
+               f"call status {call['status']} · tokens {call['prompt_tokens']} in / "
+               f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}")
+    for message in json.loads(call["messages"] or "[]"):
+        st.markdown(f"**{html.escape(str(message.get('role', '?')))}**")
+        st.code(str(message.get("content", "")), language=None, wrap_lines=True)
+    st.markdown("**reply**")
+    st.code("(no reply)" if call["reply"] is None else str(call["reply"]), language=None, wrap_lines=True)
+    if call["error"]:
+        st.error(f"error: {call['error']}")
+    if verdict.get("detail"):
+        st.caption(f"detail: {verdict['detail']}")
+
+
+def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title: Callable[[Record], str]) -> None:
+    """One expander per verdict, opening onto the judge's raw exchange."""
+    for row in rows:
+        with st.expander(f"{title(row)} · {fmt_verdict(row['value'], row['status'])} · raw exchange"):
+            raw_exchange(row, calls)
+
+
+def verdict_cell(rows: Sequence[Record]) -> str:
+    """One verdict cell: ✓ 1, ✗ 0, ⚠ status, or – when there is no verdict."""
+    return "–" if not rows else fmt_verdict(rows[0]["value"], rows[0]["status"])
+
+
+def subquestion_table(comps: Sequence[Record], verdicts: Sequence[Record], n_sources: int) -> pd.DataFrame:
+    """Per sub-question: SQC against each source and the whole set, whether it is covered, and RQC."""
+    sqc, rqc = pick(verdicts, metric="sqc", component_kind="subquestion"), pick(verdicts, metric="rqc")
+    rows = []
+    for comp in sorted(pick(comps, kind="subquestion"), key=lambda c: c["idx"]):
+        mine = pick(sqc, component_idx=comp["idx"])
+        row = {"#": comp["idx"], "sub-question": comp["text"]}
+        for j in range(n_sources):
+            row[f"source {j}"] = verdict_cell(pick(mine, target=f"source:{j}"))
+        row["whole set"] = verdict_cell(pick(mine, target="sources"))
+        ok = [v for v in mine if v["status"] == OK]
+        row["SQC covered"] = ("✓ yes" if any(v["value"] >= 0.5 for v in ok) else "✗ no") if ok else (
+            f"⚠ {mine[0]['status']}" if mine else "–")
+        row["RQC"] = verdict_cell(pick(rqc, component_idx=comp["idx"]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def marks_for(comps: Sequence[Record], verdicts: Sequence[Record], metrics: Sequence[str]) -> list[tuple]:
+    """(text, colour, title) highlight marks for these components, coloured by the last metric given."""
+    marks = []
+    for comp in comps:
+        mine = pick(verdicts, component_kind=comp["kind"], component_idx=comp["idx"])
+        title = " · ".join(f"{m.upper()} {verdict_cell(pick(mine, metric=m))}" for m in metrics)
+        colour_rows = pick(mine, metric=metrics[-1])
+        colour = FAIL if not colour_rows else verdict_colour(colour_rows[0]["value"], colour_rows[0]["status"])
+        marks.append((comp["text"], colour, f"{comp['kind']} {comp['idx']}: {title}"))
+    return marks
+
+
+def component_table(comps: Sequence[Record], verdicts: Sequence[Record], metrics: Sequence[str]) -> pd.DataFrame:
+    """Components with one verdict column per metric (and the most similar sentence for SD)."""
+    rows = []
+    for comp in comps:
+        mine = pick(verdicts, component_kind=comp["kind"], component_idx=comp["idx"])
+        row = {"#": comp["idx"], comp["kind"]: comp["text"]}
+        for m in metrics:
+            row[m.upper()] = verdict_cell(pick(mine, metric=m))
+        sd = pick(mine, metric="sd")
+        if "sd" in metrics and sd:
+            row["most similar"] = sd[0]["target"].replace("sentence:", "sentence ")
+            row["similarity"] = None if pd.isna(sd[0]["score"]) else round(float(sd[0]["score"]), 3)
+            row["SD"] = "⚠ " + sd[0]["status"] if sd[0]["status"] != OK else (
+                "distinct" if sd[0]["value"] >= 0.5 else "repeats")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.strip().lower())
+
+
+def claim_diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """Claims of one item in two runs, matched by normalised text: new, gone, changed verdict or same."""
+    def verdicts(row: Any) -> str:
+        rp = fmt_verdict(row.rp, row.rp_status) if isinstance(row.rp_status, str) else "–"
+        gr = fmt_verdict(row.gr, row.gr_status) if isinstance(row.gr_status, str) else "–"
+        return f"RP {rp} · GR {gr}"
+    a = {_norm(r.text): (r.text, verdicts(r)) for r in before.itertuples()}
+    b = {_norm(r.text): (r.text, verdicts(r)) for r in after.itertuples()}
+    rows = []
+    for key in list(a) + [k for k in b if k not in a]:
+        text = (b.get(key) or a[key])[0]
+        va, vb = a.get(key, (None, None))[1], b.get(key, (None, None))[1]
+        change = "new" if va is None else "gone" if vb is None else "changed verdict" if va != vb else "same"
+        rows.append({"change": change, "claim": text, "before": va or "", "after": vb or ""})
+    order = {"changed verdict": 0, "new": 1, "gone": 2, "same": 3}
+    frame = pd.DataFrame(rows, columns=["change", "claim", "before", "after"])
+    return frame.sort_values("change", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- statistics and charts
+
+def headline(dist: pd.DataFrame, metric: str) -> Any:
+    """Bootstrap 95% interval of a metric's mean from its (value, n) distribution.
+
+    Values are grouped to 1e-3 for the resampling (so a continuous metric stays cheap); the mean
+    reported is the exact one.
+    """
+    rows = dist[dist["metric"] == metric]
+    grouped = rows.groupby(rows["value"].round(3))["n"].sum()
+    ci = bootstrap_ci(grouped.index.to_numpy(), grouped.to_numpy())
+    if ci is None:
+        return None
+    exact = float((rows["value"] * rows["n"]).sum() / rows["n"].sum())
+    return type(ci)(exact, ci.low, ci.high, ci.n)
+
+
+def share_below(dist: pd.DataFrame, metric: str, threshold: float) -> tuple[int, int]:
+    """(items below threshold, items scored) for one metric, exactly, from its distribution."""
+    rows = dist[dist["metric"] == metric]
+    return int(rows.loc[rows["value"] < threshold, "n"].sum()), int(rows["n"].sum())
+
+
+# Figures are built as plain dicts and validated once by go.Figure(dict): plotly's incremental helpers
+# (make_subplots, add_vline per subplot) cost about 0.1 s per call, more than the whole page's SQL.
+
+def _vline(x: float, xref: str = "x") -> dict:
+    return {"type": "line", "xref": xref, "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+            "line": {"dash": "dash", "color": "#d33"}}
+
+
+def histograms(dist: pd.DataFrame, metric_ids: Sequence[str], th: Mapping[str, float]) -> go.Figure:
+    """Small multiples: the score distribution of each metric with its threshold line."""
+    n, gap = len(metric_ids), 0.02
+    data, layout = [], {"height": 260, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "showlegend": False,
+                        "yaxis": {"title": {"text": "items"}}, "shapes": [], "annotations": []}
+    for i, m in enumerate(metric_ids):
+        axis = "x" if i == 0 else f"x{i + 1}"
+        rows = dist[dist["metric"] == m]
+        bins = (rows["value"].clip(0, 1) * 10).astype(int).clip(upper=9) / 10 + 0.05
+        counts = rows.groupby(bins)["n"].sum()
+        data.append({"type": "bar", "x": counts.index.to_numpy(float).round(2), "y": counts.to_numpy(),
+                     "width": 0.1, "xaxis": axis, "yaxis": "y", "name": m.upper(),
+                     "hovertemplate": "%{x:.2f}±0.05: %{y} items<extra></extra>"})
+        domain = [i / n + (gap if i else 0), (i + 1) / n - (gap if i < n - 1 else 0)]
+        layout["xaxis" if i == 0 else f"xaxis{i + 1}"] = {"domain": domain, "range": [0, 1], "anchor": "y"}
+        layout["shapes"].append(_vline(th.get(m, 0.5), axis))
+        layout["annotations"].append({"text": m.upper(), "x": sum(domain) / 2, "y": 1.12, "xref": "paper",
+                                      "yref": "paper", "showarrow": False})
+    return go.Figure({"data": data, "layout": layout})
+
+
+def heatmap(corr: pd.DataFrame, metric_ids: Sequence[str]) -> go.Figure:
+    """Correlation matrix of the metrics across items."""
+    index = {m: i for i, m in enumerate(metric_ids)}
+    grid = [[1.0 if a == b else None for b in metric_ids] for a in metric_ids]
+    for a, b, r in corr[["a", "b", "r"]].itertuples(index=False):
+        value = None if pd.isna(r) else round(float(r), 2)
+        grid[index[a]][index[b]] = grid[index[b]][index[a]] = value
+    names = [m.upper() for m in metric_ids]
+    return go.Figure({"data": [{"type": "heatmap", "z": grid, "x": names, "y": names, "zmin": -1, "zmax": 1,
+                                "colorscale": "RdBu", "texttemplate": "%{z}"}],
+                      "layout": {"height": 360, "margin": {"l": 10, "r": 10, "t": 10, "b": 10}}})
+
+
+def delta_chart(frame: pd.DataFrame) -> go.Figure:
+    """Mean delta per metric with its paired-bootstrap 95% interval as error bars."""
+    return go.Figure({"data": [{
+        "type": "bar", "x": [m.upper() for m in frame["metric"]], "y": frame["delta"].tolist(),
+        "marker": {"color": ["#2a9d8f" if r else "#bbbbbb" for r in frame["real"]]},
+        "error_y": {"type": "data", "symmetric": False, "array": (frame["ci_high"] - frame["delta"]).tolist(),
+                    "arrayminus": (frame["delta"] - frame["ci_low"]).tolist()}}],
+        "layout": {"height": 300, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+                   "yaxis": {"title": {"text": "mean delta (other − run)"}, "zeroline": True}}})
+
+
+def quadrant(points: pd.DataFrame, x: str, y: str, th: Mapping[str, float], counts: pd.DataFrame) -> go.Figure:
+    """Scatter of one metric pair over a sample of items, with threshold lines and all-item quadrant counts."""
+    tx, ty = th.get(x, 0.5), th.get(y, 0.5)
+    hline = {"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": ty, "y1": ty,
+             "line": {"dash": "dash", "color": "#d33"}}
+    notes = [{"x": tx / 2 if x_low else (1 + tx) / 2, "y": ty / 2 if y_low else (1 + ty) / 2,
+              "text": f"{int(n)} items", "showarrow": False, "font": {"size": 14, "color": "#333"}}
+             for x_low, y_low, n in counts[["x_low", "y_low", "n"]].itertuples(index=False)]
+    return go.Figure({"data": [{
+        "type": "scattergl", "x": points[x].to_numpy(float), "y": points[y].to_numpy(float), "mode": "markers",
+        "text": points["item_id"].to_numpy(object), "opacity": 0.5,  # numpy: plotly skips per-element checks
+        "hovertemplate": f"%{{text}}<br>{x.upper()} %{{x:.2f}}, {y.upper()} %{{y:.2f}}<extra></extra>"}],
+        "layout": {"height": 320, "margin": {"l": 10, "r": 10, "t": 10, "b": 10}, "shapes": [_vline(tx), hline],
+                   "annotations": notes, "xaxis": {"title": {"text": x.upper()}, "range": [-0.05, 1.05]},
+                   "yaxis": {"title": {"text": y.upper()}, "range": [-0.05, 1.05]}}})

@@ -1,0 +1,75 @@
+"""Run: the per-item score table, filtered and sorted in DuckDB, a page at a time, one click to an item."""
+from __future__ import annotations
+
+import streamlit as st
+
+from evaluators import store, ui
+
+PAGE_SIZE = 200
+
+ui.page("Run")
+runs = ui.runs()
+run_id = ui.pick_run(runs)
+if run_id is None:
+    st.info("No runs yet.")
+    st.stop()
+metric_ids = ui.metrics(run_id)
+th = ui.thresholds(metric_ids)
+st.caption(f"Run **{run_id}**: items with their scores. An empty cell is an unscored metric; "
+           "its reason is in *failed metrics*.")
+
+c1, c2, c3 = st.columns([2, 2, 1])
+below = ui.synced(c1.multiselect, "Below threshold on any of", "below", [], ui.csv_list, options=metric_ids,
+                  format_func=str.upper)
+rules = ui.synced(c2.multiselect, "Table-2 rule fires (any of)", "rule", [], ui.csv_list,
+                  options=list(store.RULE_IDS), format_func=ui.rule_label)
+failed = ui.synced(c3.checkbox, "Judge failure or unscored", "failed", False, lambda s: s in ("1", "True"))
+c4, c5, c6 = st.columns([2, 1, 1])
+search = ui.synced(c4.text_input, "Search text (id, query, response)", "q", "")
+keys = ui.read("metadata_keys", run_id)
+meta_key = ui.synced(c5.selectbox, "Metadata field", "mk", "", options=["", *keys],
+                     format_func=lambda k: k or "(any)")
+meta = None
+if meta_key:
+    values = list(ui.read("metadata_values", run_id, meta_key)["value"])
+    meta_val = ui.synced(c6.selectbox, "Value", "mv", "", options=["", *values], format_func=lambda v: v or "(any)")
+    meta = (meta_key, meta_val) if meta_val else None
+
+levels = dict(p.split(":", 1) for p in ui.csv_list(st.query_params.get("quad", "")) if ":" in p)
+levels = {m: lv for m, lv in levels.items() if m in metric_ids and lv in ("low", "high")}
+if levels:
+    st.info("Quadrant: " + " and ".join(f"{m.upper()} {lv}" for m, lv in levels.items()))
+    if st.button("Clear quadrant filter", key="clear_quad"):
+        del st.query_params["quad"]
+        st.rerun()
+
+c7, c8, c9 = st.columns([2, 1, 1])
+sort = ui.synced(c7.selectbox, "Sort by", "sort", "item_id", options=["item_id", *metric_ids, "n_failed"],
+                 format_func=lambda s: s.upper() if s in metric_ids else s)
+desc = ui.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "True"))
+page_no = ui.synced(c9.number_input, "Page", "page", 1, int, min_value=1, step=1)
+
+table = ui.run_table(run_id)
+failed_items = ui.read("failed_verdicts", run_id)
+ids = ui.read("search_ids", run_id, search, meta) if search or meta else None
+frame, total = store.filter_items(table, metric_ids, th, below=below, rules=rules, levels=levels,
+                                  failed=failed_items, failed_only=failed, ids=ids, sort=sort, descending=desc,
+                                  limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
+first = (page_no - 1) * PAGE_SIZE
+st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len(frame)}" if len(frame) else ""))
+frame.insert(0, "open", [ui.item_url(run_id, i) for i in frame["item_id"]])
+event = st.dataframe(
+    frame, hide_index=True, key="items_table", on_select="rerun", selection_mode="single-row", width="stretch",
+    column_config={
+        "open": st.column_config.LinkColumn("open", display_text="🔎", width="small"),
+        **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
+        "n_failed": st.column_config.NumberColumn("failed verdicts"),
+        "failed_metrics": "failed metrics",
+    })
+picked = event["selection"]["rows"] if event else []
+if picked and picked[0] < len(frame):
+    st.switch_page(ui.PAGES["item"], query_params=ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]]))
+
+with st.expander("Metric correlations across all items of the run", expanded=False):
+    st.plotly_chart(ui.heatmap(ui.derived("correlations", [run_id], metric_ids), metric_ids),
+                    key="corr_heatmap", config=ui.PLOT_CONFIG)

@@ -1,0 +1,134 @@
+"""Item: everything the engine stored for one item, laid out so a person sees why it scored as it did."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from evaluators import store, ui
+
+path = ui.page("Item")
+runs = ui.runs()
+run_id = ui.pick_run(runs)
+if run_id is None:
+    st.info("No runs yet.")
+    st.stop()
+metric_ids = ui.metrics(run_id)
+th = ui.thresholds(metric_ids)
+first = "" if st.query_params.get("item") else ui.read("item_neighbours", run_id, "")[1]
+item_id = ui.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
+d, (prev_id, next_id), notes = ui.read_all(ui.call("item_detail", run_id, item_id),
+                                           ui.call("item_neighbours", run_id, item_id),
+                                           ui.call("triage_notes", run_id, item_id))
+if d["item"].empty:
+    st.warning(f"Run {run_id} has no item with id {item_id!r}.")
+    st.stop()
+item, comps, verdicts = d["item"].iloc[0], ui.records(d["components"]), ui.records(d["verdicts"])
+calls = {c["key"]: c for c in ui.records(d["calls"])}
+scores = d["scores"].set_index("metric")
+
+nav = st.columns([3, 1, 1, 1])
+nav[0].markdown(f"Run **{run_id}** · item `{item_id}`")
+if prev_id:
+    nav[1].page_link(ui.PAGES["item"], label="Previous", icon="⬅️", query_params=ui.link(item=prev_id))
+if next_id:
+    nav[2].page_link(ui.PAGES["item"], label="Next", icon="➡️", query_params=ui.link(item=next_id))
+nav[3].page_link(ui.PAGES["run"], label="Item table", icon="📋", query_params=ui.link())
+
+cols = st.columns(max(len(metric_ids), 1))
+for col, m in zip(cols, metric_ids):
+    if m in scores.index:
+        s = scores.loc[m]
+        col.metric(m.upper(), ui.fmt_score(s["value"], s["status"]), help=ui.METRIC_NAMES.get(m, m))
+        col.caption(f"{int(s['n_scored'])} of {int(s['n_total'])} scored")
+    else:
+        col.metric(m.upper(), "–", help="not evaluated for this item")
+
+ok_scores = {m: (None if s["status"] != ui.OK or pd.isna(s["value"]) else float(s["value"]))
+             for m, s in scores.iterrows()}
+fired = ui.rules_table(ok_scores, th)
+if fired.empty:
+    st.success("No Table-2 rule fires for this item at the current thresholds.")
+else:
+    st.markdown("**Table-2 rules that fire** (component to fix in *fix*)")
+    st.dataframe(fired, hide_index=True, key="item_rules", width="stretch")
+
+def kind(name: str) -> list[ui.Record]:
+    return sorted(ui.pick(comps, kind=name), key=lambda c: c["idx"])
+
+
+THELMA = ("sp1", "sp2", "sqc", "rqc", "rp", "gr", "sd")
+tab_q, tab_s, tab_r, tab_t = st.tabs(["Query", "Sources", "Response", "Triage"])
+
+with tab_q:
+    ui.plain(item["query"])
+    st.dataframe(ui.subquestion_table(comps, verdicts, len(item["sources"])), hide_index=True, key="subq_table",
+                 width="stretch")
+    st.caption("SQC: a sub-question is covered when one source or the whole set answers it. "
+               "RQC: the response addresses it.")
+    ui.verdict_expanders([v for v in verdicts if v["metric"] in ("sqc", "rqc") and v["target"] != "decompose"],
+                         calls, lambda v: f"{v['metric'].upper()} · sub-question {v['component_idx']} vs {v['target']}")
+    ui.verdict_expanders(ui.pick(verdicts, target="decompose"), calls,
+                         lambda v: f"{v['metric'].upper()} · decomposition")
+
+with tab_s:
+    sp1, sp2 = ui.pick(verdicts, metric="sp1"), ui.pick(verdicts, metric="sp2")
+    for j, text in enumerate(item["sources"]):
+        st.markdown(f"**Source {j}** · SP1 {ui.verdict_cell(ui.pick(sp1, component_idx=j))}")
+        facts = [c for c in kind("source_fact") if c["parent"] == j]
+        body, missing = ui.highlight(text, ui.marks_for(facts, verdicts, ["sp2"]))
+        ui.text_block(body)
+        if facts:
+            st.dataframe(ui.component_table(facts, verdicts, ["sp2"]), hide_index=True, key=f"facts_{j}",
+                         width="stretch")
+        ui.verdict_expanders(ui.pick(sp1, component_idx=j), calls, lambda v: f"SP1 · source {v['component_idx']}")
+        fact_ids = {c["idx"] for c in facts}
+        ui.verdict_expanders([v for v in sp2 if v["component_idx"] in fact_ids], calls,
+                             lambda v: f"SP2 · fact {v['component_idx']}")
+
+with tab_r:
+    claims = kind("claim")
+    body, missing = ui.highlight(item["response"], ui.marks_for(claims, verdicts, ["rp", "gr"]))
+    ui.text_block(body or "<em>(empty response)</em>")
+    st.caption("Claims are highlighted by GR (green supported, red unsupported, grey failed); hover for RP and GR. "
+               f"{len(missing)} claim(s) are paraphrased and appear only in the table.")
+    if claims:
+        st.dataframe(ui.component_table(claims, verdicts, ["rp", "gr"]), hide_index=True, key="claims_table",
+                     width="stretch")
+    if sentences := kind("sentence"):
+        st.markdown("**Self-distinctness (SD)**: each sentence against its most similar other sentence")
+        st.dataframe(ui.component_table(sentences, verdicts, ["sd"]), hide_index=True, key="sd_table",
+                     width="stretch")
+    for m in ("rp", "gr", "sd"):
+        ui.verdict_expanders([v for v in ui.pick(verdicts, metric=m) if v["target"] != "decompose"], calls,
+                             lambda v: f"{v['metric'].upper()} · {v['component_kind']} {v['component_idx']}")
+    ui.verdict_expanders([v for v in verdicts if v["metric"] not in THELMA], calls,
+                         lambda v: f"{v['metric']} · {v['component_kind']} {v['component_idx']}")
+
+with tab_t:
+    saved = False
+    if ui.read_only():
+        st.info("Read-only mode: triage notes cannot be saved here.")
+    else:
+        suggested = fired["fix"].iloc[0].split(" or ")[0] if len(fired) else ui.COMPONENTS[-1]
+        with st.form("triage_form", clear_on_submit=True):
+            label = st.selectbox("Label", ui.LABELS, key="triage_label")
+            component = st.selectbox("Component to blame", ui.COMPONENTS, key="triage_component",
+                                     index=ui.COMPONENTS.index(suggested) if suggested in ui.COMPONENTS else 0)
+            note = st.text_area("Note", key="triage_note")
+            email = ui.logged_in_email()
+            author = email or st.text_input("Your name", key="triage_author")
+            saved = st.form_submit_button("Save triage note")
+        if saved:
+            if not str(author).strip():
+                st.warning("Enter your name so the team knows who triaged this item.")
+            else:
+                try:
+                    store.add_triage(path, run_id, item_id, label, component, note, str(author).strip(),
+                                    deadline_s=ui.SAVE_DEADLINE_S)
+                    st.success("Triage note saved.")
+                except store.StoreBusy:
+                    st.warning("The database is busy, try again in a moment.")
+    if saved:  # the notes read above predate this save
+        notes = ui.read("triage_notes", run_id, item_id)
+    if len(notes):
+        st.dataframe(notes, hide_index=True, key="item_notes", width="stretch")

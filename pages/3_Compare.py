@@ -1,0 +1,95 @@
+"""Compare: two runs aligned by item id, per-metric deltas with paired-bootstrap intervals, crossings,
+a claim-level diff for one item, and a pairwise-preference mode."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from evaluators import ui
+from evaluators.stats import bootstrap_ci
+
+ui.page("Compare")
+runs = ui.runs()
+if len(runs) < 2:
+    st.info("Comparing needs at least two runs.")
+    st.stop()
+run_id = ui.pick_run(runs, label="Run (before)")
+other = ui.pick_run(runs, key="other", label="Other run (after)", skip=run_id)
+if other == run_id:
+    st.warning("Pick two different runs.")
+    st.stop()
+metric_ids = ui.metrics(run_id, other)
+th = ui.thresholds(metric_ids)
+a, b = (runs[runs["run_id"] == r].iloc[0] for r in (run_id, other))
+if a["judge"] != b["judge"]:
+    st.warning(f"⚠ Different judges: {run_id} used **{a['judge']}**, {other} used **{b['judge']}**. "
+               "Deltas mix a pipeline change with a judge change.")
+ha, hb = json.loads(a["prompt_hashes"]), json.loads(b["prompt_hashes"])
+changed = sorted(k for k in set(ha) | set(hb) if ha.get(k) != hb.get(k))
+if changed:
+    st.warning(f"⚠ Different prompt files: {', '.join(changed)}. Scores may move because the prompts changed.")
+
+compared = ui.derived("compare_tables", [run_id, other], metric_ids, th)
+summary, dist = compared["summary"].set_index("metric"), compared["deltas"]
+rows = []
+for m in metric_ids:
+    if m not in summary.index:
+        continue
+    s = summary.loc[m]
+    part = dist[dist["metric"] == m]
+    ci = bootstrap_ci(part["delta"].to_numpy(), part["n"].to_numpy())
+    rows.append({"metric": m, "items in both": int(s["n_pairs"]), f"mean {run_id}": round(s["mean_a"], 3),
+                 f"mean {other}": round(s["mean_b"], 3), "delta": round(float(s["delta"]), 3),
+                 "ci_low": round(ci.low, 3), "ci_high": round(ci.high, 3), "real": ci.excludes_zero})
+deltas = pd.DataFrame(rows)
+st.subheader(f"{other} − {run_id}")
+if deltas.empty:
+    st.info("The two runs share no scored items.")
+    st.stop()
+st.dataframe(deltas.assign(real=deltas["real"].map({True: "✓ real", False: "noise (CI spans 0)"})),
+             hide_index=True, key="delta_table", width="stretch",
+             column_config={"ci_low": "95% CI low", "ci_high": "95% CI high", "real": "change"})
+st.caption("Paired bootstrap over the items both runs scored (1000 resamples, fixed seed). "
+           "A change counts as real only when its 95% interval excludes 0.")
+st.plotly_chart(ui.delta_chart(deltas), key="delta_chart", config=ui.PLOT_CONFIG)
+
+st.subheader("Items that crossed a threshold")
+crossed = summary.reset_index()[["metric", "n_worse", "n_better"]]
+st.dataframe(crossed.rename(columns={"n_worse": "fell below", "n_better": "rose above"}), hide_index=True,
+             key="crossed_table", width="stretch")
+c1, c2 = st.columns(2)
+cross_metric = ui.synced(c1.selectbox, "Metric", "xm", metric_ids[0], options=metric_ids, format_func=str.upper)
+direction = ui.synced(c2.radio, "Direction", "xd", "worse", options=["worse", "better"], horizontal=True)
+items = ui.derived("crossed_items", [run_id, other], cross_metric, th.get(cross_metric, 0.5), direction)
+if items.empty:
+    st.caption("No item crossed in that direction.")
+else:
+    items.insert(0, "open", [ui.item_url(other, i) for i in items["item_id"]])
+    st.dataframe(items.rename(columns={"a": run_id, "b": other}), hide_index=True, key="crossed_items",
+                 width="stretch", column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")})
+
+st.subheader("Claim-level diff for one item")
+default_item = "" if items.empty else items["item_id"].iloc[0]
+item_id = ui.synced(st.text_input, "Item id to diff", "item", default_item)
+if item_id:
+    diff = ui.claim_diff(*ui.read_all(ui.call("claim_verdicts", run_id, item_id),
+                                      ui.call("claim_verdicts", other, item_id)))
+    counts = diff["change"].value_counts()
+    st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
+    st.dataframe(diff.rename(columns={"before": run_id, "after": other}), hide_index=True, key="claim_diff",
+                 width="stretch")
+    ui.item_link(other, item_id, label=f"Open {item_id} in {other}")
+
+st.subheader("Pairwise preference")
+if ui.synced(st.toggle, "Preference mode: one run is declared the better variant", "pref", False,
+             lambda s: s in ("1", "True")):
+    better = ui.synced(st.radio, "Declared better run", "better", other, options=[run_id, other], horizontal=True)
+    worse = run_id if better == other else other
+    agree = ui.derived("preference_agreement", [better, worse], metric_ids)
+    agree["agreement"] = (agree["agree"] / agree["n_pairs"]).round(3)
+    agree["metric"] = pd.Categorical(agree["metric"], categories=metric_ids, ordered=True)
+    st.dataframe(agree.sort_values("metric"), hide_index=True, key="preference_table", width="stretch")
+    st.caption(f"Agreement: share of items where {better} scores strictly higher than {worse} "
+               "(THELMA Table 1). Ties are counted apart.")

@@ -1,0 +1,69 @@
+"""Diagnosis: THELMA Table 2 over a whole run: which rules fire, where, and which component to fix first."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from evaluators import store, ui
+from evaluators.diagnosis import RULES
+
+ui.page("Diagnosis")
+runs = ui.runs()
+run_id = ui.pick_run(runs)
+if run_id is None:
+    st.info("No runs yet.")
+    st.stop()
+metric_ids = ui.metrics(run_id)
+th = ui.thresholds(metric_ids)
+pairs = [(x, y, r) for x, y, r in ui.RULE_PAIRS if x in metric_ids and y in metric_ids]
+combos = ui.derived("rule_counts", [run_id], th, [(x, y) for x, y, _ in pairs])
+n_items = int(combos["n"].sum())
+st.caption(f"Run **{run_id}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
+           "or above it; an unscored metric is neither, so rules that need it do not fire.")
+
+rows = []
+for rid in store.RULE_IDS:
+    n = int(combos.loc[combos[rid], "n"].sum())
+    rule = RULES[rid]
+    rows.append({"rule": rid, "pattern": rule.pattern, "meaning": rule.meaning, "fix": rule.components,
+                 "items": n, "share": n / n_items if n_items else 0.0,
+                 "open": ui.page_url("Run", run=run_id, rule=rid)})
+table = pd.DataFrame(rows).sort_values(["items", "rule"], ascending=[False, True])
+st.subheader("Rules, ranked by the items that fire them")
+st.dataframe(table, hide_index=True, key="rules_table", width="stretch", column_config={
+    "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
+    "open": st.column_config.LinkColumn("items", display_text="open items")})
+for rid in table.loc[table["items"] > 0, "rule"]:
+    st.page_link(ui.PAGES["run"], label=f"{ui.rule_label(rid)}: {int(table.set_index('rule').loc[rid, 'items'])} items",
+                 icon="📋", query_params=ui.link(run=run_id, rule=rid))
+
+st.subheader("Fix this first")
+fixes: dict[str, list[str]] = {}
+for rid, rule in RULES.items():
+    for component in rule.components.split(" or "):
+        fixes.setdefault(component, []).append(rid)
+ranked = []
+for component, rids in fixes.items():  # distinct items: an item firing two rules that blame it counts once
+    n = int(combos.loc[combos[rids].any(axis=1), "n"].sum())
+    if n:
+        ranked.append((n, component, rids))
+if not ranked:
+    st.success("No Table-2 rule fires in this run at these thresholds.")
+for rank, (n, component, rids) in enumerate(sorted(ranked, key=lambda r: (-r[0], r[1])), start=1):
+    st.markdown(f"{rank}. **{component}**: {n} items ({n / n_items:.0%}), via {', '.join(rids)}")
+
+st.subheader("Quadrants")
+sample = ui.derived("sample_points", [run_id], metric_ids)
+if len(sample) < n_items:
+    st.caption(f"Points: a fixed sample of {len(sample)} items; the counts cover all items.")
+cols = st.columns(2)
+for i, (x, y, rule_ids) in enumerate(pairs):
+    counts = ui.quadrant_counts(combos, x, y)
+    with cols[i % 2]:
+        st.markdown(f"**{x.upper()} × {y.upper()}** ({rule_ids})")
+        st.plotly_chart(ui.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts), key=f"quad_{x}_{y}",
+                        config=ui.PLOT_CONFIG)
+        for x_low, y_low, n in counts.sort_values(["x_low", "y_low"], ascending=False).itertuples(index=False):
+            lx, ly = ("low" if x_low else "high"), ("low" if y_low else "high")
+            st.page_link(ui.PAGES["run"], label=f"{x.upper()} {lx} · {y.upper()} {ly}: {int(n)} items",
+                         query_params=ui.link(run=run_id, quad=f"{x}:{lx},{y}:{ly}"))

@@ -1,0 +1,27 @@
+"""Triage: every note the team saved (label, blamed component, note, author, time), with a CSV export."""
+from __future__ import annotations
+
+import streamlit as st
+
+from evaluators import ui
+
+ui.page("Triage")
+runs = ui.runs()
+ALL = "(all runs)"
+run_filter = ui.synced(st.selectbox, "Run", "run", ALL, options=[ALL, *runs["run_id"]])
+notes = ui.read("triage_notes", None if run_filter == ALL else run_filter)
+labels = ui.synced(st.multiselect, "Labels", "labels", [], ui.csv_list, options=list(ui.LABELS))
+if labels:
+    notes = notes[notes["label"].isin(labels)]
+st.markdown(f"**{len(notes)}** triage notes")
+if notes.empty:
+    st.caption("Open an item and use its Triage tab to record a decision.")
+    st.stop()
+counts = notes.groupby(["component", "label"]).size().unstack(fill_value=0)
+st.dataframe(counts, key="triage_counts")
+table = notes.assign(open=[ui.item_url(r, i) for r, i in zip(notes["run_id"], notes["item_id"])])
+st.dataframe(table, hide_index=True, key="triage_table", width="stretch", column_config={
+    "open": st.column_config.LinkColumn("open", display_text="🔎"),
+    "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss")})
+st.download_button("Download CSV", notes.to_csv(index=False).encode("utf-8"), file_name="triage_notes.csv",
+                   mime="text/csv", key="triage_csv")
