@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from evaluators import diagnosis, metrics as metrics_mod, runner, store
+from evaluators import diagnosis, grammar, metrics as metrics_mod, runner, store
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
     rs = sub.add_parser("runs", help="list the runs in a database")
     rs.add_argument("--db", required=True)
+    grammar.add_commands(sub)  # grammar-generate, grammar-run, grammar-eval, grammar-demo
     return p
 
 
@@ -155,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "runs": _runs}
     try:
-        return handlers[args.command](args)
+        return handlers.get(args.command, getattr(args, "handler", None))(args)
     except (store.StoreMissing, ValueError) as exc:
         return _fail(str(exc))
     except store.StoreBusy as exc:

@@ -134,7 +134,7 @@ def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float)
     return {"metrics": list(metrics), "per_component": per_component, "sd_threshold": sd_threshold}
 
 
-async def _open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, concurrency: int,
+async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, concurrency: int,
                       timeout: float, cache: dict[str, JudgeCall],
                       on_call: Callable[[JudgeCall], None]) -> tuple[Judge, bool]:
     """The judge for a spec, and whether it must judge one component per call."""
@@ -175,7 +175,7 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
     writer = _Writer(db, run)
     started = time.monotonic()
     async with AsyncExitStack() as stack:
-        judge_obj, forced = await _open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call)
+        judge_obj, forced = await open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call)
         per_component = per_component or forced
         used = sorted({p for m in metrics for p in reg[m].prompts})
         meta = Run(run, judge_obj.name, run_params(metrics, per_component, sd_threshold), prompts.prompt_hashes(used))

@@ -119,6 +119,26 @@ MIGRATIONS: list[str] = [
     CREATE INDEX verdicts_item ON verdicts (run_id, item_id);
     CREATE INDEX components_item ON components (run_id, item_id);
     """,
+    # 2: GRAMMAR's per-item correctness against SQL ground truth (evaluators/grammar.py).
+    """
+    CREATE TABLE grammar_correctness (
+        run_id VARCHAR NOT NULL,
+        item_id VARCHAR NOT NULL,
+        group_id VARCHAR NOT NULL,
+        sql_template VARCHAR NOT NULL,
+        text_template VARCHAR NOT NULL,
+        correct BOOLEAN,                  -- NULL unless status = 'ok'
+        status VARCHAR NOT NULL,
+        judge VARCHAR NOT NULL,
+        detail VARCHAR NOT NULL,
+        call_key VARCHAR,
+        retrieved_doc_ids VARCHAR[] NOT NULL,
+        true_doc_ids VARCHAR[] NOT NULL,
+        retrieval_hit BOOLEAN,            -- NULL when the item has no true document ids
+        created_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (run_id, item_id)
+    );
+    """,
 ]
 
 

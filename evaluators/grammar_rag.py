@@ -1,0 +1,328 @@
+"""The GRAMMAR demo domain and a reference RAG pipeline to test against.
+
+The domain is data/grammar/: a fictitious company database (company.sql), a corpus rendered from it
+(corpus_spec.json, one document per project, client and employee, with deliberate coverage gaps),
+and hand-written SQL and text templates (templates.json).
+
+The pipeline retrieves with BM25 (sparse keywords, written here) or MiniLM embeddings (dense,
+through evaluators.offline), and answers through a judge with the `grammar_rag_answer` prompt: a
+litellm model, or the offline extractive generator registered below. Its runs are stored like any
+other run (runner.evaluate), with retrieved document ids, the semantic group and the ground truth
+in the item metadata, and then judged for correctness (grammar.evaluate_correctness).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import re
+from collections import Counter
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from evaluators import grammar, store
+from evaluators.grammar_gen import Case, as_text
+from evaluators.judge import Answer
+from evaluators.offline import HANDLERS, embed, split_sentences
+from evaluators.records import Item, JudgeCall, Status
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "grammar"
+COMPANY_SQL = DATA_DIR / "company.sql"
+TEMPLATES = DATA_DIR / "templates.json"
+CORPUS_SPEC = DATA_DIR / "corpus_spec.json"
+CORPUS = DATA_DIR / "corpus.jsonl"
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One retrievable document."""
+
+    id: str
+    title: str
+    text: str
+
+
+def render_corpus(con: Any, spec_path: str | Path = CORPUS_SPEC) -> list[Doc]:
+    """One document per row of each spec query, one sentence per spec key; the title is kept apart.
+
+    A sentence is left out when one of its fields is NULL, or when the spec's `omit` lists it for
+    that document (a fact the database holds but the corpus does not: a coverage gap).
+    """
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    omit: dict[str, list[str]] = spec.get("omit", {})
+    docs = []
+    for kind in spec["documents"]:
+        result = con.execute(kind["sql"])
+        names = [d[0] for d in result.description]
+        for row in result.fetchall():
+            values = dict(zip(names, row))
+            text = {k: as_text(v) for k, v in values.items() if v is not None}
+            doc_id = text["doc_id"]
+            sentences = [s.format_map(text) for key, s in kind["sentences"].items()
+                         if key not in omit.get(doc_id, []) and all(f in text for f in _fields(s))]
+            title = kind["title"].format_map(text)
+            docs.append(Doc(doc_id, title, " ".join(sentences)))
+    return docs
+
+
+def _fields(template: str) -> list[str]:
+    return re.findall(r"\{(\w+)\}", template)
+
+
+def write_corpus(docs: Sequence[Doc], path: str | Path) -> None:
+    """JSONL rows {id, title, text}."""
+    with open(path, "w", encoding="utf-8") as f:
+        for d in docs:
+            f.write(json.dumps({"id": d.id, "title": d.title, "text": d.text}, ensure_ascii=False) + "\n")
+
+
+def load_corpus(path: str | Path) -> list[Doc]:
+    """Read a corpus JSONL; ValueError names the first bad line."""
+    docs = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                    docs.append(Doc(str(row["id"]), str(row.get("title", "")), str(row["text"])))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise ValueError(f"{path}:{n}: not a document ({type(exc).__name__}: {exc})") from None
+    if not docs:
+        raise ValueError(f"{path}: no documents")
+    return docs
+
+
+# ---------------------------------------------------------------- retrievers
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case alphanumeric tokens."""
+    return _WORD.findall(text.lower())
+
+
+class BM25:
+    """Okapi BM25 over whole documents: the sparse keyword retriever."""
+
+    name = "bm25"
+
+    def __init__(self, docs: Sequence[Doc], k1: float = 1.5, b: float = 0.75) -> None:
+        self.docs, self.k1, self.b = list(docs), k1, b
+        self.tf = [Counter(words(d.text)) for d in self.docs]
+        self.length = [sum(tf.values()) for tf in self.tf]
+        self.avg = sum(self.length) / max(1, len(self.length))
+        df = Counter(t for tf in self.tf for t in tf)
+        n = len(self.docs)
+        self.idf = {t: math.log(1 + (n - k + 0.5) / (k + 0.5)) for t, k in df.items()}
+
+    def scores(self, query: str) -> np.ndarray:
+        q = words(query)
+        out = np.zeros(len(self.docs))
+        for j, (tf, length) in enumerate(zip(self.tf, self.length)):
+            norm = self.k1 * (1 - self.b + self.b * length / self.avg)
+            out[j] = sum(self.idf[t] * tf[t] * (self.k1 + 1) / (tf[t] + norm) for t in q if t in tf)
+        return out
+
+
+class Dense:
+    """Cosine similarity of MiniLM embeddings of the query and each whole document."""
+
+    name = "dense"
+
+    def __init__(self, docs: Sequence[Doc]) -> None:
+        self.docs = list(docs)
+        self.vectors = embed([d.text for d in self.docs])
+
+    def scores(self, query: str) -> np.ndarray:
+        return self.vectors @ embed([query])[0]
+
+
+def retrieve(retriever: BM25 | Dense, query: str, k: int) -> list[Doc]:
+    """The top-k documents; ties keep corpus order, so results are deterministic."""
+    scores = retriever.scores(query)
+    order = sorted(range(len(scores)), key=lambda j: (-scores[j], j))
+    return [retriever.docs[j] for j in order[:k]]
+
+
+RETRIEVERS: dict[str, Callable[[Sequence[Doc]], BM25 | Dense]] = {"bm25": BM25, "dense": Dense}
+
+
+# ---------------------------------------------------------------- the offline extractive generator
+
+# Where a fact sentence turns from its subject to its value.
+_CUE = re.compile(r"\s(?:is|are|was|were|reports to|began on|as)\s", re.I)
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9-]*")
+
+
+def entity_words(question: str, sentences: Sequence[str]) -> set[str]:
+    """The question's words that the retrieved text writes capitalised: the entity asked about."""
+    named = {w for s in sentences for w in words(" ".join(_CAPITALISED.findall(s)))}
+    return set(words(question)) & named
+
+
+def answer_span(sentence: str, entity: set[str]) -> str:
+    """Split the sentence at its first cue ("is", "reports to", ...) and answer with the side that
+    names the question's entity less (the value, not the subject); the whole sentence without a cue."""
+    m = _CUE.search(sentence)
+    if not m:
+        return sentence.strip()
+    before, after = sentence[:m.start()].strip(), sentence[m.end():].strip().rstrip(".")
+    return before if len(set(words(after)) & entity) > len(set(words(before)) & entity) else after
+
+
+def without_entity(question: str, entity: set[str]) -> str:
+    """The question with its entity words dropped (unchanged if nothing would be left)."""
+    return " ".join(w for w in question.split() if not set(words(w)) & entity) or question
+
+
+def extract_answer(question: str, sources: Sequence[str]) -> tuple[str, str]:
+    """The answer span of the retrieved sentence most similar (MiniLM cosine) to the question.
+
+    The entity words are dropped from the question first, so the sentence is chosen by what is
+    asked ("director of ..."), not by whom it is about: every sentence of a profile names its subject.
+    """
+    sentences = [s for src in sources for s in split_sentences(src)]
+    if not sentences:
+        return "", "no retrieved text"
+    entity = entity_words(question, sentences)
+    asked = without_entity(question, entity)
+    sims = embed(sentences) @ embed([asked])[0]
+    best = int(np.argmax(sims))
+    span = answer_span(sentences[best], entity)
+    return span, (f"extractive: question without its entity {asked!r}; best sentence {sentences[best]!r} "
+                  f"(cosine {sims[best]:.2f}); answer span {span!r}")
+
+
+def _offline_answer(sources: list[str], question: str) -> Answer:
+    span, why = extract_answer(question, sources)
+    return Answer(span, Status.OK, detail=why)
+
+
+HANDLERS["grammar_rag_answer"] = _offline_answer
+
+
+# ---------------------------------------------------------------- the pipeline
+
+async def answer_cases(cases: Sequence[Case], docs: Sequence[Doc], retriever: str, top_k: int,
+                       generator: Any) -> list[Item]:
+    """Retrieve and answer each case; the Items carry retrieval ids, group and ground truth."""
+    index = RETRIEVERS[retriever](docs)
+    retrieved = [retrieve(index, c.query, top_k) for c in cases]
+    if generator.name == "offline":  # batched encodes up front instead of hundreds of tiny ones
+        sentences = {d.id: split_sentences(d.text) for d in docs}
+        embed([s for ss in sentences.values() for s in ss])
+        embed([without_entity(c.query, entity_words(c.query, [s for d in found for s in sentences[d.id]]))
+               for c, found in zip(cases, retrieved)])
+
+    async def one(case: Case, found: list[Doc]) -> Item:
+        answer = await generator.ask("grammar_rag_answer", sources=[d.text for d in found], question=case.query)
+        meta = {**case.metadata(), grammar.META_RETRIEVED: [d.id for d in found], "retriever": retriever,
+                "generator": generator.name, grammar.META_GENERATOR_STATUS: answer.status.value,
+                "generator_detail": answer.detail or ""}
+        response = answer.value if answer.status is Status.OK else ""
+        return Item(case.id, case.query, tuple(d.text for d in found), response, case.answer, meta)
+
+    return list(await asyncio.gather(*(one(c, f) for c, f in zip(cases, retrieved))))
+
+
+@dataclass
+class PipelineResult:
+    """A finished pipeline run: the THELMA summary and the correctness summary."""
+
+    run: str
+    thelma: Any
+    correctness: grammar.CorrectnessSummary
+
+
+def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run: str, retriever: str = "bm25",
+                 top_k: int = 1, generator: str = "offline", judge: str = "offline",
+                 correctness_judge: str = "offline", api_base: str | None = None,
+                 metrics: Sequence[str] | None = None, concurrency: int = 8,
+                 on_progress: Callable[[Any], None] | None = None) -> PipelineResult:
+    """Answer `cases` over `docs`, store them as run `run` with THELMA scores, then judge correctness."""
+    from evaluators import metrics as metrics_mod
+    from evaluators import runner
+
+    if retriever not in RETRIEVERS:
+        raise ValueError(f"unknown retriever {retriever!r}; known: {', '.join(RETRIEVERS)}")
+    metrics = runner.check_metrics(metrics or metrics_mod.THELMA)
+    store.migrate(db)
+
+    async def go() -> tuple[list[Item], list[JudgeCall]]:
+        calls: list[JudgeCall] = []
+        async with AsyncExitStack() as stack:
+            gen = await grammar.open_judge(stack, generator, db, calls, api_base, concurrency)
+            return await answer_cases(cases, docs, retriever, top_k, gen), calls
+
+    items, calls = asyncio.run(go())
+    if calls:
+        store.write_batch(db, run, calls=calls)
+    thelma = runner.evaluate(items, db, run, judge, api_base=api_base, metrics=metrics,
+                             concurrency=concurrency, on_progress=on_progress)
+    correctness = grammar.evaluate_correctness(db, run, correctness_judge, api_base, concurrency)
+    return PipelineResult(run, thelma, correctness)
+
+
+def build_demo(db: str | Path, retrievers: Sequence[str] = ("bm25", "dense"), max_groups: int | None = None,
+               metrics: Sequence[str] | None = None,
+               on_progress: Callable[[Any], None] | None = None) -> list[PipelineResult]:
+    """The offline demo: test set from data/grammar, one run per retriever (`grammar-<retriever>`)."""
+    from evaluators import grammar_gen as gen
+
+    with gen.open_source(COMPANY_SQL) as con:
+        testset = gen.generate(con, gen.load_templates(TEMPLATES), max_groups=max_groups)
+        docs = render_corpus(con)
+    return [run_pipeline(testset.cases, docs, db, f"grammar-{r}", retriever=r, metrics=metrics,
+                         on_progress=on_progress) for r in retrievers]
+
+
+# ---------------------------------------------------------------- CLI handlers
+
+def _metrics(text: str | None) -> list[str] | None:
+    return [m for m in text.split(",") if m.strip()] if text else None
+
+
+def cli_run(args: argparse.Namespace) -> int:
+    """grammar-run: answer a test set with the reference pipeline, store it, judge it, report."""
+    from evaluators import grammar_gen as gen
+    from evaluators import runner
+    from evaluators.judge import JudgeFatal
+
+    try:
+        cases = gen.read_testset(args.testset)
+        docs = load_corpus(args.corpus)
+        result = run_pipeline(cases, docs, args.db, args.run, args.retriever, args.top_k, args.generator,
+                              args.judge, args.correctness_judge, args.api_base, _metrics(args.metrics),
+                              args.concurrency, runner.print_progress)
+    except JudgeFatal as exc:
+        return grammar._fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
+    except (ValueError, OSError) as exc:
+        return grammar._fail(" ".join(str(exc).split()))
+    print(result.thelma.text())
+    print(result.correctness.text())
+    print(grammar.report_text(grammar.report(args.db, args.run)))
+    return 0
+
+
+def cli_demo(args: argparse.Namespace) -> int:
+    """grammar-demo: build the offline demo runs (one per retriever) into --db."""
+    from evaluators import runner
+
+    retrievers = [r.strip() for r in args.retrievers.split(",") if r.strip()]
+    unknown = [r for r in retrievers if r not in RETRIEVERS]
+    if unknown or not retrievers:
+        return grammar._fail(f"unknown retrievers {unknown or retrievers}; known: {', '.join(RETRIEVERS)}")
+    try:
+        results = build_demo(args.db, retrievers, args.max_groups, _metrics(args.metrics), runner.print_progress)
+    except ValueError as exc:
+        return grammar._fail(" ".join(str(exc).split()))
+    for result in results:
+        print(result.correctness.text())
+        print(grammar.report_text(grammar.report(args.db, result.run)))
+    return 0
