@@ -26,7 +26,8 @@ setup: $(VENV)/.installed
 
 # Debian's Chromium for the real-browser tests (Playwright never downloads a browser here).
 browser:
-	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null)
+	@command -v chromium >/dev/null && dpkg -s fonts-noto-color-emoji >/dev/null 2>&1 || \
+		(apt-get update -qq && apt-get install -y -qq chromium chromium-driver fonts-noto-color-emoji >/dev/null)
 
 demo: setup
 	$(PY) -m data.build_demo --db $(DB)

@@ -399,8 +399,9 @@ def pick(rows: Sequence[Record], **equal: Any) -> list[Record]:
 def raw_exchange(verdict: Record, calls: Mapping[str, Record]) -> None:
     """The judge's raw exchange behind one verdict: prompt, reply, status, tokens and latency."""
     call = calls.get(verdict.get("call_key") or "")
-    if call is None:  # the offline judge makes no calls: its explanation is the exchange
-        st.caption("Offline judge (no LLM call). Its explanation:")
+    if call is None:  # the offline judge and SD's embeddings make no calls: the explanation is the exchange
+        source = "Sentence embeddings" if verdict.get("metric") == "sd" else "Offline judge"
+        st.caption(f"{source} (no LLM call). Its explanation:")
         st.code(str(verdict.get("detail") or "(no detail stored)"), language=None, wrap_lines=True)
         return
     cost = "–" if call["cost"] is None or pd.isna(call["cost"]) else f"{call['cost']:.6f}"

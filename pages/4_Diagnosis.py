@@ -32,7 +32,7 @@ table = pd.DataFrame(rows).sort_values(["items", "rule"], ascending=[False, True
 st.subheader("Rules, ranked by the items that fire them")
 st.dataframe(table, hide_index=True, key="rules_table", width="stretch", column_config={
     "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
-    "open": st.column_config.LinkColumn("items", display_text="open items")})
+    "open": st.column_config.LinkColumn("open", display_text="open items")})
 for rid in table.loc[table["items"] > 0, "rule"]:
     st.page_link(ui.PAGES["run"], label=f"{ui.rule_label(rid)}: {int(table.set_index('rule').loc[rid, 'items'])} items",
                  icon="📋", query_params=ui.link(run=run_id, rule=rid))

@@ -145,7 +145,7 @@ class _Writer:
                  "u": "I believe these claims are mostly fine.", "e": None, "t": None}[worst]
         error = {"e": "InternalServerError: 503 Service Unavailable", "t": "Timeout: no reply in 60 s"}.get(worst, "")
         self.calls.append(JudgeCall(
-            key=key, model=LLM_MODEL, prompt_name=prompt, prompt_hash=LLM_PROMPTS.get(prompt.split("_")[0], "x"),
+            key=key, model=LLM_MODEL, prompt_name=prompt, prompt_hash=LLM_PROMPTS.get(prompt.removesuffix("_batch"), "a1b2c3d4e5f6"),
             messages=[{"role": "system", "content": "You are a strict evaluator. Answer inside <output>."},
                       {"role": "user", "content": text}],
             params={"temperature": 0, "max_tokens": 64}, reply=reply, status=status,

@@ -1,0 +1,85 @@
+"""Plumbing for the real-browser tests: a `streamlit run` server on a free loopback port, Debian's
+Chromium driven by Playwright, request recording, and small waits for Streamlit's DOM.
+
+Playwright never downloads a browser here: it launches /usr/bin/chromium (apt) with the flags from
+STACK.md. st.dataframe draws on a canvas, but its grid also renders each visible cell as an element
+with data-testid "glide-cell-<col>-<row>" (for screen readers), which is what `grid_cells` reads.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--disable-quic"]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+
+def free_port() -> int:
+    """An ephemeral port on 127.0.0.1 that was free a moment ago (never a fixed port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(db: Path, log: Path, timeout_s: float = 60.0) -> Iterator[str]:
+    """Run `streamlit run app.py` on the database `db` and yield its base URL; stop it afterwards.
+
+    The file watcher is off: the app does not change during a test, and watching the repository
+    (.venv included) overflows inotify and costs seconds of CPU on a 2-core machine. Everything else,
+    telemetry included, comes from the app's own .streamlit/config.toml, which the tests thereby check.
+    """
+    port = free_port()
+    env = {**os.environ, "RAG_TRIAGE_DB": str(db)}
+    env.pop("RAG_TRIAGE_READ_ONLY", None)
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.headless", "true", "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit not healthy after {timeout_s:.0f} s: {log.read_text()[-2000:]}")
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def host_of(url: str) -> str | None:
+    """The host a request goes to, or None for URLs that never leave the browser (data:, blob:, about:)."""
+    parts = urlsplit(url)
+    if parts.scheme in ("data", "blob", "about", "chrome-error"):
+        return None
+    return parts.hostname or ""
+
+
+def outside(urls: list[str]) -> list[str]:
+    """The URLs whose host is not loopback."""
+    return [u for u in urls if (h := host_of(u)) is not None and h not in LOCAL_HOSTS]
