@@ -146,8 +146,11 @@ class LLMJudge:
         call = await self._exchange(spec, messages, params)
         if call.status is not Status.OK:
             return Answer(None, call.status, call.key, call.reply, detail=call.error)
-        if prefill:
+        if prefill and prompt in prompts.BINARY_PROMPTS:
             return self._from_logprobs(call)
+        if prefill:  # a scale prompt: the first-token distribution is the answer
+            top = json.loads(call.reply or "{}").get("top_logprobs", {})
+            return Answer(top, Status.OK, call.key, call.reply)
         parser = prompts.PARSERS[prompt]
         try:
             return Answer(parser(call.reply or ""), Status.OK, call.key, call.reply)
@@ -167,7 +170,7 @@ class LLMJudge:
         spec = prompts.load(prompt)
         messages = [{"role": "user", "content": spec.render(**variables)}]
         params = dict(self.params)
-        if self.logprob_binary and prompt in prompts.BINARY_PROMPTS:
+        if self.logprob_binary and (prompt in prompts.BINARY_PROMPTS or prompt in prompts.DISTRIBUTION_PROMPTS):
             messages.append({"role": "assistant", "content": "<output>"})
             params.update(max_tokens=1, logprobs=True, top_logprobs=10)
         return spec, messages, params

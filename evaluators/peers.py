@@ -136,6 +136,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "de_geval_score": rating_parser(GEVAL_SCALE),
 }
 prompts.PARSERS.update(PARSERS)
+prompts.DISTRIBUTION_PROMPTS.add("de_geval_score")  # a logprob judge weights the 1-5 score by probability
 
 
 # ---------------------------------------------------------------- pure steps and aggregation

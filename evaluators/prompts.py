@@ -193,3 +193,6 @@ PARSERS: dict[str, Callable[[str], Any]] = {
 
 # Prompts whose answer is a single 0/1 token: the local judge reads these from logprobs.
 BINARY_PROMPTS = frozenset({"source_essential", "groundedness", "source_answers", "response_addresses"})
+# Prompts whose answer is one token of a scale (G-Eval's 1-5): a logprob judge returns the whole
+# first-token distribution {token: logprob}. Metric suites register theirs here.
+DISTRIBUTION_PROMPTS: set[str] = set()

@@ -463,3 +463,26 @@ def test_mean_aggregate_is_what_the_ratio_metrics_use() -> None:
     # Ratio metrics (faithfulness, relevancy, recall, hallucination, context relevance) are means of 0/1 verdicts.
     ratio = [m for m, spec in peers.METRICS.items() if spec.aggregate is aggregate_mean]
     assert "de_contextual_precision" not in ratio and len(ratio) == len(peers.METRICS) - 1
+
+
+def test_geval_is_probability_weighted_through_a_logprob_judge(openai_server) -> None:
+    """Through litellm: the judge prefills <output>, asks for logprobs, and the score is weighted."""
+    from openai_server import Reply
+
+    from evaluators.judge import LLMJudge
+    from evaluators.metrics import evaluate_item
+    from evaluators.records import Item
+    from evaluators.peers import METRICS
+
+    openai_server.replies.extend([
+        "<output>\n- The answer is correct.\n- It names the city.\n</output>",  # evaluation steps
+        Reply("4", top_logprobs={"4": 0.6, "5": 0.4}),                         # the score token
+    ])
+    judge = LLMJudge("openai/test-judge", api_base=openai_server.base_url, api_key="x", logprob_binary=True)
+    item = Item("g", "Where is the office?", ("The office is in Antwerp.",), "It is in Antwerp.")
+    result = asyncio.run(evaluate_item(item, ["de_geval"], judge, registry=METRICS))
+    score = result.scores[0]
+    assert score.status.value == "ok"
+    assert score.value == pytest.approx((4 * 0.6 + 5 * 0.4 - 1) / 4)
+    last = openai_server.requests[-1]
+    assert last["messages"][-1] == {"role": "assistant", "content": "<output>"} and last["logprobs"] is True
