@@ -71,10 +71,12 @@ def test_demo_has_three_finished_runs_over_the_same_queries(demo: tuple[Path, di
 
 def test_every_item_has_every_score(demo: tuple[Path, dict]) -> None:
     db, counts = demo
+    runs = list(demo_runs.RUNS)
     bad = store.query(db, """SELECT run_id, metric, status, count(*) AS n FROM scores
-                             WHERE status <> 'ok' OR value IS NULL GROUP BY ALL""")
+                             WHERE list_contains(?, run_id) AND (status <> 'ok' OR value IS NULL) GROUP BY ALL""", [runs])
     assert bad.empty, bad.to_string()
-    per_run = store.query(db, "SELECT run_id, count(*) AS n FROM scores GROUP BY run_id")
+    per_run = store.query(db, "SELECT run_id, count(*) AS n FROM scores WHERE list_contains(?, run_id) GROUP BY run_id",
+                          [runs])
     assert set(per_run["n"]) == {len(build_demo.METRICS) * counts[demo_runs.RUNS[0]]["items"]}
     assert all(c["missing"] == 0 for c in counts.values())
 
@@ -118,3 +120,11 @@ def test_an_interrupted_build_resumes_and_only_then_replaces_the_target(demo: tu
     build_demo.build(db, emit=lambda _: None)  # embeddings are cached in-process by now: quick
     assert db.exists() and not partial.exists()
     assert build_demo.stored_state(db, build_demo.run_items()) == (True, True)
+
+
+def test_demo_has_the_robustness_runs(demo: tuple[Path, dict]) -> None:
+    db, _ = demo
+    runs = store.runs(db).set_index("run_id")
+    assert (runs.loc[list(build_demo.GRAMMAR_RUNS), "status"] == "finished").all()
+    judged = store.query(db, "SELECT run_id, count(*) AS n FROM grammar_correctness GROUP BY run_id")
+    assert set(judged["run_id"]) == set(build_demo.GRAMMAR_RUNS) and (judged["n"] > 0).all()
