@@ -269,6 +269,16 @@ def thresholds(metric_ids: Sequence[str]) -> dict[str, float]:
     return out
 
 
+def current_run() -> tuple[str, list[str], dict[str, float]]:
+    """The run picked in the sidebar or URL, its metrics and thresholds; stops the page when there is none."""
+    run_id = pick_run(runs())
+    if run_id is None:
+        st.info("No runs yet.")
+        st.stop()
+    metric_ids = metrics(run_id)
+    return run_id, metric_ids, thresholds(metric_ids)
+
+
 def link(**extra: Any) -> dict[str, str]:
     """Query params for a link to another page: the current run and thresholds, plus `extra`."""
     keep = {k: v for k, v in st.query_params.to_dict().items() if k == "run" or k.startswith("th_")}

@@ -8,13 +8,7 @@ from evaluators import store, ui
 PAGE_SIZE = 200
 
 ui.page("Run")
-runs = ui.runs()
-run_id = ui.pick_run(runs)
-if run_id is None:
-    st.info("No runs yet.")
-    st.stop()
-metric_ids = ui.metrics(run_id)
-th = ui.thresholds(metric_ids)
+run_id, metric_ids, th = ui.current_run()
 st.caption(f"Run **{run_id}**: items with their scores. An empty cell is an unscored metric; "
            "its reason is in *failed metrics*.")
 

@@ -7,13 +7,7 @@ import streamlit as st
 from evaluators import store, ui
 
 path = ui.page("Item")
-runs = ui.runs()
-run_id = ui.pick_run(runs)
-if run_id is None:
-    st.info("No runs yet.")
-    st.stop()
-metric_ids = ui.metrics(run_id)
-th = ui.thresholds(metric_ids)
+run_id, metric_ids, th = ui.current_run()
 first = "" if st.query_params.get("item") else ui.read("item_neighbours", run_id, "")[1]
 item_id = ui.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
 d, (prev_id, next_id), notes = ui.read_all(ui.call("item_detail", run_id, item_id),

@@ -8,13 +8,7 @@ from evaluators import store, ui
 from evaluators.diagnosis import RULES
 
 ui.page("Diagnosis")
-runs = ui.runs()
-run_id = ui.pick_run(runs)
-if run_id is None:
-    st.info("No runs yet.")
-    st.stop()
-metric_ids = ui.metrics(run_id)
-th = ui.thresholds(metric_ids)
+run_id, metric_ids, th = ui.current_run()
 pairs = [(x, y, r) for x, y, r in ui.RULE_PAIRS if x in metric_ids and y in metric_ids]
 combos = ui.derived("rule_counts", [run_id], th, [(x, y) for x, y, _ in pairs])
 n_items = int(combos["n"].sum())
