@@ -1,0 +1,244 @@
+"""The offline judge: its deterministic text pieces, and verdicts on hand-written claims."""
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluators import metrics, offline, prompts
+from evaluators.offline import (OfflineJudge, answer_type, has_answer_type, negated, numbers, refuses,
+                                split_claims, split_questions, split_sentences)
+from evaluators.records import Item, Status
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+WIKIEVAL = SHARED / "datasets" / "wikieval" / "wikieval.jsonl"
+
+# THELMA Appendix A.6: the source, a grounded response, and one with a wrong year.
+TOWER = ("The Chimnabai Clock Tower, also known as the Raopura Tower, is a clock tower situated in the Raopura "
+         "area of Vadodara, Gujarat, India. It was completed in 1896 and named in memory of Chimnabai I "
+         "(1864–1885), a queen and the first wife of Sayajirao Gaekwad III of Baroda State. It was built in "
+         "Indo-Saracenic architecture style.\n\nHistory\nIt was inaugurated by Mir Kamaluddin Hussainkhan, the "
+         "last Nawab of Baroda. During the rule of Gaekwad, it was a stoppage for horse drawn trams. It was "
+         "constructed from the funds raised by the citizens of Baroda State. In 2017, the municipal "
+         "commissioner, Vinod Rao, ordered to vacate the tower to conserve it as a heritage monument.")
+QUERY = "When was the Chimnabai Clock Tower completed, and who was it named after?"
+
+
+def ask(prompt: str, **variables: object) -> object:
+    return asyncio.run(OfflineJudge().ask(prompt, **variables))
+
+
+# ---------------------------------------------------------------- splitting
+
+def test_sentences_keep_initials_abbreviations_and_decimals_whole() -> None:
+    text = ("Cillian Murphy stars as J. Robert Oppenheimer, e.g. in 2023. It cost US$4.8 billion. "
+            "No date has been provided.The mission is important!")
+    assert split_sentences(text) == [
+        "Cillian Murphy stars as J. Robert Oppenheimer, e.g. in 2023.", "It cost US$4.8 billion.",
+        "No date has been provided.", "The mission is important!"]
+
+
+def test_claims_split_coordinated_verbs_and_carry_the_subject() -> None:
+    assert split_claims("The tower was completed in 1896 and named after Chimnabai I.") == [
+        "The tower was completed in 1896.", "The tower was named after Chimnabai I."]
+
+
+def test_claims_resolve_a_leading_pronoun_and_split_a_relative_clause() -> None:
+    claims = split_claims("The Chimnabai Clock Tower was completed in 1896. It was named after Chimnabai I, "
+                          "who was a queen and the first wife of Sayajirao Gaekwad III.")
+    assert claims == ["The Chimnabai Clock Tower was completed in 1896.",
+                      "The Chimnabai Clock Tower was named after Chimnabai I.",
+                      "Chimnabai I was a queen.",
+                      "Chimnabai I was the first wife of Sayajirao Gaekwad III."]
+
+
+def test_claims_resolve_possessives_and_drop_headings() -> None:
+    claims = split_claims("PharmaCann was founded in 2014.\nHistory\nIts headquarters is in Illinois.")
+    assert claims == ["PharmaCann was founded in 2014.", "PharmaCann's headquarters is in Illinois."]
+
+
+def test_claims_do_not_split_a_list_of_nouns() -> None:
+    assert split_claims("The desert has gold, uranium and copper.") == ["The desert has gold, uranium and copper."]
+
+
+def test_subquestions_carry_the_subject_into_later_parts() -> None:
+    assert split_questions(QUERY) == ["When was the Chimnabai Clock Tower completed?",
+                                      "Who was the Chimnabai Clock Tower named after?"]
+    assert split_questions("When was PharmaCann founded and what is its headquarters location?") == [
+        "When was PharmaCann founded?", "What is PharmaCann's headquarters location?"]
+
+
+def test_subquestions_resolve_she_to_the_person_asked_about() -> None:
+    assert split_questions("Who is the Managing Director of FoodFutureCo and what are her accomplishments?") == [
+        "Who is the Managing Director of FoodFutureCo?",
+        "What are the Managing Director of FoodFutureCo's accomplishments?"]
+
+
+def test_subquestions_drop_greetings_and_statements() -> None:
+    text = ("Hi there! Imagine you are a travel agent booking flights to London. "
+            "What is the most effective way to book flights to London?")
+    assert split_questions(text) == ["What is the most effective way to book flights to London?"]
+
+
+def test_a_query_without_a_question_is_kept_whole() -> None:
+    assert split_questions("Tell me about the Raopura Tower") == ["Tell me about the Raopura Tower?"]
+
+
+# ---------------------------------------------------------------- checks
+
+def test_numbers_read_digits_words_scales_and_ordinals() -> None:
+    assert numbers("US$4.8 billion for a 573-km line") == {4.8e9, 573.0}
+    assert numbers("1,300 kilometres, two dozen stops") == {1300.0, 2.0, 12.0}
+    assert numbers("the first wife") == {-1.0}  # ordinals are kept apart from counts
+    assert numbers("one of the largest") == set()  # "one of" states no count
+
+
+def test_negation_and_refusal_cues() -> None:
+    assert negated("The shop does not open on Sundays.") and negated("It isn't open.")
+    assert not negated("The shop opens on Sundays.")
+    assert refuses("The launch date has not been provided.")
+    assert refuses("I do not have information about the opening film.")
+    assert not refuses("The launch was provided by ISRO.")
+
+
+def test_answer_types_of_questions_and_texts() -> None:
+    assert answer_type("When was the tower completed?") == "date"
+    assert answer_type("How many halls does it have?") == "number"
+    assert answer_type("Who directed the film Oppenheimer?") == "person"
+    assert answer_type("Where will the mission be launched from?") == "place"
+    assert answer_type("What is theranostics?") is None
+    assert has_answer_type("It opened in 2001.", "date", "When did it open?")
+    assert not has_answer_type("It opened with two halls.", "date", "When did it open?")
+    assert has_answer_type("Christopher Nolan directed it.", "person", "Who directed the film Oppenheimer?")
+    assert not has_answer_type("The film Oppenheimer is long.", "person", "Who directed the film Oppenheimer?")
+    assert has_answer_type("It launches from the Satish Dhawan Space Centre.", "place", "Where is PSLV launched?")
+
+
+# ---------------------------------------------------------------- verdicts
+
+def test_groundedness_of_supported_unsupported_and_contradicted_claims() -> None:
+    claims = [
+        "The Chimnabai Clock Tower was completed in 1896.",                # supported
+        "The tower was built in the Indo-Saracenic architecture style.",   # supported, reworded
+        "The Chimnabai Clock Tower was completed in 1856.",                # wrong year
+        "The tower was inaugurated by Winston Churchill.",                 # a name the sources lack
+        "The tower was not constructed from funds raised by citizens.",    # negation flip
+        "The capital of Hawaii is Honolulu.",                              # unrelated
+    ]
+    answer = ask("groundedness_batch", sources=TOWER, claims=claims)
+    assert answer.status is Status.OK
+    assert answer.value == {1: 1, 2: 1, 3: 0, 4: 0, 5: 0, 6: 0}
+    assert "1856" in answer.evidence[3][1]
+    assert "winston" in answer.evidence[4][1]
+    assert "contradicted" in answer.evidence[5][1]
+    assert answer.evidence[1][1].startswith("supported: best source sentence")
+
+
+def test_a_number_elsewhere_in_the_sources_does_not_back_a_claim() -> None:
+    sources = "The car has a 75 kWh battery. The company was founded 100 years ago."
+    answer = ask("groundedness", sources=sources, claim="The car has a 100 kWh battery.")
+    assert answer.value == 0 and "100" in answer.detail
+
+
+def test_single_and_batched_prompts_agree() -> None:
+    claims = ["The Chimnabai Clock Tower was completed in 1896.", "The tower was completed in 1856."]
+    batch = ask("groundedness_batch", sources=TOWER, claims=claims)
+    singles = [ask("groundedness", sources=TOWER, claim=c).value for c in claims]
+    assert [batch.value[1], batch.value[2]] == singles == [1, 0]
+
+
+def test_coverage_wants_an_answer_of_the_right_type() -> None:
+    answers = ask("response_addresses_batch", response="The Chimnabai Clock Tower was completed in 1896.",
+                  questions=split_questions(QUERY))
+    assert answers.value == {1: 1, 2: 0}
+    refusal = ask("response_addresses", question="When was the Chimnabai Clock Tower completed?",
+                  response="The completion date of the Chimnabai Clock Tower has not been provided.")
+    assert refusal.value == 0 and "not available" in refusal.detail
+
+
+def test_essentiality_and_source_essentiality() -> None:
+    facts = ["The Chimnabai Clock Tower was completed in 1896.",
+             "The premises were rented by the Vadodara Municipal Corporation.",
+             "Honolulu is the capital of Hawaii."]
+    assert ask("essential_batch", query=QUERY, facts=facts).value == {1: 1, 2: 0, 3: 0}
+    other = "Honolulu is the capital and largest city of the U.S. state of Hawaii, in the Pacific Ocean."
+    assert ask("source_essential_batch", query=QUERY, sources=[TOWER, other]).value == {1: 1, 2: 0}
+
+
+THELMA_PROMPTS = ("claims", "claims_batch", "subquestions", "essential", "essential_batch", "source_essential",
+                  "source_essential_batch", "groundedness", "groundedness_batch", "source_answers",
+                  "source_answers_batch", "response_addresses", "response_addresses_batch")
+
+
+def test_every_thelma_prompt_has_an_offline_answer_of_the_parsed_shape() -> None:
+    variables = {"input": "It was built in 1896.", "texts": ["A.", "B."], "query": QUERY, "response": "It opened.",
+                 "facts": ["A.", "B."], "source": TOWER, "sources": [TOWER, "B."], "claim": "A.",
+                 "claims": ["A.", "B."], "question": "When?", "questions": ["When?", "Who?"]}
+    for name in THELMA_PROMPTS:
+        given = {k: variables[k] for k in prompts.load(name).variables}
+        if name.startswith("groundedness"):
+            given["sources"] = TOWER  # the knowledge base is one text
+        answer = ask(name, **given)
+        assert answer.status is Status.OK, name
+        if name == "source_answers_batch":
+            assert set(answer.value) == {(l, t) for l in (1, 2) for t in (1, 2, "all")}
+        elif name.endswith("_batch"):
+            assert set(answer.value) == {1, 2}, name
+
+
+def test_appendix_a_response_scores_through_the_engine() -> None:
+    grounded = Item("a6-good", QUERY, (TOWER,), "The Chimnabai Clock Tower was completed in 1896. It was named "
+                    "after Chimnabai I, who was a queen and the first wife of Sayajirao Gaekwad III of Baroda State.")
+    wrong = Item("a6-bad", QUERY, (TOWER,), grounded.response.replace("1896", "1856"))
+    scores = {}
+    for item in (grounded, wrong):
+        result = asyncio.run(metrics.evaluate_item(item, ["gr", "rqc", "sqc"], OfflineJudge()))
+        scores[item.id] = {s.metric: s.value for s in result.scores}
+    assert scores["a6-good"] == {"gr": 1.0, "rqc": 1.0, "sqc": 1.0}
+    assert scores["a6-bad"]["gr"] == 0.75
+
+
+def test_model_loads_without_a_progress_bar(capfd: pytest.CaptureFixture[str]) -> None:
+    offline._load_model.cache_clear()
+    offline.embed(["load the model again"])
+    assert "Loading weights" not in capfd.readouterr().err
+
+
+@pytest.mark.skipif(not WIKIEVAL.exists(), reason=f"WikiEval not found at {WIKIEVAL} (../shared beside the repo)")
+def test_wikieval_development_rows_grounded_beats_ungrounded() -> None:
+    rows = [json.loads(line) for line in WIKIEVAL.open(encoding="utf-8")][:3]
+    judge = OfflineJudge()
+    for row in rows:
+        sides = [asyncio.run(metrics.evaluate_item(
+            Item(f"{row['row_idx']}-{k}", row["question_text"], tuple(row["context_v1"]), row[k]), ["gr"], judge))
+            for k in ("answer_text", "ungrounded_answer")]
+        good, bad = (s.scores[0].value for s in sides)
+        assert good > bad, row["row_idx"]
+
+
+# ---------------------------------------------------------------- the agreement benchmark
+
+def test_agreement_counts_ties_and_failures_apart() -> None:
+    from benchmarks.agreement import Pair, tally
+
+    a, b, c, d = (Item(k, "q", ("s",), k) for k in "abcd")
+    pairs = [Pair("gr", "gr", 0, a, b), Pair("gr", "gr", 1, b, a), Pair("gr", "gr", 2, a, c), Pair("gr", "gr", 3, a, d)]
+    scores = {("a", "gr"): 1.0, ("b", "gr"): 0.5, ("c", "gr"): 1.0, ("d", "gr"): None}
+    t = tally(pairs, scores)["gr"]
+    assert (t.agree, t.disagree, t.ties, t.failed) == (1, 1, 1, 1)
+    assert t.rate() == pytest.approx(1 / 3)  # failures are not in the denominator, ties are
+
+
+@pytest.mark.skipif(not WIKIEVAL.exists(), reason=f"WikiEval not found at {WIKIEVAL} (../shared beside the repo)")
+def test_agreement_pairs_are_deterministic_and_keep_the_splits_apart() -> None:
+    from benchmarks.agreement import DEV, HELD_OUT, PAIR_SETS, build_pairs, load_wikieval
+
+    rows = load_wikieval()
+    held = build_pairs(rows, HELD_OUT)
+    assert [p.worse.id for p in held] == [p.worse.id for p in build_pairs(rows, HELD_OUT)]
+    assert {p.pair_set for p in build_pairs(rows, DEV)} == set(PAIR_SETS)
+    assert all(p.better.id != p.worse.id for p in held)
+    dev_text = {s for r in rows[:20] for s in r["context_v1"]}
+    assert not any(s in dev_text for p in held for s in p.worse.sources)
