@@ -444,6 +444,9 @@ def cli_generate(args: argparse.Namespace) -> int:
         needs_judge = args.from_schema or any(not t.texts for t in templates or [])
         if needs_judge and not args.judge:
             return grammar._fail("--judge is needed to write missing SQL or text templates")
+        if needs_judge and args.judge == "offline":
+            return grammar._fail("the offline judge cannot write SQL or text templates: give --templates "
+                                 "with text variants, or --judge with an LLM (local or a litellm model)")
         with open_source(source) as con:
             if needs_judge:
                 async def ask() -> tuple[list[SqlTemplate], list[str]]:
