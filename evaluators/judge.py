@@ -121,6 +121,7 @@ class LLMJudge:
         on_call: Callable[[JudgeCall], None] | None = None,
         logprob_binary: bool = False,
         temperature: float = 0.0,
+        alive: Callable[[], None] | None = None,
     ) -> None:
         self.name = model
         self.model = model
@@ -133,6 +134,8 @@ class LLMJudge:
         self.on_call = on_call or (lambda call: None)
         # Binary prompts read P("1") from the first token after an "<output>" prefill.
         self.logprob_binary = logprob_binary
+        # Raises when the judge's own server process is gone (the local judge): stop, don't retry.
+        self.alive = alive
         self.params: dict[str, Any] = {"temperature": temperature}
         self.limit = AdaptiveLimit(concurrency)
         self.stats = CallStats()
@@ -220,9 +223,9 @@ class LLMJudge:
         error, status = "", Status.ERROR
         while True:
             attempt += 1
-            t0 = time.monotonic()
             try:
                 async with self.limit:
+                    t0 = time.monotonic()  # latency of the call itself, not of the wait for a slot
                     response = await asyncio.wait_for(
                         litellm.acompletion(
                             model=self.model, messages=messages, api_base=self.api_base,
@@ -244,11 +247,13 @@ class LLMJudge:
                     break
             except (litellm.Timeout, asyncio.TimeoutError) as exc:
                 error, status = f"timeout after {self.timeout:g} s: {_one_line(exc)}", Status.TIMEOUT
+                self._check_alive()
                 if attempt >= self.max_attempts:
                     break
             except (litellm.APIConnectionError, litellm.InternalServerError,
                     litellm.ServiceUnavailableError, litellm.APIError) as exc:
                 error, status = _one_line(exc), Status.ERROR
+                self._check_alive()
                 if attempt >= self.max_attempts:
                     break
             self.stats.retries += 1
@@ -258,6 +263,14 @@ class LLMJudge:
                          messages=messages, params=params, reply=None, status=status,
                          latency_ms=(time.monotonic() - started) * 1000,
                          error=f"{error} (after {attempt} attempts)")
+
+    def _check_alive(self) -> None:
+        """A dead judge server fails the run at once instead of every call after its retries."""
+        if self.alive is not None:
+            try:
+                self.alive()
+            except Exception as exc:
+                raise JudgeFatal(str(exc)) from None
 
     def _record(self, key: str, spec: prompts.Prompt, messages: list[dict[str, str]],
                 params: dict[str, Any], response: Any, latency_ms: float) -> JudgeCall:

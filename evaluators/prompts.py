@@ -93,9 +93,11 @@ def output_body(reply: str) -> str:
 
 
 def parse_list(reply: str) -> list[str]:
-    """Bulleted or one-per-line items inside <output>. An empty list is a valid answer."""
-    body = output_body(reply)
-    return [line for line in (_BULLET.sub("", l).strip() for l in body.splitlines()) if line]
+    """Bulleted or one-per-line items inside every <output> block. An empty list is a valid answer."""
+    blocks = [m.group(2) for m in _OUTPUT.finditer(reply) if not m.group(1)]
+    if not blocks:
+        raise ParseError("no <output> tag")
+    return [line for body in blocks for line in (_BULLET.sub("", l).strip() for l in body.splitlines()) if line]
 
 
 def parse_binary(reply: str) -> int:

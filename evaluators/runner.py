@@ -147,8 +147,10 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, co
 
         server = stack.enter_context(local.LocalServer())
         # Logprob scoring reads one 0/1 token, so the local judge always asks one component per call.
+        # A 1.5B model on 2 CPU cores needs minutes for a long claim list: a 60 s timeout would fail it.
         return LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=1,
-                        timeout=timeout, cache=cache, on_call=on_call, logprob_binary=True), True
+                        timeout=max(timeout, 600.0), cache=cache, on_call=on_call, logprob_binary=True,
+                        alive=server.check), True
     return LLMJudge(judge, api_base=api_base, concurrency=concurrency, timeout=timeout,
                     cache=cache, on_call=on_call), False
 

@@ -363,3 +363,14 @@ def test_a_burst_of_429s_halves_the_limit_once() -> None:
     for _ in range(40):
         limit.succeeded()
     assert limit.limit == 8.0  # climbs back, capped at the ceiling
+
+
+def test_a_dead_judge_server_stops_the_run_at_once(openai_server: OpenAIServer) -> None:
+    def gone() -> None:
+        raise RuntimeError("local judge: llama.cpp server was killed by signal 9 during the run")
+
+    openai_server.fail_when(lambda index, body: True, "500")
+    judge = make_judge(openai_server, alive=gone)
+    with pytest.raises(JudgeFatal, match="killed by signal 9"):
+        asyncio.run(judge.ask("groundedness", sources="s", claim="c"))
+    assert len(openai_server.requests) == 1  # no retries against a dead server

