@@ -304,6 +304,11 @@ def item_url(run_id: str, item_id: str) -> str:
 
 # ---------------------------------------------------------------- formatting
 
+def n_items(n: int) -> str:
+    """'1 item', '3 items'."""
+    return f"{n} item" if n == 1 else f"{n} items"
+
+
 def fmt_score(value: Any, status: str | None = OK) -> str:
     """A score as text; a failure shows its status, never a number."""
     if status not in (None, OK) or value is None or pd.isna(value):

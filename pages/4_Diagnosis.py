@@ -28,7 +28,7 @@ st.dataframe(table, hide_index=True, key="rules_table", width="stretch", column_
     "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
     "open": st.column_config.LinkColumn("open", display_text="open items")})
 for rid in table.loc[table["items"] > 0, "rule"]:
-    st.page_link(ui.PAGES["run"], label=f"{ui.rule_label(rid)}: {int(table.set_index('rule').loc[rid, 'items'])} items",
+    st.page_link(ui.PAGES["run"], label=f"{ui.rule_label(rid)}: {ui.n_items(int(table.set_index('rule').loc[rid, 'items']))}",
                  icon="📋", query_params=ui.link(run=run_id, rule=rid))
 
 st.subheader("Fix this first")
@@ -44,7 +44,7 @@ for component, rids in fixes.items():  # distinct items: an item firing two rule
 if not ranked:
     st.success("No Table-2 rule fires in this run at these thresholds.")
 for rank, (n, component, rids) in enumerate(sorted(ranked, key=lambda r: (-r[0], r[1])), start=1):
-    st.markdown(f"{rank}. **{component}**: {n} items ({n / n_items:.0%}), via {', '.join(rids)}")
+    st.markdown(f"{rank}. **{component}**: {ui.n_items(n)} ({n / n_items:.0%}), via {', '.join(rids)}")
 
 st.subheader("Quadrants")
 sample = ui.derived("sample_points", [run_id], metric_ids)
@@ -59,5 +59,5 @@ for i, (x, y, rule_ids) in enumerate(pairs):
                         config=ui.PLOT_CONFIG)
         for x_low, y_low, n in counts.sort_values(["x_low", "y_low"], ascending=False).itertuples(index=False):
             lx, ly = ("low" if x_low else "high"), ("low" if y_low else "high")
-            st.page_link(ui.PAGES["run"], label=f"{x.upper()} {lx} · {y.upper()} {ly}: {int(n)} items",
+            st.page_link(ui.PAGES["run"], label=f"{x.upper()} {lx} · {y.upper()} {ly}: {ui.n_items(int(n))}",
                          query_params=ui.link(run=run_id, quad=f"{x}:{lx},{y}:{ly}"))

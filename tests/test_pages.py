@@ -317,8 +317,8 @@ def test_diagnosis_ranks_rules_and_fix_first(db: Path) -> None:
     assert rules.loc["T2.2", "fix"] == "Retriever or Source text"
     assert any(m.value.startswith("1. **Prompt**: 4 items") for m in at.markdown)
     links = {p.proto.label: p.proto.query_string for p in at.get("page_link")}
-    assert "quad=sqc%3Alow%2Crqc%3Alow" in links["SQC low · RQC low: 1 items"]
-    assert "rule=T2.2" in links["T2.2 · SQC low, RQC low: 1 items"]
+    assert "quad=sqc%3Alow%2Crqc%3Alow" in links["SQC low · RQC low: 1 item"]
+    assert "rule=T2.2" in links["T2.2 · SQC low, RQC low: 1 item"]
     charts = at.get("plotly_chart")
     assert len(charts) == 5
     spec = json.loads(charts[0].proto.spec)
