@@ -156,11 +156,11 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, co
 
 
 def judge_name(judge: str) -> str:
-    """The name a run records for its judge."""
+    """The model string a judge's calls are recorded (and cached) under."""
     if judge == LOCAL:
         from evaluators import local
 
-        return f"local:{local.MODEL}"
+        return f"openai/{local.MODEL}"  # the litellm model string LocalServer.model gives
     return judge
 
 

@@ -145,6 +145,8 @@ def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
     assert len(verdicts) >= 1 and verdicts["score"].between(0.5, 1.0).all()  # logprob evidence is kept
     calls = store.query(db, "SELECT model FROM judge_calls")
     assert len(calls) <= 10 and set(calls["model"]) == {f"openai/{local.MODEL}"}
+    # The calls are cached under the name the runner looks them up by: a rerun would make none.
+    assert len(store.load_cache(db, runner.judge_name(runner.LOCAL))) == len(calls)
 
 
 @pytest.mark.local
