@@ -364,7 +364,7 @@ def runs(path: str | Path) -> pd.DataFrame:
 def run_scores_wide(path: str | Path, run_id: str, metrics: Sequence[str]) -> pd.DataFrame:
     """One row per item: item_id, one column per metric (NULL when not scored), n_failed verdicts."""
     cols = ", ".join(
-        f"max(CASE WHEN s.metric = '{m}' THEN s.value END) AS \"{m}\"" for m in metrics)
+        f"max(CASE WHEN s.metric = '{m}' THEN s.value END) AS {_ident(m)}" for m in metrics)  # ids checked
     return query(path, f"""
         WITH failed AS (
             SELECT item_id, count(*) AS n_failed FROM verdicts
