@@ -70,7 +70,7 @@ def generate(path: Path, run_id: str, n: int, quality: float, seed: int) -> None
             "run_id": run_id, "item_id": np.repeat(ids, per_item), "metric": metric, "component_kind": kind,
             "component_idx": np.tile(np.repeat(np.arange(k), len(targets)), n),
             "target": np.tile(np.array(targets * k), n), "value": np.where(status == "ok", value, np.nan),
-            "status": status, "score": rng.random(size), "call_key": np.repeat(keys, per_item), "detail": ""}))
+            "status": status, "evidence": rng.random(size), "call_key": np.repeat(keys, per_item), "detail": ""}))
         if c < 4:  # four batched calls per item carry the raw exchange
             call_frames.append(pd.DataFrame({
                 "key": keys, "model": "openai/bench-judge", "prompt_name": f"{metric}_batch",

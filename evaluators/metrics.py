@@ -74,7 +74,7 @@ def sd_verdicts(item_id: str, similarity: np.ndarray, threshold: float = SD_THRE
             continue
         sim, j = max(others)
         out.append(Verdict(item_id, "sd", SENTENCE, i, f"sentence:{j}", float(sim < threshold), Status.OK,
-                           score=sim, detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} "
+                           evidence=sim, detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} "
                                              f"vs threshold {threshold:.2f}"))
     return out
 
@@ -218,7 +218,7 @@ async def _essential(ctx: Context) -> dict[str, list[Verdict]]:
         out: dict[str, list[Verdict]] = {m: list(parts[m][1]) for m in wanted}
         for (metric, comp), v in zip(flat, verdicts):
             out[metric].append(Verdict(v.item_id, metric, comp.kind, comp.idx, v.target, v.value, v.status,
-                                       v.score, v.call_key, v.detail))
+                                       v.evidence, v.call_key, v.detail))
         return out
     return await ctx.once("essential", make)
 

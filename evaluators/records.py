@@ -76,7 +76,7 @@ class Verdict:
     target: str
     value: float | None  # 1.0 / 0.0 when status is OK, else None
     status: Status
-    score: float | None = None  # the judge's continuous evidence (probability, similarity)
+    evidence: float | None = None  # the judge's continuous evidence: P("1"), a cosine, a rating
     call_key: str | None = None
     detail: str = ""
 

@@ -77,7 +77,7 @@ MIGRATIONS: list[str] = [
         target VARCHAR NOT NULL,
         value DOUBLE,
         status VARCHAR NOT NULL,
-        score DOUBLE,
+        score DOUBLE,                     -- renamed to evidence by migration 3
         call_key VARCHAR,
         detail VARCHAR NOT NULL
     );
@@ -138,6 +138,13 @@ MIGRATIONS: list[str] = [
         created_at TIMESTAMP NOT NULL,
         PRIMARY KEY (run_id, item_id)
     );
+    """,
+    # 3: verdicts.score held the judge's continuous evidence (P("1"), a cosine, a rating), not a score.
+    # DuckDB will not rename a column an index depends on, so the index is rebuilt around the rename.
+    """
+    DROP INDEX verdicts_item;
+    ALTER TABLE verdicts RENAME COLUMN score TO evidence;
+    CREATE INDEX verdicts_item ON verdicts (run_id, item_id);
     """,
 ]
 
@@ -256,7 +263,7 @@ def write_batch(
         ("components", _with_run(run_id, _frame(components, ["item_id", "kind", "idx", "text", "parent", "call_key"])), False),
         ("verdicts", _with_run(run_id, _frame(verdicts, [
             "item_id", "metric", "component_kind", "component_idx", "target", "value", "status",
-            "score", "call_key", "detail"])), False),
+            "evidence", "call_key", "detail"])), False),
         ("scores", _with_run(run_id, _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status"])), False),
         ("items", _items_frame(run_id, items), False),
     ]
@@ -264,7 +271,7 @@ def write_batch(
         for col in ("parent", "component_idx", "n_scored", "n_total", "idx"):
             if col in frame:
                 frame[col] = frame[col].astype("Int64")
-        for col in ("value", "score"):
+        for col in ("value", "evidence"):
             if col in frame:
                 frame[col] = frame[col].astype("float64")
     with connect(path) as con:
@@ -681,7 +688,7 @@ def item_detail(path: str | Path, run_id: str, item_id: str) -> dict[str, pd.Dat
         comps = _read(path, """SELECT kind, idx, text, coalesce(parent, -1) AS parent, call_key FROM components
                                WHERE run_id = $run AND item_id = $item ORDER BY kind, idx""", ids)
         verdicts = _read(path, """
-            SELECT metric, component_kind, component_idx, target, value, status, score, call_key, detail
+            SELECT metric, component_kind, component_idx, target, value, status, evidence, call_key, detail
             FROM verdicts WHERE run_id = $run AND item_id = $item
             ORDER BY metric, component_kind, component_idx, target""", ids)
         keys = sorted({k for k in verdicts["call_key"].dropna()} | {k for k in comps["call_key"].dropna()})

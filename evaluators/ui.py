@@ -487,7 +487,7 @@ def component_table(comps: Sequence[Record], verdicts: Sequence[Record], metrics
         sd = pick(mine, metric="sd")
         if "sd" in metrics and sd:
             row["most similar"] = sd[0]["target"].replace("sentence:", "sentence ")
-            row["similarity"] = None if pd.isna(sd[0]["score"]) else round(float(sd[0]["score"]), 3)
+            row["similarity"] = None if pd.isna(sd[0]["evidence"]) else round(float(sd[0]["evidence"]), 3)
             row["SD"] = "⚠ " + sd[0]["status"] if sd[0]["status"] != OK else (
                 "distinct" if sd[0]["value"] >= 0.5 else "repeats")
         rows.append(row)

@@ -154,13 +154,13 @@ class _Writer:
         return key
 
     def add(self, metric: str, kind: str, idx: int, target: str, code: str, key: str | None,
-            score: float | None = None, detail: str = "") -> None:
+            evidence: float | None = None, detail: str = "") -> None:
         ok = code in "01"
         offline_detail = f"offline judge: cosine {0.82 if code == '1' else 0.31:.2f} against threshold 0.60"
         self.verdicts.append(Verdict(
             item_id=self.item_id, metric=metric, component_kind=kind, component_idx=idx, target=target,
             value=float(code) if ok else None, status=_STATUS[code],
-            score=score if score is not None else ((0.82 if code == "1" else 0.31) if ok else None),
+            evidence=evidence if evidence is not None else ((0.82 if code == "1" else 0.31) if ok else None),
             call_key=key, detail=detail or ("" if self.llm else offline_detail)))
 
 
@@ -211,7 +211,7 @@ def _item_records(run_id: str, item_id: str, text: dict[str, Any], prof: dict[st
     for i, code in enumerate(prof["sd"]):  # SD: 1 = distinct, 0 = repeats its most similar sentence
         other = 1 if i == 0 else 0
         sim = 0.41 if code == "1" else 0.93
-        w.add("sd", "sentence", i, f"sentence:{other}", code, None, score=sim,
+        w.add("sd", "sentence", i, f"sentence:{other}", code, None, evidence=sim,
               detail=f"cosine {sim:.2f} with sentence {other} (repeat at >= 0.85)")
     scores = [_score(item_id, m, list(prof[m])) for m in ("sp1", "sp2", "rqc", "rp", "gr", "sd")]
     scores.append(_score(item_id, "sqc", sqc_codes))

@@ -141,8 +141,8 @@ def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
     assert summary.metrics == {"rqc": {"ok": 1}, "gr": {"ok": 1}}, summary.metrics
     scores = store.query(db, "SELECT metric, value FROM scores WHERE run_id = 'r' ORDER BY metric")
     assert dict(zip(scores["metric"], scores["value"])) == {"gr": 1.0, "rqc": 1.0}
-    verdicts = store.query(db, "SELECT score FROM verdicts WHERE run_id = 'r' AND metric = 'gr'")
-    assert len(verdicts) >= 1 and verdicts["score"].between(0.5, 1.0).all()  # logprob evidence is kept
+    verdicts = store.query(db, "SELECT evidence FROM verdicts WHERE run_id = 'r' AND metric = 'gr'")
+    assert len(verdicts) >= 1 and verdicts["evidence"].between(0.5, 1.0).all()  # logprob evidence is kept
     calls = store.query(db, "SELECT model FROM judge_calls")
     assert len(calls) <= 10 and set(calls["model"]) == {f"openai/{local.MODEL}"}
     # The calls are cached under the name the runner looks them up by: a rerun would make none.

@@ -168,7 +168,7 @@ def test_geval_is_probability_weighted_when_the_judge_gives_a_distribution() -> 
     result = asyncio.run(evaluate_item(ITEM, ["de_geval"], judge, registry=peers.METRICS))
     (score,), (verdict,) = result.scores, result.verdicts
     assert score.value == pytest.approx((4.0 - 1) / 4)
-    assert verdict.score == pytest.approx(4.0) and "probability-weighted" in verdict.detail
+    assert verdict.evidence == pytest.approx(4.0) and "probability-weighted" in verdict.detail
     no_digit = asyncio.run(evaluate_item(ITEM, ["de_geval"], DistributionJudge({"x": 0.0}), registry=peers.METRICS))
     assert (no_digit.scores[0].value, no_digit.scores[0].status) == (None, UNP)
 
@@ -287,7 +287,7 @@ def test_answer_relevance_is_the_mean_minilm_cosine_of_the_generated_questions(o
     vectors = offline.embed([ITEM.query] + QUESTIONS)
     cosines = [float(vectors[0] @ v) for v in vectors[1:]]
     assert [c.text for c in result.components if c.kind == peers.GENERATED_QUESTION] == QUESTIONS
-    assert [v.score for v in result.verdicts] == pytest.approx(cosines)
+    assert [v.evidence for v in result.verdicts] == pytest.approx(cosines)
     assert result.scores[0].value == pytest.approx(sum(max(0.0, c) for c in cosines) / 3)
     # The question about the answer's topic is closer to the query than the one about hobbies.
     assert cosines[0] > cosines[2]
@@ -309,7 +309,7 @@ def test_nvidia_answer_accuracy_second_template_swaps_the_roles(openai_server: O
     sent = dict(prompt_of(r) for r in openai_server.requests)
     assert (sent["nv_answer_accuracy_1"]["response"], sent["nv_answer_accuracy_1"]["reference"]) == (RESPONSE, REFERENCE)
     assert (sent["nv_answer_accuracy_2"]["response"], sent["nv_answer_accuracy_2"]["reference"]) == (REFERENCE, RESPONSE)
-    ratings = sorted((v.target, v.value, v.score) for v in result.verdicts)
+    ratings = sorted((v.target, v.value, v.evidence) for v in result.verdicts)
     assert ratings == [("template:1", 1.0, 4.0), ("template:2", 0.5, 2.0)]
 
 

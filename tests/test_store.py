@@ -37,7 +37,7 @@ def test_round_trip(tmp_path: Path) -> None:
     item = store.query(db, "SELECT * FROM items")
     assert list(item["sources"].iloc[0]) == ["s1", "s2 ‹tag›"] and item["response"].iloc[0] == "r. é ünïcode"
     assert item["metadata"].iloc[0] == '{"n": 1, "team": "a"}'
-    v = store.query(db, "SELECT value, status, score, detail FROM verdicts ORDER BY component_idx")
+    v = store.query(db, "SELECT value, status, evidence, detail FROM verdicts ORDER BY component_idx")
     assert v["status"].tolist() == ["ok", "unparsed"] and v["value"].isna().tolist() == [False, True]
     wide = store.run_scores_wide(db, "r", ["gr", "rp"])
     assert wide["gr"].iloc[0] == 1.0 and wide["rp"].isna().iloc[0] and wide["n_failed"].iloc[0] == 1
