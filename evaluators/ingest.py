@@ -21,6 +21,8 @@ import io
 import json
 import math
 import numbers
+import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,14 @@ _MAX_SHOWN = 100  # problems spelled out in str(InputError); .problems keeps the
 # is (line or row number, message), so problems from reading and from checking sort into line order.
 _Row = tuple[int, str, Any]
 _Problem = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class _NotFinite:
+    """A NaN or +-Infinity literal: Python's json reads them, but JSON has no such numbers, and a NaN
+    read as "no value" would silently turn an id into a content hash."""
+
+    literal: str
 
 
 class InputError(ValueError):
@@ -189,6 +199,8 @@ def _normalise(row: Any, where: str, json_cells: bool) -> tuple[Item | None, lis
                             f"got text that is not JSON ({error})")
         elif not isinstance(value, dict):
             problems.append(f"{where}: field metadata: expected an object, got {_type(value)}")
+        elif (bad := _non_finite(value, "metadata")) is not None:
+            problems.append(f"{where}: field {bad}: NaN and Infinity are not JSON numbers")
         else:
             # The store keeps metadata as JSON text: make it plain JSON now (Parquet structs bring
             # numpy arrays) rather than fail later on a value JSON cannot hold.
@@ -247,8 +259,8 @@ def _text_problem(value: Any) -> str | None:
     """Why `value` is not an acceptable text field, or None when it is."""
     if not isinstance(value, str):
         return f"expected a string, got {_type(value)}"
-    if not value.strip():
-        return "empty"
+    if _invisible(value):
+        return "empty" if not value.strip() else "empty (only invisible characters)"
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError as exc:  # JSON can smuggle lone surrogates in as \ud800 escapes
@@ -325,7 +337,7 @@ def _csv_rows(text: str, name: str) -> tuple[list[_Row], list[_Problem]]:
 def _parse_json(text: str) -> tuple[Any, str | None]:
     """Parse JSON text; return (value, None), or (None, why it is not JSON)."""
     try:
-        return json.loads(text), None
+        return json.loads(text, parse_constant=_NotFinite), None
     except json.JSONDecodeError as exc:
         return None, f"{exc.msg} at character {exc.pos + 1}"
     except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit number, or absurd nesting
@@ -345,5 +357,23 @@ def _is_missing(value: Any) -> bool:
 
 
 def _type(value: Any) -> str:
-    """A short type name for messages."""
-    return type(value).__name__
+    """A short type name for messages (a NaN or Infinity literal is named as itself)."""
+    return value.literal if isinstance(value, _NotFinite) else type(value).__name__
+
+
+def _non_finite(value: Any, path: str) -> str | None:
+    """The path of the first NaN or Infinity inside a metadata value, or None when it has none."""
+    if isinstance(value, _NotFinite) or (isinstance(value, float) and not math.isfinite(value)):
+        return path
+    children = (value.items() if isinstance(value, dict)
+                else enumerate(value) if isinstance(value, (list, tuple, np.ndarray)) else ())
+    for key, child in children:
+        found = _non_finite(child, f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]")
+        if found:
+            return found
+    return None
+
+
+def _invisible(text: str) -> bool:
+    """True when no character of `text` would show: spaces, controls, zero-width and format marks."""
+    return all(unicodedata.category(ch)[0] in "ZC" for ch in text)

@@ -370,3 +370,37 @@ def test_frame_metadata_that_json_cannot_hold_is_reported():
     frame = pd.DataFrame([dict(ROWS[0], metadata={"when": object()})])
     [problem] = problems_of(frame)
     assert problem == "frame:row 1: field metadata: cannot be kept as JSON (object is not JSON)"
+
+
+def test_nan_and_infinity_literals_are_errors_with_line_and_field(tmp_path):
+    path = tmp_path / "nan.jsonl"
+    good = '"query": "q", "sources": ["s"], "response": "r"'
+    path.write_text("\n".join([
+        '{"id": NaN, ' + good + '}',
+        '{"id": "b", "reference": Infinity, ' + good + '}',
+        '{"id": "c", "metadata": {"score": [1, -Infinity]}, ' + good + '}',
+        '{"id": "d", "query": "q", "sources": ["s", NaN], "response": "r"}',
+    ]) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        load_items(path)
+    assert info.value.problems == [
+        f"{path}:1: field id: expected a string or an integer, got NaN",
+        f"{path}:2: field reference: expected a string, got Infinity",
+        f"{path}:3: field metadata.score[1]: NaN and Infinity are not JSON numbers",
+        f"{path}:4: field sources: source 2 of 2: expected a string, got NaN",
+    ]
+
+
+def test_frame_metadata_nan_is_an_error():
+    frame = pd.DataFrame([{"id": "a", "query": "q", "sources": ["s"], "response": "r",
+                           "metadata": {"x": float("nan")}}])
+    with pytest.raises(InputError, match=r"<dataframe>:row 1: field metadata.x: NaN and Infinity"):
+        items_from_frame(frame)
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b", " \u200d\ufeff ", "\u2060"])
+def test_invisible_only_text_is_empty(tmp_path, text):
+    path = write_jsonl(tmp_path / "z.jsonl", [{"id": "a", "query": text, "sources": ["s"], "response": "r"}])
+    with pytest.raises(InputError) as info:
+        load_items(path)
+    assert info.value.problems == [f"{path}:1: field query: empty (only invisible characters)"]
