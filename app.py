@@ -1,68 +1,12 @@
-"""Runs: every evaluation run, and for one run each metric's headline with its interval and failures."""
+"""The RAG Triage dashboard (`streamlit run app.py`): the navigation, declared once.
+
+Each page is a file in pages/; ui.PAGES gives its sidebar title and the URL path links use.
+"""
 from __future__ import annotations
 
-import json
-
-import pandas as pd
 import streamlit as st
 
 from evaluators import ui
 
-ui.page("Runs")
-runs = ui.runs()
-if runs.empty:
-    st.info("The database has no runs yet. Evaluate a file on the Evaluate page or with the CLI.")
-    st.stop()
-
-table = runs.assign(
-    items=[f"{d} of {n}" for d, n in zip(runs["n_done"], runs["n_items"])],
-    prompts=[", ".join(f"{k}:{v[:8]}" for k, v in json.loads(p).items()) for p in runs["prompt_hashes"]],
-)[["run_id", "judge", "status", "items", "created_at", "prompts"]]
-st.dataframe(table, hide_index=True, key="runs_table", width="stretch",
-             column_config={"created_at": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm")})
-
-run_id = ui.pick_run(runs)
-metric_ids = ui.metrics(run_id)
-th = ui.thresholds(metric_ids)
-info = runs[runs["run_id"] == run_id].iloc[0]
-st.header(f"Run {run_id}")
-st.caption(f"judge **{info['judge']}** · status {info['status']} · created {info['created_at']:%Y-%m-%d %H:%M} · "
-           f"{info['n_done']} of {info['n_items']} items written")
-if info["error"]:
-    st.error(f"run error: {info['error']}")
-if not metric_ids:
-    st.info("No scores in this run yet.")
-    st.stop()
-
-overview, dist, fails = ui.read_all(ui.call("metric_overview", run_id), ui.call("score_distribution", run_id),
-                                    ui.call("failure_counts", run_id))
-overview = overview.set_index("metric")
-
-rows = []
-cards = st.columns(len(metric_ids))
-for col, m in zip(cards, metric_ids):
-    o = overview.loc[m]
-    ci = ui.headline(dist, m)
-    item_fails = fails[(fails["metric"] == m) & (fails["grain"] == "items")]
-    verdict_fails = fails[(fails["metric"] == m) & (fails["grain"] == "verdicts")]
-    n_below, n_scored = ui.share_below(dist, m, th.get(m, 0.5))
-    col.metric(m.upper(), "–" if ci is None else f"{ci.mean:.2f}", help=ui.METRIC_NAMES.get(m, m))
-    col.caption(f"n scored {n_scored} of {int(o['n_items'])}")
-    rows.append({
-        "metric": m, "mean": None if ci is None else round(ci.mean, 3),
-        "95% CI": "–" if ci is None else f"[{ci.low:.2f}, {ci.high:.2f}]",
-        "n scored": f"{n_scored} of {int(o['n_items'])}",
-        "unscored items": ui.failure_text(item_fails),
-        "failed verdicts": ui.failure_text(verdict_fails),
-        "threshold": th.get(m, 0.5),
-        "below threshold": f"{n_below} ({n_below / n_scored:.0%})" if n_scored else "–",
-    })
-st.dataframe(pd.DataFrame(rows), hide_index=True, key="metric_table", width="stretch")
-st.caption("Intervals: percentile bootstrap of the mean over scored items, 1000 resamples, fixed seed. "
-           "Unscored items (judge failures, empty decompositions) are counted apart, never as 0.")
-st.plotly_chart(ui.histograms(dist, metric_ids, th), key="histograms", config=ui.PLOT_CONFIG)
-
-c1, c2, c3 = st.columns(3)
-c1.page_link(ui.PAGES["run"], label="Item table", icon="📋", query_params=ui.link(run=run_id))
-c2.page_link(ui.PAGES["diagnosis"], label="Diagnosis (Table 2)", icon="🩺", query_params=ui.link(run=run_id))
-c3.page_link(ui.PAGES["compare"], label="Compare with another run", icon="⚖️", query_params=ui.link(run=run_id))
+st.navigation([st.Page(p.file, title=p.title, url_path=p.url_path, default=p.url_path == "")
+               for p in ui.PAGES.values()]).run()

@@ -183,12 +183,10 @@ def main() -> None:
             notes, columns=["run_id", "item_id", "label", "component", "note", "author"]).assign(
             created_at=pd.Timestamp("2026-11-02"))})
         print(f"generated in {time.perf_counter() - start:.1f} s")
-    counts = store.query(args.db, """SELECT (SELECT count(*) FROM items) AS items,
-        (SELECT count(*) FROM verdicts) AS verdicts, (SELECT count(*) FROM components) AS components,
-        (SELECT count(*) FROM judge_calls) AS calls""").iloc[0]
+    counts = store.row_counts(args.db)
     size_mb = args.db.stat().st_size / 1e6
     print(f"DB {args.db}: {size_mb:.0f} MB, {counts['items']:,} items, {counts['verdicts']:,} verdicts, "
-          f"{counts['components']:,} components, {counts['calls']:,} judge calls (2 runs)")
+          f"{counts['components']:,} components, {counts['judge_calls']:,} judge calls (2 runs)")
     load = os.getloadavg()[0]
     rows = bench(args.db)
     print(f"\nload average before: {load:.1f}, after: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

@@ -25,8 +25,9 @@ from evaluators import store
 from evaluators.diagnosis import RULES, diagnose
 from evaluators.ingest import load_items
 from evaluators.records import Item
+from evaluators.vocabulary import THELMA
 
-METRICS = ("sp1", "sp2", "sqc", "rp", "rqc", "sd", "gr")
+METRICS = THELMA
 GRAMMAR_RUNS = ("grammar-bm25", "grammar-dense")
 GRAMMAR_GROUPS = 2  # semantic groups per SQL template: 72 items a run keeps the build under 2 minutes
 DEFAULT_DB = Path(__file__).resolve().parent / "demo.duckdb"
@@ -55,9 +56,8 @@ def stored_state(db: Path, runs: dict[str, list[Item]]) -> tuple[bool, bool]:
     if not db.exists():
         return False, False
     try:
-        finished = store.query(db, "SELECT run_id, status FROM runs")
-        stored = store.query(db, "SELECT run_id, item_id, query, sources, response, metadata FROM items "
-                                 "WHERE list_contains(?, run_id)", [list(runs)])
+        finished = store.runs(db)
+        stored = store.run_items(db, list(runs))
     except store.StoreBusy:
         raise  # someone is writing to it: not a reason to throw it away
     except Exception:  # noqa: BLE001  not a DuckDB file, or not one of our stores: start afresh

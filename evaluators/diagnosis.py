@@ -6,8 +6,9 @@ Rules are computed on read, never stored, so changing a threshold never calls a 
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 # Defaults, chosen so that one miss in a typical item counts as low:
 # - sqc/rqc 0.75: a two-part query with one part uncovered (0.5) is low.
@@ -38,8 +39,8 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("T2.6", "SQC low, RQC high, GR low", "the generator answers what the sources do not cover", "Prompt"),
 ]}
 
-# Each rule as (metric, "low" | "high") conditions that must all hold. "sp" in T2.3 reads SP1,
-# the chunk-level precision ("some retrieved sources"), and falls back to SP2 when SP1 is absent.
+# Each rule as (metric, "low" | "high") conditions that must all hold; a condition may name a
+# reading (READINGS) instead of a metric.
 CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "T2.1": (("sd", "low"), ("rp", "high")),
     "T2.2": (("sqc", "low"), ("rqc", "low")),
@@ -50,14 +51,28 @@ CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+# A reading names the metrics it reads, in order: the first one scored counts, else the last.
+# "sp" in T2.3 reads SP1, the chunk-level precision ("some retrieved sources"), and falls back to
+# SP2 when SP1 is absent.
+READINGS: dict[str, tuple[str, ...]] = {"sp": ("sp1", "sp2")}
+
+# How a score compares with its metric's threshold for each level: low is below, high at or above.
+LEVELS: dict[str, Callable[[float, float], bool]] = {"low": operator.lt, "high": operator.ge}
+
+
+def _scored(value: float | None) -> bool:
+    return value is not None and value == value  # None or NaN from a DataFrame: not scored
+
+
 def level(metric: str, scores: Mapping[str, float | None], thresholds: Mapping[str, float]) -> str | None:
-    """'low', 'high', or None when the metric was not scored."""
-    if metric == "sp":
-        metric = "sp1" if scores.get("sp1") is not None else "sp2"
+    """'low', 'high', or None when the metric (or every metric of a reading) was not scored."""
+    reads = READINGS.get(metric, (metric,))
+    metric = next((m for m in reads if _scored(scores.get(m))), reads[-1])
     value = scores.get(metric)
-    if value is None or value != value:  # None or NaN from a DataFrame: not scored
+    if not _scored(value):
         return None
-    return "low" if value < thresholds.get(metric, DEFAULT_THRESHOLDS[metric]) else "high"
+    threshold = thresholds.get(metric, DEFAULT_THRESHOLDS[metric])
+    return next(name for name, holds in LEVELS.items() if holds(value, threshold))
 
 
 def diagnose(scores: Mapping[str, float | None], thresholds: Mapping[str, float] | None = None) -> list[Rule]:

@@ -3,6 +3,9 @@
 Connections are short-lived. DuckDB lets one read-write process lock the file, so writers open,
 write one batch from DataFrames in a single transaction, and close; readers open read-only.
 Both retry lock errors with jitter until a deadline, then raise StoreBusy.
+
+This module holds the engine's side: the schema, the writes and the reads the engine and its CLI
+need. The dashboard's reads are in evaluators/queries.py and run through query() here.
 """
 from __future__ import annotations
 
@@ -20,8 +23,8 @@ from typing import Any, Iterator, Sequence
 import duckdb
 import pandas as pd
 
-from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS
 from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.vocabulary import THELMA, order_metrics
 
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
@@ -32,6 +35,17 @@ class StoreBusy(RuntimeError):
 
 class StoreMissing(FileNotFoundError):
     """A reader was pointed at a database file that does not exist."""
+
+
+class RunConflict(ValueError):
+    """A run of that name exists, started with another judge, other options or other prompt files.
+
+    The message speaks of the engine; a front end adds how its user picks another name.
+    """
+
+    def __init__(self, run: str, message: str) -> None:
+        super().__init__(message)
+        self.run = run
 
 
 # Numbered migrations: append, never edit. Version N is MIGRATIONS[N - 1].
@@ -285,8 +299,12 @@ def write_batch(
             raise
 
 
+
 def start_run(path: str | Path, run: Run, n_items: int) -> None:
-    """Create the run row, or check that an existing run of that name is the same evaluation."""
+    """Create the run row, or check that an existing run of that name is the same evaluation.
+
+    Raises RunConflict when it is not: resuming it would mix two evaluations in one run.
+    """
     migrate(path)
     with connect(path) as con:
         row = con.execute("SELECT judge, params, prompt_hashes FROM runs WHERE run_id = ?", [run.name]).fetchone()
@@ -298,12 +316,12 @@ def start_run(path: str | Path, run: Run, n_items: int) -> None:
             return
         judge, params, hashes = row
         if judge != run.judge or json.loads(params) != run.params:
-            raise ValueError(
-                f"run {run.name!r} already exists with judge {judge} and params {params}; "
-                "resume it with the same options or choose another --run name")
+            raise RunConflict(run.name, f"run {run.name!r} already exists with judge {judge} and params {params}; "
+                                        "resume it with the same judge and options, or give this evaluation "
+                                        "another run name")
         if json.loads(hashes) != run.prompt_hashes:
-            raise ValueError(f"run {run.name!r} was started with other prompt files; "
-                             "finish it with those or choose another --run name")
+            raise RunConflict(run.name, f"run {run.name!r} was started with other prompt files; finish it with "
+                                        "those, or give this evaluation another run name")
         con.execute("UPDATE runs SET status = 'running', n_items = ?, error = '' WHERE run_id = ?",
                     [n_items, run.name])
 
@@ -326,10 +344,72 @@ def add_triage(path: str | Path, run_id: str, item_id: str, label: str, componen
 
 # ---------------------------------------------------------------- reads
 
-def query(path: str | Path, sql: str, params: Sequence[Any] = (), deadline_s: float = 10.0) -> pd.DataFrame:
-    """Run one read-only query and return a DataFrame."""
+# Opening a DuckDB connection costs about 0.1 s here, more than most dashboard queries, so a page
+# reads its cache misses through one connection: reading() shares it within a block, then closes it.
+_SHARED: ContextVar[dict[str, Any] | None] = ContextVar("shared_reader", default=None)
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Let the reads of `path` inside this block share one read-only connection, opened on first use."""
+    outer = _SHARED.get()
+    if outer is not None and outer["path"] == str(path):
+        yield
+        return
+    with ExitStack() as stack:
+        token = _SHARED.set({"path": str(path), "con": None, "stack": stack})
+        try:
+            yield
+        finally:
+            _SHARED.reset(token)
+
+
+def query(path: str | Path, sql: str, params: Mapping[str, Any] | Sequence[Any] = (),
+          deadline_s: float = 10.0) -> pd.DataFrame:
+    """Run one read-only query and return a DataFrame; named $params may be given as a dict.
+
+    Inside reading(path) it runs on the block's shared connection.
+    """
+    args = params if isinstance(params, Mapping) else list(params)
+    shared = _SHARED.get()
+    if shared is not None and shared["path"] == str(path):
+        if shared["con"] is None:
+            shared["con"] = shared["stack"].enter_context(connect(path, read_only=True, deadline_s=deadline_s))
+        return shared["con"].execute(sql, args).df()
     with connect(path, read_only=True, deadline_s=deadline_s) as con:
-        return con.execute(sql, list(params)).df()
+        return con.execute(sql, args).df()
+
+
+# In-memory queries over DataFrames (the dashboard's cached run tables): a process-wide in-memory
+# DuckDB (no file, so no lock), one cursor per call so sessions on other threads do not share state.
+_MEMORY: list[Any] = []
+_MEMORY_LOCK = threading.Lock()
+
+
+def frame_query(sql: str, frames: Mapping[str, pd.DataFrame], params: Mapping[str, Any] | Sequence[Any] = ()
+                ) -> pd.DataFrame:
+    """Run SQL over DataFrames registered under the given names, in memory."""
+    with _MEMORY_LOCK:
+        if not _MEMORY:
+            _MEMORY.append(duckdb.connect(":memory:", config=_CONFIG))
+        cursor = _MEMORY[0].cursor()
+    try:
+        for name, frame in frames.items():
+            cursor.register(name, frame)
+        return cursor.execute(sql, params if isinstance(params, Mapping) else list(params)).df()
+    finally:
+        cursor.close()
+
+
+def column(metric: str) -> str:
+    """A metric id as a quoted SQL identifier; ids are lower-case words, anything else is refused."""
+    if not metric or not all(ch.isalnum() or ch == "_" for ch in metric) or metric.lower() != metric:
+        raise ValueError(f"not a metric id: {metric!r}")
+    return f'"{metric}"'
+
+
+# Statuses that are not a failure: scored, or the metric does not apply to this item.
+NOT_FAILED = "('ok', 'not_applicable')"
 
 
 def done_item_ids(path: str | Path, run_id: str) -> set[str]:
@@ -368,419 +448,44 @@ def runs(path: str | Path) -> pd.DataFrame:
         FROM runs r ORDER BY r.created_at DESC""")
 
 
+def row_counts(path: str | Path, tables: Sequence[str] = ("items", "components", "verdicts", "judge_calls")
+               ) -> dict[str, int]:
+    """Rows per table, for reports on a database's size."""
+    unknown = set(tables) - {"runs", "items", "components", "verdicts", "scores", "judge_calls", "triage"}
+    if unknown:
+        raise ValueError(f"unknown tables {sorted(unknown)}")
+    row = query(path, "SELECT " + ", ".join(f"(SELECT count(*) FROM {t}) AS {t}" for t in tables)).iloc[0]
+    return {t: int(row[t]) for t in tables}
+
+
+def run_items(path: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
+    """The items stored for these runs: run_id, item_id, query, sources, response and metadata (JSON)."""
+    return query(path, """SELECT run_id, item_id, query, sources, response, metadata FROM items
+                          WHERE list_contains(?, run_id)""", [list(run_ids)])
+
+
 def run_scores_wide(path: str | Path, run_id: str, metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per item: item_id, one column per metric (NULL when not scored), n_failed verdicts."""
-    cols = ", ".join(
-        f"max(CASE WHEN s.metric = '{m}' THEN s.value END) AS {_ident(m)}" for m in metrics)  # ids checked
-    return query(path, f"""
-        WITH failed AS (
-            SELECT item_id, count(*) AS n_failed FROM verdicts
-            WHERE run_id = ? AND status <> 'ok' GROUP BY item_id)
-        SELECT i.item_id, {cols}, coalesce(any_value(f.n_failed), 0) AS n_failed
-        FROM items i
-        LEFT JOIN scores s ON s.run_id = i.run_id AND s.item_id = i.item_id
-        LEFT JOIN failed f ON f.item_id = i.item_id
-        WHERE i.run_id = ?
-        GROUP BY i.item_id ORDER BY i.item_id""", [run_id, run_id])
-
-
-# ---------------------------------------------------------------- dashboard reads
-
-# Read models for the Streamlit dashboard. Every grouping happens here in SQL, so a page never
-# pulls a whole table into pandas. Metric ids become SQL identifiers only after _ident() checks
-# them; thresholds are checked finite floats; every other value is a query parameter.
-
-THELMA_METRICS: tuple[str, ...] = tuple(DEFAULT_THRESHOLDS)  # sp1, sp2, sqc, rp, rqc, sd, gr
-# Statuses that are not a failure: scored, or the metric does not apply to this item.
-_NOT_FAILED = "('ok', 'not_applicable')"
-# Table 2 in SQL, from diagnosis.CONDITIONS; tests/test_dashboard_reads.py checks that these SQL
-# rules and diagnosis.diagnose() agree on every item.
-RULE_IDS: tuple[str, ...] = tuple(CONDITIONS)
-_DEFAULT_THRESHOLD = 0.5
-
-
-# Opening a DuckDB connection costs about 0.1 s here, more than most dashboard queries, so a page
-# reads its cache misses through one connection: reading() shares it within a block, then closes it.
-_SHARED: ContextVar[dict[str, Any] | None] = ContextVar("dashboard_reader", default=None)
-
-
-@contextmanager
-def reading(path: str | Path) -> Iterator[None]:
-    """Let the dashboard reads inside this block share one read-only connection, opened on first use."""
-    outer = _SHARED.get()
-    if outer is not None and outer["path"] == str(path):
-        yield
-        return
-    with ExitStack() as stack:
-        token = _SHARED.set({"path": str(path), "con": None, "stack": stack})
-        try:
-            yield
-        finally:
-            _SHARED.reset(token)
-
-
-def _open_reader(stack: ExitStack, path: str | Path, deadline_s: float = 10.0) -> Any:
-    return stack.enter_context(connect(path, read_only=True, deadline_s=deadline_s))
-
-
-def _read(path: str | Path, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> pd.DataFrame:
-    """One read-only query (on the shared connection inside reading()); named $params may be a dict."""
-    args = params if isinstance(params, Mapping) else list(params)
-    shared = _SHARED.get()
-    if shared is not None and shared["path"] == str(path):
-        if shared["con"] is None:
-            shared["con"] = _open_reader(shared["stack"], path)
-        return shared["con"].execute(sql, args).df()
-    with ExitStack() as stack:
-        return _open_reader(stack, path).execute(sql, args).df()
-
-
-def order_metrics(names: Sequence[str]) -> list[str]:
-    """THELMA's metrics first in their paper order, then any others alphabetically."""
-    names = set(names)
-    return [m for m in THELMA_METRICS if m in names] + sorted(names - set(THELMA_METRICS))
-
-
-def _ident(metric: str) -> str:
-    """A metric id as a quoted SQL identifier; ids are lower-case words, anything else is refused."""
-    if not metric or not all(ch.isalnum() or ch == "_" for ch in metric) or metric.lower() != metric:
-        raise ValueError(f"not a metric id: {metric!r}")
-    return f'"{metric}"'
-
-
-def _threshold(thresholds: Mapping[str, float], metric: str) -> str:
-    """A metric's threshold as a SQL literal: the given one, else Table 2's default, else 0.5."""
-    value = float(thresholds.get(metric, DEFAULT_THRESHOLDS.get(metric, _DEFAULT_THRESHOLD)))
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"threshold for {metric} is not finite")
-    return repr(value)
-
-
-def catalog(path: str | Path) -> tuple[pd.DataFrame, dict[str, list[str]]]:
-    """All runs (newest first, as runs() gives them) and, per run, its metric ids in display order."""
-    with reading(path):
-        frame = _read(path, """
-            SELECT r.run_id, r.judge, r.status, r.n_items,
-                   (SELECT count(*) FROM items i WHERE i.run_id = r.run_id) AS n_done,
-                   r.created_at, r.finished_at, r.prompt_hashes, r.params, r.stats, r.error
-            FROM runs r ORDER BY r.created_at DESC""")
-        pairs = _read(path, "SELECT DISTINCT run_id, metric FROM scores")
-    metrics = {run: order_metrics(list(group["metric"])) for run, group in pairs.groupby("run_id")}
-    return frame, metrics
-
-
-def _wide_cte(metrics: Sequence[str]) -> str:
-    """`wide`: one row per scored item of run $run with one column per metric (NaN read as unscored),
-    and `failed`: the items with an unscored metric, as 'gr:timeout, sqc:error'."""
-    cols = ",\n".join(
-        f"max(value) FILTER (WHERE metric = '{m}' AND NOT isnan(value)) AS {_ident(m)}"
-        for m in order_metrics([*metrics, *THELMA_METRICS]))
-    return f"""wide AS (SELECT item_id, {cols} FROM scores WHERE run_id = $run GROUP BY item_id),
-    failed AS (SELECT item_id, string_agg(metric || ':' || status, ', ' ORDER BY metric) AS failed_metrics
-               FROM scores WHERE run_id = $run AND status NOT IN {_NOT_FAILED} GROUP BY item_id)"""
-
-
-def run_table(path: str | Path, run_id: str, metrics: Sequence[str]) -> pd.DataFrame:
     """One row per item of a run, grouped in DuckDB: item_id, a query snippet, one column per metric
-    (NULL when unscored) and failed_metrics ('gr:timeout, ...').
+    (THELMA's seven always, then `metrics`; NULL when unscored, NaN included), n_failed (failed
+    verdicts) and failed_metrics (the unscored metrics with their status: 'gr:timeout, sqc:error').
 
-    The dashboard caches this per run and answers filters, sorting, Table 2 and Compare from it in
-    memory (see frame_query), so an interaction does not re-scan the file.
+    The CLI's export and diagnosis read it, and the dashboard caches it per run and answers filters,
+    sorting, Table 2 and Compare from it in memory (store.frame_query), without re-scanning the file.
     """
-    return _read(path, f"""WITH {_wide_cte(metrics)}
+    cols = ",\n".join(
+        f"max(value) FILTER (WHERE metric = '{m}' AND NOT isnan(value)) AS {column(m)}"  # ids checked
+        for m in order_metrics([*metrics, *THELMA]))
+    return query(path, f"""
+        WITH wide AS (SELECT item_id, {cols} FROM scores WHERE run_id = $run GROUP BY item_id),
+        failed AS (SELECT item_id, string_agg(metric || ':' || status, ', ' ORDER BY metric) AS failed_metrics
+                   FROM scores WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY item_id),
+        verdicts_failed AS (SELECT item_id, count(*) AS n_failed FROM verdicts
+                            WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY item_id)
         SELECT i.item_id, left(i.query, 120) AS query, w.* EXCLUDE (item_id),
-               coalesce(f.failed_metrics, '') AS failed_metrics
+               coalesce(v.n_failed, 0) AS n_failed, coalesce(f.failed_metrics, '') AS failed_metrics
         FROM items i LEFT JOIN wide w ON w.item_id = i.item_id LEFT JOIN failed f ON f.item_id = i.item_id
+        LEFT JOIN verdicts_failed v ON v.item_id = i.item_id
         WHERE i.run_id = $run ORDER BY i.item_id""", {"run": run_id})
-
-
-def failed_verdicts(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Items of a run with failed verdicts (judge failures): item_id, n_failed."""
-    return _read(path, f"""SELECT item_id, count(*) AS n_failed FROM verdicts
-                           WHERE run_id = ? AND status NOT IN {_NOT_FAILED} GROUP BY item_id""", [run_id])
-
-
-def search_ids(path: str | Path, run_id: str, search: str = "",
-               meta: tuple[str, str] | None = None) -> pd.DataFrame:
-    """Ids of the items whose id, query or response contains `search` (any case) and whose metadata
-    field meta[0] equals meta[1]."""
-    where, params = ["run_id = $run"], {"run": run_id}
-    if search:
-        params["q"] = search.lower()
-        where.append("(contains(lower(item_id), $q) OR contains(lower(query), $q) OR contains(lower(response), $q))")
-    if meta:
-        params["mk"], params["mv"] = f'$."{meta[0]}"', meta[1]
-        where.append("json_extract_string(metadata, $mk) = $mv")
-    return _read(path, f"SELECT item_id FROM items WHERE {' AND '.join(where)}", params)
-
-
-# In-memory queries over per-item tables that came out of run_table(): a process-wide in-memory
-# DuckDB (no file, so no lock), one cursor per call so sessions on other threads do not share state.
-_MEMORY: list[Any] = []
-_MEMORY_LOCK = threading.Lock()
-
-
-def frame_query(sql: str, frames: Mapping[str, pd.DataFrame], params: Mapping[str, Any] | Sequence[Any] = ()
-                ) -> pd.DataFrame:
-    """Run SQL over DataFrames registered under the given names, in memory."""
-    with _MEMORY_LOCK:
-        if not _MEMORY:
-            _MEMORY.append(duckdb.connect(":memory:", config=_CONFIG))
-        cursor = _MEMORY[0].cursor()
-    try:
-        for name, frame in frames.items():
-            cursor.register(name, frame)
-        return cursor.execute(sql, params if isinstance(params, Mapping) else list(params)).df()
-    finally:
-        cursor.close()
-
-
-def _level_sql(metric: str, want: str, thresholds: Mapping[str, float]) -> str:
-    """SQL for 'metric is low/high': NULL when unscored, like diagnosis.level()."""
-    if metric == "sp":  # SP1 when scored, else SP2, as diagnosis.level() reads "sp"
-        return (f"(CASE WHEN sp1 IS NOT NULL THEN {_level_sql('sp1', want, thresholds)} "
-                f"ELSE {_level_sql('sp2', want, thresholds)} END)")
-    op = "<" if want == "low" else ">="
-    return f"({_ident(metric)} {op} {_threshold(thresholds, metric)})"
-
-
-def rule_sql(rule_id: str, thresholds: Mapping[str, float]) -> str:
-    """A boolean SQL expression over run_table() columns: does this Table-2 rule fire?"""
-    conds = " AND ".join(_level_sql(m, want, thresholds) for m, want in CONDITIONS[rule_id])
-    return f"coalesce({conds}, FALSE)"
-
-
-def _rules_cte(thresholds: Mapping[str, float]) -> str:
-    """`base`: the run table `wide` plus one flag per Table-2 rule and the list of rules fired."""
-    flags = ", ".join(f'{rule_sql(r, thresholds)} AS "{r}"' for r in RULE_IDS)
-    fired = ", ".join(f"CASE WHEN {rule_sql(r, thresholds)} THEN '{r}' END" for r in RULE_IDS)
-    return f"WITH base AS (SELECT *, {flags}, concat_ws(', ', {fired}) AS rules FROM wide)"
-
-
-def filter_items(
-    table: pd.DataFrame, metrics: Sequence[str], thresholds: Mapping[str, float], *,
-    below: Sequence[str] = (), rules: Sequence[str] = (), levels: Mapping[str, str] | None = None,
-    failed: pd.DataFrame | None = None, failed_only: bool = False, ids: pd.DataFrame | None = None,
-    sort: str = "item_id", descending: bool = False, limit: int = 200, offset: int = 0,
-) -> tuple[pd.DataFrame, int]:
-    """One page of a run table, filtered and sorted, and the number of matching items.
-
-    below: below threshold on ANY of these metrics; rules: firing ANY of these rules; levels:
-    {metric: 'low'|'high'} that must ALL hold (a quadrant); failed: failed_verdicts() to count and
-    filter judge failures; ids: only these item ids (a search_ids() result).
-    """
-    frames = {"wide": table, "failed": failed if failed is not None else pd.DataFrame(
-        {"item_id": pd.Series([], dtype=str), "n_failed": pd.Series([], dtype="int64")})}
-    where = ["TRUE"]
-    if below:
-        where.append("(" + " OR ".join(_level_sql(m, "low", thresholds) for m in below) + ")")
-    known = [r for r in rules if r in CONDITIONS]
-    if known:
-        where.append("(" + " OR ".join(f'"{r}"' for r in known) + ")")
-    for m, want in (levels or {}).items():
-        where.append(f"coalesce({_level_sql(m, 'low' if want == 'low' else 'high', thresholds)}, FALSE)")
-    if failed_only:
-        where.append("(coalesce(f.n_failed, 0) > 0 OR b.failed_metrics <> '')")
-    if ids is not None:
-        frames["ids"] = ids
-        where.append("b.item_id IN (SELECT item_id FROM ids)")
-    order = "b.item_id" if sort == "item_id" else ("n_failed" if sort == "n_failed" else f"b.{_ident(sort)}")
-    sql = f"""{_rules_cte(thresholds)}
-        SELECT b.item_id, b.query, {', '.join('b.' + _ident(m) for m in metrics)},
-               coalesce(f.n_failed, 0) AS n_failed, b.failed_metrics, b.rules, count(*) OVER () AS n_match
-        FROM base b LEFT JOIN failed f ON f.item_id = b.item_id
-        WHERE {' AND '.join(where)}
-        ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, b.item_id
-        LIMIT {int(limit)} OFFSET {int(offset)}"""
-    frame = frame_query(sql, frames)
-    if len(frame) or offset == 0:
-        return frame.drop(columns="n_match"), int(frame["n_match"].iloc[0]) if len(frame) else 0
-    count = frame_query(f"SELECT count(*) AS n FROM ({sql.rsplit('LIMIT', 1)[0]})", frames)
-    return frame.drop(columns="n_match"), int(count["n"].iloc[0])
-
-
-def rule_counts(table: pd.DataFrame, thresholds: Mapping[str, float],
-                pairs: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
-    """Items per combination of fired Table-2 rules (one bool column per rule) and n.
-
-    For each metric pair (x, y) in `pairs` it adds columns "x_low:x|y" and "y_low:x|y": True/False for
-    low/high, NULL when unscored, so quadrant counts come from the same pass.
-    """
-    flags = [f'"{r}"' for r in RULE_IDS]
-    for x, y in pairs:
-        flags.append(f'{_level_sql(x, "low", thresholds)} AS "x_low:{x}|{y}"')
-        flags.append(f'{_level_sql(y, "low", thresholds)} AS "y_low:{x}|{y}"')
-    return frame_query(f"""{_rules_cte(thresholds)}
-        SELECT {', '.join(flags)}, count(*) AS n FROM base GROUP BY ALL ORDER BY n DESC""", {"wide": table})
-
-
-def sample_points(table: pd.DataFrame, metrics: Sequence[str], limit: int = 2000) -> pd.DataFrame:
-    """At most `limit` items with their scores: a stable pseudo-random sample for scatter plots."""
-    cols = ", ".join(_ident(m) for m in metrics)
-    return frame_query(f"SELECT item_id, {cols} FROM wide ORDER BY hash(item_id) LIMIT {int(limit)}",
-                       {"wide": table})
-
-
-def correlations(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
-    """Pearson correlation of every metric pair over the items that have both: columns a, b, r, n."""
-    pairs = [(a, b) for i, a in enumerate(metrics) for b in metrics[i + 1:]]
-    if not pairs:
-        return pd.DataFrame(columns=["a", "b", "r", "n"])
-    cols = ", ".join(f"corr({_ident(a)}, {_ident(b)}) AS \"r{i}\", count({_ident(a)} + {_ident(b)}) AS \"n{i}\""
-                     for i, (a, b) in enumerate(pairs))
-    row = frame_query(f"SELECT {cols} FROM wide", {"wide": table}).iloc[0]
-    return pd.DataFrame([{"a": a, "b": b, "r": row[f"r{i}"], "n": int(row[f"n{i}"])}
-                         for i, (a, b) in enumerate(pairs)])
-
-
-def metric_overview(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Per metric: items in the run, items scored, and the mean score."""
-    return _read(path, """
-        SELECT metric, (SELECT count(*) FROM items WHERE run_id = $run) AS n_items,
-               count(value) FILTER (WHERE NOT isnan(value)) AS n_scored,
-               avg(value) FILTER (WHERE NOT isnan(value)) AS mean
-        FROM scores WHERE run_id = $run GROUP BY metric""", {"run": run_id})
-
-
-def score_distribution(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Scored values per metric with their counts (exact values, grouped): histograms, the share below
-    any threshold and the bootstrap all come from this one small table."""
-    return _read(path, """
-        SELECT metric, value, count(*) AS n FROM scores
-        WHERE run_id = $run AND value IS NOT NULL AND NOT isnan(value)
-        GROUP BY ALL ORDER BY metric, value""", {"run": run_id})
-
-
-def failure_counts(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Failures per metric and status, from scores (items) and from verdicts: metric, grain, status, n."""
-    return _read(path, f"""
-        SELECT metric, 'items' AS grain, status, count(*) AS n FROM scores
-        WHERE run_id = $run AND status NOT IN {_NOT_FAILED} GROUP BY ALL
-        UNION ALL
-        SELECT metric, 'verdicts' AS grain, status, count(*) AS n FROM verdicts
-        WHERE run_id = $run AND status NOT IN {_NOT_FAILED} GROUP BY ALL
-        ORDER BY metric, grain, status""", {"run": run_id})
-
-
-def metadata_keys(path: str | Path, run_id: str) -> list[str]:
-    """The metadata field names used by a run's items."""
-    frame = _read(path, """SELECT DISTINCT unnest(json_keys(metadata)) AS k FROM items
-                           WHERE run_id = ? ORDER BY k LIMIT 100""", [run_id])
-    return list(frame["k"])
-
-
-def metadata_values(path: str | Path, run_id: str, key: str, limit: int = 200) -> pd.DataFrame:
-    """The most common values of one metadata field, with counts."""
-    return _read(path, f"""
-        SELECT value, count(*) AS n
-        FROM (SELECT json_extract_string(metadata, ?) AS value FROM items WHERE run_id = ?)
-        WHERE value IS NOT NULL GROUP BY value ORDER BY n DESC, value LIMIT {int(limit)}""",
-        [f'$."{key}"', run_id])
-
-
-def item_detail(path: str | Path, run_id: str, item_id: str) -> dict[str, pd.DataFrame]:
-    """Everything stored for one item: item, scores, components, verdicts, and the judge calls behind them."""
-    ids = {"run": run_id, "item": item_id}
-    with reading(path):
-        item = _read(path, "SELECT * FROM items WHERE run_id = $run AND item_id = $item", ids)
-        scores = _read(path, """SELECT metric, value, n_scored, n_total, status FROM scores
-                                WHERE run_id = $run AND item_id = $item""", ids)
-        comps = _read(path, """SELECT kind, idx, text, coalesce(parent, -1) AS parent, call_key FROM components
-                               WHERE run_id = $run AND item_id = $item ORDER BY kind, idx""", ids)
-        verdicts = _read(path, """
-            SELECT metric, component_kind, component_idx, target, value, status, evidence, call_key, detail
-            FROM verdicts WHERE run_id = $run AND item_id = $item
-            ORDER BY metric, component_kind, component_idx, target""", ids)
-        keys = sorted({k for k in verdicts["call_key"].dropna()} | {k for k in comps["call_key"].dropna()})
-        calls = pd.DataFrame(columns=["key"])
-        if keys:  # an IN list of constants lets DuckDB use the primary-key index, not scan every message
-            marks = ", ".join("?" for _ in keys)
-            calls = _read(path, f"""SELECT key, model, prompt_name, prompt_hash, messages, params, reply, status,
-                                           prompt_tokens, completion_tokens, cost, latency_ms, error
-                                    FROM judge_calls WHERE key IN ({marks})""", keys)
-    return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts, "calls": calls}
-
-
-def item_neighbours(path: str | Path, run_id: str, item_id: str) -> tuple[str | None, str | None]:
-    """The previous and next item ids of a run, in id order."""
-    frame = _read(path, """SELECT (SELECT max(item_id) FROM items WHERE run_id = $run AND item_id < $item) AS prev,
-                                  (SELECT min(item_id) FROM items WHERE run_id = $run AND item_id > $item) AS next""",
-                  {"run": run_id, "item": item_id})
-    prev, nxt = frame.iloc[0]
-    return (None if pd.isna(prev) else prev, None if pd.isna(nxt) else nxt)
-
-
-def _pairs_cte(metrics: Sequence[str]) -> str:
-    """`pairs`: per metric and item id, the scores in run tables a and b, where both scored it
-    (one join on item id, then one row per metric)."""
-    cols = ", ".join(f"a.{_ident(m)} AS \"a:{m}\", b.{_ident(m)} AS \"b:{m}\"" for m in metrics)
-    rows = " UNION ALL ".join(
-        f"SELECT '{m}' AS metric, item_id, \"a:{m}\" AS a, \"b:{m}\" AS b FROM joined "
-        f"WHERE \"a:{m}\" IS NOT NULL AND \"b:{m}\" IS NOT NULL" for m in metrics)
-    return f"joined AS MATERIALIZED (SELECT item_id, {cols} FROM a JOIN b USING (item_id)), pairs AS ({rows})"
-
-
-def compare_tables(a: pd.DataFrame, b: pd.DataFrame, metrics: Sequence[str],
-                   thresholds: Mapping[str, float]) -> dict[str, pd.DataFrame]:
-    """Two run tables aligned by item id, per metric over the items both scored, in one pass.
-
-    summary: n_pairs, mean_a, mean_b, delta (b - a), n_worse (fell below the threshold in b),
-    n_better (rose above it); deltas: per-item deltas rounded to 1e-3 with counts (for a paired bootstrap).
-    """
-    cases = " ".join(f"WHEN '{m}' THEN {_threshold(thresholds, m)}" for m in metrics)
-    grouped = frame_query(f"""WITH {_pairs_cte(metrics)},
-        t AS (SELECT *, CASE metric {cases} END AS th FROM pairs)
-        SELECT metric, round(b - a, 3) AS delta, count(*) AS n, sum(a) AS sum_a, sum(b) AS sum_b,
-               sum(b - a) AS sum_delta, count(*) FILTER (WHERE a >= th AND b < th) AS n_worse,
-               count(*) FILTER (WHERE a < th AND b >= th) AS n_better
-        FROM t GROUP BY ALL ORDER BY metric, delta""", {"a": a, "b": b})
-    sums = grouped.groupby("metric", as_index=False)[["n", "sum_a", "sum_b", "sum_delta", "n_worse", "n_better"]].sum()
-    summary = pd.DataFrame({
-        "metric": sums["metric"], "n_pairs": sums["n"], "mean_a": sums["sum_a"] / sums["n"],
-        "mean_b": sums["sum_b"] / sums["n"], "delta": sums["sum_delta"] / sums["n"],
-        "n_worse": sums["n_worse"], "n_better": sums["n_better"]})
-    return {"summary": summary, "deltas": grouped[["metric", "delta", "n"]]}
-
-
-def crossed_items(a: pd.DataFrame, b: pd.DataFrame, metric: str, threshold: float, direction: str,
-                  limit: int = 200) -> pd.DataFrame:
-    """Items whose `metric` crossed `threshold` from a to b: direction 'worse' or 'better'."""
-    th = _threshold({metric: threshold}, metric)
-    cond = f"a >= {th} AND b < {th}" if direction == "worse" else f"a < {th} AND b >= {th}"
-    return frame_query(f"""WITH {_pairs_cte([metric])}
-        SELECT item_id, a, b, b - a AS delta FROM pairs WHERE {cond}
-        ORDER BY abs(b - a) DESC, item_id LIMIT {int(limit)}""", {"a": a, "b": b})
-
-
-def preference_agreement(better: pd.DataFrame, worse: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
-    """Per metric, over items scored in both runs: how often the declared better run scores strictly higher."""
-    return frame_query(f"""WITH {_pairs_cte(metrics)}
-        SELECT metric, count(*) AS n_pairs, count(*) FILTER (WHERE a > b) AS agree,
-               count(*) FILTER (WHERE a = b) AS ties, count(*) FILTER (WHERE a < b) AS disagree
-        FROM pairs GROUP BY metric""", {"a": better, "b": worse})
-
-
-def claim_verdicts(path: str | Path, run_id: str, item_id: str) -> pd.DataFrame:
-    """The response claims of one item with their RP and GR verdicts (value, status) side by side."""
-    return _read(path, """
-        SELECT c.idx, c.text,
-               any_value(v.value) FILTER (WHERE v.metric = 'rp') AS rp,
-               any_value(v.status) FILTER (WHERE v.metric = 'rp') AS rp_status,
-               any_value(v.value) FILTER (WHERE v.metric = 'gr') AS gr,
-               any_value(v.status) FILTER (WHERE v.metric = 'gr') AS gr_status
-        FROM components c LEFT JOIN verdicts v
-          ON v.run_id = c.run_id AND v.item_id = c.item_id AND v.component_kind = 'claim'
-         AND v.component_idx = c.idx
-        WHERE c.run_id = ? AND c.item_id = ? AND c.kind = 'claim'
-        GROUP BY c.idx, c.text ORDER BY c.idx""", [run_id, item_id])
-
-
-def triage_notes(path: str | Path, run_id: str | None = None, item_id: str | None = None) -> pd.DataFrame:
-    """Triage notes, newest first, optionally for one run or one item."""
-    return _read(path, """
-        SELECT created_at, run_id, item_id, label, component, note, author FROM triage
-        WHERE ($run IS NULL OR run_id = $run) AND ($item IS NULL OR item_id = $item)
-        ORDER BY created_at DESC""", {"run": run_id, "item": item_id})
 
 
 def write_frames(path: str | Path, frames: Mapping[str, pd.DataFrame]) -> None:

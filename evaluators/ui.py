@@ -1,10 +1,11 @@
-"""Streamlit helpers that the dashboard pages share: configuration, cached reads, URL-synced
-widgets, formatting of scores and failures, escaped highlighting, and the plotly charts.
+"""Streamlit helpers that the dashboard pages share: the page table, configuration, cached reads,
+URL-synced widgets, formatting of scores and failures, and escaped highlighting (the plotly figures
+are in evaluators/charts.py).
 
 State that makes a view (run, item, compared run, thresholds, filters) lives in st.query_params,
 so every view is a link someone can paste into a triage chat. Reads go through `read()`, cached
-on the DB path and the file's modification time, so a new run shows up without a restart and no
-connection is ever held open.
+on the read function, the DB path and the file's modification time, so a new run shows up without
+a restart and no connection is ever held open.
 """
 from __future__ import annotations
 
@@ -13,36 +14,48 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 from urllib.parse import urlencode
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from evaluators import store
+from evaluators import queries, store
 from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, diagnose
 from evaluators.stats import bootstrap_ci
+from evaluators.vocabulary import order_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DB = "data/demo.duckdb"
-PAGES = {
-    "runs": "app.py", "run": "pages/1_Run.py", "item": "pages/2_Item.py", "compare": "pages/3_Compare.py",
-    "diagnosis": "pages/4_Diagnosis.py", "triage": "pages/5_Triage.py", "evaluate": "pages/6_Evaluate.py",
+
+
+class PageFile(NamedTuple):
+    """One dashboard page: its file under pages/, its sidebar title and its URL path."""
+
+    file: str
+    title: str
+    url_path: str
+
+
+# The navigation, in sidebar order (app.py declares it from this). The URL paths are the ones
+# links have always used, so pasted links keep working; Runs is the default page, at "/".
+PAGES: dict[str, PageFile] = {
+    "runs": PageFile("pages/0_Runs.py", "Runs", ""),
+    "run": PageFile("pages/1_Run.py", "Run", "Run"),
+    "item": PageFile("pages/2_Item.py", "Item", "Item"),
+    "compare": PageFile("pages/3_Compare.py", "Compare", "Compare"),
+    "diagnosis": PageFile("pages/4_Diagnosis.py", "Diagnosis", "Diagnosis"),
+    "triage": PageFile("pages/5_Triage.py", "Triage", "Triage"),
+    "evaluate": PageFile("pages/6_Evaluate.py", "Evaluate", "Evaluate"),
+    "robustness": PageFile("pages/7_Robustness.py", "Robustness", "Robustness"),
 }
 LABELS = ("confirmed", "false alarm", "fixed")
 SAVE_DEADLINE_S = 5.0  # how long a triage save retries a locked file before saying "busy"
 COMPONENTS = ("Retriever", "Source text", "Source chunking", "Prompt", "Generator", "Judge", "Other")
-METRIC_NAMES = {
-    "sp1": "SP1 source precision (chunks)", "sp2": "SP2 source precision (facts)",
-    "sqc": "SQC source query coverage", "rp": "RP response precision", "rqc": "RQC response query coverage",
-    "sd": "SD self-distinctness", "gr": "GR groundedness",
-}
 # Quadrant scatters of Table 2: (x, y) metric pairs and the rules they show.
 RULE_PAIRS = (("sqc", "rqc", "T2.2, T2.4"), ("sp1", "sqc", "T2.3"), ("rp", "sd", "T2.1"),
               ("sp1", "rp", "T2.5"), ("sqc", "gr", "T2.6"))
 OK, GOOD, BAD, FAIL = "ok", "#c8ecd0", "#f8d0d0", "#e6e6e6"
-PLOT_CONFIG = {"displaylogo": False}
 
 
 # ---------------------------------------------------------------- configuration
@@ -98,37 +111,45 @@ def db_version(path: Path) -> float:
     return max((p.stat().st_mtime_ns for p in (path, Path(f"{path}.wal")) if p.exists()), default=0) / 1e9
 
 
+Call = tuple[Callable[..., Any], tuple, dict]
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    """A read's cache identity: its qualified name (the function object itself is not hashed)."""
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
 @st.cache_data(show_spinner=False, max_entries=512)
-def _cached(name: str, path: str, version: float, args: tuple, kwargs: tuple) -> Any:
-    return getattr(store, name)(path, *args, **dict(kwargs))
+def _cached(_fn: Callable[..., Any], name: str, path: str, version: float, args: tuple, kwargs: tuple) -> Any:
+    return _fn(path, *args, **dict(kwargs))
 
 
-def read_all(*calls: tuple[str, tuple, dict]) -> list[Any]:
-    """Several store reads, (name, args, kwargs) each, through the cache; misses share one connection."""
+def read_all(*calls: Call) -> list[Any]:
+    """Several reads of the database, call(fn, ...) each, through the cache; misses share one connection."""
     path = db_path()
     version = db_version(path)
     try:
         with store.reading(path):
-            return [_cached(name, str(path), version, tuple(args), tuple(sorted(kwargs.items())))
-                    for name, args, kwargs in calls]
+            return [_cached(fn, _name(fn), str(path), version, tuple(args), tuple(sorted(kwargs.items())))
+                    for fn, args, kwargs in calls]
     except store.StoreBusy:  # a writer held the file past the deadline: say so, don't crash
         st.warning("The database is busy (a run or a save is writing), try again in a moment.")
         st.stop()
 
 
-def read(name: str, *args: Any, **kwargs: Any) -> Any:
-    """Call store.<name>(db, *args, **kwargs) through the cache."""
-    return read_all((name, args, kwargs))[0]
+def read(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(db, *args, **kwargs) through the cache, e.g. read(queries.metadata_keys, run_id)."""
+    return read_all((fn, args, kwargs))[0]
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ...]) -> pd.DataFrame:
     # cache_resource hands out the same frame without a copy: callers must not modify it.
-    return store.run_table(path, run_id, metric_ids)
+    return store.run_scores_wide(path, run_id, metric_ids)
 
 
 def _every_metric() -> tuple[str, ...]:
-    return tuple(store.order_metrics({m for ms in read("catalog")[1].values() for m in ms}))
+    return tuple(order_metrics({m for ms in read(queries.catalog)[1].values() for m in ms}))
 
 
 def run_table(run_id: str) -> pd.DataFrame:
@@ -142,37 +163,38 @@ def run_table(run_id: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
-def _derived(name: str, path: str, version: float, every: tuple[str, ...], run_ids: tuple[str, ...],
-             args: tuple, kwargs: tuple) -> Any:
+def _derived(_fn: Callable[..., Any], name: str, path: str, version: float, every: tuple[str, ...],
+             run_ids: tuple[str, ...], args: tuple, kwargs: tuple) -> Any:
     tables = [_run_table(path, version, r, every) for r in run_ids]
-    return getattr(store, name)(*tables, *args, **dict(kwargs))
+    return _fn(*tables, *args, **dict(kwargs))
 
 
-def derived(name: str, run_ids: Sequence[str], *args: Any, **kwargs: Any) -> Any:
-    """store.<name>(*run tables of run_ids, *args, **kwargs): an in-memory computation over cached run
-    tables, itself cached, so a rerun for an unrelated widget costs nothing."""
+def derived(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+    """fn(*run tables of run_ids, *args, **kwargs), e.g. derived(queries.correlations, [run], metrics):
+    an in-memory computation over cached run tables, itself cached, so a rerun for an unrelated
+    widget costs nothing."""
     path = db_path()
     with store.reading(path):  # the run tables this needs share one connection
         for run_id in run_ids:
             run_table(run_id)  # builds (or reports busy) outside the cached call
-    return _derived(name, str(path), db_version(path), _every_metric(), tuple(run_ids), args,
+    return _derived(fn, _name(fn), str(path), db_version(path), _every_metric(), tuple(run_ids), args,
                     tuple(sorted(kwargs.items())))
 
 
-def call(name: str, *args: Any, **kwargs: Any) -> tuple[str, tuple, dict]:
+def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
     """One entry for read_all()."""
-    return name, args, kwargs
+    return fn, args, kwargs
 
 
 def runs() -> pd.DataFrame:
     """All runs, newest first."""
-    return read("catalog")[0]
+    return read(queries.catalog)[0]
 
 
 def metrics(*run_ids: str) -> list[str]:
     """Metric ids present in these runs, THELMA's first."""
-    per_run = read("catalog")[1]
-    return store.order_metrics([m for r in run_ids if r for m in per_run.get(r, [])])
+    per_run = read(queries.catalog)[1]
+    return order_metrics([m for r in run_ids if r for m in per_run.get(r, [])])
 
 
 # ---------------------------------------------------------------- URL state
@@ -288,18 +310,28 @@ def link(**extra: Any) -> dict[str, str]:
 
 def item_link(run_id: str, item_id: str, label: str | None = None) -> None:
     """A page link to one item's drill-down."""
-    st.page_link(PAGES["item"], label=label or f"Open item {item_id}", icon="🔎",
-                 query_params=link(run=run_id, item=item_id))
+    page_link("item", label=label or f"Open item {item_id}", icon="🔎", query_params=link(run=run_id, item=item_id))
 
 
-def page_url(url_path: str, **extra: Any) -> str:
-    """A relative URL to a page ('Run', 'Item', ...) with the current context, for link columns in tables."""
-    return f"{url_path}?" + urlencode(link(**extra))
+def page_link(page: str, label: str, query_params: Mapping[str, str], icon: str | None = None,
+              where: Any = None) -> None:
+    """A link to one of PAGES ('run', 'item', ...) with these query params."""
+    (where or st).page_link(PAGES[page].file, label=label, icon=icon, query_params=query_params)
+
+
+def switch_page(page: str, query_params: Mapping[str, str]) -> None:
+    """Go to one of PAGES now, with these query params."""
+    st.switch_page(PAGES[page].file, query_params=query_params)
+
+
+def page_url(page: str, **extra: Any) -> str:
+    """A relative URL to one of PAGES with the current context, for link columns in tables."""
+    return f"{PAGES[page].url_path}?" + urlencode(link(**extra))
 
 
 def item_url(run_id: str, item_id: str) -> str:
     """A relative URL to an item's drill-down."""
-    return page_url("Item", run=run_id, item=item_id)
+    return page_url("item", run=run_id, item=item_id)
 
 
 # ---------------------------------------------------------------- formatting
@@ -336,7 +368,7 @@ def rules_table(scores: Mapping[str, float | None], th: Mapping[str, float]) -> 
 
 
 def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """Items per quadrant of (x, y) from store.rule_counts(): x_low, y_low and n; unscored items left out."""
+    """Items per quadrant of (x, y) from queries.rule_counts(): x_low, y_low and n; unscored items left out."""
     cols = [f"x_low:{x}|{y}", f"y_low:{x}|{y}"]
     scored = combos.dropna(subset=cols)
     counts = scored.groupby(cols, as_index=False)["n"].sum()
@@ -517,7 +549,7 @@ def claim_diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("change", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
 
 
-# ---------------------------------------------------------------- statistics and charts
+# ---------------------------------------------------------------- statistics
 
 def headline(dist: pd.DataFrame, metric: str) -> Any:
     """Bootstrap 95% interval of a metric's mean from its (value, n) distribution.
@@ -538,73 +570,3 @@ def share_below(dist: pd.DataFrame, metric: str, threshold: float) -> tuple[int,
     """(items below threshold, items scored) for one metric, exactly, from its distribution."""
     rows = dist[dist["metric"] == metric]
     return int(rows.loc[rows["value"] < threshold, "n"].sum()), int(rows["n"].sum())
-
-
-# Figures are built as plain dicts and validated once by go.Figure(dict): plotly's incremental helpers
-# (make_subplots, add_vline per subplot) cost about 0.1 s per call, more than the whole page's SQL.
-
-def _vline(x: float, xref: str = "x") -> dict:
-    return {"type": "line", "xref": xref, "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
-            "line": {"dash": "dash", "color": "#d33"}}
-
-
-def histograms(dist: pd.DataFrame, metric_ids: Sequence[str], th: Mapping[str, float]) -> go.Figure:
-    """Small multiples: the score distribution of each metric with its threshold line."""
-    n, gap = len(metric_ids), 0.02
-    data, layout = [], {"height": 260, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "showlegend": False,
-                        "yaxis": {"title": {"text": "items"}}, "shapes": [], "annotations": []}
-    for i, m in enumerate(metric_ids):
-        axis = "x" if i == 0 else f"x{i + 1}"
-        rows = dist[dist["metric"] == m]
-        bins = (rows["value"].clip(0, 1) * 10).astype(int).clip(upper=9) / 10 + 0.05
-        counts = rows.groupby(bins)["n"].sum()
-        data.append({"type": "bar", "x": counts.index.to_numpy(float).round(2), "y": counts.to_numpy(),
-                     "width": 0.1, "xaxis": axis, "yaxis": "y", "name": m.upper(),
-                     "hovertemplate": "%{x:.2f}±0.05: %{y} items<extra></extra>"})
-        domain = [i / n + (gap if i else 0), (i + 1) / n - (gap if i < n - 1 else 0)]
-        layout["xaxis" if i == 0 else f"xaxis{i + 1}"] = {"domain": domain, "range": [0, 1], "anchor": "y"}
-        layout["shapes"].append(_vline(th.get(m, 0.5), axis))
-        layout["annotations"].append({"text": m.upper(), "x": sum(domain) / 2, "y": 1.12, "xref": "paper",
-                                      "yref": "paper", "showarrow": False})
-    return go.Figure({"data": data, "layout": layout})
-
-
-def heatmap(corr: pd.DataFrame, metric_ids: Sequence[str]) -> go.Figure:
-    """Correlation matrix of the metrics across items."""
-    index = {m: i for i, m in enumerate(metric_ids)}
-    grid = [[1.0 if a == b else None for b in metric_ids] for a in metric_ids]
-    for a, b, r in corr[["a", "b", "r"]].itertuples(index=False):
-        value = None if pd.isna(r) else round(float(r), 2)
-        grid[index[a]][index[b]] = grid[index[b]][index[a]] = value
-    names = [m.upper() for m in metric_ids]
-    return go.Figure({"data": [{"type": "heatmap", "z": grid, "x": names, "y": names, "zmin": -1, "zmax": 1,
-                                "colorscale": "RdBu", "texttemplate": "%{z}"}],
-                      "layout": {"height": 360, "margin": {"l": 10, "r": 10, "t": 10, "b": 10}}})
-
-
-def delta_chart(frame: pd.DataFrame) -> go.Figure:
-    """Mean delta per metric with its paired-bootstrap 95% interval as error bars."""
-    return go.Figure({"data": [{
-        "type": "bar", "x": [m.upper() for m in frame["metric"]], "y": frame["delta"].tolist(),
-        "marker": {"color": ["#2a9d8f" if r else "#bbbbbb" for r in frame["real"]]},
-        "error_y": {"type": "data", "symmetric": False, "array": (frame["ci_high"] - frame["delta"]).tolist(),
-                    "arrayminus": (frame["delta"] - frame["ci_low"]).tolist()}}],
-        "layout": {"height": 300, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
-                   "yaxis": {"title": {"text": "mean delta (other − run)"}, "zeroline": True}}})
-
-
-def quadrant(points: pd.DataFrame, x: str, y: str, th: Mapping[str, float], counts: pd.DataFrame) -> go.Figure:
-    """Scatter of one metric pair over a sample of items, with threshold lines and all-item quadrant counts."""
-    tx, ty = th.get(x, 0.5), th.get(y, 0.5)
-    hline = {"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": ty, "y1": ty,
-             "line": {"dash": "dash", "color": "#d33"}}
-    notes = [{"x": tx / 2 if x_low else (1 + tx) / 2, "y": ty / 2 if y_low else (1 + ty) / 2,
-              "text": f"{int(n)} items", "showarrow": False, "font": {"size": 14, "color": "#333"}}
-             for x_low, y_low, n in counts[["x_low", "y_low", "n"]].itertuples(index=False)]
-    return go.Figure({"data": [{
-        "type": "scattergl", "x": points[x].to_numpy(float), "y": points[y].to_numpy(float), "mode": "markers",
-        "text": points["item_id"].to_numpy(object), "opacity": 0.5,  # numpy: plotly skips per-element checks
-        "hovertemplate": f"%{{text}}<br>{x.upper()} %{{x:.2f}}, {y.upper()} %{{y:.2f}}<extra></extra>"}],
-        "layout": {"height": 320, "margin": {"l": 10, "r": 10, "t": 10, "b": 10}, "shapes": [_vline(tx), hline],
-                   "annotations": notes, "xaxis": {"title": {"text": x.upper()}, "range": [-0.05, 1.05]},
-                   "yaxis": {"title": {"text": y.upper()}, "range": [-0.05, 1.05]}}})

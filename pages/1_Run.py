@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators import store, ui
+from evaluators import charts, queries, ui
+from evaluators.diagnosis import RULES
 
 PAGE_SIZE = 200
 
@@ -16,16 +17,16 @@ c1, c2, c3 = st.columns([2, 2, 1])
 below = ui.synced(c1.multiselect, "Below threshold on any of", "below", [], ui.csv_list, options=metric_ids,
                   format_func=str.upper)
 rules = ui.synced(c2.multiselect, "Table-2 rule fires (any of)", "rule", [], ui.csv_list,
-                  options=list(store.RULE_IDS), format_func=ui.rule_label)
+                  options=list(RULES), format_func=ui.rule_label)
 failed = ui.synced(c3.checkbox, "Judge failure or unscored", "failed", False, lambda s: s in ("1", "True"))
 c4, c5, c6 = st.columns([2, 1, 1])
 search = ui.synced(c4.text_input, "Search text (id, query, response)", "q", "")
-keys = ui.read("metadata_keys", run_id)
+keys = ui.read(queries.metadata_keys, run_id)
 meta_key = ui.synced(c5.selectbox, "Metadata field", "mk", "", options=["", *keys],
                      format_func=lambda k: k or "(any)")
 meta = None
 if meta_key:
-    values = list(ui.read("metadata_values", run_id, meta_key)["value"])
+    values = list(ui.read(queries.metadata_values, run_id, meta_key)["value"])
     meta_val = ui.synced(c6.selectbox, "Value", "mv", "", options=["", *values], format_func=lambda v: v or "(any)")
     meta = (meta_key, meta_val) if meta_val else None
 
@@ -44,11 +45,10 @@ desc = ui.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "T
 page_no = ui.synced(c9.number_input, "Page", "page", 1, int, min_value=1, step=1)
 
 table = ui.run_table(run_id)
-failed_items = ui.read("failed_verdicts", run_id)
-ids = ui.read("search_ids", run_id, search, meta) if search or meta else None
-frame, total = store.filter_items(table, metric_ids, th, below=below, rules=rules, levels=levels,
-                                  failed=failed_items, failed_only=failed, ids=ids, sort=sort, descending=desc,
-                                  limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
+ids = ui.read(queries.search_ids, run_id, search, meta) if search or meta else None
+frame, total = queries.filter_items(table, metric_ids, th, below=below, rules=rules, levels=levels,
+                                    failed_only=failed, ids=ids, sort=sort, descending=desc,
+                                    limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
 first = (page_no - 1) * PAGE_SIZE
 st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len(frame)}" if len(frame) else ""))
 frame.insert(0, "open", [ui.item_url(run_id, i) for i in frame["item_id"]])
@@ -62,8 +62,8 @@ event = st.dataframe(
     })
 picked = event["selection"]["rows"] if event else []
 if picked and picked[0] < len(frame):
-    st.switch_page(ui.PAGES["item"], query_params=ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]]))
+    ui.switch_page("item", ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]]))
 
 with st.expander("Metric correlations across all items of the run", expanded=False):
-    st.plotly_chart(ui.heatmap(ui.derived("correlations", [run_id], metric_ids), metric_ids),
-                    key="corr_heatmap", config=ui.PLOT_CONFIG)
+    st.plotly_chart(charts.heatmap(ui.derived(queries.correlations, [run_id], metric_ids), metric_ids),
+                    key="corr_heatmap", config=charts.PLOT_CONFIG)

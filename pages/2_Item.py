@@ -4,15 +4,16 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators import store, ui
+from evaluators import queries, store, ui
+from evaluators.vocabulary import THELMA, display_name
 
 path = ui.page("Item")
 run_id, metric_ids, th = ui.current_run()
-first = "" if st.query_params.get("item") else ui.read("item_neighbours", run_id, "")[1]
+first = "" if st.query_params.get("item") else ui.read(queries.item_neighbours, run_id, "")[1]
 item_id = ui.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
-d, (prev_id, next_id), notes = ui.read_all(ui.call("item_detail", run_id, item_id),
-                                           ui.call("item_neighbours", run_id, item_id),
-                                           ui.call("triage_notes", run_id, item_id))
+d, (prev_id, next_id), notes = ui.read_all(ui.call(queries.item_detail, run_id, item_id),
+                                           ui.call(queries.item_neighbours, run_id, item_id),
+                                           ui.call(queries.triage_notes, run_id, item_id))
 if d["item"].empty:
     st.warning(f"Run {run_id} has no item with id {item_id!r}.")
     st.stop()
@@ -23,16 +24,16 @@ scores = d["scores"].set_index("metric")
 nav = st.columns([3, 1, 1, 1])
 nav[0].markdown(f"Run **{run_id}** · item `{item_id}`")
 if prev_id:
-    nav[1].page_link(ui.PAGES["item"], label="Previous", icon="⬅️", query_params=ui.link(item=prev_id))
+    ui.page_link("item", "Previous", ui.link(item=prev_id), icon="⬅️", where=nav[1])
 if next_id:
-    nav[2].page_link(ui.PAGES["item"], label="Next", icon="➡️", query_params=ui.link(item=next_id))
-nav[3].page_link(ui.PAGES["run"], label="Item table", icon="📋", query_params=ui.link())
+    ui.page_link("item", "Next", ui.link(item=next_id), icon="➡️", where=nav[2])
+ui.page_link("run", "Item table", ui.link(), icon="📋", where=nav[3])
 
 cols = st.columns(max(len(metric_ids), 1))
 for col, m in zip(cols, metric_ids):
     if m in scores.index:
         s = scores.loc[m]
-        col.metric(m.upper(), ui.fmt_score(s["value"], s["status"]), help=ui.METRIC_NAMES.get(m, m))
+        col.metric(m.upper(), ui.fmt_score(s["value"], s["status"]), help=display_name(m))
         col.caption(f"{int(s['n_scored'])} of {int(s['n_total'])} scored")
     else:
         col.metric(m.upper(), "–", help="not evaluated for this item")
@@ -50,7 +51,6 @@ def kind(name: str) -> list[ui.Record]:
     return sorted(ui.pick(comps, kind=name), key=lambda c: c["idx"])
 
 
-THELMA = ("sp1", "sp2", "sqc", "rqc", "rp", "gr", "sd")
 tab_q, tab_s, tab_r, tab_t = st.tabs(["Query", "Sources", "Response", "Triage"])
 
 with tab_q:
@@ -123,6 +123,6 @@ with tab_t:
                 except store.StoreBusy:
                     st.warning("The database is busy, try again in a moment.")
     if saved:  # the notes read above predate this save
-        notes = ui.read("triage_notes", run_id, item_id)
+        notes = ui.read(queries.triage_notes, run_id, item_id)
     if len(notes):
         st.dataframe(notes, hide_index=True, key="item_notes", width="stretch")

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from evaluators import ui
+from evaluators import charts, queries, ui
 from evaluators.stats import bootstrap_ci
 
 ui.page("Compare")
@@ -31,7 +31,7 @@ changed = sorted(k for k in set(ha) | set(hb) if ha.get(k) != hb.get(k))
 if changed:
     st.warning(f"⚠ Different prompt files: {', '.join(changed)}. Scores may move because the prompts changed.")
 
-compared = ui.derived("compare_tables", [run_id, other], metric_ids, th)
+compared = ui.derived(queries.compare_tables, [run_id, other], metric_ids, th)
 summary, dist = compared["summary"].set_index("metric"), compared["deltas"]
 rows = []
 for m in metric_ids:
@@ -53,7 +53,7 @@ st.dataframe(deltas.assign(real=deltas["real"].map({True: "✓ real", False: "no
              column_config={"ci_low": "95% CI low", "ci_high": "95% CI high", "real": "change"})
 st.caption("Paired bootstrap over the items both runs scored (1000 resamples, fixed seed). "
            "A change counts as real only when its 95% interval excludes 0.")
-st.plotly_chart(ui.delta_chart(deltas), key="delta_chart", config=ui.PLOT_CONFIG)
+st.plotly_chart(charts.delta_chart(deltas), key="delta_chart", config=charts.PLOT_CONFIG)
 
 st.subheader("Items that crossed a threshold")
 crossed = summary.reset_index()[["metric", "n_worse", "n_better"]]
@@ -62,7 +62,7 @@ st.dataframe(crossed.rename(columns={"n_worse": "fell below", "n_better": "rose 
 c1, c2 = st.columns(2)
 cross_metric = ui.synced(c1.selectbox, "Metric", "xm", metric_ids[0], options=metric_ids, format_func=str.upper)
 direction = ui.synced(c2.radio, "Direction", "xd", "worse", options=["worse", "better"], horizontal=True)
-items = ui.derived("crossed_items", [run_id, other], cross_metric, th.get(cross_metric, 0.5), direction)
+items = ui.derived(queries.crossed_items, [run_id, other], cross_metric, th.get(cross_metric, 0.5), direction)
 if items.empty:
     st.caption("No item crossed in that direction.")
 else:
@@ -74,8 +74,8 @@ st.subheader("Claim-level diff for one item")
 default_item = "" if items.empty else items["item_id"].iloc[0]
 item_id = ui.synced(st.text_input, "Item id to diff", "item", default_item)
 if item_id:
-    diff = ui.claim_diff(*ui.read_all(ui.call("claim_verdicts", run_id, item_id),
-                                      ui.call("claim_verdicts", other, item_id)))
+    diff = ui.claim_diff(*ui.read_all(ui.call(queries.claim_verdicts, run_id, item_id),
+                                      ui.call(queries.claim_verdicts, other, item_id)))
     counts = diff["change"].value_counts()
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
     st.dataframe(diff.rename(columns={"before": run_id, "after": other}), hide_index=True, key="claim_diff",
@@ -87,7 +87,7 @@ if ui.synced(st.toggle, "Preference mode: one run is declared the better variant
              lambda s: s in ("1", "True")):
     better = ui.synced(st.radio, "Declared better run", "better", other, options=[run_id, other], horizontal=True)
     worse = run_id if better == other else other
-    agree = ui.derived("preference_agreement", [better, worse], metric_ids)
+    agree = ui.derived(queries.preference_agreement, [better, worse], metric_ids)
     agree["agreement"] = (agree["agree"] / agree["n_pairs"]).round(3)
     agree["metric"] = pd.Categorical(agree["metric"], categories=metric_ids, ordered=True)
     st.dataframe(agree.sort_values("metric"), hide_index=True, key="preference_table", width="stretch")

@@ -4,32 +4,32 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators import store, ui
+from evaluators import charts, queries, ui
 from evaluators.diagnosis import RULES
 
 ui.page("Diagnosis")
 run_id, metric_ids, th = ui.current_run()
 pairs = [(x, y, r) for x, y, r in ui.RULE_PAIRS if x in metric_ids and y in metric_ids]
-combos = ui.derived("rule_counts", [run_id], th, [(x, y) for x, y, _ in pairs])
+combos = ui.derived(queries.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
 n_items = int(combos["n"].sum())
 st.caption(f"Run **{run_id}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
            "or above it; an unscored metric is neither, so rules that need it do not fire.")
 
 rows = []
-for rid in store.RULE_IDS:
+for rid in RULES:
     n = int(combos.loc[combos[rid], "n"].sum())
     rule = RULES[rid]
     rows.append({"rule": rid, "pattern": rule.pattern, "meaning": rule.meaning, "fix": rule.components,
                  "items": n, "share": n / n_items if n_items else 0.0,
-                 "open": ui.page_url("Run", run=run_id, rule=rid)})
+                 "open": ui.page_url("run", run=run_id, rule=rid)})
 table = pd.DataFrame(rows).sort_values(["items", "rule"], ascending=[False, True])
 st.subheader("Rules, ranked by the items that fire them")
 st.dataframe(table, hide_index=True, key="rules_table", width="stretch", column_config={
     "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
     "open": st.column_config.LinkColumn("open", display_text="open items")})
 for rid in table.loc[table["items"] > 0, "rule"]:
-    st.page_link(ui.PAGES["run"], label=f"{ui.rule_label(rid)}: {ui.n_items(int(table.set_index('rule').loc[rid, 'items']))}",
-                 icon="📋", query_params=ui.link(run=run_id, rule=rid))
+    ui.page_link("run", f"{ui.rule_label(rid)}: {ui.n_items(int(table.set_index('rule').loc[rid, 'items']))}",
+                 ui.link(run=run_id, rule=rid), icon="📋")
 
 st.subheader("Fix this first")
 fixes: dict[str, list[str]] = {}
@@ -47,7 +47,7 @@ for rank, (n, component, rids) in enumerate(sorted(ranked, key=lambda r: (-r[0],
     st.markdown(f"{rank}. **{component}**: {ui.n_items(n)} ({n / n_items:.0%}), via {', '.join(rids)}")
 
 st.subheader("Quadrants")
-sample = ui.derived("sample_points", [run_id], metric_ids)
+sample = ui.derived(queries.sample_points, [run_id], metric_ids)
 if len(sample) < n_items:
     st.caption(f"Points: a fixed sample of {len(sample)} items; the counts cover all items.")
 cols = st.columns(2)
@@ -55,9 +55,9 @@ for i, (x, y, rule_ids) in enumerate(pairs):
     counts = ui.quadrant_counts(combos, x, y)
     with cols[i % 2]:
         st.markdown(f"**{x.upper()} × {y.upper()}** ({rule_ids})")
-        st.plotly_chart(ui.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts), key=f"quad_{x}_{y}",
-                        config=ui.PLOT_CONFIG)
+        st.plotly_chart(charts.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts), key=f"quad_{x}_{y}",
+                        config=charts.PLOT_CONFIG)
         for x_low, y_low, n in counts.sort_values(["x_low", "y_low"], ascending=False).itertuples(index=False):
             lx, ly = ("low" if x_low else "high"), ("low" if y_low else "high")
-            st.page_link(ui.PAGES["run"], label=f"{x.upper()} {lx} · {y.upper()} {ly}: {ui.n_items(int(n))}",
-                         query_params=ui.link(run=run_id, quad=f"{x}:{lx},{y}:{ly}"))
+            ui.page_link("run", f"{x.upper()} {lx} · {y.upper()} {ly}: {ui.n_items(int(n))}",
+                         ui.link(run=run_id, quad=f"{x}:{lx},{y}:{ly}"))

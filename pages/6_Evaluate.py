@@ -8,6 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from evaluators import store, ui
+from evaluators.vocabulary import THELMA
 
 path = ui.page("Evaluate", need_db=False)
 if ui.read_only():
@@ -27,7 +28,7 @@ if judge.startswith("other"):
 from evaluators.runner import registry  # no judge is imported until a run starts
 
 known = registry()
-metrics = st.multiselect("Metrics", list(known), default=list(store.THELMA_METRICS), key="eval_metrics",
+metrics = st.multiselect("Metrics", list(known), default=list(THELMA), key="eval_metrics",
                          help="THELMA's seven first; the RAGAS, Nvidia and DeepEval suites after them.")
 name = st.text_input("Run name", value=f"upload-{datetime.now():%Y%m%d-%H%M}", key="run_name").strip()
 
@@ -59,8 +60,14 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
     except store.StoreBusy:
         st.warning("The database is busy (another evaluation is writing), try again in a moment.")
         st.stop()
+    except store.RunConflict as exc:  # the engine's words name no widget: say which one to change
+        st.error(f"The database already has a run named {exc.run!r}, evaluated with another judge, other "
+                 "metrics or other prompt files. Change **Run name** to start a new run, or choose the same "
+                 "judge and metrics to resume that one.")
+        st.caption(str(exc))
+        st.stop()
     except Exception as exc:  # the run is recorded as failed by the runner; show why, plainly
         st.error(f"Evaluation failed: {type(exc).__name__}: {exc}")
         st.stop()
     st.success(f"Run {name} finished: {len(items)} items.")
-    st.page_link("app.py", label=f"Open run {name}", icon="📊", query_params={"run": name})
+    ui.page_link("runs", f"Open run {name}", {"run": name}, icon="📊")

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -341,6 +342,28 @@ def test_html_in_evaluated_text_renders_as_text(page: Any, traffic: Traffic) -> 
     assert main.locator("img[src=x], svg[onload], script, i, b").count() == 0
     assert page.evaluate("() => window.__pwned") is None
     assert traffic.dialogs == []
+
+
+def test_sidebar_titles_and_deep_links_under_their_url_paths(page: Any) -> None:
+    page.goto("/")
+    check_page(page, "Runs")
+    names = page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()
+    assert names == ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness"]
+    links = {
+        "/?run=weak-retriever": ("Runs", "Run weak-retriever"),
+        "/Run?run=weak-retriever&rule=T2.2": ("Run", "1 matching items"),
+        "/Item?run=weak-retriever&item=q02": ("Item", "item q02"),
+        "/Compare?run=weak-retriever&other=better-retriever": ("Compare", "better-retriever − weak-retriever"),
+        "/Diagnosis?run=weak-retriever": ("Diagnosis", "Run weak-retriever"),
+        "/Triage?run=weak-retriever": ("Triage", "triage notes"),
+        "/Evaluate": ("Evaluate", "Items file"),
+        "/Robustness": ("Robustness", "No GRAMMAR runs"),
+    }
+    for url, (title, shown) in links.items():
+        page.goto(url)
+        check_page(page, title)
+        expect(page.get_by_test_id("stMain")).to_contain_text(shown)
+        assert urlsplit(page.url).path == url.split("?")[0], page.url  # the page stays under its path
 
 
 def test_no_request_leaves_loopback(page: Any, traffic: Traffic) -> None:

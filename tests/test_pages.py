@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import store, ui
+from evaluators import queries, store, ui
 from tests.seed import INJECTION, seed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -361,7 +360,7 @@ def test_triage_save_retries_a_short_lock(db: Path) -> None:
     finally:
         holder.wait(timeout=20)
     assert any("saved" in s.value for s in at.success)
-    assert list(store.triage_notes(db)["note"]) == ["saved after the lock"]
+    assert list(queries.triage_notes(db)["note"]) == ["saved after the lock"]
 
 
 def test_triage_save_says_busy_when_locked(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -426,8 +425,6 @@ def test_evaluate_reports_malformed_upload(db: Path) -> None:
     assert len(store.runs(db)) == 3  # nothing was written
 
 
-@pytest.mark.skipif(not os.environ.get("RAG_TRIAGE_SLOW_TESTS"),
-                    reason="the offline judge's first evaluation takes about 40 s; set RAG_TRIAGE_SLOW_TESTS=1")
 def test_evaluate_offline_run_appears(db: Path) -> None:
     pytest.importorskip("evaluators.runner")
     at = open_page("pages/6_Evaluate.py")
@@ -444,6 +441,39 @@ def test_evaluate_offline_run_appears(db: Path) -> None:
     assert "uploaded" in list(store.runs(db)["run_id"])
     home = open_page("app.py", run="uploaded")
     assert {m.label for m in home.metric} == {"SP1", "SD"}
+
+
+def test_evaluate_names_a_taken_run_in_the_dashboard_s_words(db: Path) -> None:
+    pytest.importorskip("evaluators.runner")
+    at = open_page("pages/6_Evaluate.py")
+    row = {"id": "u1", "query": "How long is the refund window?", "sources": ["Refunds within 30 days."],
+           "response": "30 days."}
+    at.file_uploader(key="upload").set_value(("one.jsonl", json.dumps(row).encode(), "text/plain"))
+    at.run()
+    at.multiselect(key="eval_metrics").set_value(["sp1"])
+    at.text_input(key="run_name").set_value("weak-retriever")  # seeded with other params
+    next(b for b in at.button if b.key == "evaluate").click().run(timeout=120)
+    assert not at.exception, [e.value for e in at.exception]
+    errors = " ".join(e.value for e in at.error)
+    assert "already has a run named 'weak-retriever'" in errors and "Run name" in errors
+    assert "--run" not in " ".join(all_text(at))
+    assert sorted(store.runs(db)["run_id"]) == ["better-retriever", "llm-judge", "weak-retriever"]
+
+
+# ---------------------------------------------------------------- navigation
+
+def test_every_page_opens_from_its_file_with_its_title(db: Path) -> None:
+    for key, page in ui.PAGES.items():
+        at = open_page(page.file, run="weak-retriever")
+        assert at.title[0].value == page.title, key
+
+
+def test_navigation_titles_and_url_paths(db: Path) -> None:
+    at = open_page("app.py")
+    pages = {info["url_pathname"]: info for info in at._registered_pages.values()}  # st.navigation's registry
+    assert list(pages) == ["", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness"]
+    assert [p["page_name"] for p in pages.values()] == [
+        "Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness"]
 
 
 def test_links_name_the_run_and_navigation_keeps_it(db: Path) -> None:

@@ -127,3 +127,26 @@ def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
 def test_missing_db_for_a_reader(tmp_path: Path) -> None:
     with pytest.raises(store.StoreMissing):
         store.query(tmp_path / "nope.duckdb", "SELECT 1")
+
+
+def test_run_items_and_row_counts(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    store.start_run(db, Run("r", "m", {}, {}), 1)
+    store.write_batch(db, "r", **bundle("a"))
+    items = store.run_items(db, ["r", "other"])
+    assert list(items["item_id"]) == ["a"] and list(items["sources"].iloc[0]) == ["s1", "s2 ‹tag›"]
+    assert store.run_items(db, ["other"]).empty
+    assert store.row_counts(db) == {"items": 1, "components": 2, "verdicts": 2, "judge_calls": 1}
+    with pytest.raises(ValueError):
+        store.row_counts(db, ["items; DROP TABLE runs"])
+
+
+def test_a_run_name_taken_by_another_evaluation_is_a_run_conflict(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
+    store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)  # the same: a resume
+    with pytest.raises(store.RunConflict, match="already exists") as exc:
+        store.start_run(db, Run("r", "other", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
+    assert exc.value.run == "r" and "--" not in str(exc.value)
+    with pytest.raises(store.RunConflict, match="other prompt files"):
+        store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "new"}), 1)

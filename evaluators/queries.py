@@ -1,0 +1,321 @@
+"""The dashboard's reads: named queries that return DataFrames, run through evaluators/store.py.
+
+Every grouping happens here in SQL, so a page never pulls a whole table into pandas. Two kinds:
+- file reads (path first): they run on store.query(), so reads inside store.reading() share one
+  read-only connection;
+- in-memory reads over run tables (store.run_scores_wide(), cached per run by the dashboard):
+  filters, Table 2, samples, correlations and Compare, answered by store.frame_query() without
+  re-scanning the file.
+Metric ids become SQL identifiers only through store.column(), which checks them; thresholds are
+checked finite floats; every other value is a query parameter.
+"""
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from evaluators import store
+from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, LEVELS, READINGS
+from evaluators.store import NOT_FAILED, column
+from evaluators.vocabulary import order_metrics
+
+_DEFAULT_THRESHOLD = 0.5
+_SQL_OPERATORS = {operator.lt: "<", operator.ge: ">="}
+
+
+# ---------------------------------------------------------------- reads of the database file
+
+def catalog(path: str | Path) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """All runs (newest first, as store.runs() lists them) and, per run, its metric ids in display order."""
+    with store.reading(path):
+        frame = store.runs(path)
+        pairs = store.query(path, "SELECT DISTINCT run_id, metric FROM scores")
+    metrics = {run: order_metrics(group["metric"]) for run, group in pairs.groupby("run_id")}
+    return frame, metrics
+
+
+def metric_overview(path: str | Path, run_id: str) -> pd.DataFrame:
+    """Per metric: items in the run, items scored, and the mean score."""
+    return store.query(path, """
+        SELECT metric, (SELECT count(*) FROM items WHERE run_id = $run) AS n_items,
+               count(value) FILTER (WHERE NOT isnan(value)) AS n_scored,
+               avg(value) FILTER (WHERE NOT isnan(value)) AS mean
+        FROM scores WHERE run_id = $run GROUP BY metric""", {"run": run_id})
+
+
+def score_distribution(path: str | Path, run_id: str) -> pd.DataFrame:
+    """Scored values per metric with their counts (exact values, grouped): histograms, the share below
+    any threshold and the bootstrap all come from this one small table."""
+    return store.query(path, """
+        SELECT metric, value, count(*) AS n FROM scores
+        WHERE run_id = $run AND value IS NOT NULL AND NOT isnan(value)
+        GROUP BY ALL ORDER BY metric, value""", {"run": run_id})
+
+
+def failure_counts(path: str | Path, run_id: str) -> pd.DataFrame:
+    """Failures per metric and status, from scores (items) and from verdicts: metric, grain, status, n."""
+    return store.query(path, f"""
+        SELECT metric, 'items' AS grain, status, count(*) AS n FROM scores
+        WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY ALL
+        UNION ALL
+        SELECT metric, 'verdicts' AS grain, status, count(*) AS n FROM verdicts
+        WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY ALL
+        ORDER BY metric, grain, status""", {"run": run_id})
+
+
+def metadata_keys(path: str | Path, run_id: str) -> list[str]:
+    """The metadata field names used by a run's items."""
+    frame = store.query(path, """SELECT DISTINCT unnest(json_keys(metadata)) AS k FROM items
+                                 WHERE run_id = ? ORDER BY k LIMIT 100""", [run_id])
+    return list(frame["k"])
+
+
+def metadata_values(path: str | Path, run_id: str, key: str, limit: int = 200) -> pd.DataFrame:
+    """The most common values of one metadata field, with counts."""
+    return store.query(path, f"""
+        SELECT value, count(*) AS n
+        FROM (SELECT json_extract_string(metadata, ?) AS value FROM items WHERE run_id = ?)
+        WHERE value IS NOT NULL GROUP BY value ORDER BY n DESC, value LIMIT {int(limit)}""",
+        [f'$."{key}"', run_id])
+
+
+def search_ids(path: str | Path, run_id: str, search: str = "",
+               meta: tuple[str, str] | None = None) -> pd.DataFrame:
+    """Ids of the items whose id, query or response contains `search` (any case) and whose metadata
+    field meta[0] equals meta[1]."""
+    where, params = ["run_id = $run"], {"run": run_id}
+    if search:
+        params["q"] = search.lower()
+        where.append("(contains(lower(item_id), $q) OR contains(lower(query), $q) OR contains(lower(response), $q))")
+    if meta:
+        params["mk"], params["mv"] = f'$."{meta[0]}"', meta[1]
+        where.append("json_extract_string(metadata, $mk) = $mv")
+    return store.query(path, f"SELECT item_id FROM items WHERE {' AND '.join(where)}", params)
+
+
+def item_detail(path: str | Path, run_id: str, item_id: str) -> dict[str, pd.DataFrame]:
+    """Everything stored for one item: item, scores, components, verdicts, and the judge calls behind them."""
+    ids = {"run": run_id, "item": item_id}
+    with store.reading(path):
+        item = store.query(path, "SELECT * FROM items WHERE run_id = $run AND item_id = $item", ids)
+        scores = store.query(path, """SELECT metric, value, n_scored, n_total, status FROM scores
+                                      WHERE run_id = $run AND item_id = $item""", ids)
+        comps = store.query(path, """SELECT kind, idx, text, coalesce(parent, -1) AS parent, call_key
+                                     FROM components WHERE run_id = $run AND item_id = $item
+                                     ORDER BY kind, idx""", ids)
+        verdicts = store.query(path, """
+            SELECT metric, component_kind, component_idx, target, value, status, evidence, call_key, detail
+            FROM verdicts WHERE run_id = $run AND item_id = $item
+            ORDER BY metric, component_kind, component_idx, target""", ids)
+        keys = sorted({k for k in verdicts["call_key"].dropna()} | {k for k in comps["call_key"].dropna()})
+        calls = pd.DataFrame(columns=["key"])
+        if keys:  # an IN list of constants lets DuckDB use the primary-key index, not scan every message
+            marks = ", ".join("?" for _ in keys)
+            calls = store.query(path, f"""SELECT key, model, prompt_name, prompt_hash, messages, params, reply,
+                                                 status, prompt_tokens, completion_tokens, cost, latency_ms, error
+                                          FROM judge_calls WHERE key IN ({marks})""", keys)
+    return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts, "calls": calls}
+
+
+def item_neighbours(path: str | Path, run_id: str, item_id: str) -> tuple[str | None, str | None]:
+    """The previous and next item ids of a run, in id order."""
+    frame = store.query(path, """
+        SELECT (SELECT max(item_id) FROM items WHERE run_id = $run AND item_id < $item) AS prev,
+               (SELECT min(item_id) FROM items WHERE run_id = $run AND item_id > $item) AS next""",
+        {"run": run_id, "item": item_id})
+    prev, nxt = frame.iloc[0]
+    return (None if pd.isna(prev) else prev, None if pd.isna(nxt) else nxt)
+
+
+def claim_verdicts(path: str | Path, run_id: str, item_id: str) -> pd.DataFrame:
+    """The response claims of one item with their RP and GR verdicts (value, status) side by side."""
+    return store.query(path, """
+        SELECT c.idx, c.text,
+               any_value(v.value) FILTER (WHERE v.metric = 'rp') AS rp,
+               any_value(v.status) FILTER (WHERE v.metric = 'rp') AS rp_status,
+               any_value(v.value) FILTER (WHERE v.metric = 'gr') AS gr,
+               any_value(v.status) FILTER (WHERE v.metric = 'gr') AS gr_status
+        FROM components c LEFT JOIN verdicts v
+          ON v.run_id = c.run_id AND v.item_id = c.item_id AND v.component_kind = 'claim'
+         AND v.component_idx = c.idx
+        WHERE c.run_id = ? AND c.item_id = ? AND c.kind = 'claim'
+        GROUP BY c.idx, c.text ORDER BY c.idx""", [run_id, item_id])
+
+
+def triage_notes(path: str | Path, run_id: str | None = None, item_id: str | None = None) -> pd.DataFrame:
+    """Triage notes, newest first, optionally for one run or one item."""
+    return store.query(path, """
+        SELECT created_at, run_id, item_id, label, component, note, author FROM triage
+        WHERE ($run IS NULL OR run_id = $run) AND ($item IS NULL OR item_id = $item)
+        ORDER BY created_at DESC""", {"run": run_id, "item": item_id})
+
+
+# ---------------------------------------------------------------- Table 2 in SQL, from diagnosis's rules
+
+def _threshold(thresholds: Mapping[str, float], metric: str) -> str:
+    """A metric's threshold as a SQL literal: the given one, else Table 2's default, else 0.5."""
+    value = float(thresholds.get(metric, DEFAULT_THRESHOLDS.get(metric, _DEFAULT_THRESHOLD)))
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"threshold for {metric} is not finite")
+    return repr(value)
+
+
+def _level_sql(metric: str, want: str, thresholds: Mapping[str, float]) -> str:
+    """diagnosis.level(metric) == want as SQL over run table columns: NULL when unscored.
+
+    Written from diagnosis.READINGS and LEVELS alone, so the rules have one definition.
+    """
+    reads = READINGS.get(metric, (metric,))
+    op = _SQL_OPERATORS[LEVELS[want]]
+
+    def compare(m: str) -> str:
+        return f"({column(m)} {op} {_threshold(thresholds, m)})"
+
+    if len(reads) == 1:
+        return compare(metric)
+    cases = " ".join(f"WHEN {column(m)} IS NOT NULL THEN {compare(m)}" for m in reads[:-1])
+    return f"(CASE {cases} ELSE {compare(reads[-1])} END)"
+
+
+def rule_sql(rule_id: str, thresholds: Mapping[str, float]) -> str:
+    """A boolean SQL expression over run table columns: does this Table-2 rule fire?"""
+    conds = " AND ".join(_level_sql(m, want, thresholds) for m, want in CONDITIONS[rule_id])
+    return f"coalesce({conds}, FALSE)"
+
+
+def _rules_cte(thresholds: Mapping[str, float]) -> str:
+    """`base`: the run table `wide` plus one flag per Table-2 rule and the list of rules fired."""
+    flags = ", ".join(f'{rule_sql(r, thresholds)} AS "{r}"' for r in CONDITIONS)
+    fired = ", ".join(f"CASE WHEN {rule_sql(r, thresholds)} THEN '{r}' END" for r in CONDITIONS)
+    return f"WITH base AS (SELECT *, {flags}, concat_ws(', ', {fired}) AS rules FROM wide)"
+
+
+# ---------------------------------------------------------------- in-memory reads over run tables
+
+def filter_items(
+    table: pd.DataFrame, metrics: Sequence[str], thresholds: Mapping[str, float], *,
+    below: Sequence[str] = (), rules: Sequence[str] = (), levels: Mapping[str, str] | None = None,
+    failed_only: bool = False, ids: pd.DataFrame | None = None,
+    sort: str = "item_id", descending: bool = False, limit: int = 200, offset: int = 0,
+) -> tuple[pd.DataFrame, int]:
+    """One page of a run table, filtered and sorted, and the number of matching items.
+
+    below: below threshold on ANY of these metrics; rules: firing ANY of these rules; levels:
+    {metric: 'low'|'high'} that must ALL hold (a quadrant); failed_only: items with a failed verdict
+    or an unscored metric; ids: only these item ids (a search_ids() result).
+    """
+    frames = {"wide": table}
+    where = ["TRUE"]
+    if below:
+        where.append("(" + " OR ".join(_level_sql(m, "low", thresholds) for m in below) + ")")
+    known = [r for r in rules if r in CONDITIONS]
+    if known:
+        where.append("(" + " OR ".join(f'"{r}"' for r in known) + ")")
+    for m, want in (levels or {}).items():
+        where.append(f"coalesce({_level_sql(m, 'low' if want == 'low' else 'high', thresholds)}, FALSE)")
+    if failed_only:
+        where.append("(n_failed > 0 OR failed_metrics <> '')")
+    if ids is not None:
+        frames["ids"] = ids
+        where.append("item_id IN (SELECT item_id FROM ids)")
+    order = "item_id" if sort == "item_id" else ("n_failed" if sort == "n_failed" else column(sort))
+    sql = f"""{_rules_cte(thresholds)}
+        SELECT item_id, query, {', '.join(column(m) for m in metrics)},
+               n_failed, failed_metrics, rules, count(*) OVER () AS n_match
+        FROM base
+        WHERE {' AND '.join(where)}
+        ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, item_id
+        LIMIT {int(limit)} OFFSET {int(offset)}"""
+    frame = store.frame_query(sql, frames)
+    if len(frame) or offset == 0:
+        return frame.drop(columns="n_match"), int(frame["n_match"].iloc[0]) if len(frame) else 0
+    count = store.frame_query(f"SELECT count(*) AS n FROM ({sql.rsplit('LIMIT', 1)[0]})", frames)
+    return frame.drop(columns="n_match"), int(count["n"].iloc[0])
+
+
+def rule_counts(table: pd.DataFrame, thresholds: Mapping[str, float],
+                pairs: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
+    """Items per combination of fired Table-2 rules (one bool column per rule) and n.
+
+    For each metric pair (x, y) in `pairs` it adds columns "x_low:x|y" and "y_low:x|y": True/False for
+    low/high, NULL when unscored, so quadrant counts come from the same pass.
+    """
+    flags = [f'"{r}"' for r in CONDITIONS]
+    for x, y in pairs:
+        flags.append(f'{_level_sql(x, "low", thresholds)} AS "x_low:{x}|{y}"')
+        flags.append(f'{_level_sql(y, "low", thresholds)} AS "y_low:{x}|{y}"')
+    return store.frame_query(f"""{_rules_cte(thresholds)}
+        SELECT {', '.join(flags)}, count(*) AS n FROM base GROUP BY ALL ORDER BY n DESC""", {"wide": table})
+
+
+def sample_points(table: pd.DataFrame, metrics: Sequence[str], limit: int = 2000) -> pd.DataFrame:
+    """At most `limit` items with their scores: a stable pseudo-random sample for scatter plots."""
+    cols = ", ".join(column(m) for m in metrics)
+    return store.frame_query(f"SELECT item_id, {cols} FROM wide ORDER BY hash(item_id) LIMIT {int(limit)}",
+                             {"wide": table})
+
+
+def correlations(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """Pearson correlation of every metric pair over the items that have both: columns a, b, r, n."""
+    pairs = [(a, b) for i, a in enumerate(metrics) for b in metrics[i + 1:]]
+    if not pairs:
+        return pd.DataFrame(columns=["a", "b", "r", "n"])
+    cols = ", ".join(f"corr({column(a)}, {column(b)}) AS \"r{i}\", count({column(a)} + {column(b)}) AS \"n{i}\""
+                     for i, (a, b) in enumerate(pairs))
+    row = store.frame_query(f"SELECT {cols} FROM wide", {"wide": table}).iloc[0]
+    return pd.DataFrame([{"a": a, "b": b, "r": row[f"r{i}"], "n": int(row[f"n{i}"])}
+                         for i, (a, b) in enumerate(pairs)])
+
+
+def _pairs_cte(metrics: Sequence[str]) -> str:
+    """`pairs`: per metric and item id, the scores in run tables a and b, where both scored it
+    (one join on item id, then one row per metric)."""
+    cols = ", ".join(f"a.{column(m)} AS \"a:{m}\", b.{column(m)} AS \"b:{m}\"" for m in metrics)
+    rows = " UNION ALL ".join(
+        f"SELECT '{m}' AS metric, item_id, \"a:{m}\" AS a, \"b:{m}\" AS b FROM joined "
+        f"WHERE \"a:{m}\" IS NOT NULL AND \"b:{m}\" IS NOT NULL" for m in metrics)
+    return f"joined AS MATERIALIZED (SELECT item_id, {cols} FROM a JOIN b USING (item_id)), pairs AS ({rows})"
+
+
+def compare_tables(a: pd.DataFrame, b: pd.DataFrame, metrics: Sequence[str],
+                   thresholds: Mapping[str, float]) -> dict[str, pd.DataFrame]:
+    """Two run tables aligned by item id, per metric over the items both scored, in one pass.
+
+    summary: n_pairs, mean_a, mean_b, delta (b - a), n_worse (fell below the threshold in b),
+    n_better (rose above it); deltas: per-item deltas rounded to 1e-3 with counts (for a paired bootstrap).
+    """
+    cases = " ".join(f"WHEN '{m}' THEN {_threshold(thresholds, m)}" for m in metrics)
+    grouped = store.frame_query(f"""WITH {_pairs_cte(metrics)},
+        t AS (SELECT *, CASE metric {cases} END AS th FROM pairs)
+        SELECT metric, round(b - a, 3) AS delta, count(*) AS n, sum(a) AS sum_a, sum(b) AS sum_b,
+               sum(b - a) AS sum_delta, count(*) FILTER (WHERE a >= th AND b < th) AS n_worse,
+               count(*) FILTER (WHERE a < th AND b >= th) AS n_better
+        FROM t GROUP BY ALL ORDER BY metric, delta""", {"a": a, "b": b})
+    sums = grouped.groupby("metric", as_index=False)[["n", "sum_a", "sum_b", "sum_delta", "n_worse", "n_better"]].sum()
+    summary = pd.DataFrame({
+        "metric": sums["metric"], "n_pairs": sums["n"], "mean_a": sums["sum_a"] / sums["n"],
+        "mean_b": sums["sum_b"] / sums["n"], "delta": sums["sum_delta"] / sums["n"],
+        "n_worse": sums["n_worse"], "n_better": sums["n_better"]})
+    return {"summary": summary, "deltas": grouped[["metric", "delta", "n"]]}
+
+
+def crossed_items(a: pd.DataFrame, b: pd.DataFrame, metric: str, threshold: float, direction: str,
+                  limit: int = 200) -> pd.DataFrame:
+    """Items whose `metric` crossed `threshold` from a to b: direction 'worse' or 'better'."""
+    th = _threshold({metric: threshold}, metric)
+    cond = f"a >= {th} AND b < {th}" if direction == "worse" else f"a < {th} AND b >= {th}"
+    return store.frame_query(f"""WITH {_pairs_cte([metric])}
+        SELECT item_id, a, b, b - a AS delta FROM pairs WHERE {cond}
+        ORDER BY abs(b - a) DESC, item_id LIMIT {int(limit)}""", {"a": a, "b": b})
+
+
+def preference_agreement(better: pd.DataFrame, worse: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """Per metric, over items scored in both runs: how often the declared better run scores strictly higher."""
+    return store.frame_query(f"""WITH {_pairs_cte(metrics)}
+        SELECT metric, count(*) AS n_pairs, count(*) FILTER (WHERE a > b) AS agree,
+               count(*) FILTER (WHERE a = b) AS ties, count(*) FILTER (WHERE a < b) AS disagree
+        FROM pairs GROUP BY metric""", {"a": better, "b": worse})
