@@ -144,7 +144,7 @@ def test_every_field_reads_back_unchanged_from_its_own_element(name: str) -> Non
 
 
 @pytest.mark.parametrize("name", PROMPT_FILES)
-def test_a_text_variable_reads_back_from_its_element_with_a_plain_text_too(name: str) -> None:
+def test_a_list_variable_the_template_wraps_reads_back_as_one_text_too(name: str) -> None:
     # The knowledge base of B.4 is one text: a list variable the template wraps also takes a string.
     spec = prompts.load(name)
     values = {v: hostile(v) if v in spec.wrapped else [hostile(v)] for v in spec.variables}
