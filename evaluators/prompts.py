@@ -1,13 +1,17 @@
-"""Prompt files: strict loading, safe rendering, content hashes, and one reply parser per prompt.
+"""Prompt files: strict loading, escaped rendering, content hashes, and one reply parser per prompt.
 
 A prompt is a plain file in prompts/ with `{name}` variables. Loading fails on a variable the
-caller does not supply, or on one it supplies that the file does not use. Evaluated text is
-neutralised before it enters a prompt, so a response containing `</input>` or
-`<output>1</output>` cannot close our tags or forge a verdict.
+caller does not supply, or on one it supplies that the file does not use. Every evaluated text sits
+in an element of its own: a text variable inside the template's `<tag>{name}</tag>`, each item of a
+list as `<claim id="N">...</claim>`. The text is escaped the way XML escapes it (`&`, `<`, `>`), so
+it can neither close its element nor open another one: a response containing `</input>`,
+`<output>1</output>` or a `### Reference Answer:` line stays inside its element, and the escape is
+reversible, so nothing of the text is lost.
 """
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,6 +33,11 @@ class ParseError(ValueError):
     """A judge reply does not have the shape its prompt asks for."""
 
 
+def _own_element(text: str) -> frozenset[str]:
+    """The variables that the template wraps in an element of their own: `<tag>{name}</tag>`."""
+    return frozenset(m.group(2) for m in re.finditer(r"<([^<>/\n]+)>\n?\{([a-z_]+)\}\n?</\1>", text))
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A loaded prompt file."""
@@ -37,9 +46,10 @@ class Prompt:
     text: str
     variables: frozenset[str]
     hash: str
+    wrapped: frozenset[str]  # the variables the template wraps in an element of their own
 
     def render(self, **values: Any) -> str:
-        """Fill the variables; lists become tagged, numbered elements. All text is neutralised."""
+        """Fill the variables; lists become tagged, numbered elements. All text is escaped."""
         given = set(values)
         if given != self.variables:
             missing, extra = sorted(self.variables - given), sorted(given - self.variables)
@@ -51,16 +61,24 @@ class Prompt:
                 if name not in _LIST_TAGS:
                     raise PromptError(f"prompt {self.name}: variable {name} takes text, not a list")
                 tag = _LIST_TAGS[name]
-                return "\n".join(f'<{tag} id="{i}">\n{neutralise(v)}\n</{tag}>' for i, v in enumerate(value, 1))
-            return neutralise(str(value))
+                return "\n".join(f'<{tag} id="{i}">\n{escape(v)}\n</{tag}>' for i, v in enumerate(value, 1))
+            # Escaping keeps a text inside its element; without one, its lines would read as the prompt's own.
+            if name not in self.wrapped:
+                hint = ", so it takes a list" if name in _LIST_TAGS else ""
+                raise PromptError(f"prompt {self.name}: variable {name} has no element of its own "
+                                  f"in the template{hint}")
+            return escape(str(value))
 
         # One pass over the template: substituted text is never scanned again for variables.
         return _VAR.sub(fill, self.text)
 
 
-def neutralise(text: str) -> str:
-    """Make evaluated text inert inside our tagged prompts: angle brackets become look-alikes."""
-    return text.replace("<", "‹").replace(">", "›")
+def escape(text: str) -> str:
+    """Escape evaluated text for a prompt: `&`, `<` and `>` become entities, so it opens and closes no tag.
+
+    Reversible (`html.unescape` gives the text back), unlike look-alike characters.
+    """
+    return html.escape(text, quote=False)
 
 
 @lru_cache(maxsize=None)
@@ -69,7 +87,7 @@ def load(name: str) -> Prompt:
     path = PROMPT_DIR / f"{name}.txt"
     text = path.read_text(encoding="utf-8")
     return Prompt(name=name, text=text, variables=frozenset(_VAR.findall(text)),
-                  hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:12])
+                  hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], wrapped=_own_element(text))
 
 
 def prompt_hashes(names: list[str] | None = None) -> dict[str, str]:
