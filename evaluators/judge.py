@@ -386,6 +386,8 @@ class LLMJudge:
 
 
 def _one_line(text: str) -> str:
+    # litellm appends its own traceback to some messages (a reply without `message`): not ours to show.
+    text = text.split("Traceback (most recent call last)", 1)[0]
     # Callers mask first: cutting first could leave half a key that no pattern recognises.
     return " ".join(text.split())[:300]
 

@@ -64,7 +64,7 @@ class OpenAIServer:
         self.hang_seconds = hang_seconds  # a "hang" fault sleeps this long (or until stop())
         self.requests: list[dict[str, Any]] = []   # every request body, in arrival order
         self.received: list[float] = []            # time.time() of each request's arrival, same order
-        self.headers: list[dict[str, str]] = []    # each request's headers, same order
+        self.headers: list[dict[str, str]] = []    # each request's headers (lower-case names), same order
         self.faults: dict[int, str] = {}           # request index -> fault
         self.rules: list[tuple[Predicate, str]] = []  # (predicate(index, body), fault), first match wins
         self.replies: deque[str | Reply] = deque()  # scripted replies, used before the responder
@@ -187,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error("request body is not JSON", "invalid_request_error"))
             return
         owner = self.server.owner
-        fault, scripted = owner._admit(body, dict(self.headers.items()))
+        fault, scripted = owner._admit(body, {k.lower(): v for k, v in self.headers.items()})
         if fault == "hang":
             # Wait past any client timeout; stop() releases us. The client is gone by then.
             owner._stopping.wait(owner.hang_seconds)
