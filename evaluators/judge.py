@@ -30,6 +30,12 @@ RATE_LIMIT_PATIENCE = 600.0
 # Sent to an api_base when no key is configured: litellm's OpenAI client refuses to send none,
 # and a local server ignores it (one that needs a real key answers 401, which stops the run).
 NO_KEY = "no-key"
+# Environment variable names litellm asks for that carry a credential, or an endpoint.
+_KEY_NAMES = ("KEY", "TOKEN")
+_ENDPOINT_NAMES = ("_BASE", "_BASE_URL", "_ENDPOINT")
+# Providers whose SDK also finds credentials outside the environment (AWS profiles and instance
+# roles, Google application-default credentials): a missing variable proves nothing there.
+_AMBIENT_CREDENTIALS = ("bedrock", "sagemaker", "vertex_ai")
 
 
 @dataclass(frozen=True)
@@ -199,17 +205,25 @@ class LLMJudge:
         """
         import litellm
 
+        litellm.suppress_debug_info = True  # an unknown provider would print litellm's banner
         if self.api_key is not None:
             return
-        missing = list(litellm.validate_environment(self.model, api_base=self.api_base)["missing_keys"])
+        try:
+            provider = litellm.get_llm_provider(self.model)[1]
+        except Exception:
+            return  # an unknown model: its first call fails as a refused request
+        if provider.startswith(_AMBIENT_CREDENTIALS):
+            return
+        # Only keys and endpoints: other names (API versions, projects) have defaults or fail at the call.
+        missing = [m for m in litellm.validate_environment(self.model, api_base=self.api_base)["missing_keys"]
+                   if m.endswith(_KEY_NAMES + _ENDPOINT_NAMES)]
         if self.api_base:
-            missing = [m for m in missing if not m.endswith(("_BASE", "_BASE_URL", "_ENDPOINT"))]
-            if any(m.endswith(("KEY", "TOKEN")) for m in missing):
+            if any(m.endswith(_KEY_NAMES) for m in missing):
                 self.api_key = NO_KEY
-            missing = [m for m in missing if not m.endswith(("KEY", "TOKEN"))]
+            missing = []
         if missing:
-            raise JudgeUnavailable(f"judge {self.model} needs {' and '.join(missing)} in the environment "
-                                   "(or --api-base for a server of your own); nothing was judged")
+            raise JudgeUnavailable(f"judge {self.model}: {', '.join(missing)} not set in the environment "
+                                   "(or give --api-base for a server of your own); nothing was judged")
 
     def request(self, prompt: str, **variables: Any) -> tuple[prompts.Prompt, list[dict[str, str]], dict[str, Any]]:
         """The exact messages and params `ask` sends for this prompt (dry runs count these)."""

@@ -271,7 +271,7 @@ def test_a_judge_without_its_key_fails_at_once_with_one_line(tmp_path: Path, ope
     assert cli_evaluate(tmp_path, None, "--judge", "anthropic/claude-3-5-haiku-20241022") == 2
     assert time.monotonic() - started < 2.0
     err = capfd.readouterr().err.strip()
-    assert err.startswith("error: judge anthropic/claude-3-5-haiku-20241022 needs ANTHROPIC_API_KEY")
+    assert err.startswith("error: judge anthropic/claude-3-5-haiku-20241022: ANTHROPIC_API_KEY not set")
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     db = tmp_path / "e.duckdb"
     assert not db.exists() or rows(db, "SELECT count(*) AS n FROM runs")[0]["n"] == 0
