@@ -1,17 +1,21 @@
 """The command line: evaluate, export, diagnose, runs. A stable contract others rely on.
 
-Exit codes: 0 done; 2 bad input or options (one line per problem, no traceback);
-3 the judge refused the requests (400/401) or the run could not finish; 4 the database is busy.
+Exit codes: 0 done; 2 bad input or options, or a litellm judge without its key or endpoint (one line
+per problem, no traceback); 3 the judge refused the requests (400/401), stayed rate limited past
+--rate-limit-patience, or the run could not finish; 4 the database is busy. Printed errors never
+show API keys or bearer tokens.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from evaluators import diagnosis, grammar, metrics as metrics_mod, runner, store
+from evaluators.masking import mask_secrets
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
                          f"also: {','.join(m for m in runner.registry() if m not in metrics_mod.THELMA)}")
     ev.add_argument("--concurrency", type=int, default=8, help="max judge calls in flight (adapts down on 429)")
     ev.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call")
+    ev.add_argument("--rate-limit-patience", type=float, default=10.0, metavar="MINUTES",
+                    help="minutes a rate-limited judge may go without an answer before the run stops "
+                         "(default 10; finished items are kept)")
     ev.add_argument("--per-component", action="store_true",
                     help="one judge call per component, as in the paper (default: batched)")
     ev.add_argument("--sd-threshold", type=float, default=metrics_mod.SD_THRESHOLD,
@@ -57,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, code: int = 2) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {mask_secrets(message)}", file=sys.stderr)  # judge errors may quote a key
     return code
 
 
@@ -74,6 +81,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if args.concurrency < 1:
         return _fail("--concurrency must be at least 1")
+    if not (math.isfinite(args.rate_limit_patience) and args.rate_limit_patience > 0):
+        return _fail(f"--rate-limit-patience must be a positive number of minutes, got {args.rate_limit_patience:g}")
     if args.dry_run:
         plan = runner.plan(items, args.db, args.run, args.judge, metrics, args.per_component, args.sd_threshold)
         print(plan.text(args.judge))
@@ -84,7 +93,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         summary = runner.evaluate(
             items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
             concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
-            sd_threshold=args.sd_threshold, on_progress=None if args.quiet else runner.print_progress)
+            sd_threshold=args.sd_threshold, rate_limit_patience=args.rate_limit_patience * 60,
+            on_progress=None if args.quiet else runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except ValueError as exc:

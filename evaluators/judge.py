@@ -3,22 +3,39 @@
 A judge answers `ask(prompt_name, **variables)` with an Answer. The LLM judge renders the prompt
 file, checks the request cache, calls litellm under an adaptive concurrency limit with its own
 bounded retries, and parses the reply with the prompt's parser. An unparseable reply is re-asked
-once, then reported as `unparsed` with the raw reply kept: never a silent 0 or 1.
+once, then reported as `unparsed` with the raw reply kept: never a silent 0 or 1. A reply without
+a message (empty `choices`, no `content`) is a failed call, retried like a server error. Retry-After
+is honoured for the whole judge, and every error it records or raises has its secrets masked.
 """
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import hashlib
 import json
 import math
 import random
 import time
 from dataclasses import dataclass, field
+from datetime import timezone
 from typing import Any, Callable, Protocol
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
 from evaluators import prompts
+from evaluators.masking import mask_secrets
 from evaluators.records import JudgeCall, Status
+
+# Seconds a judge may go without any answer while rate limited before the run stops.
+RATE_LIMIT_PATIENCE = 600.0
+# Sent to an api_base when no key is configured: litellm's OpenAI client refuses to send none,
+# and a local server ignores it (one that needs a real key answers 401, which stops the run).
+NO_KEY = "no-key"
+# Environment variable names litellm asks for that carry a credential, or an endpoint.
+_KEY_NAMES = ("KEY", "TOKEN")
+_ENDPOINT_NAMES = ("_BASE", "_BASE_URL", "_ENDPOINT")
+# Providers whose SDK also finds credentials outside the environment (AWS profiles and instance
+# roles, Google application-default credentials): a missing variable proves nothing there.
+_AMBIENT_CREDENTIALS = ("bedrock", "sagemaker", "vertex_ai")
 
 
 @dataclass(frozen=True)
@@ -36,7 +53,15 @@ class Answer:
 
 
 class JudgeFatal(RuntimeError):
-    """The endpoint refused the request itself (400 or 401): retrying cannot help, stop the run."""
+    """The endpoint refused the request itself (400 or 401), or rate-limited past the patience: stop the run."""
+
+
+class JudgeUnavailable(ValueError):
+    """The judge cannot be called at all (no key, no endpoint): found before any item is judged."""
+
+
+class _BadReply(Exception):
+    """A 200 reply with no message to read: a failed call, retried like a server error, never a verdict."""
 
 
 class Judge(Protocol):
@@ -58,9 +83,12 @@ class CallStats:
     cost: float = 0.0
     retries: int = 0
     failures: int = 0
+    # time.monotonic() before which the judge sends nothing (a 429, or a Retry-After): 0 when not waiting.
+    waiting_until: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The totals stored on the run (the live rate-limit wait is not a total)."""
+        return {k: v for k, v in self.__dict__.items() if k != "waiting_until"}
 
 
 def call_key(model: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
@@ -116,7 +144,7 @@ class LLMJudge:
         timeout: float = 60.0,
         concurrency: int = 8,
         max_attempts: int = 4,
-        rate_limit_patience: float = 600.0,
+        rate_limit_patience: float = RATE_LIMIT_PATIENCE,
         cache: dict[str, JudgeCall] | None = None,
         on_call: Callable[[JudgeCall], None] | None = None,
         logprob_binary: bool = False,
@@ -140,6 +168,7 @@ class LLMJudge:
         self.limit = AdaptiveLimit(concurrency)
         self.stats = CallStats()
         self._inflight: dict[str, asyncio.Future[JudgeCall]] = {}
+        self._limited_since: float | None = None  # first 429 since the last answer
 
     # ------------------------------------------------------------ public
     async def ask(self, prompt: str, **variables: Any) -> Answer:
@@ -167,6 +196,34 @@ class LLMJudge:
                 return Answer(parser(second.reply or ""), Status.OK, second.key, second.reply)
             except prompts.ParseError as exc2:
                 return Answer(None, Status.UNPARSED, second.key, second.reply, detail=str(exc2))
+
+    def check_access(self) -> None:
+        """Raise JudgeUnavailable, before any call, when litellm lacks the key or endpoint this model needs.
+
+        An api_base stands in for a missing endpoint, and for a missing key: NO_KEY is sent, which a
+        local server ignores and a provider that needs a key refuses with a 401 on the first call.
+        """
+        import litellm
+
+        litellm.suppress_debug_info = True  # an unknown provider would print litellm's banner
+        if self.api_key is not None:
+            return
+        try:
+            provider = litellm.get_llm_provider(self.model)[1]
+        except Exception:
+            return  # an unknown model: its first call fails as a refused request
+        if provider.startswith(_AMBIENT_CREDENTIALS):
+            return
+        # Only keys and endpoints: other names (API versions, projects) have defaults or fail at the call.
+        missing = [m for m in litellm.validate_environment(self.model, api_base=self.api_base)["missing_keys"]
+                   if m.endswith(_KEY_NAMES + _ENDPOINT_NAMES)]
+        if self.api_base:
+            if any(m.endswith(_KEY_NAMES) for m in missing):
+                self.api_key = NO_KEY
+            missing = []
+        if missing:
+            raise JudgeUnavailable(f"judge {self.model}: {', '.join(missing)} not set in the environment "
+                                   "(or give --api-base for a server of your own); nothing was judged")
 
     def request(self, prompt: str, **variables: Any) -> tuple[prompts.Prompt, list[dict[str, str]], dict[str, Any]]:
         """The exact messages and params `ask` sends for this prompt (dry runs count these)."""
@@ -223,6 +280,7 @@ class LLMJudge:
         error, status = "", Status.ERROR
         while True:
             attempt += 1
+            await self._hold()
             try:
                 async with self.limit:
                     t0 = time.monotonic()  # latency of the call itself, not of the wait for a slot
@@ -232,37 +290,69 @@ class LLMJudge:
                             api_key=self.api_key, timeout=self.timeout, max_retries=0, **params),
                         timeout=self.timeout + 5)
                 self.limit.succeeded()
+                self._limited_since = None
                 return self._record(key, spec, messages, params, response, (time.monotonic() - t0) * 1000)
             except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
                 # A 400 about this one request (too long, refused content): fail it, not the run.
-                error, status = _one_line(exc), Status.ERROR
+                error, status = self._describe(exc), Status.ERROR
                 break
             except (litellm.BadRequestError, litellm.AuthenticationError, litellm.NotFoundError,
                     litellm.PermissionDeniedError) as exc:
-                raise JudgeFatal(f"judge {self.model} refused the request: {_one_line(exc)}") from None
+                raise JudgeFatal(f"judge {self.model} refused the request: {self._describe(exc)}") from None
             except litellm.RateLimitError as exc:
                 self.limit.throttled()
-                error, status = f"429 rate limited: {_one_line(exc)}", Status.ERROR
-                if time.monotonic() - started > self.rate_limit_patience:
-                    break
+                error, status = f"429 rate limited: {self._describe(exc)}", Status.ERROR
+                self._rate_limited(exc, attempt, error)
+                self.stats.retries += 1
+                continue  # _hold waits out the time the 429 set, for every call of this judge
             except (litellm.Timeout, asyncio.TimeoutError) as exc:
-                error, status = f"timeout after {self.timeout:g} s: {_one_line(exc)}", Status.TIMEOUT
+                error, status = f"timeout after {self.timeout:g} s: {self._describe(exc)}", Status.TIMEOUT
                 self._check_alive()
                 if attempt >= self.max_attempts:
                     break
             except (litellm.APIConnectionError, litellm.InternalServerError,
-                    litellm.ServiceUnavailableError, litellm.APIError) as exc:
-                error, status = _one_line(exc), Status.ERROR
+                    litellm.ServiceUnavailableError, litellm.APIError, _BadReply) as exc:
+                error, status = self._describe(exc), Status.ERROR
                 self._check_alive()
                 if attempt >= self.max_attempts:
                     break
+                # A 503 may say when to come back: that holds every call of this judge, not just this one.
+                self._hold_until(time.monotonic() + retry_after_s(exc))
             self.stats.retries += 1
-            await asyncio.sleep(min(10.0, 0.25 * 2 ** min(attempt, 6)) * (0.5 + random.random()))
+            await asyncio.sleep(_backoff(attempt))
         self.stats.failures += 1
         return JudgeCall(key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
                          messages=messages, params=params, reply=None, status=status,
                          latency_ms=(time.monotonic() - started) * 1000,
                          error=f"{error} (after {attempt} attempts)")
+
+    async def _hold(self) -> None:
+        """Send nothing before the time a rate limit or a Retry-After set (it may move while we sleep)."""
+        while (delay := self.stats.waiting_until - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
+
+    def _hold_until(self, when: float) -> None:
+        self.stats.waiting_until = max(self.stats.waiting_until, when)
+
+    def _rate_limited(self, exc: BaseException, attempt: int, error: str) -> None:
+        """Hold the judge for max(backoff, Retry-After); stop the run once no answer came for the patience.
+
+        The patience runs for the judge, not per call: a permanent 429 stops the run after it once,
+        instead of holding every remaining step for it in turn.
+        """
+        now = time.monotonic()
+        if self._limited_since is None:
+            self._limited_since = now
+        resume = now + max(_backoff(attempt), retry_after_s(exc))
+        if resume - self._limited_since > self.rate_limit_patience:
+            raise JudgeFatal(f"judge {self.model} rate limited: no answer for {now - self._limited_since:.0f} s "
+                             f"and the next try would be in {resume - now:.0f} s, past the rate-limit "
+                             f"patience of {self.rate_limit_patience / 60:g} min ({error})") from None
+        self._hold_until(resume)
+
+    def _describe(self, exc: BaseException) -> str:
+        """The exception as one line, with this judge's key and any other credential masked."""
+        return _one_line(mask_secrets(str(exc), self.api_key))
 
     def _check_alive(self) -> None:
         """A dead judge server fails the run at once instead of every call after its retries."""
@@ -270,14 +360,19 @@ class LLMJudge:
             try:
                 self.alive()
             except Exception as exc:
-                raise JudgeFatal(str(exc)) from None
+                raise JudgeFatal(self._describe(exc)) from None
 
     def _record(self, key: str, spec: prompts.Prompt, messages: list[dict[str, str]],
                 params: dict[str, Any], response: Any, latency_ms: float) -> JudgeCall:
         import litellm
 
-        choice = response.choices[0]
-        reply = choice.message.content or ""
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            raise _BadReply("the reply has no choices")
+        choice = choices[0]
+        reply = getattr(getattr(choice, "message", None), "content", None)
+        if reply is None:
+            raise _BadReply("the reply has no message content")
         if params.get("logprobs"):
             # Keep the alternatives, not just the sampled token: they are the verdict.
             content = getattr(getattr(choice, "logprobs", None), "content", None) or []
@@ -304,9 +399,39 @@ class LLMJudge:
         return call
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300]
+def _one_line(text: str) -> str:
+    # litellm appends its own traceback to some messages (a reply without `message`): not ours to show.
+    text = text.split("Traceback (most recent call last)", 1)[0]
+    # Callers mask first: cutting first could leave half a key that no pattern recognises.
+    return " ".join(text.split())[:300]
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential backoff with jitter, capped at 10 s."""
+    return min(10.0, 0.25 * 2 ** min(attempt, 6)) * (0.5 + random.random())
+
+
+def retry_after_s(exc: BaseException) -> float:
+    """Seconds the server asked to wait (Retry-After in seconds or as an HTTP date, or retry-after-ms); 0 if none."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return 0.0
+    waits = [0.0]
+    try:
+        waits.append(float(headers.get("retry-after-ms") or 0) / 1000)
+    except ValueError:
+        pass
+    value = (headers.get("retry-after") or "").strip()
+    try:
+        waits.append(float(value or 0))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            waits.append((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp() - time.time())
+    return max(w for w in waits if math.isfinite(w))
 
 
 def count_tokens(model: str, text: str) -> int:

@@ -7,6 +7,7 @@ writer task group-commits finished items and new judge calls: each write is one 
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
 from contextlib import AsyncExitStack
@@ -16,11 +17,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 from evaluators import metrics as metrics_mod
 from evaluators import prompts, store
-from evaluators.judge import Answer, CallStats, Judge, LLMJudge, call_key, count_tokens, price_per_token
+from evaluators.judge import (RATE_LIMIT_PATIENCE, Answer, CallStats, Judge, LLMJudge, call_key, count_tokens,
+                               price_per_token)
+from evaluators.masking import mask_secrets
 from evaluators.records import Item, JudgeCall, Run, Status
 
 OFFLINE = "offline"
 LOCAL = "local"
+WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge waits out a rate limit
 
 
 def registry() -> dict[str, metrics_mod.Metric]:
@@ -54,6 +58,7 @@ class Progress:
     tokens: int
     cost: float
     elapsed_s: float
+    waiting_s: float = 0.0  # seconds left before the rate-limited judge may call again
 
     @property
     def eta_s(self) -> float | None:
@@ -64,8 +69,9 @@ class Progress:
 
     def line(self) -> str:
         eta = "?" if self.eta_s is None else time.strftime("%H:%M:%S", time.gmtime(self.eta_s))
+        waiting = f" | waiting for rate limit ({math.ceil(self.waiting_s)}s)" if self.waiting_s > 0 else ""
         return (f"items {self.done}/{self.total} | calls {self.calls} | cache hits {self.cache_hits} | "
-                f"tokens {self.tokens:,} | cost ${self.cost:.4f} | ETA {eta}")
+                f"tokens {self.tokens:,} | cost ${self.cost:.4f} | ETA {eta}{waiting}")
 
 
 @dataclass
@@ -135,9 +141,12 @@ def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float)
 
 
 async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, concurrency: int,
-                      timeout: float, cache: dict[str, JudgeCall],
-                      on_call: Callable[[JudgeCall], None]) -> tuple[Judge, bool]:
-    """The judge for a spec, and whether it must judge one component per call."""
+                      timeout: float, cache: dict[str, JudgeCall], on_call: Callable[[JudgeCall], None],
+                      rate_limit_patience: float = RATE_LIMIT_PATIENCE) -> tuple[Judge, bool]:
+    """The judge for a spec, and whether it must judge one component per call.
+
+    Raises JudgeUnavailable when a litellm judge lacks its key or endpoint, before any call.
+    """
     if judge == OFFLINE:
         from evaluators.offline import OfflineJudge
 
@@ -151,8 +160,10 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, co
         return LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=1,
                         timeout=max(timeout, 600.0), cache=cache, on_call=on_call, logprob_binary=True,
                         alive=server.check), True
-    return LLMJudge(judge, api_base=api_base, concurrency=concurrency, timeout=timeout,
-                    cache=cache, on_call=on_call), False
+    llm = LLMJudge(judge, api_base=api_base, concurrency=concurrency, timeout=timeout,
+                   rate_limit_patience=rate_limit_patience, cache=cache, on_call=on_call)
+    llm.check_access()
+    return llm, False
 
 
 def judge_name(judge: str) -> str:
@@ -168,6 +179,7 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
                          api_base: str | None = None, metrics: Sequence[str] = metrics_mod.THELMA,
                          concurrency: int = 8, per_component: bool = False, timeout: float = 60.0,
                          sd_threshold: float = metrics_mod.SD_THRESHOLD,
+                         rate_limit_patience: float = RATE_LIMIT_PATIENCE,
                          on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
     """Evaluate `items` into run `run` of `db`; see `evaluate`."""
     metrics = check_metrics(metrics)
@@ -177,7 +189,8 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
     writer = _Writer(db, run)
     started = time.monotonic()
     async with AsyncExitStack() as stack:
-        judge_obj, forced = await open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call)
+        judge_obj, forced = await open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call,
+                                             rate_limit_patience)
         per_component = per_component or forced
         used = sorted({p for m in metrics for p in reg[m].prompts})
         meta = Run(run, judge_obj.name, run_params(metrics, per_component, sd_threshold), prompts.prompt_hashes(used))
@@ -190,9 +203,10 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
 
         def report() -> None:
             if on_progress:
+                now = time.monotonic()
                 on_progress(Progress(counter["done"], len(items), skipped, stats.calls, stats.cache_hits,
                                      stats.prompt_tokens + stats.completion_tokens, stats.cost,
-                                     time.monotonic() - started))
+                                     now - started, max(0.0, stats.waiting_until - now)))
 
         report()
         queue: asyncio.Queue[Item] = asyncio.Queue()
@@ -208,7 +222,15 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
                 counter["done"] += 1
                 report()
 
+        async def tick() -> None:
+            # A rate-limited judge finishes no item for minutes: keep the wait on the progress line.
+            while True:
+                await asyncio.sleep(WAIT_TICK_S)
+                if stats.waiting_until > time.monotonic():
+                    report()
+
         writer_task = asyncio.create_task(writer.loop())
+        ticker = asyncio.create_task(tick())
         workers = [asyncio.create_task(worker()) for _ in range(max(2, concurrency * 2))]
         error = ""
         try:
@@ -216,9 +238,10 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
         except BaseException as exc:
             for w in workers:
                 w.cancel()
-            error = str(exc) or type(exc).__name__
+            error = mask_secrets(str(exc)) or type(exc).__name__
             raise
         finally:
+            ticker.cancel()
             writer.close()
             await writer_task
             store.finish_run(db, run, "failed" if error else "finished", stats.as_dict(), error)
@@ -228,8 +251,10 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
 def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE, **options: Any) -> RunSummary:
     """Evaluate items into a named run of a DuckDB file; resumes an unfinished run of that name.
 
-    Options: api_base, metrics, concurrency, per_component, timeout, sd_threshold, on_progress.
-    Raises JudgeFatal when the judge refuses requests (400/401): completed items stay stored.
+    Options: api_base, metrics, concurrency, per_component, timeout, sd_threshold, rate_limit_patience
+    (seconds), on_progress. Raises JudgeUnavailable (a ValueError) before any call when a litellm judge
+    lacks its key or endpoint, and JudgeFatal when the judge refuses requests (400/401) or stays rate
+    limited past the patience: completed items stay stored.
     """
     return asyncio.run(evaluate_async(items, db, run, judge, **options))
 
@@ -356,6 +381,7 @@ def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
 def print_progress(progress: Progress) -> None:
     """A one-line progress bar on stderr, redrawn in place on a terminal."""
     end = "\r" if sys.stderr.isatty() else "\n"
-    if end == "\n" and progress.done not in (progress.total,) and progress.done % max(1, progress.total // 20):
-        return  # in logs, print about every 5 %
+    if (end == "\n" and not progress.waiting_s and progress.done not in (progress.total,)
+            and progress.done % max(1, progress.total // 20)):
+        return  # in logs, print about every 5 % (and every rate-limit wait)
     print(progress.line(), end=end, file=sys.stderr, flush=True)

@@ -5,9 +5,12 @@ own thread, so many slow requests are in flight at once. It records every reques
 through a `responder(request) -> str | Reply` (or a queue of scripted replies), and injects faults
 by request index or by predicate:
 
-    429 (with Retry-After), 500, 503, 400, 401, "hang" (longer than any client timeout),
-    "truncated" (a cut-off JSON body), "no_choices" (a body without `choices`) and
-    "garbage" (a well-formed reply whose content is nonsense).
+    429 (with Retry-After), 500, 503 (with Retry-After), 400, 401, "hang" (longer than any client
+    timeout), "truncated" (a cut-off JSON body), "no_choices" (a body without `choices`),
+    "empty_choices" (`"choices": []`), "no_message" (a choice without `message`), "null_content"
+    (a message whose `content` is null), "garbage" (a well-formed reply whose content is nonsense),
+    and "echo_key_500" / "echo_key_401" (an error whose text echoes the request's Authorization
+    header, as some endpoints do).
 
 `format_aware` answers every prompt in prompts/*.txt in the shape its parser expects, with
 deterministic word-overlap rules (see its docstring), so a whole metrics pipeline can run against it.
@@ -31,7 +34,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 MODEL = "test-judge"
-FAULTS = frozenset({"429", "500", "503", "400", "401", "hang", "truncated", "no_choices", "garbage"})
+FAULTS = frozenset({"429", "500", "503", "400", "401", "hang", "truncated", "no_choices", "empty_choices",
+                    "no_message", "null_content", "garbage", "echo_key_500", "echo_key_401"})
 GARBAGE = "Purple monkey dishwasher; the answer is a banana."
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
@@ -52,12 +56,15 @@ class OpenAIServer:
     """A started-on-demand loopback chat-completions server. Use as a context manager or start()/stop()."""
 
     def __init__(self, responder: Responder | None = None, latency: float = 0.0,
-                 retry_after: float = 0.0, hang_seconds: float = 30.0, port: int = 0) -> None:
+                 retry_after: float | str = 0.0, hang_seconds: float = 30.0, port: int = 0) -> None:
         self.responder: Responder = responder or format_aware
         self.latency = latency            # seconds slept before every reply (benchmarks)
-        self.retry_after = retry_after    # sent in the Retry-After header of a 429
+        # The Retry-After header of a 429 or 503: seconds, or a string sent as is (an HTTP date).
+        self.retry_after = retry_after
         self.hang_seconds = hang_seconds  # a "hang" fault sleeps this long (or until stop())
         self.requests: list[dict[str, Any]] = []   # every request body, in arrival order
+        self.received: list[float] = []            # time.time() of each request's arrival, same order
+        self.headers: list[dict[str, str]] = []    # each request's headers (lower-case names), same order
         self.faults: dict[int, str] = {}           # request index -> fault
         self.rules: list[tuple[Predicate, str]] = []  # (predicate(index, body), fault), first match wins
         self.replies: deque[str | Reply] = deque()  # scripted replies, used before the responder
@@ -119,17 +126,21 @@ class OpenAIServer:
         """Forget requests, faults, rules and scripted replies."""
         with self._lock:
             self.requests.clear()
+            self.received.clear()
+            self.headers.clear()
             self.faults.clear()
             self.rules.clear()
             self.replies.clear()
             self.errors.clear()
 
     # ------------------------------------------------------------ handling (called from handler threads)
-    def _admit(self, body: dict[str, Any]) -> tuple[str | None, str | Reply | None]:
+    def _admit(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[str | None, str | Reply | None]:
         """Record the request; decide its fault and, if scripted, its reply."""
         with self._lock:
             index = len(self.requests)
             self.requests.append(body)
+            self.received.append(time.time())
+            self.headers.append(headers)
             fault = self.faults.get(index)
             if fault is None:
                 fault = next((f for pred, f in self.rules if pred(index, body)), None)
@@ -176,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error("request body is not JSON", "invalid_request_error"))
             return
         owner = self.server.owner
-        fault, scripted = owner._admit(body)
+        fault, scripted = owner._admit(body, {k.lower(): v for k, v in self.headers.items()})
         if fault == "hang":
             # Wait past any client timeout; stop() releases us. The client is gone by then.
             owner._stopping.wait(owner.hang_seconds)
@@ -191,19 +202,38 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, owner: OpenAIServer, body: dict[str, Any], fault: str | None,
                 scripted: str | Reply | None) -> None:
+        retry_after = owner.retry_after if isinstance(owner.retry_after, str) else f"{owner.retry_after:g}"
         if fault == "429":
             self._send(429, _error("Rate limit reached for test-judge", "rate_limit_error", "rate_limit_exceeded"),
-                       {"Retry-After": f"{owner.retry_after:g}"})
-        elif fault in ("500", "503", "400", "401"):
-            kinds = {"500": "server_error", "503": "service_unavailable", "400": "invalid_request_error",
-                     "401": "authentication_error"}
+                       {"Retry-After": retry_after})
+        elif fault == "503":
+            self._send(503, _error("injected 503", "service_unavailable"), {"Retry-After": retry_after})
+        elif fault in ("500", "400", "401"):
+            kinds = {"500": "server_error", "400": "invalid_request_error", "401": "authentication_error"}
             self._send(int(fault), _error(f"injected {fault}", kinds[fault]))
+        elif fault in ("echo_key_500", "echo_key_401"):
+            # Some gateways quote the request back in their error text, credentials included.
+            auth = self.headers.get("Authorization", "")
+            status = int(fault[-3:])
+            self._send(status, _error(f"upstream rejected request with Authorization: {auth} "
+                                      f"(api_key={auth.removeprefix('Bearer ')})",
+                                      "server_error" if status == 500 else "authentication_error"))
         elif fault == "truncated":
             text = json.dumps(completion(body, Reply("<output>1</output>")))
             self._send_raw(200, text[: len(text) // 2].encode())
         elif fault == "no_choices":
             payload = completion(body, Reply("<output>1</output>"))
             del payload["choices"]
+            self._send(200, payload)
+        elif fault == "empty_choices":
+            self._send(200, {**completion(body, Reply("<output>1</output>")), "choices": []})
+        elif fault == "no_message":
+            payload = completion(body, Reply("<output>1</output>"))
+            del payload["choices"][0]["message"]
+            self._send(200, payload)
+        elif fault == "null_content":
+            payload = completion(body, Reply("<output>1</output>"))
+            payload["choices"][0]["message"]["content"] = None
             self._send(200, payload)
         elif fault == "garbage":
             self._send(200, completion(body, Reply(GARBAGE)))
