@@ -220,8 +220,8 @@ def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge
     if not run.strip():
         raise ValueError("Give the run a name.")
     if store.run_exists(db, run):
-        raise RunExists(f"A run named {run!r} already exists: choose another name (a new evaluation never "
-                        "adds to an existing run).")
+        raise RunExists("A run with this name already exists: choose another name (an evaluation never adds to "
+                        "an existing run).")
     model, options = judge_options(judge, environ)
     from evaluators.runner import evaluate  # lazy: the judges import litellm / sentence-transformers
 

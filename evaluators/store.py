@@ -364,9 +364,11 @@ def delete_run(path: str | Path, run_id: str, deadline_s: float = 20.0) -> dict[
         raise StoreMissing(f"{path}: no such database file")
     with connect(path, deadline_s=deadline_s) as con:
         # Every table with a run_id column, so a table a later migration adds is covered too.
-        tables = [t for (t,) in con.execute(
-            "SELECT table_name FROM information_schema.columns WHERE column_name = 'run_id' "
-            "AND table_schema = 'main' ORDER BY table_name").fetchall()]
+        tables = [t for (t,) in con.execute("""
+            SELECT c.table_name FROM information_schema.columns c JOIN information_schema.tables t
+              ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+            WHERE c.column_name = 'run_id' AND c.table_schema = 'main' AND t.table_type = 'BASE TABLE'
+            ORDER BY c.table_name""").fetchall()]
         if "runs" not in tables:
             raise ValueError(f"{path}: not a RAG Triage database (it has no runs table)")
         con.execute("BEGIN")
