@@ -12,7 +12,8 @@ user whose email no list names is a viewer. Without login configured (the local 
 user has every role. RAG_TRIAGE_READ_ONLY makes everyone a viewer.
 
 Judges for the Evaluate page are listed by an admin, each with the NAME of the environment
-variable that holds its key, so no key is ever typed, shown, or sent to an address a user chose:
+variable that holds its key (the one litellm reads for the model's provider), so no key is ever
+typed, shown, or sent to an address a user chose:
 
     [[judges]]
     label = "GPT-4o mini (team account)"
@@ -119,8 +120,7 @@ def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], rea
 def require(user: User, role: str, action: str) -> None:
     """Raise Refused unless the user has `role`."""
     if not user.can(role):
-        who = user.email or "this session"
-        raise Refused(f"{who} is a {user.role} and may not {action}: that needs the {role} role "
+        raise Refused(f"You are a {user.role} and may not {action}: that needs the {role} role "
                       "(ask an admin to add you to it in .streamlit/secrets.toml).")
 
 
@@ -143,10 +143,10 @@ def listed_judges(entries: Sequence[Mapping[str, Any]]) -> list[ListedJudge]:
         if not isinstance(entry, Mapping):
             raise ConfigError(f"[[judges]] entry {n} must be a table with {', '.join(JUDGE_FIELDS)}")
         missing = [f for f in JUDGE_FIELDS if not isinstance(entry.get(f), str) or not entry[f].strip()]
-        extra = sorted(set(entry) - set(JUDGE_FIELDS))
-        if missing or extra:
-            raise ConfigError(f"[[judges]] entry {n}: " + "; ".join(
-                ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(extra)}"] if extra else [])))
+        extra = sorted(set(entry) - set(JUDGE_FIELDS))  # e.g. an api_key: keys never go in this file
+        problems = [f"missing {', '.join(missing)}"] * bool(missing) + [f"unknown {', '.join(extra)}"] * bool(extra)
+        if problems:
+            raise ConfigError(f"[[judges]] entry {n}: {'; '.join(problems)}")
         judge = ListedJudge(*(entry[f].strip() for f in JUDGE_FIELDS))
         parts = urlsplit(judge.api_base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -177,7 +177,8 @@ def judge_options(judge: str | ListedJudge, environ: Mapping[str, str]) -> tuple
     """The runner's judge string and options for a picked judge.
 
     A listed judge is called at its listed API base only, and its key variable must be set on the
-    server; the key itself is read there, at run time, and never leaves the server otherwise.
+    server. The key is read there at run time by litellm, from the variable of the model's provider
+    (OPENAI_API_KEY for openai/...): the runner takes no key of its own, so key_env names that variable.
     """
     if isinstance(judge, str):
         return judge, {}

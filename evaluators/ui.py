@@ -97,8 +97,9 @@ def page(title: str, need_db: bool = True) -> Path:
     except access.ConfigError as exc:  # fail closed: a malformed role list grants nothing to anyone
         st.error(f"The dashboard's .streamlit/secrets.toml is malformed: {exc}")
         st.stop()
-    if me.email:
-        st.sidebar.text(f"{me.email}\n{me.role}")  # plain text: the address comes from the login provider
+    if _auth_configured():  # past the gate, so someone is logged in
+        # plain text: the address comes from the login provider
+        st.sidebar.text(f"{me.email or '(no verified email)'}\n{me.role}")
         st.sidebar.button("Log out", key="logout", on_click=st.logout)
     st.title(title)
     path = db_path()

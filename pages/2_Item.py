@@ -98,6 +98,7 @@ with tab_r:
     ui.verdict_expanders([v for v in verdicts if v["metric"] not in THELMA], calls,
                          lambda v: f"{v['metric']} · {v['component_kind']} {v['component_idx']}")
 
+
 def save_note(db: str, run: str, item: str) -> None:
     """The triage form's callback: the note is cleared only once it is saved; a refused or failed save
     keeps everything the user typed, with the reason above the form."""
