@@ -1,4 +1,4 @@
-"""The command line: evaluate, export, diagnose, runs. A stable contract others rely on.
+"""The command line: evaluate, export, diagnose, runs, delete-run. A stable contract others rely on.
 
 Exit codes: 0 done; 2 bad input or options, or a litellm judge without its key or endpoint (one line
 per problem, no traceback); 3 the judge refused the requests (400/401), stayed rate limited past
@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
 
     rs = sub.add_parser("runs", help="list the runs in a database")
     rs.add_argument("--db", required=True)
+
+    dr = sub.add_parser("delete-run", help="delete a run with its items, scores and triage notes (one transaction)")
+    dr.add_argument("--db", required=True)
+    dr.add_argument("--run", required=True)
     grammar.add_commands(sub)  # grammar-generate, grammar-run, grammar-eval, grammar-demo
     return p
 
@@ -161,10 +165,21 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _delete_run(args: argparse.Namespace) -> int:
+    try:
+        counts = store.delete_run(args.db, args.run)
+    except KeyError:
+        return _fail(f"{args.db}: no run named {args.run!r} (see: python -m evaluators runs --db {args.db})")
+    rows = ", ".join(f"{n} {table}" for table, n in counts.items() if table != "runs")
+    print(f"deleted run {args.run}: {rows}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
-    handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "runs": _runs}
+    handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "runs": _runs,
+                "delete-run": _delete_run}
     try:
         return handlers.get(args.command, getattr(args, "handler", None))(args)
     except (store.StoreMissing, ValueError) as exc:

@@ -9,6 +9,7 @@ need. The dashboard's reads are in evaluators/queries.py and run through query()
 """
 from __future__ import annotations
 
+import getpass
 import json
 import random
 import threading
@@ -160,6 +161,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE verdicts RENAME COLUMN score TO evidence;
     CREATE INDEX verdicts_item ON verdicts (run_id, item_id);
     """,
+    # 5: who started each run: the dashboard's login email, else the OS user; '' for older runs.
+    # IF NOT EXISTS: the number was agreed while another migration was being written, so a file
+    # upgraded in between may already have the column.
+    """
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS started_by VARCHAR DEFAULT '';
+    """,
 ]
 
 
@@ -310,9 +317,10 @@ def start_run(path: str | Path, run: Run, n_items: int) -> None:
         row = con.execute("SELECT judge, params, prompt_hashes FROM runs WHERE run_id = ?", [run.name]).fetchone()
         if row is None:
             con.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, 'running', ?, now()::TIMESTAMP, NULL, '{}', '')",
+                "INSERT INTO runs (run_id, judge, params, prompt_hashes, status, n_items, created_at, started_by) "
+                "VALUES (?, ?, ?, ?, 'running', ?, now()::TIMESTAMP, ?)",
                 [run.name, run.judge, json.dumps(run.params, sort_keys=True),
-                 json.dumps(run.prompt_hashes, sort_keys=True), n_items])
+                 json.dumps(run.prompt_hashes, sort_keys=True), n_items, _STARTED_BY.get() or _os_user()])
             return
         judge, params, hashes = row
         if judge != run.judge or json.loads(params) != run.params:
@@ -340,6 +348,68 @@ def add_triage(path: str | Path, run_id: str, item_id: str, label: str, componen
     with connect(path, deadline_s=deadline_s) as con:
         con.execute("INSERT INTO triage VALUES (?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
                     [run_id, item_id, label, component, note, author])
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container user without a passwd entry or login name
+        return ""
+
+
+# Who start_run() records as starting a run: the OS user, unless a caller says otherwise for the
+# runs it starts (the dashboard names its logged-in user; see started_by()).
+_STARTED_BY: ContextVar[str | None] = ContextVar("started_by", default=None)
+
+
+@contextmanager
+def started_by(user: str) -> Iterator[None]:
+    """Record `user` as the one who starts the runs begun inside this block (in this thread)."""
+    token = _STARTED_BY.set(user)
+    try:
+        yield
+    finally:
+        _STARTED_BY.reset(token)
+
+
+def delete_run(path: str | Path, run_id: str, deadline_s: float = 20.0) -> dict[str, int]:
+    """Delete a run and every row that belongs to it (items, verdicts, scores, triage notes...) in ONE
+    transaction; returns the rows deleted per table. Judge calls stay: they are a cache shared by runs.
+
+    Raises StoreMissing for a missing file and KeyError when the run does not exist.
+    """
+    if not Path(path).exists():
+        raise StoreMissing(f"{path}: no such database file")
+    with connect(path, deadline_s=deadline_s) as con:
+        # Every table with a run_id column, so a table a later migration adds is covered too.
+        tables = [t for (t,) in con.execute("""
+            SELECT c.table_name FROM information_schema.columns c JOIN information_schema.tables t
+              ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+            WHERE c.column_name = 'run_id' AND c.table_schema = 'main' AND t.table_type = 'BASE TABLE'
+            ORDER BY c.table_name""").fetchall()]
+        if "runs" not in tables:
+            raise ValueError(f"{path}: not a RAG Triage database (it has no runs table)")
+        con.execute("BEGIN")
+        try:
+            if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] == 0:
+                raise KeyError(run_id)
+            counts = {t: con.execute(f'DELETE FROM "{t}" WHERE run_id = ?', [run_id]).fetchone()[0] for t in tables}
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return counts
+
+
+def run_exists(path: str | Path, run_id: str) -> bool:
+    """Whether the database holds a run of this name (False when the file does not exist yet)."""
+    if not Path(path).exists():
+        return False
+    with connect(path, read_only=True) as con:
+        try:
+            return con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] > 0
+        except duckdb.CatalogException:  # a file without the schema yet: evaluating creates it
+            return False
 
 
 # ---------------------------------------------------------------- reads
@@ -444,7 +514,7 @@ def runs(path: str | Path) -> pd.DataFrame:
     return query(path, """
         SELECT r.run_id, r.judge, r.status, r.n_items,
                (SELECT count(*) FROM items i WHERE i.run_id = r.run_id) AS n_done,
-               r.created_at, r.finished_at, r.prompt_hashes, r.params, r.stats, r.error
+               r.created_at, r.finished_at, r.prompt_hashes, r.params, r.stats, r.error, r.started_by
         FROM runs r ORDER BY r.created_at DESC""")
 
 

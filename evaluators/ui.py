@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from evaluators import queries, store
+from evaluators import access, queries, store
 from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, diagnose
 from evaluators.stats import bootstrap_ci
 from evaluators.vocabulary import order_metrics
@@ -67,22 +67,27 @@ def db_path() -> Path:
 
 
 def read_only() -> bool:
-    """RAG_TRIAGE_READ_ONLY=1: viewers may look, but not save triage notes or upload runs."""
-    return os.environ.get("RAG_TRIAGE_READ_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
+    """RAG_TRIAGE_READ_ONLY=1/true/yes/on: viewers may look, but nobody saves notes or uploads runs.
+    An unknown value is read-only too (page() names it): a typo must not leave a server writable."""
+    return access.read_only_setting(os.environ.get(access.READ_ONLY_ENV))[0]
+
+
+def secret(name: str) -> Any:
+    """A top-level entry of .streamlit/secrets.toml, or None (also when there is no secrets file)."""
+    try:
+        return st.secrets.get(name)
+    except (FileNotFoundError, KeyError, RuntimeError):  # no secrets file at all
+        return None
 
 
 def _auth_configured() -> bool:
-    try:
-        return "auth" in st.secrets
-    except (FileNotFoundError, KeyError, RuntimeError):  # no secrets file at all
-        return False
+    return secret("auth") is not None
 
 
-def logged_in_email() -> str | None:
-    """The logged-in user's email, or None when nobody is logged in (or login is not configured)."""
-    if not st.user.get("is_logged_in", False):
-        return None
-    return str(st.user.get("email") or st.user.get("name") or "") or None
+def user() -> access.User:
+    """This session's user and role: the login's, or without login configured the local single user.
+    Write paths call this again when they act, so a role is checked where the write happens."""
+    return access.current_user(st.user if _auth_configured() else None, secret("roles") or {}, read_only())
 
 
 def page(title: str, need_db: bool = True) -> Path:
@@ -93,8 +98,22 @@ def page(title: str, need_db: bool = True) -> Path:
         st.info("Log in to see the evaluation runs.")
         st.button("Log in", key="login", on_click=st.login)
         st.stop()
-    if read_only():
+    locked, unknown = access.read_only_setting(os.environ.get(access.READ_ONLY_ENV))
+    if unknown is not None:
+        st.sidebar.warning(f"{access.READ_ONLY_ENV} has a value the dashboard does not know (below), so it stays "
+                           "read-only. Use 1/true/yes/on (read-only) or 0/false/no/off (writable).", icon="⚠️")
+        st.sidebar.code(unknown, language=None)
+    if locked:
         st.sidebar.info("Read-only mode: triage notes and uploads are disabled.", icon="🔒")
+    try:
+        me = user()
+    except access.ConfigError as exc:  # fail closed: a malformed role list grants nothing to anyone
+        st.error(f"The dashboard's .streamlit/secrets.toml is malformed: {exc}")
+        st.stop()
+    if _auth_configured():  # past the gate, so someone is logged in
+        # plain text: the address comes from the login provider
+        st.sidebar.text(f"{me.email or '(no verified email)'}\n{me.role}")
+        st.sidebar.button("Log out", key="logout", on_click=st.logout)
     st.title(title)
     path = db_path()
     if need_db and not path.exists():

@@ -18,7 +18,7 @@ if runs.empty:
 table = runs.assign(
     items=[f"{d} of {n}" for d, n in zip(runs["n_done"], runs["n_items"])],
     prompts=[", ".join(f"{k}:{v[:8]}" for k, v in json.loads(p).items()) for p in runs["prompt_hashes"]],
-)[["run_id", "judge", "status", "items", "created_at", "prompts"]]
+)[["run_id", "judge", "status", "items", "created_at", "started_by", "prompts"]]
 st.dataframe(table, hide_index=True, key="runs_table", width="stretch",
              column_config={"created_at": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm")})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators import queries, store, ui
+from evaluators import access, queries, store, ui
 from evaluators.vocabulary import THELMA, display_name
 
 path = ui.page("Item")
@@ -98,31 +98,45 @@ with tab_r:
     ui.verdict_expanders([v for v in verdicts if v["metric"] not in THELMA], calls,
                          lambda v: f"{v['metric']} · {v['component_kind']} {v['component_idx']}")
 
+
+def save_note(db: str, run: str, item: str) -> None:
+    """The triage form's callback: the note is cleared only once it is saved; a refused or failed save
+    keeps everything the user typed, with the reason above the form."""
+    state = st.session_state
+    try:
+        access.save_note(ui.user(), db, run, item, state["triage_label"], state["triage_component"],
+                         state["triage_note"], state.get("triage_author", ""), deadline_s=ui.SAVE_DEADLINE_S)
+    except access.Refused as exc:
+        state["triage_outcome"] = ("error", str(exc))
+    except store.StoreBusy:
+        state["triage_outcome"] = ("warning", "The database is busy, try again in a moment: your note is kept.")
+    except ValueError as exc:
+        state["triage_outcome"] = ("warning", str(exc))
+    else:
+        state["triage_note"] = ""
+        state["triage_outcome"] = ("success", "Triage note saved.")
+
+
 with tab_t:
-    saved = False
+    me = ui.user()
+    outcome = st.session_state.pop("triage_outcome", None)
+    if outcome:
+        getattr(st, outcome[0])(outcome[1])
     if ui.read_only():
         st.info("Read-only mode: triage notes cannot be saved here.")
+    elif not me.can(access.TRIAGER):
+        st.info(f"You are a {me.role}: saving triage notes needs the triager role (ask an admin).")
     else:
         suggested = fired["fix"].iloc[0].split(" or ")[0] if len(fired) else ui.COMPONENTS[-1]
-        with st.form("triage_form", clear_on_submit=True):
-            label = st.selectbox("Label", ui.LABELS, key="triage_label")
-            component = st.selectbox("Component to blame", ui.COMPONENTS, key="triage_component",
-                                     index=ui.COMPONENTS.index(suggested) if suggested in ui.COMPONENTS else 0)
-            note = st.text_area("Note", key="triage_note")
-            email = ui.logged_in_email()
-            author = email or st.text_input("Your name", key="triage_author")
-            saved = st.form_submit_button("Save triage note")
-        if saved:
-            if not str(author).strip():
-                st.warning("Enter your name so the team knows who triaged this item.")
-            else:
-                try:
-                    store.add_triage(path, run_id, item_id, label, component, note, str(author).strip(),
-                                    deadline_s=ui.SAVE_DEADLINE_S)
-                    st.success("Triage note saved.")
-                except store.StoreBusy:
-                    st.warning("The database is busy, try again in a moment.")
-    if saved:  # the notes read above predate this save
+        with st.form("triage_form"):
+            st.selectbox("Label", ui.LABELS, key="triage_label")
+            st.selectbox("Component to blame", ui.COMPONENTS, key="triage_component",
+                         index=ui.COMPONENTS.index(suggested) if suggested in ui.COMPONENTS else 0)
+            st.text_area("Note", key="triage_note")
+            if not me.email:  # with login the author is the login email
+                st.text_input("Your name", key="triage_author")
+            st.form_submit_button("Save triage note", on_click=save_note, args=(str(path), run_id, item_id))
+    if outcome and outcome[0] == "success":  # the notes read above predate this save
         notes = ui.read(queries.triage_notes, run_id, item_id)
     if len(notes):
         st.dataframe(notes, hide_index=True, key="item_notes", width="stretch")

@@ -1,39 +1,46 @@
-"""Evaluate: upload JSONL, CSV or Parquet items, pick a judge and metrics, and run them into the database."""
+"""Evaluate: upload JSONL, CSV or Parquet items, pick a judge an admin listed and metrics, and run them
+into a new run of the database. Admins can also delete a run here."""
 from __future__ import annotations
 
+import os
 import tempfile
 from datetime import datetime
 from pathlib import Path
 
 import streamlit as st
 
-from evaluators import store, ui
+from evaluators import access, local, store, ui
 from evaluators.vocabulary import THELMA
 
 path = ui.page("Evaluate", need_db=False)
+me = ui.user()
 if ui.read_only():
     st.info("Read-only mode: uploads and evaluations are disabled.")
+    st.stop()
+if not me.can(access.EVALUATOR):
+    st.info(f"You are a {me.role}: uploads and judge runs need the evaluator role (ask an admin).")
+    st.stop()
+try:
+    judges = access.judge_choices(ui.secret("judges") or [], local_installed=local.available() is None)
+except access.ConfigError as exc:
+    st.error(f"The judges listed in .streamlit/secrets.toml are malformed: {exc}")
     st.stop()
 
 upload = st.file_uploader("Items file (JSONL, CSV or Parquet)", type=["jsonl", "csv", "parquet"],
                           key="upload")
-c1, c2 = st.columns(2)
-judge = c1.selectbox("Judge", ["offline", "local", "other (litellm model)"], key="judge",
-                     help="offline: the embedded judge; local: the bundled small LLM served on 127.0.0.1.")
-options = {}
-if judge.startswith("other"):
-    judge = c2.text_input("litellm model name", key="judge_model", placeholder="openai/my-model").strip()
-    api_base = c2.text_input("API base URL (optional)", key="api_base", placeholder="http://127.0.0.1:8000/v1")
-    options = {"api_base": api_base.strip()} if api_base.strip() else {}
+judge = st.selectbox("Judge", list(judges), key="judge",
+                     help="The embedded offline judge, the local LLM when installed, and the judges an admin "
+                          "lists in .streamlit/secrets.toml (each at its own API base, with a key kept on the "
+                          "server).")
 from evaluators.runner import registry  # no judge is imported until a run starts
 
 known = registry()
 metrics = st.multiselect("Metrics", list(known), default=list(THELMA), key="eval_metrics",
                          help="THELMA's seven first; the RAGAS, Nvidia and DeepEval suites after them.")
-name = st.text_input("Run name", value=f"upload-{datetime.now():%Y%m%d-%H%M}", key="run_name").strip()
+name = st.text_input("Run name", value=f"upload-{datetime.now():%Y%m%d-%H%M}", key="run_name",
+                     help="A new name: an evaluation never adds to an existing run.").strip()
 
-if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None or not metrics or not name
-             or not judge):
+if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None or not metrics or not name):
     from evaluators.ingest import InputError, load_items  # lazy: ingest may pull heavier readers
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,7 +52,6 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
             st.error(f"{upload.name} cannot be evaluated:")
             st.code("\n".join(exc.problems) or str(exc), language=None, wrap_lines=True)
             st.stop()
-    from evaluators.runner import evaluate  # lazy: the judges import litellm / sentence-transformers
 
     bar = st.progress(0.0, text=f"Evaluating {len(items)} items...")
 
@@ -55,19 +61,36 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
                                                   f"{getattr(p, 'cache_hits', 0)} cache hits")
 
     try:
-        evaluate(items, db=str(path), run=name, judge=judge, metrics=metrics, on_progress=on_progress,
-                 **options)
+        access.start_evaluation(ui.user(), str(path), items, name, judges[judge], metrics, os.environ,
+                                on_progress=on_progress)
+    except access.RunExists:  # the engine's words name no widget: say which one to change
+        st.error(f"The database already has a run named {name!r}. Change **Run name** to start a new run: "
+                 "an evaluation never adds to an existing run.")
+        st.stop()
+    except (access.Refused, access.ConfigError) as exc:
+        st.error(str(exc))
+        st.stop()
     except store.StoreBusy:
         st.warning("The database is busy (another evaluation is writing), try again in a moment.")
-        st.stop()
-    except store.RunConflict as exc:  # the engine's words name no widget: say which one to change
-        st.error(f"The database already has a run named {exc.run!r}, evaluated with another judge, other "
-                 "metrics or other prompt files. Change **Run name** to start a new run, or choose the same "
-                 "judge and metrics to resume that one.")
-        st.caption(str(exc))
         st.stop()
     except Exception as exc:  # the run is recorded as failed by the runner; show why, plainly
         st.error(f"Evaluation failed: {type(exc).__name__}: {exc}")
         st.stop()
     st.success(f"Run {name} finished: {len(items)} items.")
     ui.page_link("runs", f"Open run {name}", {"run": name}, icon="📊")
+
+if me.can(access.ADMIN):
+    with st.expander("Delete a run (admins)"):
+        doomed = st.text_input("Name of the run to delete, with its items, scores and triage notes",
+                               key="delete_run_name").strip()
+        if st.button("Delete run", key="delete_run", disabled=not doomed):
+            try:
+                counts = access.delete_run(ui.user(), str(path), doomed)
+            except access.Refused as exc:
+                st.error(str(exc))
+            except (KeyError, store.StoreMissing):
+                st.error("There is no run with this name.")
+            except store.StoreBusy:
+                st.warning("The database is busy (a run or a save is writing), try again in a moment.")
+            else:
+                st.success(f"Deleted the run: {sum(counts.values())} rows.")

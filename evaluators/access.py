@@ -1,0 +1,236 @@
+"""Who may do what on the hosted dashboard, checked where the writes happen.
+
+Roles come from `.streamlit/secrets.toml` as lists of emails or domains (`@example.com`):
+
+    [roles]
+    triagers = ["lead@example.com", "@qa.example.com"]   # notes and labels
+    evaluators = ["ml@example.com"]                       # uploads and judge runs
+    admins = ["owner@example.com"]                        # delete runs
+
+Each role can do what the roles before it can (viewer < triager < evaluator < admin); a logged-in
+user whose email no list names is a viewer. Without login configured (the local default) the one
+user has every role. RAG_TRIAGE_READ_ONLY makes everyone a viewer.
+
+Judges for the Evaluate page are listed by an admin, each with the NAME of the environment
+variable that holds its key (the one litellm reads for the model's provider), so no key is ever
+typed, shown, or sent to an address a user chose:
+
+    [[judges]]
+    label = "GPT-4o mini (team account)"
+    model = "openai/gpt-4o-mini"
+    api_base = "https://api.openai.com/v1"
+    key_env = "OPENAI_API_KEY"
+
+This module holds no Streamlit code: evaluators/ui.py hands it the secrets and the login claims.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from evaluators import store
+from evaluators.records import Item
+
+VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
+# The [roles] lists in secrets.toml, one per role; any other key is a typo that would grant nothing.
+ROLE_LISTS = {"viewers": VIEWER, "triagers": TRIAGER, "evaluators": EVALUATOR, "admins": ADMIN}
+READ_ONLY_ENV = "RAG_TRIAGE_READ_ONLY"
+READ_ONLY_ON = ("1", "true", "yes", "on")
+READ_ONLY_OFF = ("", "0", "false", "no", "off")
+OFFLINE_LABEL = "offline (embedded, no calls)"
+LOCAL_LABEL = "local (small LLM served on 127.0.0.1)"
+JUDGE_FIELDS = ("label", "model", "api_base", "key_env")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Refused(PermissionError):
+    """The user's role does not allow this write."""
+
+
+class ConfigError(ValueError):
+    """secrets.toml's roles or judges are malformed: refuse rather than guess."""
+
+
+def read_only_setting(raw: str | None) -> tuple[bool, str | None]:
+    """Parse RAG_TRIAGE_READ_ONLY: (read-only?, the value when it is not a documented one).
+
+    1/true/yes/on: read-only; 0/false/no/off or unset: writable. Anything else fails closed
+    (read-only) and is returned, so the page can name it.
+    """
+    value = (raw or "").strip().lower()
+    if value in READ_ONLY_ON:
+        return True, None
+    if value in READ_ONLY_OFF:
+        return False, None
+    return True, raw
+
+
+def _entries(name: str, value: Any) -> list[str]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"[roles] {name} must be a list of emails or @domains")
+    entries = [v.strip().lower() for v in value]
+    bad = [v for v in entries if "@" not in v or v.count("@") > 1 or v.endswith("@")]
+    if bad:
+        raise ConfigError(f"[roles] {name}: {', '.join(map(repr, bad))} is neither an email nor an @domain")
+    return entries
+
+
+def role_for(email: str | None, roles: Mapping[str, Any]) -> str:
+    """The highest role whose list names this email or its @domain; viewer when none does."""
+    unknown = sorted(set(roles) - set(ROLE_LISTS))
+    if unknown:
+        raise ConfigError(f"[roles] has unknown lists {', '.join(unknown)}; known: {', '.join(ROLE_LISTS)}")
+    lists = {ROLE_LISTS[name]: _entries(name, value) for name, value in roles.items()}
+    if not email:
+        return VIEWER
+    email = email.strip().lower()
+    domain = email[email.rfind("@"):] if "@" in email else None
+    granted = [role for role, entries in lists.items() if email in entries or (domain and domain in entries)]
+    return max(granted, key=ROLES.index, default=VIEWER)
+
+
+@dataclass(frozen=True)
+class User:
+    """The person a dashboard session acts for: their login email (None without login) and role."""
+
+    email: str | None
+    role: str
+
+    def can(self, role: str) -> bool:
+        """Whether this user has `role` or a higher one."""
+        return ROLES.index(self.role) >= ROLES.index(role)
+
+
+def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], read_only: bool) -> User:
+    """The session's user from the login claims (None: login is not configured, the local single user).
+
+    Only an email the provider has not marked unverified grants a listed role: a display name or an
+    unverified address is something a user may be able to choose.
+    """
+    if claims is None:
+        return User(None, VIEWER if read_only else ADMIN)
+    email = claims.get("email") if claims.get("email_verified", True) is not False else None
+    email = str(email).strip() if email else None
+    role = role_for(email, roles)
+    return User(email, VIEWER if read_only else role)
+
+
+def require(user: User, role: str, action: str) -> None:
+    """Raise Refused unless the user has `role`."""
+    if not user.can(role):
+        raise Refused(f"You are a {user.role} and may not {action}: that needs the {role} role "
+                      "(ask an admin to add you to it in .streamlit/secrets.toml).")
+
+
+# ---------------------------------------------------------------- judges an admin lists
+
+@dataclass(frozen=True)
+class ListedJudge:
+    """A judge an admin listed: a litellm model at a fixed API base, its key in a named variable."""
+
+    label: str
+    model: str
+    api_base: str
+    key_env: str
+
+
+def listed_judges(entries: Sequence[Mapping[str, Any]]) -> list[ListedJudge]:
+    """Validate secrets.toml's [[judges]] tables."""
+    judges: list[ListedJudge] = []
+    for n, entry in enumerate(entries, 1):
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"[[judges]] entry {n} must be a table with {', '.join(JUDGE_FIELDS)}")
+        missing = [f for f in JUDGE_FIELDS if not isinstance(entry.get(f), str) or not entry[f].strip()]
+        extra = sorted(set(entry) - set(JUDGE_FIELDS))  # e.g. an api_key: keys never go in this file
+        problems = [f"missing {', '.join(missing)}"] * bool(missing) + [f"unknown {', '.join(extra)}"] * bool(extra)
+        if problems:
+            raise ConfigError(f"[[judges]] entry {n}: {'; '.join(problems)}")
+        judge = ListedJudge(*(entry[f].strip() for f in JUDGE_FIELDS))
+        parts = urlsplit(judge.api_base)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"[[judges]] {judge.label!r}: api_base must be an http(s) URL")
+        if not _ENV_NAME.fullmatch(judge.key_env):
+            raise ConfigError(f"[[judges]] {judge.label!r}: key_env is the NAME of an environment variable, "
+                              "not the key itself")
+        judges.append(judge)
+    labels = [j.label for j in judges]
+    if len(set(labels)) != len(labels) or {OFFLINE_LABEL, LOCAL_LABEL} & set(labels):
+        raise ConfigError("[[judges]] labels must be unique and differ from the built-in judges'")
+    return judges
+
+
+def judge_choices(entries: Sequence[Mapping[str, Any]], local_installed: bool) -> dict[str, str | ListedJudge]:
+    """The Evaluate page's judge picker, label -> judge: the offline judge, `local` when its extra is
+    installed, then the admin's list. There is no free-text model or address."""
+    from evaluators.runner import LOCAL, OFFLINE
+
+    choices: dict[str, str | ListedJudge] = {OFFLINE_LABEL: OFFLINE}
+    if local_installed:
+        choices[LOCAL_LABEL] = LOCAL
+    choices.update({j.label: j for j in listed_judges(entries)})
+    return choices
+
+
+def judge_options(judge: str | ListedJudge, environ: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """The runner's judge string and options for a picked judge.
+
+    A listed judge is called at its listed API base only, and its key variable must be set on the
+    server. The key is read there at run time by litellm, from the variable of the model's provider
+    (OPENAI_API_KEY for openai/...): the runner takes no key of its own, so key_env names that variable.
+    """
+    if isinstance(judge, str):
+        return judge, {}
+    if not environ.get(judge.key_env):
+        raise ConfigError(f"judge {judge.label!r} cannot run: its key variable {judge.key_env} is not set on "
+                          "the server (ask an admin)")
+    return judge.model, {"api_base": judge.api_base}
+
+
+# ---------------------------------------------------------------- the write paths
+
+class RunExists(ValueError):
+    """A new evaluation was given the name of a run the database already holds."""
+
+
+def save_note(user: User, db: str, run_id: str, item_id: str, label: str, component: str, note: str,
+              author: str, deadline_s: float) -> str:
+    """Save one triage note as this user (a triager or above); returns the author recorded.
+
+    The author is the login email when there is one, else the name typed. Raises Refused, ValueError
+    (no name) or store.StoreBusy; the caller keeps what the user typed on any of them.
+    """
+    require(user, TRIAGER, "save triage notes")
+    author = user.email or author.strip()
+    if not author:
+        raise ValueError("Enter your name so the team knows who triaged this item.")
+    store.add_triage(db, run_id, item_id, label, component, note, author, deadline_s=deadline_s)
+    return author
+
+
+def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge: str | ListedJudge,
+                     metrics: Sequence[str], environ: Mapping[str, str],
+                     on_progress: Callable[[Any], None] | None = None) -> Any:
+    """Evaluate items into a NEW run as this user (an evaluator or above); returns the runner's summary.
+
+    Refuses an existing run name (a new upload would otherwise be appended to that run), and records
+    the user as the one who started the run.
+    """
+    require(user, EVALUATOR, "upload files or run judges")
+    if not run.strip():
+        raise ValueError("Give the run a name.")
+    if store.run_exists(db, run):
+        raise RunExists("A run with this name already exists: choose another name (an evaluation never adds to "
+                        "an existing run).")
+    model, options = judge_options(judge, environ)
+    from evaluators.runner import evaluate  # lazy: the judges import litellm / sentence-transformers
+
+    with store.started_by(user.email or ""):
+        return evaluate(items, db=db, run=run, judge=model, metrics=metrics, on_progress=on_progress, **options)
+
+
+def delete_run(user: User, db: str, run_id: str) -> dict[str, int]:
+    """Delete a run with all its rows as this user (an admin); returns the rows deleted per table."""
+    require(user, ADMIN, "delete runs")
+    return store.delete_run(db, run_id)
