@@ -2,8 +2,8 @@
 
 A judge answers `ask(prompt_name, **variables)` with an Answer. The LLM judge renders the prompt
 file, checks the request cache, calls litellm under an adaptive concurrency limit with its own
-bounded retries, and parses the reply with the prompt's parser. An unparseable reply is re-asked
-once, then reported as `unparsed` with the raw reply kept: never a silent 0 or 1.
+bounded retries, and parses the reply with the prompt's parser from the registry. An unparseable
+reply is re-asked once, then reported as `unparsed` with the raw reply kept: never a silent 0 or 1.
 """
 from __future__ import annotations
 
@@ -13,38 +13,16 @@ import json
 import math
 import random
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
-from evaluators import prompts
-from evaluators.records import JudgeCall, Status
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A judge's parsed answer to one prompt. `value` is None unless status is OK."""
-
-    value: Any
-    status: Status
-    call_key: str | None = None
-    raw: str | None = None
-    prob: float | None = None  # P("1") where the judge exposes it (logprobs, similarity)
-    detail: str = ""
-    # Batched answers from judges that explain each element: {element key: (prob, detail)}.
-    evidence: dict[Any, tuple[float | None, str]] = field(default_factory=dict)
+from evaluators import prompts, registry
+from evaluators.records import Answer, JudgeCall, Status
 
 
 class JudgeFatal(RuntimeError):
     """The endpoint refused the request itself (400 or 401): retrying cannot help, stop the run."""
-
-
-class Judge(Protocol):
-    """What the metrics need from any judge."""
-
-    name: str
-
-    async def ask(self, prompt: str, **variables: Any) -> Answer: ...
 
 
 @dataclass
@@ -144,17 +122,17 @@ class LLMJudge:
     # ------------------------------------------------------------ public
     async def ask(self, prompt: str, **variables: Any) -> Answer:
         """Render `prompt`, ask the model (or the cache), parse; re-ask once if unparseable."""
+        parser = registry.PARSERS[prompt]  # an unknown prompt fails here, before any call is paid for
         spec, messages, params = self.request(prompt, **variables)
         prefill = params.get("logprobs", False)
         call = await self._exchange(spec, messages, params)
         if call.status is not Status.OK:
             return Answer(None, call.status, call.key, call.reply, detail=call.error)
-        if prefill and prompt in prompts.BINARY_PROMPTS:
+        if prefill and prompt in registry.BINARY_PROMPTS:
             return self._from_logprobs(call)
         if prefill:  # a scale prompt: the first-token distribution is the answer
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
             return Answer(top, Status.OK, call.key, call.reply)
-        parser = prompts.PARSERS[prompt]
         try:
             return Answer(parser(call.reply or ""), Status.OK, call.key, call.reply)
         except prompts.ParseError as exc:
@@ -173,7 +151,7 @@ class LLMJudge:
         spec = prompts.load(prompt)
         messages = [{"role": "user", "content": spec.render(**variables)}]
         params = dict(self.params)
-        if self.logprob_binary and (prompt in prompts.BINARY_PROMPTS or prompt in prompts.DISTRIBUTION_PROMPTS):
+        if self.logprob_binary and (prompt in registry.BINARY_PROMPTS or prompt in registry.DISTRIBUTION_PROMPTS):
             messages.append({"role": "assistant", "content": "<output>"})
             params.update(max_tokens=1, logprobs=True, top_logprobs=10)
         return spec, messages, params

@@ -1,9 +1,10 @@
-"""Prompt files: strict loading, safe rendering, content hashes, and one reply parser per prompt.
+"""Prompt files: strict loading, safe rendering, content hashes, and the generic reply parsers.
 
 A prompt is a plain file in prompts/ with `{name}` variables. Loading fails on a variable the
 caller does not supply, or on one it supplies that the file does not use. Evaluated text is
 neutralised before it enters a prompt, so a response containing `</input>` or
-`<output>1</output>` cannot close our tags or forge a verdict.
+`<output>1</output>` cannot close our tags or forge a verdict. Which parser reads which prompt's
+reply is a table in evaluators/registry.py.
 """
 from __future__ import annotations
 
@@ -175,26 +176,3 @@ def parse_coverage_batch(reply: str) -> dict[tuple[int, int | str], int]:
     if not found:
         raise ParseError("no 'Qn Sm: value' lines")
     return found
-
-
-PARSERS: dict[str, Callable[[str], Any]] = {
-    "claims": parse_list,
-    "subquestions": parse_list,
-    "essential": parse_essential,
-    "source_essential": parse_binary,
-    "groundedness": parse_binary,
-    "source_answers": parse_binary,
-    "response_addresses": parse_binary,
-    "claims_batch": parse_claims_batch,
-    "essential_batch": parse_essential_batch,
-    "source_essential_batch": parse_binary_batch,
-    "groundedness_batch": parse_binary_batch,
-    "source_answers_batch": parse_coverage_batch,
-    "response_addresses_batch": parse_binary_batch,
-}
-
-# Prompts whose answer is a single 0/1 token: the local judge reads these from logprobs.
-BINARY_PROMPTS = frozenset({"source_essential", "groundedness", "source_answers", "response_addresses"})
-# Prompts whose answer is one token of a scale (G-Eval's 1-5): a logprob judge returns the whole
-# first-token distribution {token: logprob}. Metric suites register theirs here.
-DISTRIBUTION_PROMPTS: set[str] = set()

@@ -24,9 +24,9 @@ if judge.startswith("other"):
     judge = c2.text_input("litellm model name", key="judge_model", placeholder="openai/my-model").strip()
     api_base = c2.text_input("API base URL (optional)", key="api_base", placeholder="http://127.0.0.1:8000/v1")
     options = {"api_base": api_base.strip()} if api_base.strip() else {}
-from evaluators.runner import registry  # no judge is imported until a run starts
+from evaluators import registry  # no judge is imported until a run starts
 
-known = registry()
+known = registry.METRICS
 metrics = st.multiselect("Metrics", list(known), default=list(store.THELMA_METRICS), key="eval_metrics",
                          help="THELMA's seven first; the RAGAS, Nvidia and DeepEval suites after them.")
 name = st.text_input("Run name", value=f"upload-{datetime.now():%Y%m%d-%H%M}", key="run_name").strip()
