@@ -47,7 +47,6 @@ def parse_correctness(reply: str) -> int:
     return int("correct" in words)
 
 
-
 # ---------------------------------------------------------------- offline correctness: normalised match
 
 _MONTHS = {name: i for i, name in enumerate(
@@ -113,7 +112,6 @@ def offline_correctness(query: str, true_answer: str, given_response: str) -> An
     """Table 6 offline: the normalised match of the ground truth in the response."""
     correct, why = answer_match(true_answer, given_response)
     return Answer(int(correct), Status.OK, detail=f"normalised match: {why}")
-
 
 
 # ---------------------------------------------------------------- pure robustness math
@@ -278,7 +276,6 @@ def hit_rates(outcomes: Iterable[Outcome]) -> dict[str, tuple[int, int]]:
             t[0] += int(hit)
             t[1] += 1
     return {k: (h, n) for k, (h, n) in tally.items()}
-
 
 
 # ---------------------------------------------------------------- correctness judging and storage
