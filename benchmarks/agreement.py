@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators import runner, store  # noqa: E402
+from evaluators import registry, runner, store  # noqa: E402
 from evaluators.records import Item  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
@@ -268,7 +268,7 @@ def score(items_by_metric: dict[str, list[Item]], judge: str, db: Path, dataset:
     """Scores {(item id, metric): value} from the engine: one run per judge, dataset and metric
     (named judge/dataset/metric), RAGAS counterparts added to a run when the engine's registry
     has them. Failures are None."""
-    known = runner.registry()
+    known = registry.METRICS
     out: dict[tuple[str, str], float | None] = {}
     for metric, items in items_by_metric.items():
         metrics = [metric] + ([RAGAS_COUNTERPART[metric]] if RAGAS_COUNTERPART[metric] in known else [])

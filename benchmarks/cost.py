@@ -1,7 +1,7 @@
-"""Judge calls and tokens per sample for every metric: each peer metric alone, each suite, and THELMA.
+"""Judge calls and tokens per sample for every metric: each other suite's metric alone, each suite, and THELMA.
 
 Runs the real engine through litellm against the loopback OpenAI-protocol server (tests/openai_server.py)
-with a format-aware responder that also answers the peers' prompts. The sample is the realistic
+with a format-aware responder that also answers the other suites' prompts. The sample is the realistic
 triplet the tests use (3 sources, a 5-claim response, a 2-part query) plus a reference answer, in
 N variants so that work a run shares across items (G-Eval's evaluation steps) is amortised as in a
 real run. Token counts are the server's (about 4 characters a token); replies are terse, so
@@ -23,19 +23,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("OPENAI_API_KEY", "x")
 
-from evaluators import metrics, peers  # noqa: E402
+from evaluators import metrics, registry  # noqa: E402
 from evaluators.judge import LLMJudge  # noqa: E402
 from evaluators.records import Item, Status  # noqa: E402
+from evaluators.suites import ragas  # noqa: E402
+from evaluators.vocabulary import THELMA  # noqa: E402
 from openai_server import OpenAIServer, covered, elements, format_aware, identify, sentences, words  # noqa: E402
 from test_runner import TRIPLET  # noqa: E402  (the realistic triplet the tests use)
 
 REFERENCE = "The Chimnabai Clock Tower was completed in 1896. It was named in memory of Chimnabai I, a queen of Baroda State."
-REGISTRY = {**metrics.METRICS, **peers.METRICS}
 SUITES = {
-    "RAGAS": [m for m in peers.METRICS if m.startswith("ragas_")],
-    "Nvidia": [m for m in peers.METRICS if m.startswith("nv_")],
-    "DeepEval": [m for m in peers.METRICS if m.startswith("de_")],
-    "THELMA": list(metrics.THELMA),
+    "RAGAS": [m for m in registry.SUITE_METRICS if m.startswith("ragas_")],
+    "Nvidia": [m for m in registry.SUITE_METRICS if m.startswith("nv_")],
+    "DeepEval": [m for m in registry.SUITE_METRICS if m.startswith("de_")],
+    "THELMA": list(THELMA),
 }
 
 
@@ -60,8 +61,8 @@ def _share(text: str, context: str) -> float:
     return len(needed & words(context)) / len(needed) if needed else 0.0
 
 
-def peer_answer(name: str, raw: dict[str, str]) -> str:
-    """Deterministic word-overlap answers to the peers' prompts, in the shape each parser reads."""
+def suite_answer(name: str, raw: dict[str, str]) -> str:
+    """Deterministic word-overlap answers to the other suites' prompts, in the shape each parser reads."""
     v = {k: " ".join(elements(x).values()) or x for k, x in raw.items()}
     claims = elements(raw.get("claims", ""))
     sources = elements(raw.get("sources", ""))
@@ -69,7 +70,7 @@ def peer_answer(name: str, raw: dict[str, str]) -> str:
         return _tagged([f"- {s}" for s in sentences(v.get("response") or v["input"])])
     if name == "ragas_questions":
         said = sentences(v["response"])
-        return _tagged([f"- What about {said[k % len(said)].rstrip('.!?')}?" for k in range(peers.N_QUESTIONS)])
+        return _tagged([f"- What about {said[k % len(said)].rstrip('.!?')}?" for k in range(ragas.N_QUESTIONS)])
     if name in ("ragas_faithfulness", "de_contextual_recall"):
         return _tagged(_verdicts(claims, lambda c: covered(c, v["sources"], 0.75)))
     if name == "de_faithfulness":
@@ -101,10 +102,10 @@ def peer_answer(name: str, raw: dict[str, str]) -> str:
 
 
 def responder(request: dict[str, Any]) -> str:
-    """The peers' prompts answered here; THELMA's by the server's own format-aware responder."""
+    """The other suites' prompts answered here; THELMA's by the server's own format-aware responder."""
     found = identify(next(m["content"] for m in request["messages"] if m["role"] == "user"))
-    if found and found[0] in peers.PROMPTS:
-        return peer_answer(*found)
+    if found and found[0] in registry.SUITE_PROMPTS:
+        return suite_answer(*found)
     return format_aware(request)
 
 
@@ -123,8 +124,10 @@ def measure(server: OpenAIServer, names: list[str], items: list[Item], per_compo
     server.reset()
     judge = LLMJudge("openai/test-judge", api_base=server.base_url, api_key="x", timeout=10.0, max_attempts=2)
 
+    chosen = {m: registry.METRICS[m] for m in names}
+
     async def go() -> list[Any]:
-        return [await metrics.evaluate_item(i, names, judge, per_component, registry=REGISTRY) for i in items]
+        return [await metrics.evaluate_item(i, chosen, judge, per_component) for i in items]
 
     results = asyncio.run(go())
     scores = [s for r in results for s in r.scores]
@@ -141,13 +144,13 @@ def main() -> None:
     items = samples(args.samples)
     rows: list[tuple[str, dict[str, Any]]] = []
     with OpenAIServer(responder=responder) as server:
-        for name in peers.METRICS:
+        for name in registry.SUITE_METRICS:
             rows.append((name, measure(server, [name], items)))
         for suite, names in SUITES.items():
             rows.append((f"{suite} suite ({len(names)} metrics)", measure(server, names, items)))
-        for name in metrics.THELMA:
+        for name in THELMA:
             rows.append((f"{name} (THELMA)", measure(server, [name], items)))
-        rows.append(("THELMA suite, per component", measure(server, list(metrics.THELMA), items, True)))
+        rows.append(("THELMA suite, per component", measure(server, list(THELMA), items, True)))
     print(f"Per sample, mean over {len(items)} samples (3 sources, 5-claim response, 2-part query, a reference):\n")
     print("| metric | judge calls | prompt tokens | completion tokens | total tokens | scored |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -1,6 +1,6 @@
 """GRAMMAR checked against the authors' own Aurp artefacts (../shared/datasets/grammar_aurp).
 
-From their stored per-query results, with our pure functions (evaluators.grammar):
+From their stored per-query results, with our pure functions (evaluators.grammar.robustness):
 1. re-derive every stored judgement: their closed-domain rule (a retrieval miss is Incorrect without
    asking the LM), else their GPT semantic-match verdict (SemanticsMatch/*.json);
 2. classify the semantic groups (query_tag) as gap / robust / non-robust, pooled over the short
@@ -28,6 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from evaluators import grammar  # noqa: E402
+from evaluators.grammar import robustness  # noqa: E402
 
 AURP = ROOT.parent / "shared" / "datasets" / "grammar_aurp"
 CLUSTERS = ("short", "long")  # the paper's robust and non-robust clusters
@@ -79,20 +80,20 @@ def results(sampling: str, sm: dict[tuple[str, str, str], str]) -> dict[str, lis
     return out
 
 
-def outcomes(rows_by_cluster: dict[str, list[dict[str, Any]]]) -> list[grammar.Outcome]:
-    return [grammar.Outcome(f"{c}:{i}", c, str(r["query_tag"]),
+def outcomes(rows_by_cluster: dict[str, list[dict[str, Any]]]) -> list[robustness.Outcome]:
+    return [robustness.Outcome(f"{c}:{i}", c, str(r["query_tag"]),
                             None if r["judged"] is None else r["judged"] == "Correct",
                             tuple(r["retrieved_document_ids"]), tuple(r["true_document_ids"]))
             for c, rows in rows_by_cluster.items() for i, r in enumerate(rows)]
 
 
-def analyse(outs: list[grammar.Outcome]) -> dict[str, Any]:
+def analyse(outs: list[robustness.Outcome]) -> dict[str, Any]:
     """Group types, plain and modular figures, blame: everything from one sampling."""
-    counts = grammar.count_groups(outs)
-    classes = grammar.classify_groups(counts)
-    blame = grammar.context_comparison(outs, classes)
-    modular = grammar.figures(grammar.count_groups(grammar.credit_lm(outs, blame)), classes)
-    return {"classes": classes, "plain": grammar.figures(counts, classes), "modular": modular, "blame": blame}
+    counts = robustness.count_groups(outs)
+    classes = robustness.classify_groups(counts)
+    blame = robustness.context_comparison(outs, classes)
+    modular = robustness.figures(robustness.count_groups(robustness.credit_lm(outs, blame)), classes)
+    return {"classes": classes, "plain": robustness.figures(counts, classes), "modular": modular, "blame": blame}
 
 
 def _f(x: float | None) -> str:
@@ -154,7 +155,7 @@ def section_offline_match(sm: dict[tuple[str, str, str], str]) -> tuple[int, int
     examples = []
     for (query, truth, response), verdict in sm.items():
         response = response or ""  # 20 judged entries carry no response at all
-        ours, _ = grammar.answer_match(truth, response)
+        ours, _ = robustness.answer_match(truth, response)
         table[(ours, verdict)] += 1
         if ours != (verdict == "Correct") and len(examples) < 4:
             examples.append(f"{'match' if ours else 'no match'} vs {verdict}: "
@@ -170,18 +171,18 @@ def section_offline_match(sm: dict[tuple[str, str, str], str]) -> tuple[int, int
 
 
 def section_retrieval(data: dict[str, dict[str, list[dict[str, Any]]]], dense: bool) -> None:
-    from evaluators import grammar_rag as rag
+    from evaluators.grammar import pipeline
 
     print("\n5. Top-1 retrieval on their 9 documents (queries whose true document exists)")
-    docs = [rag.Doc(k, k, v) for k, v in load("retrieval_database/documents.json").items()]
+    docs = [pipeline.Doc(k, k, v) for k, v in load("retrieval_database/documents.json").items()]
     ids = {d.id for d in docs}
-    retrievers = [rag.BM25(docs)] + ([rag.Dense(docs)] if dense else [])
+    retrievers = [pipeline.BM25(docs)] + ([pipeline.Dense(docs)] if dense else [])
     for cluster, rows in data["stratified"].items():
         answerable = [r for r in rows if set(r["true_document_ids"]) <= ids]
         theirs = sum(r["retrieval_judgement"] == 1 for r in answerable)
         line = f"   {cluster:<5} {len(answerable)} of {len(rows)} queries answerable; theirs {theirs}"
         for ret in retrievers:
-            hits = sum(rag.retrieve(ret, r["query"], 1)[0].id in r["true_document_ids"] for r in answerable)
+            hits = sum(pipeline.retrieve(ret, r["query"], 1)[0].id in r["true_document_ids"] for r in answerable)
             line += f"; our {ret.name} {hits}"
         print(line)
 

@@ -23,11 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators import local, runner, store  # noqa: E402
-from evaluators.judge import Answer, LLMJudge  # noqa: E402
-from evaluators.metrics import THELMA  # noqa: E402
-from evaluators.prompts import BINARY_PROMPTS  # noqa: E402
-from evaluators.records import Item  # noqa: E402
+from evaluators import local_llm, registry, runner, store  # noqa: E402
+from evaluators.judge import LLMJudge  # noqa: E402
+from evaluators.records import Answer, Item  # noqa: E402
+from evaluators.vocabulary import THELMA  # noqa: E402
 
 WIKIEVAL = ROOT.parent / "shared" / "datasets" / "wikieval" / "wikieval.jsonl"
 
@@ -68,13 +67,13 @@ async def timed_calls(item: Item) -> list[tuple[str, str, float, Answer]]:
         ("groundedness", {"sources": "\n\n".join(item.sources), "claim": claim}),
     ]
     out = []
-    with local.LocalServer() as server:
+    with local_llm.LocalServer() as server:
         judge = LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=1,
                          timeout=600.0, logprob_binary=True)
         for prompt, variables in asks:
             t0 = time.monotonic()
             answer = await judge.ask(prompt, **variables)
-            kind = "logprob 0/1" if prompt in BINARY_PROMPTS else "generated"
+            kind = "logprob 0/1" if prompt in registry.BINARY_PROMPTS else "generated"
             out.append((prompt, kind, time.monotonic() - t0, answer))
     return out
 
@@ -86,7 +85,7 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per judge call")
     p.add_argument("--db", type=Path, help="DuckDB file to keep (default: a temporary file)")
     args = p.parse_args()
-    missing = local.available()
+    missing = local_llm.available()
     if missing:
         print(f"local judge unavailable: {missing}", file=sys.stderr)
         return 2
@@ -98,10 +97,10 @@ def main() -> int:
 
     print(load())
     t0 = time.monotonic()
-    local.ensure_model()
+    local_llm.ensure_model()
     t_model = time.monotonic() - t0
     t0 = time.monotonic()
-    with local.LocalServer() as server:
+    with local_llm.LocalServer() as server:
         t_start = time.monotonic() - t0
         threads = server.n_threads
     print(f"model file ready in {t_model:.1f} s; server start (load + health) {t_start:.1f} s; {threads} thread(s)")
@@ -133,7 +132,7 @@ def main() -> int:
     print("\n| prompt | kind | calls | mean prompt tokens | mean completion tokens |")
     print("|---|---|---|---|---|")
     for r in calls.itertuples():
-        kind = "logprob 0/1" if r.prompt_name in BINARY_PROMPTS else "generated"
+        kind = "logprob 0/1" if r.prompt_name in registry.BINARY_PROMPTS else "generated"
         print(f"| {r.prompt_name} | {kind} | {r.n} | {r.p_tok:.0f} | {r.c_tok:.1f} |")
     print(load())
     return 0

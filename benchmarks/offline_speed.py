@@ -39,10 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     t0, c0 = time.perf_counter(), time.process_time()
-    from evaluators import metrics, offline, runner
+    from evaluators import embeddings, evidence, metrics, offline, registry, runner
     from evaluators.records import Item
+    from evaluators.vocabulary import THELMA
 
-    offline.embed(["warm the model"])
+    embeddings.embed(["warm the model"])
     startup = time.perf_counter() - t0, time.process_time() - c0
 
     rows = [json.loads(line) for line in WIKIEVAL.open(encoding="utf-8")][: args.rows]
@@ -52,14 +53,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     async def score(batch: Sequence[Item]) -> None:
         for item in batch:
-            await metrics.evaluate_item(item, metrics.THELMA, judge)
+            await metrics.evaluate_item(item, registry.THELMA_METRICS, judge)
 
     asyncio.run(score(items[:1]))  # warm-up: first-call costs are not steady state
 
     def cold() -> None:
-        offline._EMBED_CACHE.clear()
-        offline._PASSAGES.clear()
-        offline._query.cache_clear()
+        embeddings._EMBED_CACHE.clear()
+        evidence._PASSAGES.clear()
+        evidence._query.cache_clear()
 
     cold()
     w, c = time.perf_counter(), time.process_time()
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cold()
     with tempfile.TemporaryDirectory() as tmp:
         w, c = time.perf_counter(), time.process_time()
-        runner.evaluate(items, Path(tmp) / "speed.duckdb", "speed", judge=runner.OFFLINE, metrics=metrics.THELMA)
+        runner.evaluate(items, Path(tmp) / "speed.duckdb", "speed", judge=runner.OFFLINE, metrics=THELMA)
         stored = time.perf_counter() - w, time.process_time() - c
 
     n = len(items)

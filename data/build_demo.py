@@ -123,9 +123,9 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
         result = runner.evaluate(items, tmp, run=name, judge=runner.OFFLINE)
         emit(result.text())
     # GRAMMAR's robustness runs over our fictitious company, for the Robustness page.
-    from evaluators import grammar_rag
+    from evaluators.grammar import runs as grammar_runs
 
-    for result in grammar_rag.build_demo(tmp, max_groups=GRAMMAR_GROUPS):
+    for result in grammar_runs.build_demo(tmp, max_groups=GRAMMAR_GROUPS):
         emit(result.thelma.text())
     os.replace(tmp, db)
     emit(f"built {db} in {time.monotonic() - started:.1f} s")

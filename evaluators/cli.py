@@ -14,8 +14,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from evaluators import diagnosis, grammar, metrics as metrics_mod, runner, store
+from evaluators import diagnosis, registry, runner, store
+from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
+from evaluators.metrics import SD_THRESHOLD
+from evaluators.vocabulary import THELMA
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,9 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--judge", default=runner.OFFLINE,
                     help="offline (default, embedded), local (optional Qwen 1.5B), or any litellm model string")
     ev.add_argument("--api-base", default=None, help="base URL for an OpenAI-compatible endpoint")
-    ev.add_argument("--metrics", default=",".join(metrics_mod.THELMA),
-                    help=f"comma-separated metric ids (default {','.join(metrics_mod.THELMA)}); "
-                         f"also: {','.join(m for m in runner.registry() if m not in metrics_mod.THELMA)}")
+    ev.add_argument("--metrics", default=",".join(THELMA),
+                    help=f"comma-separated metric ids (default {','.join(THELMA)}); "
+                         f"also: {','.join(registry.SUITE_METRICS)}")
     ev.add_argument("--concurrency", type=int, default=8, help="max judge calls in flight (adapts down on 429)")
     ev.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call")
     ev.add_argument("--rate-limit-patience", type=float, default=10.0, metavar="MINUTES",
@@ -39,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
                          "(default 10; finished items are kept)")
     ev.add_argument("--per-component", action="store_true",
                     help="one judge call per component, as in the paper (default: batched)")
-    ev.add_argument("--sd-threshold", type=float, default=metrics_mod.SD_THRESHOLD,
+    ev.add_argument("--sd-threshold", type=float, default=SD_THRESHOLD,
                     help="cosine at which two response sentences repeat each other")
     ev.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost; call nothing")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -63,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("delete-run", help="delete a run with its items, scores and triage notes (one transaction)")
     dr.add_argument("--db", required=True)
     dr.add_argument("--run", required=True)
-    grammar.add_commands(sub)  # grammar-generate, grammar-run, grammar-eval, grammar-demo
+    grammar_cli.add_commands(sub)  # grammar-generate, grammar-run, grammar-eval, grammar-demo
     return p
 
 
@@ -101,6 +104,8 @@ def _evaluate(args: argparse.Namespace) -> int:
             on_progress=None if args.quiet else runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
+    except runner.RunConflict as exc:
+        return _fail(f"{exc}; resume it with the same options and prompt files, or choose another --run name")
     except ValueError as exc:
         return _fail(str(exc))
     print(summary.text())
@@ -109,13 +114,12 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _run_metrics(db: str, run: str) -> list[str]:
     """The run's metrics in registry order (THELMA first)."""
-    found = set(store.query(db, "SELECT DISTINCT metric FROM scores WHERE run_id = ?", [run])["metric"])
-    order = list(runner.registry())
-    return sorted(found, key=lambda m: order.index(m) if m in order else len(order))
+    order = list(registry.METRICS)
+    return sorted(store.run_metric_ids(db, run), key=lambda m: order.index(m) if m in order else len(order))
 
 
 def _check_run(db: str, run: str) -> None:
-    if store.query(db, "SELECT count(*) AS n FROM runs WHERE run_id = ?", [run])["n"].iloc[0] == 0:
+    if store.run_identity(db, run) is None:
         raise ValueError(f"{db}: no run named {run!r} (see: python -m evaluators runs --db {db})")
 
 
@@ -132,7 +136,7 @@ def _cell(value: object) -> object:
 
 def _export(args: argparse.Namespace) -> int:
     _check_run(args.db, args.run)
-    metrics = [m for m in metrics_mod.THELMA] + [m for m in _run_metrics(args.db, args.run) if m not in metrics_mod.THELMA]
+    metrics = [*THELMA, *(m for m in _run_metrics(args.db, args.run) if m not in THELMA)]
     wide = store.run_scores_wide(args.db, args.run, metrics)
     header = ["item_id", *metrics, "n_failed"]
     _write_csv(args.out, header, [[_cell(v) for v in row] for row in wide[header].itertuples(index=False)])
@@ -143,10 +147,10 @@ def _export(args: argparse.Namespace) -> int:
 def _diagnose(args: argparse.Namespace) -> int:
     thresholds = diagnosis.parse_thresholds(args.thresholds)
     _check_run(args.db, args.run)
-    wide = store.run_scores_wide(args.db, args.run, list(metrics_mod.THELMA))
+    wide = store.run_scores_wide(args.db, args.run, list(THELMA))
     rows: list[list[object]] = []
     for record in wide.to_dict("records"):
-        scores = {m: (None if record[m] != record[m] else record[m]) for m in metrics_mod.THELMA}
+        scores = {m: (None if record[m] != record[m] else record[m]) for m in THELMA}
         rows += [[record["item_id"], rule.id, rule.components] for rule in diagnosis.diagnose(scores, thresholds)]
     _write_csv(args.out, ["item_id", "rule", "components"], rows)
     print(f"wrote {len(rows)} fired rules for {len(wide)} items to {args.out}")

@@ -2,10 +2,11 @@
 
 A judge answers `ask(prompt_name, **variables)` with an Answer. The LLM judge renders the prompt
 file, checks the request cache, calls litellm under an adaptive concurrency limit with its own
-bounded retries, and parses the reply with the prompt's parser. An unparseable reply is re-asked
-once, then reported as `unparsed` with the raw reply kept: never a silent 0 or 1. A reply without
-a message (empty `choices`, no `content`) is a failed call, retried like a server error. Retry-After
-is honoured for the whole judge, and every error it records or raises has its secrets masked.
+bounded retries, and parses the reply with the prompt's parser from the registry. An unparseable
+reply is re-asked once, then reported as `unparsed` with the raw reply kept: never a silent 0 or 1.
+A reply without a message (empty `choices`, no `content`) is a failed call, retried like a server
+error. Retry-After is honoured for the whole judge, and every error it records or raises has its
+secrets masked.
 """
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ import json
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timezone
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
-from evaluators import prompts
+from evaluators import prompts, registry
 from evaluators.masking import mask_secrets
-from evaluators.records import JudgeCall, Status
+from evaluators.records import Answer, JudgeCall, Status
 
 # Seconds a judge may go without any answer while rate limited before the run stops.
 RATE_LIMIT_PATIENCE = 600.0
@@ -38,20 +39,6 @@ _ENDPOINT_NAMES = ("_BASE", "_BASE_URL", "_ENDPOINT")
 _AMBIENT_CREDENTIALS = ("bedrock", "sagemaker", "vertex_ai")
 
 
-@dataclass(frozen=True)
-class Answer:
-    """A judge's parsed answer to one prompt. `value` is None unless status is OK."""
-
-    value: Any
-    status: Status
-    call_key: str | None = None
-    raw: str | None = None
-    prob: float | None = None  # P("1") where the judge exposes it (logprobs, similarity)
-    detail: str = ""
-    # Batched answers from judges that explain each element: {element key: (prob, detail)}.
-    evidence: dict[Any, tuple[float | None, str]] = field(default_factory=dict)
-
-
 class JudgeFatal(RuntimeError):
     """The endpoint refused the request itself (400 or 401), or rate-limited past the patience: stop the run."""
 
@@ -62,14 +49,6 @@ class JudgeUnavailable(ValueError):
 
 class _BadReply(Exception):
     """A 200 reply with no message to read: a failed call, retried like a server error, never a verdict."""
-
-
-class Judge(Protocol):
-    """What the metrics need from any judge."""
-
-    name: str
-
-    async def ask(self, prompt: str, **variables: Any) -> Answer: ...
 
 
 @dataclass
@@ -173,17 +152,17 @@ class LLMJudge:
     # ------------------------------------------------------------ public
     async def ask(self, prompt: str, **variables: Any) -> Answer:
         """Render `prompt`, ask the model (or the cache), parse; re-ask once if unparseable."""
+        parser = registry.PARSERS[prompt]  # an unknown prompt fails here, before any call is paid for
         spec, messages, params = self.request(prompt, **variables)
         prefill = params.get("logprobs", False)
         call = await self._exchange(spec, messages, params)
         if call.status is not Status.OK:
             return Answer(None, call.status, call.key, call.reply, detail=call.error)
-        if prefill and prompt in prompts.BINARY_PROMPTS:
+        if prefill and prompt in registry.BINARY_PROMPTS:
             return self._from_logprobs(call)
         if prefill:  # a scale prompt: the first-token distribution is the answer
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
             return Answer(top, Status.OK, call.key, call.reply)
-        parser = prompts.PARSERS[prompt]
         try:
             return Answer(parser(call.reply or ""), Status.OK, call.key, call.reply)
         except prompts.ParseError as exc:
@@ -230,7 +209,7 @@ class LLMJudge:
         spec = prompts.load(prompt)
         messages = [{"role": "user", "content": spec.render(**variables)}]
         params = dict(self.params)
-        if self.logprob_binary and (prompt in prompts.BINARY_PROMPTS or prompt in prompts.DISTRIBUTION_PROMPTS):
+        if self.logprob_binary and (prompt in registry.BINARY_PROMPTS or prompt in registry.DISTRIBUTION_PROMPTS):
             messages.append({"role": "assistant", "content": "<output>"})
             params.update(max_tokens=1, logprobs=True, top_logprobs=10)
         return spec, messages, params

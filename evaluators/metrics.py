@@ -1,8 +1,8 @@
 """THELMA metrics: Decompose and Match steps that call a judge, and pure Aggregate functions.
 
-Each metric is a `Metric(match, aggregate)`. `match(ctx)` returns the item's verdicts for that
+Each metric is a `Metric(match, aggregate)`. `match(work)` returns the item's verdicts for that
 metric; `aggregate(verdicts)` turns them into a Score without calling anything. Decompositions are
-shared through the per-item `Context`: RP and GR read one set of response claims, SQC and RQC one
+shared through the per-item `ItemWork`: RP and GR read one set of response claims, SQC and RQC one
 set of sub-questions, each computed once. In batched mode one call judges many components; with
 `per_component=True` every component gets its own call, as in the paper.
 """
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import numpy as np
 
-from evaluators.judge import Answer, Judge
-from evaluators.records import (CLAIM, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Component, Item,
-                                Score, Status, Verdict)
+from evaluators.embeddings import embed
+from evaluators.records import (CLAIM, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Answer, Component, Item,
+                                Judge, Score, Status, Verdict)
+from evaluators.text import split_sentences
 
-THELMA = ("sp1", "sp2", "sqc", "rp", "rqc", "sd", "gr")
 BATCH = 40          # components per batched call; keeps replies short enough to parse reliably
 SD_THRESHOLD = 0.78  # cosine at or above which two response sentences repeat (MiniLM; calibrated on WikiEval rows 0-19)
 
@@ -52,11 +52,14 @@ def aggregate_coverage(item_id: str, metric: str, verdicts: Sequence[Verdict]) -
     folded: list[Verdict] = []
     for idx, group in sorted(per_question.items()):
         if any(v.status is Status.OK and v.value == 1 for v in group):
-            folded.append(Verdict(item_id, metric, SUBQUESTION, idx, "any", 1.0, Status.OK))
+            folded.append(Verdict(item_id=item_id, metric=metric, component_kind=SUBQUESTION, component_idx=idx,
+                                  target="any", value=1.0, status=Status.OK))
         elif all(v.status is Status.OK for v in group):
-            folded.append(Verdict(item_id, metric, SUBQUESTION, idx, "any", 0.0, Status.OK))
+            folded.append(Verdict(item_id=item_id, metric=metric, component_kind=SUBQUESTION, component_idx=idx,
+                                  target="any", value=0.0, status=Status.OK))
         else:
-            folded.append(Verdict(item_id, metric, SUBQUESTION, idx, "any", None, failure_status(group)))
+            folded.append(Verdict(item_id=item_id, metric=metric, component_kind=SUBQUESTION, component_idx=idx,
+                                  target="any", value=None, status=failure_status(group)))
     return aggregate_mean(item_id, metric, folded)
 
 
@@ -70,19 +73,20 @@ def sd_verdicts(item_id: str, similarity: np.ndarray, threshold: float = SD_THRE
     for i in range(n):
         others = [(float(similarity[i, j]), j) for j in range(n) if j != i]
         if not others:
-            out.append(Verdict(item_id, "sd", SENTENCE, i, "response", 1.0, Status.OK, detail="only sentence"))
+            out.append(Verdict(item_id=item_id, metric="sd", component_kind=SENTENCE, component_idx=i,
+                               target="response", value=1.0, status=Status.OK, detail="only sentence"))
             continue
         sim, j = max(others)
-        out.append(Verdict(item_id, "sd", SENTENCE, i, f"sentence:{j}", float(sim < threshold), Status.OK,
-                           evidence=sim, detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} "
-                                             f"vs threshold {threshold:.2f}"))
+        out.append(Verdict(item_id=item_id, metric="sd", component_kind=SENTENCE, component_idx=i,
+                           target=f"sentence:{j}", value=float(sim < threshold), status=Status.OK, evidence=sim,
+                           detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} vs threshold {threshold:.2f}"))
     return out
 
 
-# ---------------------------------------------------------------- per-item context
+# ---------------------------------------------------------------- per-item work
 
 @dataclass
-class Context:
+class ItemWork:
     """One item under evaluation: shared decompositions, computed once, and the components found."""
 
     item: Item
@@ -103,10 +107,10 @@ class Context:
                 value: Any = None, prob: float | None = None, detail: str = "") -> Verdict:
         """A verdict from an answer: the value only when the answer is OK."""
         ok = answer.status is Status.OK
-        return Verdict(self.item.id, metric, kind, idx, target,
-                       float(value if value is not None else answer.value) if ok else None,
-                       answer.status, prob if prob is not None else answer.prob, answer.call_key,
-                       detail or answer.detail)
+        return Verdict(item_id=self.item.id, metric=metric, component_kind=kind, component_idx=idx, target=target,
+                       value=float(value if value is not None else answer.value) if ok else None,
+                       status=answer.status, evidence=prob if prob is not None else answer.prob,
+                       call_key=answer.call_key, detail=detail or answer.detail)
 
     # ---------------------------------------------------------------- decompositions
     async def claims(self) -> list[Component] | Answer:
@@ -139,8 +143,10 @@ class Context:
             for j, (answer, texts) in per_source.items():
                 if texts is None:
                     status = answer.status if answer.status is not Status.OK else Status.UNPARSED
-                    failures.append(Verdict(self.item.id, "sp2", SOURCE_FACT, -1, f"decompose:source:{j}", None,
-                                            status, None, answer.call_key, answer.detail or "no claims block"))
+                    failures.append(Verdict(item_id=self.item.id, metric="sp2", component_kind=SOURCE_FACT,
+                                            component_idx=-1, target=f"decompose:source:{j}", value=None,
+                                            status=status, call_key=answer.call_key,
+                                            detail=answer.detail or "no claims block"))
                     continue
                 for text in texts:
                     facts.append(Component(self.item.id, SOURCE_FACT, len(facts), text, j, answer.call_key))
@@ -157,8 +163,9 @@ class Context:
 
     def decompose_failure(self, metric: str, kind: str, answer: Answer) -> list[Verdict]:
         """A failed decomposition is one visible failed verdict, with the call that failed."""
-        return [Verdict(self.item.id, metric, kind, -1, "decompose", None, answer.status, None,
-                        answer.call_key, answer.detail)]
+        return [Verdict(item_id=self.item.id, metric=metric, component_kind=kind, component_idx=-1,
+                        target="decompose", value=None, status=answer.status, call_key=answer.call_key,
+                        detail=answer.detail)]
 
     # ---------------------------------------------------------------- batching
     async def judge_each(self, metric: str, kind: str, indices: Sequence[int], target: str,
@@ -189,124 +196,121 @@ class Context:
 
 # ---------------------------------------------------------------- match steps
 
-async def match_sp1(ctx: Context) -> list[Verdict]:
+async def match_sp1(work: ItemWork) -> list[Verdict]:
     """SP1: does each source, as retrieved, contain anything essential to answer the query?"""
-    sources = list(ctx.item.sources)
-    q = ctx.item.query
-    return await ctx.judge_each(
+    sources = list(work.item.sources)
+    q = work.item.query
+    return await work.judge_each(
         "sp1", SOURCE, range(len(sources)), "query",
-        lambda j: ctx.judge.ask("source_essential", query=q, source=sources[j]),
-        lambda js: ctx.judge.ask("source_essential_batch", query=q, sources=[sources[j] for j in js]))
+        lambda j: work.judge.ask("source_essential", query=q, source=sources[j]),
+        lambda js: work.judge.ask("source_essential_batch", query=q, sources=[sources[j] for j in js]))
 
 
-async def _essential(ctx: Context) -> dict[str, list[Verdict]]:
+async def _essential(work: ItemWork) -> dict[str, list[Verdict]]:
     """B.2 essentiality of source facts (SP2) and response claims (RP): one batched call judges both."""
     async def make() -> dict[str, list[Verdict]]:
-        wanted = [m for m in ("sp2", "rp") if m in ctx.metrics]
+        wanted = [m for m in ("sp2", "rp") if m in work.metrics]
         parts: dict[str, tuple[list[Component], list[Verdict]]] = {}
         if "sp2" in wanted:
-            parts["sp2"] = await ctx.facts()
+            parts["sp2"] = await work.facts()
         if "rp" in wanted:
-            claims = await ctx.claims()
-            parts["rp"] = (claims, []) if isinstance(claims, list) else ([], ctx.decompose_failure("rp", CLAIM, claims))
+            claims = await work.claims()
+            parts["rp"] = (claims, []) if isinstance(claims, list) else ([], work.decompose_failure("rp", CLAIM, claims))
         flat = [(m, c) for m in wanted for c in parts[m][0]]
-        q = ctx.item.query
-        verdicts = await ctx.judge_each(
+        q = work.item.query
+        verdicts = await work.judge_each(
             "essential", "", range(len(flat)), "query",
-            lambda k: ctx.judge.ask("essential", query=q, response=flat[k][1].text),
-            lambda ks: ctx.judge.ask("essential_batch", query=q, facts=[flat[k][1].text for k in ks]))
+            lambda k: work.judge.ask("essential", query=q, response=flat[k][1].text),
+            lambda ks: work.judge.ask("essential_batch", query=q, facts=[flat[k][1].text for k in ks]))
         out: dict[str, list[Verdict]] = {m: list(parts[m][1]) for m in wanted}
         for (metric, comp), v in zip(flat, verdicts):
-            out[metric].append(Verdict(v.item_id, metric, comp.kind, comp.idx, v.target, v.value, v.status,
-                                       v.evidence, v.call_key, v.detail))
+            out[metric].append(replace(v, metric=metric, component_kind=comp.kind, component_idx=comp.idx))
         return out
-    return await ctx.once("essential", make)
+    return await work.once("essential", make)
 
 
-async def match_sp2(ctx: Context) -> list[Verdict]:
+async def match_sp2(work: ItemWork) -> list[Verdict]:
     """SP2: is each fact of the sources essential to answer the query?"""
-    return (await _essential(ctx))["sp2"]
+    return (await _essential(work))["sp2"]
 
 
-async def match_rp(ctx: Context) -> list[Verdict]:
+async def match_rp(work: ItemWork) -> list[Verdict]:
     """RP: is each claim of the response essential to answer some part of the query?"""
-    return (await _essential(ctx))["rp"]
+    return (await _essential(work))["rp"]
 
 
 def _knowledge(item: Item) -> str:
     return "\n\n".join(item.sources)
 
 
-async def match_gr(ctx: Context) -> list[Verdict]:
+async def match_gr(work: ItemWork) -> list[Verdict]:
     """GR: is each claim of the response supported by the whole source set (B.4)?"""
-    claims = await ctx.claims()
+    claims = await work.claims()
     if not isinstance(claims, list):
-        return ctx.decompose_failure("gr", CLAIM, claims)
-    kb = _knowledge(ctx.item)
-    return await ctx.judge_each(
+        return work.decompose_failure("gr", CLAIM, claims)
+    kb = _knowledge(work.item)
+    return await work.judge_each(
         "gr", CLAIM, range(len(claims)), "sources",
-        lambda i: ctx.judge.ask("groundedness", sources=kb, claim=claims[i].text),
-        lambda ix: ctx.judge.ask("groundedness_batch", sources=kb, claims=[claims[i].text for i in ix]))
+        lambda i: work.judge.ask("groundedness", sources=kb, claim=claims[i].text),
+        lambda ix: work.judge.ask("groundedness_batch", sources=kb, claims=[claims[i].text for i in ix]))
 
 
-async def match_sqc(ctx: Context) -> list[Verdict]:
+async def match_sqc(work: ItemWork) -> list[Verdict]:
     """SQC: for each sub-question, does any single source answer it, or the whole set (multi-hop)?"""
-    subqs = await ctx.subquestions()
+    subqs = await work.subquestions()
     if not isinstance(subqs, list):
-        return ctx.decompose_failure("sqc", SUBQUESTION, subqs)
-    sources = list(ctx.item.sources)
+        return work.decompose_failure("sqc", SUBQUESTION, subqs)
+    sources = list(work.item.sources)
     # With one source, "the whole set" is that source: no second question about it.
     targets: list[int | str] = list(range(len(sources))) + (["all"] if len(sources) > 1 else [])
 
     def name(t: int | str) -> str:
         return "sources" if t == "all" else f"source:{t}"
 
-    if ctx.per_component:
-        kb = _knowledge(ctx.item)
+    if work.per_component:
+        kb = _knowledge(work.item)
         pairs = [(q, t) for q in subqs for t in targets]
         answers = await asyncio.gather(*(
-            ctx.judge.ask("source_answers", source=kb if t == "all" else sources[t], question=q.text)
+            work.judge.ask("source_answers", source=kb if t == "all" else sources[t], question=q.text)
             for q, t in pairs))
-        return [ctx.verdict("sqc", SUBQUESTION, q.idx, name(t), a) for (q, t), a in zip(pairs, answers)]
+        return [work.verdict("sqc", SUBQUESTION, q.idx, name(t), a) for (q, t), a in zip(pairs, answers)]
     out: list[Verdict] = []
     for k in range(0, len(subqs), BATCH):
         chunk = subqs[k:k + BATCH]
-        answer = await ctx.judge.ask("source_answers_batch", sources=sources, questions=[q.text for q in chunk])
+        answer = await work.judge.ask("source_answers_batch", sources=sources, questions=[q.text for q in chunk])
         for n, q in enumerate(chunk, 1):
             for t in targets:
-                out.append(ctx.element("sqc", SUBQUESTION, q.idx, name(t), answer, (n, t if t == "all" else t + 1)))
+                out.append(work.element("sqc", SUBQUESTION, q.idx, name(t), answer, (n, t if t == "all" else t + 1)))
     return out
 
 
-async def match_rqc(ctx: Context) -> list[Verdict]:
+async def match_rqc(work: ItemWork) -> list[Verdict]:
     """RQC: does the response address the intent of each sub-question?"""
-    subqs = await ctx.subquestions()
+    subqs = await work.subquestions()
     if not isinstance(subqs, list):
-        return ctx.decompose_failure("rqc", SUBQUESTION, subqs)
-    r = ctx.item.response
-    return await ctx.judge_each(
+        return work.decompose_failure("rqc", SUBQUESTION, subqs)
+    r = work.item.response
+    return await work.judge_each(
         "rqc", SUBQUESTION, range(len(subqs)), "response",
-        lambda l: ctx.judge.ask("response_addresses", question=subqs[l].text, response=r),
-        lambda ls: ctx.judge.ask("response_addresses_batch", response=r, questions=[subqs[l].text for l in ls]))
+        lambda l: work.judge.ask("response_addresses", question=subqs[l].text, response=r),
+        lambda ls: work.judge.ask("response_addresses_batch", response=r, questions=[subqs[l].text for l in ls]))
 
 
-async def match_sd(ctx: Context) -> list[Verdict]:
+async def match_sd(work: ItemWork) -> list[Verdict]:
     """SD: sentences of the response compared pairwise by MiniLM cosine; no judge call."""
-    from evaluators import offline  # sentence embeddings live in the offline module
-
-    sentences = offline.split_sentences(ctx.item.response)
-    ctx.components.extend(Component(ctx.item.id, SENTENCE, i, s) for i, s in enumerate(sentences))
-    vectors = offline.embed(sentences)
-    return sd_verdicts(ctx.item.id, vectors @ vectors.T, ctx.sd_threshold)
+    sentences = split_sentences(work.item.response)
+    work.components.extend(Component(work.item.id, SENTENCE, i, s) for i, s in enumerate(sentences))
+    vectors = embed(sentences)
+    return sd_verdicts(work.item.id, vectors @ vectors.T, work.sd_threshold)
 
 
-# ---------------------------------------------------------------- registry
+# ---------------------------------------------------------------- the metrics (evaluators/registry.py lists them by id)
 
 @dataclass(frozen=True)
 class Metric:
     """A metric: its match step, its pure aggregate, and what it needs from an item."""
 
-    match: Callable[[Context], Awaitable[list[Verdict]]]
+    match: Callable[[ItemWork], Awaitable[list[Verdict]]]
     aggregate: Callable[[str, str, Sequence[Verdict]], Score] = aggregate_mean
     needs_reference: bool = False
     description: str = ""
@@ -317,21 +321,19 @@ _CLAIMS = ("claims", "claims_batch")
 _ESSENTIAL = ("essential", "essential_batch")
 _SUBQ = ("subquestions",)
 
-METRICS: dict[str, Metric] = {
-    "sp1": Metric(match_sp1, description="Source precision, chunk level: share of sources with essential information",
-                  prompts=("source_essential", "source_essential_batch")),
-    "sp2": Metric(match_sp2, description="Source precision, fact level: share of source facts essential to the query",
-                  prompts=_CLAIMS + _ESSENTIAL),
-    "sqc": Metric(match_sqc, aggregate_coverage, description="Source query coverage: share of sub-questions the sources answer",
-                  prompts=_SUBQ + ("source_answers", "source_answers_batch")),
-    "rp": Metric(match_rp, description="Response precision: share of response claims essential to the query",
-                 prompts=_CLAIMS + _ESSENTIAL),
-    "rqc": Metric(match_rqc, description="Response query coverage: share of sub-questions the response addresses",
-                  prompts=_SUBQ + ("response_addresses", "response_addresses_batch")),
-    "sd": Metric(match_sd, description="Self-distinctness: 1 - share of response sentences that repeat another"),
-    "gr": Metric(match_gr, description="Groundedness: share of response claims supported by the sources",
-                 prompts=_CLAIMS + ("groundedness", "groundedness_batch")),
-}
+SP1 = Metric(match_sp1, description="Source precision, chunk level: share of sources with essential information",
+             prompts=("source_essential", "source_essential_batch"))
+SP2 = Metric(match_sp2, description="Source precision, fact level: share of source facts essential to the query",
+             prompts=_CLAIMS + _ESSENTIAL)
+SQC = Metric(match_sqc, aggregate_coverage, description="Source query coverage: share of sub-questions the sources answer",
+             prompts=_SUBQ + ("source_answers", "source_answers_batch"))
+RP = Metric(match_rp, description="Response precision: share of response claims essential to the query",
+            prompts=_CLAIMS + _ESSENTIAL)
+RQC = Metric(match_rqc, description="Response query coverage: share of sub-questions the response addresses",
+             prompts=_SUBQ + ("response_addresses", "response_addresses_batch"))
+SD = Metric(match_sd, description="Self-distinctness: 1 - share of response sentences that repeat another")
+GR = Metric(match_gr, description="Groundedness: share of response claims supported by the sources",
+            prompts=_CLAIMS + ("groundedness", "groundedness_batch"))
 
 
 @dataclass
@@ -343,17 +345,15 @@ class ItemResult:
     scores: list[Score]
 
 
-async def evaluate_item(item: Item, metrics: Iterable[str], judge: Judge, per_component: bool = False,
-                        sd_threshold: float = SD_THRESHOLD,
-                        registry: dict[str, Metric] | None = None) -> ItemResult:
-    """Decompose, match and aggregate every requested metric for one item."""
-    registry = registry or METRICS
+async def evaluate_item(item: Item, metrics: Mapping[str, Metric], judge: Judge, per_component: bool = False,
+                        sd_threshold: float = SD_THRESHOLD) -> ItemResult:
+    """Decompose, match and aggregate every given metric ({id: Metric}) for one item."""
     names = list(metrics)
-    ctx = Context(item, judge, frozenset(names), per_component, sd_threshold)
-    ctx.components.extend(Component(item.id, SOURCE, j, s) for j, s in enumerate(item.sources))
-    runnable = [m for m in names if not (registry[m].needs_reference and not item.reference)]
-    results = await asyncio.gather(*(registry[m].match(ctx) for m in runnable))
+    work = ItemWork(item, judge, frozenset(names), per_component, sd_threshold)
+    work.components.extend(Component(item.id, SOURCE, j, s) for j, s in enumerate(item.sources))
+    runnable = [m for m in names if not (metrics[m].needs_reference and not item.reference)]
+    results = await asyncio.gather(*(metrics[m].match(work) for m in runnable))
     verdicts = [v for vs in results for v in vs]
-    scores = [registry[m].aggregate(item.id, m, vs) for m, vs in zip(runnable, results)]
+    scores = [metrics[m].aggregate(item.id, m, vs) for m, vs in zip(runnable, results)]
     scores += [Score(item.id, m, None, 0, 0, Status.NOT_APPLICABLE) for m in names if m not in runnable]
-    return ItemResult(ctx.components, verdicts, scores)
+    return ItemResult(work.components, verdicts, scores)

@@ -1,4 +1,4 @@
-"""Prompt files: strict loading, escaped rendering, content hashes, and one reply parser per prompt.
+"""Prompt files: strict loading, escaped rendering, content hashes, and the generic reply parsers.
 
 A prompt is a plain file in prompts/ with `{name}` variables. Loading fails on a variable the
 caller does not supply, or on one it supplies that the file does not use. Every evaluated text sits
@@ -6,7 +6,8 @@ in an element of its own: a text variable inside the template's `<tag>{name}</ta
 list as `<claim id="N">...</claim>`. The text is escaped the way XML escapes it (`&`, `<`, `>`), so
 it can neither close its element nor open another one: a response containing `</input>`,
 `<output>1</output>` or a `### Reference Answer:` line stays inside its element, and the escape is
-reversible, so nothing of the text is lost.
+reversible, so nothing of the text is lost. Which parser reads which prompt's reply is a table in
+evaluators/registry.py.
 """
 from __future__ import annotations
 
@@ -193,26 +194,3 @@ def parse_coverage_batch(reply: str) -> dict[tuple[int, int | str], int]:
     if not found:
         raise ParseError("no 'Qn Sm: value' lines")
     return found
-
-
-PARSERS: dict[str, Callable[[str], Any]] = {
-    "claims": parse_list,
-    "subquestions": parse_list,
-    "essential": parse_essential,
-    "source_essential": parse_binary,
-    "groundedness": parse_binary,
-    "source_answers": parse_binary,
-    "response_addresses": parse_binary,
-    "claims_batch": parse_claims_batch,
-    "essential_batch": parse_essential_batch,
-    "source_essential_batch": parse_binary_batch,
-    "groundedness_batch": parse_binary_batch,
-    "source_answers_batch": parse_coverage_batch,
-    "response_addresses_batch": parse_binary_batch,
-}
-
-# Prompts whose answer is a single 0/1 token: the local judge reads these from logprobs.
-BINARY_PROMPTS = frozenset({"source_essential", "groundedness", "source_answers", "response_addresses"})
-# Prompts whose answer is one token of a scale (G-Eval's 1-5): a logprob judge returns the whole
-# first-token distribution {token: logprob}. Metric suites register theirs here.
-DISTRIBUTION_PROMPTS: set[str] = set()

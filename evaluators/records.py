@@ -1,7 +1,8 @@
 """One frozen record type per grain: Item, Component, Verdict, Score, JudgeCall, Run.
 
 Everything the engine computes is one of these, and the store keeps every one of them,
-so the dashboard can show why a score is what it is.
+so the dashboard can show why a score is what it is. A judge's parsed reply is an `Answer`, and
+`Judge` is what metric code asks: metrics depend on this protocol, never on a concrete judge.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 
 class Status(str, Enum):
@@ -121,3 +122,25 @@ class Run:
     params: dict[str, Any]
     prompt_hashes: dict[str, str]
     status: str = "running"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A judge's parsed answer to one prompt. `value` is None unless status is OK."""
+
+    value: Any
+    status: Status
+    call_key: str | None = None
+    raw: str | None = None
+    prob: float | None = None  # P("1") where the judge exposes it (logprobs, similarity)
+    detail: str = ""
+    # Batched answers from judges that explain each element: {element key: (prob, detail)}.
+    evidence: dict[Any, tuple[float | None, str]] = field(default_factory=dict)
+
+
+class Judge(Protocol):
+    """What the metrics need from any judge."""
+
+    name: str
+
+    async def ask(self, prompt: str, **variables: Any) -> Answer: ...

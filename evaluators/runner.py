@@ -7,6 +7,7 @@ writer task group-commits finished items and new judge calls: each write is one 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import sys
 import time
@@ -16,31 +17,28 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from evaluators import metrics as metrics_mod
-from evaluators import prompts, store
-from evaluators.judge import (RATE_LIMIT_PATIENCE, Answer, CallStats, Judge, LLMJudge, call_key, count_tokens,
-                               price_per_token)
+from evaluators import prompts, registry, store
+from evaluators.judge import RATE_LIMIT_PATIENCE, CallStats, LLMJudge, call_key, count_tokens, price_per_token
 from evaluators.masking import mask_secrets
-from evaluators.records import Item, JudgeCall, Run, Status
+from evaluators.records import Answer, Item, Judge, JudgeCall, Run, Status
+from evaluators.text import split_sentences
+from evaluators.vocabulary import THELMA
 
 OFFLINE = "offline"
 LOCAL = "local"
 WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge waits out a rate limit
 
 
-def registry() -> dict[str, metrics_mod.Metric]:
-    """Every metric the engine knows, by id: THELMA first, then the peers' suites."""
-    from evaluators import peers  # importing it registers its parsers and offline answers
-
-    return {**metrics_mod.METRICS, **peers.METRICS}
+class RunConflict(ValueError):
+    """A run of this name already exists with another judge, other options or other prompt files."""
 
 
 def check_metrics(names: Iterable[str]) -> list[str]:
     """Validate metric ids, keeping the caller's order."""
-    known = registry()
     names = [n.strip().lower() for n in names if n.strip()]
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if n not in registry.METRICS]
     if unknown:
-        raise ValueError(f"unknown metrics {', '.join(unknown)}; known: {', '.join(known)}")
+        raise ValueError(f"unknown metrics {', '.join(unknown)}; known: {', '.join(registry.METRICS)}")
     if not names:
         raise ValueError("no metrics selected")
     return list(dict.fromkeys(names))
@@ -140,6 +138,19 @@ def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float)
     return {"metrics": list(metrics), "per_component": per_component, "sd_threshold": sd_threshold}
 
 
+def check_resumable(db: str | Path, run: Run) -> None:
+    """Raise RunConflict when a stored run of this name was started as another evaluation."""
+    found = store.run_identity(db, run.name)
+    if found is None:
+        return
+    judge, params, hashes = found
+    if judge != run.judge or params != run.params:
+        raise RunConflict(f"run {run.name!r} already exists with judge {judge} and params "
+                          f"{json.dumps(params, sort_keys=True)}")
+    if hashes != run.prompt_hashes:
+        raise RunConflict(f"run {run.name!r} was started with other prompt files")
+
+
 async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, concurrency: int,
                       timeout: float, cache: dict[str, JudgeCall], on_call: Callable[[JudgeCall], None],
                       rate_limit_patience: float = RATE_LIMIT_PATIENCE) -> tuple[Judge, bool]:
@@ -152,9 +163,9 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, co
 
         return OfflineJudge(), False
     if judge == LOCAL:
-        from evaluators import local  # optional extra: the local LLM server
+        from evaluators import local_llm  # optional extra: the local LLM server
 
-        server = stack.enter_context(local.LocalServer())
+        server = stack.enter_context(local_llm.LocalServer())
         # Logprob scoring reads one 0/1 token, so the local judge always asks one component per call.
         # A 1.5B model on 2 CPU cores needs minutes for a long claim list: a 60 s timeout would fail it.
         return LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=1,
@@ -169,21 +180,21 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, co
 def judge_name(judge: str) -> str:
     """The model string a judge's calls are recorded (and cached) under."""
     if judge == LOCAL:
-        from evaluators import local
+        from evaluators import local_llm
 
-        return f"openai/{local.MODEL}"  # the litellm model string LocalServer.model gives
+        return f"openai/{local_llm.MODEL}"  # the litellm model string LocalServer.model gives
     return judge
 
 
 async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
-                         api_base: str | None = None, metrics: Sequence[str] = metrics_mod.THELMA,
+                         api_base: str | None = None, metrics: Sequence[str] = THELMA,
                          concurrency: int = 8, per_component: bool = False, timeout: float = 60.0,
                          sd_threshold: float = metrics_mod.SD_THRESHOLD,
                          rate_limit_patience: float = RATE_LIMIT_PATIENCE,
                          on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
     """Evaluate `items` into run `run` of `db`; see `evaluate`."""
     metrics = check_metrics(metrics)
-    reg = registry()
+    chosen = {m: registry.METRICS[m] for m in metrics}
     store.migrate(db)
     cache = store.load_cache(db, judge_name(judge)) if judge != OFFLINE else {}
     writer = _Writer(db, run)
@@ -192,8 +203,9 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
         judge_obj, forced = await open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call,
                                              rate_limit_patience)
         per_component = per_component or forced
-        used = sorted({p for m in metrics for p in reg[m].prompts})
+        used = sorted({p for metric in chosen.values() for p in metric.prompts})
         meta = Run(run, judge_obj.name, run_params(metrics, per_component, sd_threshold), prompts.prompt_hashes(used))
+        check_resumable(db, meta)
         store.start_run(db, meta, len(items))
         done_ids = store.done_item_ids(db, run)
         todo = [i for i in items if i.id not in done_ids]
@@ -216,8 +228,7 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
         async def worker() -> None:
             while not queue.empty():
                 item = queue.get_nowait()
-                result = await metrics_mod.evaluate_item(item, metrics, judge_obj, per_component,
-                                                         sd_threshold, reg)
+                result = await metrics_mod.evaluate_item(item, chosen, judge_obj, per_component, sd_threshold)
                 writer.add_item(item, result)
                 counter["done"] += 1
                 report()
@@ -261,16 +272,12 @@ def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLI
 
 def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None) -> RunSummary:
     """Counts of scores by metric and status for a stored run."""
-    frame = store.query(db, """
-        SELECT metric, status, count(*) AS n FROM scores WHERE run_id = ?
-        GROUP BY metric, status ORDER BY metric, status""", [run])
-    n_items = int(store.query(db, "SELECT count(*) AS n FROM items WHERE run_id = ?", [run])["n"].iloc[0])
     counts: dict[str, dict[str, int]] = {}
-    for row in frame.itertuples(index=False):
+    for row in store.score_status_counts(db, run).itertuples(index=False):
         counts.setdefault(row.metric, {})[row.status] = int(row.n)
-    order = {m: k for k, m in enumerate(registry())}
+    order = {m: k for k, m in enumerate(registry.METRICS)}
     ordered = dict(sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))
-    return RunSummary(run, n_items, stats or {}, ordered)
+    return RunSummary(run, store.count_items(db, run), stats or {}, ordered)
 
 
 # ---------------------------------------------------------------- dry run
@@ -331,11 +338,8 @@ def _size(value: Any) -> int:
 
 
 def _guess(prompt: str, v: dict[str, Any]) -> Any:
-    from evaluators import offline, peers
-    from evaluators.offline import split_sentences
-
-    if prompt in peers.PROMPTS:
-        return offline.HANDLERS[prompt](**v).value  # the parsed shape each peer metric reads
+    if prompt in registry.SUITE_PROMPTS:
+        return registry.OFFLINE_ANSWERS[prompt](**v).value  # the parsed shape each suite metric reads
     if prompt == "claims":
         return split_sentences(v["input"])
     if prompt == "subquestions":
@@ -352,7 +356,7 @@ def _guess(prompt: str, v: dict[str, Any]) -> Any:
 
 
 def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
-         metrics: Sequence[str] = metrics_mod.THELMA, per_component: bool = False,
+         metrics: Sequence[str] = THELMA, per_component: bool = False,
          sd_threshold: float = metrics_mod.SD_THRESHOLD) -> Plan:
     """Count the judge calls, tokens and cost a run would need, calling nothing."""
     metrics = check_metrics(metrics)
@@ -365,11 +369,11 @@ def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
     local = judge == LOCAL
     cache = store.load_cache(db, model) if Path(db).exists() else {}
     planner = _PlanJudge(model, cache, local, result)
-    reg = {m: metric for m, metric in registry().items() if m in metrics and m != "sd"}  # SD calls no judge
+    chosen = {m: registry.METRICS[m] for m in metrics if m != "sd"}  # SD calls no judge
 
     async def walk() -> None:
         for item in todo:
-            await metrics_mod.evaluate_item(item, list(reg), planner, per_component or local, sd_threshold, reg)
+            await metrics_mod.evaluate_item(item, chosen, planner, per_component or local, sd_threshold)
 
     asyncio.run(walk())
     price = price_per_token(model)

@@ -529,9 +529,10 @@ def row_counts(path: str | Path, tables: Sequence[str] = ("items", "components",
 
 
 def run_items(path: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
-    """The items stored for these runs: run_id, item_id, query, sources, response and metadata (JSON)."""
-    return query(path, """SELECT run_id, item_id, query, sources, response, metadata FROM items
-                          WHERE list_contains(?, run_id)""", [list(run_ids)])
+    """The items stored for these runs, by run and id: run_id, item_id, query, sources, response,
+    reference and metadata (JSON text)."""
+    return query(path, """SELECT run_id, item_id, query, sources, response, reference, metadata FROM items
+                          WHERE list_contains(?, run_id) ORDER BY run_id, item_id""", [list(run_ids)])
 
 
 def run_scores_wide(path: str | Path, run_id: str, metrics: Sequence[str]) -> pd.DataFrame:
@@ -575,3 +576,108 @@ def write_frames(path: str | Path, frames: Mapping[str, pd.DataFrame]) -> None:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+
+
+# ---------------------------------------------------------------- moved from runner, cli and grammar
+
+def run_identity(path: str | Path, run_id: str) -> tuple[str, dict[str, Any], dict[str, str]] | None:
+    """The judge, params and prompt hashes a run was started with; None when no run has that name."""
+    frame = query(path, "SELECT judge, params, prompt_hashes FROM runs WHERE run_id = ?", [run_id])
+    if frame.empty:
+        return None
+    row = frame.iloc[0]
+    return row["judge"], json.loads(row["params"]), json.loads(row["prompt_hashes"])
+
+
+def count_items(path: str | Path, run_id: str) -> int:
+    """How many items of a run are stored."""
+    return int(query(path, "SELECT count(*) AS n FROM items WHERE run_id = ?", [run_id])["n"].iloc[0])
+
+
+def score_status_counts(path: str | Path, run_id: str) -> pd.DataFrame:
+    """Scores of a run counted by metric and status: columns metric, status, n."""
+    return query(path, """
+        SELECT metric, status, count(*) AS n FROM scores WHERE run_id = ?
+        GROUP BY metric, status ORDER BY metric, status""", [run_id])
+
+
+def run_metric_ids(path: str | Path, run_id: str) -> set[str]:
+    """The metric ids a run has scores for."""
+    return set(query(path, "SELECT DISTINCT metric FROM scores WHERE run_id = ?", [run_id])["metric"])
+
+
+# GRAMMAR's results (migration 2). Items may be clustered by these columns only: they enter SQL as names.
+_GRAMMAR_CLUSTERS = ("sql_template", "text_template")
+
+
+def _grammar_cluster(cluster_by: str) -> str:
+    if cluster_by not in _GRAMMAR_CLUSTERS:
+        raise ValueError(f"cluster_by must be one of {', '.join(_GRAMMAR_CLUSTERS)}, not {cluster_by!r}")
+    return cluster_by
+
+
+def replace_grammar_correctness(path: str | Path, run_id: str, frame: pd.DataFrame) -> None:
+    """Replace the run's rows of grammar_correctness with `frame` (columns by name), in one transaction."""
+    migrate(path)
+    with connect(path) as con:
+        con.execute("BEGIN")
+        try:
+            con.execute("DELETE FROM grammar_correctness WHERE run_id = ?", [run_id])
+            _insert(con, "grammar_correctness", frame)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
+def grammar_runs(path: str | Path) -> list[str]:
+    """Runs with stored GRAMMAR correctness, newest first (none in a file without the table)."""
+    if not Path(path).exists():
+        return []
+    found = query(path, "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = 'grammar_correctness'")
+    if not found["n"].iloc[0]:
+        return []
+    frame = query(path, """SELECT run_id, max(created_at) AS latest FROM grammar_correctness
+                           GROUP BY run_id ORDER BY latest DESC, run_id""")
+    return list(frame["run_id"])
+
+
+def grammar_group_counts(path: str | Path, run_id: str, cluster_by: str) -> pd.DataFrame:
+    """Per (cluster, group) of a run: cluster, group_id, total (judged), n_correct, unscored."""
+    col = _grammar_cluster(cluster_by)
+    return query(path, f"""
+        SELECT {col} AS cluster, group_id,
+               count(correct) AS total, count(*) FILTER (WHERE correct) AS n_correct,
+               count(*) FILTER (WHERE correct IS NULL) AS unscored
+        FROM grammar_correctness WHERE run_id = ? GROUP BY ALL ORDER BY ALL""", [run_id])
+
+
+def grammar_outcomes(path: str | Path, run_id: str, cluster_by: str,
+                     groups: Sequence[str] | None = None) -> pd.DataFrame:
+    """Item-level correctness of a run (only these groups, when given): item_id, cluster, group_id,
+    correct, retrieved_doc_ids, true_doc_ids."""
+    col = _grammar_cluster(cluster_by)
+    where, params = "run_id = ?", [run_id]
+    if groups is not None:
+        where += " AND group_id IN (SELECT unnest(?::VARCHAR[]))"
+        params.append(list(groups))
+    return query(path, f"""SELECT item_id, {col} AS cluster, group_id, correct, retrieved_doc_ids, true_doc_ids
+                           FROM grammar_correctness WHERE {where} ORDER BY item_id""", params)
+
+
+def grammar_hits(path: str | Path, run_id: str, cluster_by: str) -> pd.DataFrame:
+    """Retrieval hits per cluster of a run: cluster, hits, known (items with true document ids)."""
+    col = _grammar_cluster(cluster_by)
+    return query(path, f"""
+        SELECT {col} AS cluster, count(*) FILTER (WHERE retrieval_hit) AS hits, count(retrieval_hit) AS known
+        FROM grammar_correctness WHERE run_id = ? GROUP BY ALL""", [run_id])
+
+
+def grammar_group_items(path: str | Path, run_id: str, groups: Sequence[str]) -> pd.DataFrame:
+    """The items of some groups of a run with their correctness, query, response and ground truth."""
+    return query(path, """
+        SELECT g.group_id, g.sql_template, g.text_template, g.item_id, i.query, i.response, i.reference AS truth,
+               g.correct, g.status, g.detail, g.retrieved_doc_ids, g.true_doc_ids, g.retrieval_hit
+        FROM grammar_correctness g JOIN items i ON i.run_id = g.run_id AND i.item_id = g.item_id
+        WHERE g.run_id = ? AND g.group_id IN (SELECT unnest(?::VARCHAR[]))
+        ORDER BY g.group_id, g.text_template, g.item_id""", [run_id, list(groups)])

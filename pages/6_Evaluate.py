@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from evaluators import access, local, store, ui
+from evaluators import access, local_llm, store, ui
 from evaluators.vocabulary import THELMA
 
 path = ui.page("Evaluate", need_db=False)
@@ -21,7 +21,7 @@ if not me.can(access.EVALUATOR):
     st.info(f"You are a {me.role}: uploads and judge runs need the evaluator role (ask an admin).")
     st.stop()
 try:
-    judges = access.judge_choices(ui.secret("judges") or [], local_installed=local.available() is None)
+    judges = access.judge_choices(ui.secret("judges") or [], local_installed=local_llm.available() is None)
 except access.ConfigError as exc:
     st.error(f"The judges listed in .streamlit/secrets.toml are malformed: {exc}")
     st.stop()
@@ -32,9 +32,9 @@ judge = st.selectbox("Judge", list(judges), key="judge",
                      help="The embedded offline judge, the local LLM when installed, and the judges an admin "
                           "lists in .streamlit/secrets.toml (each at its own API base, with a key kept on the "
                           "server).")
-from evaluators.runner import registry  # no judge is imported until a run starts
+from evaluators import registry  # no judge is imported until a run starts
 
-known = registry()
+known = registry.METRICS
 metrics = st.multiselect("Metrics", list(known), default=list(THELMA), key="eval_metrics",
                          help="THELMA's seven first; the RAGAS, Nvidia and DeepEval suites after them.")
 name = st.text_input("Run name", value=f"upload-{datetime.now():%Y%m%d-%H%M}", key="run_name",

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators import grammar, store, ui
+from evaluators.grammar import robustness
 
 path = ui.page("Robustness")
 MARK = {True: "✓ right", False: "✗ wrong"}
@@ -12,12 +13,12 @@ MARK = {True: "✓ right", False: "✗ wrong"}
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _runs(db: str, version: float) -> list[str]:
-    return grammar.grammar_runs(db)
+    return store.grammar_runs(db)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _report(db: str, version: float, run: str, cluster_by: str) -> grammar.Report:
-    return grammar.report(db, run, cluster_by)
+def _report(db: str, version: float, run: str, cluster_by: str) -> robustness.Report:
+    return robustness.report(db, run, cluster_by)
 
 
 def _mark(correct: object, status: str) -> str:

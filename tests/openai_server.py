@@ -317,7 +317,7 @@ _STOP = frozenset(
 def _template_pattern(text: str) -> re.Pattern[str]:
     """A regex matching a rendered prompt, with one named group per variable.
 
-    Rendered text is neutralised, so a value never contains "<": a plain value is `[^<]*`, and a
+    Rendered text escapes "<", so a value never contains "<": a plain value is `[^<]*`, and a
     list value is a run of `<tag id="N">` elements whose tag is the variable name without its
     plural "s" (sources -> source), so two adjacent list variables still split correctly.
     """

@@ -19,7 +19,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import access, local, store, ui
+from evaluators import access, local_llm, store, ui
 from evaluators.records import Run
 from tests.openai_server import completion, format_aware
 from tests.seed import RUNS, seed
@@ -323,7 +323,7 @@ def test_the_judge_picker_offers_only_listed_judges_and_no_address_input(db: Pat
     at.query_params["api_base"] = "http://attacker.example/v1"  # URL values are no way in either
     at.query_params["judge"] = "openai/evil"
     run(at)
-    expected = [access.OFFLINE_LABEL, *([access.LOCAL_LABEL] if local.available() is None else []), "Team judge"]
+    expected = [access.OFFLINE_LABEL, *([access.LOCAL_LABEL] if local_llm.available() is None else []), "Team judge"]
     assert at.selectbox(key="judge").options == expected
     assert [t.key for t in at.text_input] == ["run_name"]  # no model, address or key field
     assert at.selectbox(key="judge").value == access.OFFLINE_LABEL

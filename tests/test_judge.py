@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from evaluators import prompts
+from evaluators import prompts, registry
 from evaluators.judge import JudgeFatal, LLMJudge, call_key
 from evaluators.records import JudgeCall, Status
 from openai_server import GARBAGE, OpenAIServer, Reply, format_aware
@@ -83,7 +83,7 @@ FORMAT_AWARE_CASES = {
 
 def test_format_aware_cases_cover_the_thelma_prompts() -> None:
     files = {p.stem for p in prompts.PROMPT_DIR.glob("*.txt")}
-    assert prompts.BINARY_PROMPTS <= set(FORMAT_AWARE_CASES) <= files
+    assert registry.BINARY_PROMPTS <= set(FORMAT_AWARE_CASES) <= files
     assert len(FORMAT_AWARE_CASES) == 13  # B.1-B.4 and the answer-coverage prompts, single and batch
 
 

@@ -14,8 +14,9 @@ OK, ERR, UNP = Status.OK, Status.ERROR, Status.UNPARSED
 def verdicts(metric: str, kind: str, values: list[float | None], statuses: list[Status] | None = None,
              targets: list[str] | None = None, idx: list[int] | None = None) -> list[Verdict]:
     statuses = statuses or [OK] * len(values)
-    return [Verdict("a", metric, kind, (idx or list(range(len(values))))[k],
-                    (targets or ["query"] * len(values))[k], v, s)
+    return [Verdict(item_id="a", metric=metric, component_kind=kind,
+                    component_idx=(idx or list(range(len(values))))[k],
+                    target=(targets or ["query"] * len(values))[k], value=v, status=s)
             for k, (v, s) in enumerate(zip(values, statuses))]
 
 

@@ -1,4 +1,4 @@
-"""The offline judge: its deterministic text pieces, and verdicts on hand-written claims."""
+"""The offline judge: verdicts on hand-written claims, the engine on it, and the agreement benchmark."""
 from __future__ import annotations
 
 import asyncio
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import metrics, offline, prompts
-from evaluators.offline import (OfflineJudge, answer_type, has_answer_type, negated, numbers, refuses,
-                                split_claims, split_questions, split_sentences)
+from evaluators import metrics, prompts, registry
+from evaluators.offline import OfflineJudge
 from evaluators.records import Item, Status
+from evaluators.text import split_questions
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 WIKIEVAL = SHARED / "datasets" / "wikieval" / "wikieval.jsonl"
@@ -30,90 +30,8 @@ def ask(prompt: str, **variables: object) -> object:
     return asyncio.run(OfflineJudge().ask(prompt, **variables))
 
 
-# ---------------------------------------------------------------- splitting
-
-def test_sentences_keep_initials_abbreviations_and_decimals_whole() -> None:
-    text = ("Cillian Murphy stars as J. Robert Oppenheimer, e.g. in 2023. It cost US$4.8 billion. "
-            "No date has been provided.The mission is important!")
-    assert split_sentences(text) == [
-        "Cillian Murphy stars as J. Robert Oppenheimer, e.g. in 2023.", "It cost US$4.8 billion.",
-        "No date has been provided.", "The mission is important!"]
-
-
-def test_claims_split_coordinated_verbs_and_carry_the_subject() -> None:
-    assert split_claims("The tower was completed in 1896 and named after Chimnabai I.") == [
-        "The tower was completed in 1896.", "The tower was named after Chimnabai I."]
-
-
-def test_claims_resolve_a_leading_pronoun_and_split_a_relative_clause() -> None:
-    claims = split_claims("The Chimnabai Clock Tower was completed in 1896. It was named after Chimnabai I, "
-                          "who was a queen and the first wife of Sayajirao Gaekwad III.")
-    assert claims == ["The Chimnabai Clock Tower was completed in 1896.",
-                      "The Chimnabai Clock Tower was named after Chimnabai I.",
-                      "Chimnabai I was a queen.",
-                      "Chimnabai I was the first wife of Sayajirao Gaekwad III."]
-
-
-def test_claims_resolve_possessives_and_drop_headings() -> None:
-    claims = split_claims("PharmaCann was founded in 2014.\nHistory\nIts headquarters is in Illinois.")
-    assert claims == ["PharmaCann was founded in 2014.", "PharmaCann's headquarters is in Illinois."]
-
-
-def test_claims_do_not_split_a_list_of_nouns() -> None:
-    assert split_claims("The desert has gold, uranium and copper.") == ["The desert has gold, uranium and copper."]
-
-
-def test_subquestions_carry_the_subject_into_later_parts() -> None:
-    assert split_questions(QUERY) == ["When was the Chimnabai Clock Tower completed?",
-                                      "Who was the Chimnabai Clock Tower named after?"]
-    assert split_questions("When was PharmaCann founded and what is its headquarters location?") == [
-        "When was PharmaCann founded?", "What is PharmaCann's headquarters location?"]
-
-
-def test_subquestions_resolve_she_to_the_person_asked_about() -> None:
-    assert split_questions("Who is the Managing Director of FoodFutureCo and what are her accomplishments?") == [
-        "Who is the Managing Director of FoodFutureCo?",
-        "What are the Managing Director of FoodFutureCo's accomplishments?"]
-
-
-def test_subquestions_drop_greetings_and_statements() -> None:
-    text = ("Hi there! Imagine you are a travel agent booking flights to London. "
-            "What is the most effective way to book flights to London?")
-    assert split_questions(text) == ["What is the most effective way to book flights to London?"]
-
-
-def test_a_query_without_a_question_is_kept_whole() -> None:
-    assert split_questions("Tell me about the Raopura Tower") == ["Tell me about the Raopura Tower?"]
-
-
-# ---------------------------------------------------------------- checks
-
-def test_numbers_read_digits_words_scales_and_ordinals() -> None:
-    assert numbers("US$4.8 billion for a 573-km line") == {4.8e9, 573.0}
-    assert numbers("1,300 kilometres, two dozen stops") == {1300.0, 2.0, 12.0}
-    assert numbers("the first wife") == {-1.0}  # ordinals are kept apart from counts
-    assert numbers("one of the largest") == set()  # "one of" states no count
-
-
-def test_negation_and_refusal_cues() -> None:
-    assert negated("The shop does not open on Sundays.") and negated("It isn't open.")
-    assert not negated("The shop opens on Sundays.")
-    assert refuses("The launch date has not been provided.")
-    assert refuses("I do not have information about the opening film.")
-    assert not refuses("The launch was provided by ISRO.")
-
-
-def test_answer_types_of_questions_and_texts() -> None:
-    assert answer_type("When was the tower completed?") == "date"
-    assert answer_type("How many halls does it have?") == "number"
-    assert answer_type("Who directed the film Oppenheimer?") == "person"
-    assert answer_type("Where will the mission be launched from?") == "place"
-    assert answer_type("What is theranostics?") is None
-    assert has_answer_type("It opened in 2001.", "date", "When did it open?")
-    assert not has_answer_type("It opened with two halls.", "date", "When did it open?")
-    assert has_answer_type("Christopher Nolan directed it.", "person", "Who directed the film Oppenheimer?")
-    assert not has_answer_type("The film Oppenheimer is long.", "person", "Who directed the film Oppenheimer?")
-    assert has_answer_type("It launches from the Satish Dhawan Space Centre.", "place", "Where is PSLV launched?")
+def pick(*names: str) -> dict[str, metrics.Metric]:
+    return {m: registry.METRICS[m] for m in names}
 
 
 # ---------------------------------------------------------------- verdicts
@@ -194,16 +112,10 @@ def test_appendix_a_response_scores_through_the_engine() -> None:
     wrong = Item("a6-bad", QUERY, (TOWER,), grounded.response.replace("1896", "1856"))
     scores = {}
     for item in (grounded, wrong):
-        result = asyncio.run(metrics.evaluate_item(item, ["gr", "rqc", "sqc"], OfflineJudge()))
+        result = asyncio.run(metrics.evaluate_item(item, pick("gr", "rqc", "sqc"), OfflineJudge()))
         scores[item.id] = {s.metric: s.value for s in result.scores}
     assert scores["a6-good"] == {"gr": 1.0, "rqc": 1.0, "sqc": 1.0}
     assert scores["a6-bad"]["gr"] == 0.75
-
-
-def test_model_loads_without_a_progress_bar(capfd: pytest.CaptureFixture[str]) -> None:
-    offline._load_model.cache_clear()
-    offline.embed(["load the model again"])
-    assert "Loading weights" not in capfd.readouterr().err
 
 
 @pytest.mark.skipif(not WIKIEVAL.exists(), reason=f"WikiEval not found at {WIKIEVAL} (../shared beside the repo)")
@@ -212,7 +124,7 @@ def test_wikieval_development_rows_grounded_beats_ungrounded() -> None:
     judge = OfflineJudge()
     for row in rows:
         sides = [asyncio.run(metrics.evaluate_item(
-            Item(f"{row['row_idx']}-{k}", row["question_text"], tuple(row["context_v1"]), row[k]), ["gr"], judge))
+            Item(f"{row['row_idx']}-{k}", row["question_text"], tuple(row["context_v1"]), row[k]), pick("gr"), judge))
             for k in ("answer_text", "ungrounded_answer")]
         good, bad = (s.scores[0].value for s in sides)
         assert good > bad, row["row_idx"]

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from evaluators import peers  # noqa: F401  (registers the parsers of the peer prompts the judge asks below)
 from evaluators import prompts
 from evaluators.judge import LLMJudge
 from evaluators.records import Status

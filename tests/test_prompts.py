@@ -7,11 +7,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import prompts
+from evaluators import prompts, registry
 from evaluators.prompts import ParseError, PromptError
 
 # What the THELMA pipeline passes to each of its prompts. Plural names are lists (rendered as
-# elements). Other prompt files (peer metrics, GRAMMAR) register their own parsers elsewhere.
+# elements). Other prompt files (the other suites, GRAMMAR) have their parsers in evaluators/registry.py too.
 EXPECTED_VARIABLES = {
     "claims": {"input"},
     "claims_batch": {"texts"},
@@ -41,9 +41,9 @@ def sample_values(variables: set[str] | frozenset[str]) -> dict[str, Any]:
 
 def test_thelma_prompts_have_files_and_parsers() -> None:
     assert set(THELMA_PROMPTS) <= set(PROMPT_FILES)
-    assert set(THELMA_PROMPTS) <= set(prompts.PARSERS)
-    assert prompts.BINARY_PROMPTS <= set(THELMA_PROMPTS)
-    assert all(prompts.PARSERS[name] is prompts.parse_binary for name in prompts.BINARY_PROMPTS)
+    assert set(THELMA_PROMPTS) <= set(registry.PARSERS)
+    assert registry.BINARY_PROMPTS <= set(THELMA_PROMPTS)
+    assert all(registry.PARSERS[name] is prompts.parse_binary for name in registry.BINARY_PROMPTS)
 
 
 @pytest.mark.parametrize("name", THELMA_PROMPTS)
@@ -176,13 +176,13 @@ def test_parser_cases_cover_every_thelma_prompt() -> None:
 
 @pytest.mark.parametrize("name, reply, expected", GOOD_REPLIES)
 def test_parser_reads_a_well_formed_reply(name: str, reply: str, expected: Any) -> None:
-    assert prompts.PARSERS[name](reply) == expected
+    assert registry.PARSERS[name](reply) == expected
 
 
 @pytest.mark.parametrize("name, reply", BAD_REPLIES)
 def test_parser_rejects_a_malformed_reply(name: str, reply: str) -> None:
     with pytest.raises(ParseError):
-        prompts.PARSERS[name](reply)
+        registry.PARSERS[name](reply)
 
 
 def test_list_parser_keeps_a_leading_decimal_number() -> None:

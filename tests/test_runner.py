@@ -205,5 +205,18 @@ def test_unknown_run_and_missing_db_are_one_line_errors(tmp_path: Path, capsys: 
 def test_resuming_with_other_options_is_refused(tmp_path: Path, openai_server: OpenAIServer) -> None:
     db = tmp_path / "e.duckdb"
     runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["gr"])
-    with pytest.raises(ValueError, match="already exists"):
+    with pytest.raises(runner.RunConflict, match="already exists") as refused:
         runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["rp"])
+    assert "--" not in str(refused.value)  # the engine speaks of runs; the CLI adds its flags
+
+
+def test_the_cli_adds_its_flag_advice_to_a_run_conflict(tmp_path: Path, openai_server: OpenAIServer,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    data = write_jsonl(tmp_path / "in.jsonl", items(1))
+    args = ["evaluate", str(data), "--db", str(tmp_path / "e.duckdb"), "--run", "r", "--judge", JUDGE,
+            "--api-base", openai_server.base_url, "--quiet"]
+    assert cli.main([*args, "--metrics", "gr"]) == 0
+    capsys.readouterr()
+    assert cli.main([*args, "--metrics", "rp"]) == 2
+    err = capsys.readouterr().err
+    assert "already exists" in err and "choose another --run name" in err and err.count("\n") == 1

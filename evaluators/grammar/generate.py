@@ -12,14 +12,12 @@ and text templates from each SQL template. Generated SQL only runs on read-only 
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import json
 import random
 import re
-import sys
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -27,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from evaluators import grammar, store
-from evaluators.records import JudgeCall, Status
+from evaluators.records import Judge, Status
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 PLACEHOLDER = re.compile(rf"\[({_NAME})\.({_NAME})\]")
@@ -279,8 +277,8 @@ def generate(con: Any, templates: Sequence[SqlTemplate], per_group: int | None =
     if per_group is not None:
         short = [f"{t.id} has {len(t.texts)}" for t in templates if len(t.texts) < per_group]
         if short:
-            raise TemplateError(f"--per-group {per_group} needs as many text templates per SQL template: "
-                                + ", ".join(short))
+            raise TemplateError(f"{per_group} text variants per group need as many text templates per SQL "
+                                "template: " + ", ".join(short))
     cases: list[Case] = []
     counts: list[TemplateCount] = []
     for t in templates:
@@ -366,7 +364,7 @@ def sql_problem(con: Any, sql: str) -> str | None:
     return None
 
 
-async def generate_sql_templates(judge: Any, con: Any, requirements: str = "") -> tuple[list[SqlTemplate], list[str]]:
+async def generate_sql_templates(judge: Judge, con: Any, requirements: str = "") -> tuple[list[SqlTemplate], list[str]]:
     """SQL templates from the schema by a judge (Table 3 prompt); unusable ones dropped with a reason."""
     answer = await judge.ask("grammar_sql_templates", schema=describe_schema(con),
                              requirements=requirements.strip() or "None.")
@@ -385,7 +383,7 @@ async def generate_sql_templates(judge: Any, con: Any, requirements: str = "") -
     return kept, dropped
 
 
-async def generate_text_templates(judge: Any, template: SqlTemplate, n: int,
+async def generate_text_templates(judge: Judge, template: SqlTemplate, n: int,
                                   criteria: str = "") -> tuple[SqlTemplate, list[str]]:
     """Up to `n` linguistic variants of a SQL template by a judge; ones that change placeholders are dropped."""
     answer = await judge.ask("grammar_text_templates", sql_template=template.sql, n=n,
@@ -407,7 +405,7 @@ async def generate_text_templates(judge: Any, template: SqlTemplate, n: int,
     return SqlTemplate(template.id, template.sql, texts, template.doc_sql), dropped
 
 
-async def complete_templates(judge: Any, con: Any, templates: Sequence[SqlTemplate] | None, from_schema: bool,
+async def complete_templates(judge: Judge, con: Any, templates: Sequence[SqlTemplate] | None, from_schema: bool,
                              n_texts: int, criteria: str = "",
                              requirements: str = "") -> tuple[list[SqlTemplate], list[str]]:
     """Templates ready for `generate`: SQL from the schema if asked, text variants where missing."""
@@ -423,52 +421,3 @@ async def complete_templates(judge: Any, con: Any, templates: Sequence[SqlTempla
 
     done = await asyncio.gather(*(texts_for(t) for t in todo))
     return [t for t, _ in done], notes + [d for _, ds in done for d in ds]
-
-
-# ---------------------------------------------------------------- CLI handler
-
-def cli_generate(args: argparse.Namespace) -> int:
-    """grammar-generate: templates (given or generated) -> test set JSONL, with M x N x Q counts."""
-    from evaluators import grammar_rag as rag
-    from evaluators.judge import JudgeFatal
-
-    source = Path(args.source)
-    if not source.exists():
-        return grammar._fail(f"{source}: no such file")
-    templates_path = args.templates or (str(rag.TEMPLATES) if source.resolve() == rag.COMPANY_SQL.resolve()
-                                        and not args.from_schema else None)
-    try:
-        templates = load_templates(templates_path) if templates_path else None
-        if templates is None and not args.from_schema:
-            return grammar._fail("give --templates, or --from-schema with --judge")
-        needs_judge = args.from_schema or any(not t.texts for t in templates or [])
-        if needs_judge and not args.judge:
-            return grammar._fail("--judge is needed to write missing SQL or text templates")
-        if needs_judge and args.judge == "offline":
-            return grammar._fail("the offline judge cannot write SQL or text templates: give --templates "
-                                 "with text variants, or --judge with an LLM (local or a litellm model)")
-        with open_source(source) as con:
-            if needs_judge:
-                async def ask() -> tuple[list[SqlTemplate], list[str]]:
-                    calls: list[JudgeCall] = []
-                    async with AsyncExitStack() as stack:
-                        judge = await grammar.open_judge(stack, args.judge, None, calls, args.api_base)
-                        return await complete_templates(judge, con, templates, args.from_schema,
-                                                        args.text_variants, args.criteria, args.requirements)
-
-                templates, notes = asyncio.run(ask())
-                for note in notes:
-                    print(note, file=sys.stderr)
-            if args.save_templates:
-                save_templates(templates, args.save_templates)
-            testset = generate(con, templates, args.per_group, args.max_groups, args.seed)
-    except JudgeFatal as exc:
-        return grammar._fail(str(exc), 3)
-    except (TemplateError, ValueError, OSError) as exc:
-        return grammar._fail(" ".join(str(exc).split()))
-    if not testset.cases:
-        return grammar._fail("no test case: every combination was dropped (see the counts above)")
-    write_testset(testset.cases, args.out)
-    print(testset.summary())
-    print(f"wrote {len(testset.cases)} test cases to {args.out}")
-    return 0

@@ -1,24 +1,21 @@
-"""GRAMMAR (Li, Liu, Gao 2024) on DuckDB: correctness, robustness groups, R and Acc, module blame.
+"""GRAMMAR's robustness: correctness against the ground truth, semantic groups, R and Acc, and blame.
 
-The GRAMMAR code is split in three modules:
-- `grammar_gen`: the paper's Algorithm 1, SQL and text templates to a test set with SQL ground truth;
-- `grammar_rag`: the demo domain in data/grammar/ and a reference RAG pipeline to test;
-- this module: correctness against the ground truth, gap / robust / non-robust groups, robustness
-  R = correct / (total - items in gap groups) and Acc = R x (1 - lambda), the paper's "context
-  comparison", the `grammar_correctness` table, the Robustness page's read model, and the CLI.
+- correctness: Table 6's judge verdict (`parse_correctness`), or offline a normalised match of the
+  ground truth in the response (`answer_match`);
+- groups: gap (none correct), robust (all correct) or non-robust; robustness
+  R = correct / (total - items in gap groups) and Acc = R x (1 - lambda);
+- the paper's "context comparison" blames a wrong item on the language model or on retrieval;
+- the Robustness page's read model (`report`), over the grammar_correctness table.
 
-All arithmetic is in pure functions over `GroupCount` and `Outcome` lists; judges and DuckDB are
-only touched by `evaluate_correctness` and the read functions.
+All arithmetic is in pure functions over `GroupCount` and `Outcome` lists; judges and the store are
+only touched by `judge_items`, `write_correctness` and the read functions.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import re
-import sys
 from collections import Counter
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
@@ -27,27 +24,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from evaluators import prompts, store
-from evaluators.judge import Answer
-from evaluators.offline import HANDLERS
-from evaluators.records import JudgeCall, Status
-
-# Item metadata written by the generator and the pipeline (plain keys, so the dashboard's
-# metadata filters can use them).
-META_GROUP = "grammar_group"
-META_SQL_TEMPLATE = "grammar_sql_template"
-META_TEXT_TEMPLATE = "grammar_text_template"
-META_SQL = "grammar_sql"
-META_TRUE_DOCS = "true_doc_ids"
-META_RETRIEVED = "retrieved_doc_ids"
-META_GENERATOR_STATUS = "generator_status"
-
-GAP, ROBUST, NON_ROBUST = "gap", "robust", "non_robust"
-LM, RETRIEVAL, UNKNOWN = "lm", "retrieval", "unknown"
-ALL = "(all)"
-CLUSTER_BY = ("sql_template", "text_template")
+from evaluators.grammar import (ALL, GAP, LM, META_GENERATOR_STATUS, META_GROUP, META_RETRIEVED, META_SQL_TEMPLATE,
+                                META_TEXT_TEMPLATE, META_TRUE_DOCS, NON_ROBUST, RETRIEVAL, ROBUST, UNKNOWN)
+from evaluators.records import Answer, Judge, Status
 
 
-# ---------------------------------------------------------------- prompts and their parsers
+# ---------------------------------------------------------------- correctness: Table 6's verdict
 
 _OUTPUT_BODY = re.compile(r"<output>(.*?)(?:</output>|$)", re.S | re.I)
 
@@ -63,23 +45,6 @@ def parse_correctness(reply: str) -> int:
     if ("correct" in words) == ("incorrect" in words):
         raise prompts.ParseError(f"expected Correct or Incorrect, got {reply[:60]!r}")
     return int("correct" in words)
-
-
-def parse_answer(reply: str) -> str:
-    """A free-text answer inside <output>; an empty one is re-asked."""
-    match = _OUTPUT_BODY.search(reply)
-    if not match or not match.group(1).strip():
-        raise prompts.ParseError("no answer inside <output>")
-    return match.group(1).strip()
-
-
-# The judge looks parsers up by prompt name; these prompts belong to GRAMMAR.
-prompts.PARSERS.update({
-    "grammar_sql_templates": prompts.parse_list,
-    "grammar_text_templates": prompts.parse_list,
-    "grammar_correctness": parse_correctness,
-    "grammar_rag_answer": parse_answer,
-})
 
 
 # ---------------------------------------------------------------- offline correctness: normalised match
@@ -143,12 +108,10 @@ def answer_match(truth: str, response: str) -> tuple[bool, str]:
     return True, f"found: {', '.join(repr(' '.join(p)) for p in parts)}"
 
 
-def _offline_correctness(query: str, true_answer: str, given_response: str) -> Answer:
+def offline_correctness(query: str, true_answer: str, given_response: str) -> Answer:
+    """Table 6 offline: the normalised match of the ground truth in the response."""
     correct, why = answer_match(true_answer, given_response)
     return Answer(int(correct), Status.OK, detail=f"normalised match: {why}")
-
-
-HANDLERS["grammar_correctness"] = _offline_correctness
 
 
 # ---------------------------------------------------------------- pure robustness math
@@ -335,7 +298,9 @@ class Correctness:
 
 
 @dataclass(frozen=True)
-class _RunItem:
+class RunItem:
+    """A stored item of a run that carries GRAMMAR metadata, with its ground truth."""
+
     item_id: str
     query: str
     response: str
@@ -343,21 +308,20 @@ class _RunItem:
     meta: dict[str, Any]
 
 
-def _grammar_items(db: str | Path, run: str) -> list[_RunItem]:
-    frame = store.query(db, "SELECT item_id, query, response, reference, metadata FROM items "
-                            "WHERE run_id = ? ORDER BY item_id", [run])
+def grammar_items(db: str | Path, run: str) -> list[RunItem]:
+    """The items of a stored run that carry GRAMMAR metadata (`grammar_group`)."""
     found = []
-    for row in frame.itertuples(index=False):
+    for row in store.run_items(db, [run]).itertuples(index=False):
         meta = json.loads(row.metadata)
         if META_GROUP in meta:
             truth = row.reference if isinstance(row.reference, str) else ""
-            found.append(_RunItem(row.item_id, row.query, row.response, truth, meta))
+            found.append(RunItem(row.item_id, row.query, row.response, truth, meta))
     return found
 
 
-async def judge_items(items: Sequence[_RunItem], judge: Any) -> list[Correctness]:
+async def judge_items(items: Sequence[RunItem], judge: Judge) -> list[Correctness]:
     """Ask `judge` the Table 6 question for each item; generator failures are not judged."""
-    async def one(it: _RunItem) -> Correctness:
+    async def one(it: RunItem) -> Correctness:
         base = Correctness(
             it.item_id, str(it.meta[META_GROUP]), str(it.meta.get(META_SQL_TEMPLATE, "")),
             str(it.meta.get(META_TEXT_TEMPLATE, "")), None, Status.ERROR, judge.name,
@@ -397,110 +361,14 @@ def write_correctness(db: str | Path, run: str, rows: Sequence[Correctness]) -> 
                                    for r in rows], dtype="boolean"),
         "created_at": pd.Timestamp.now(tz="UTC").tz_localize(None),
     })
-    store.migrate(db)
-    with store.connect(db) as con:
-        con.execute("BEGIN")
-        try:
-            con.execute("DELETE FROM grammar_correctness WHERE run_id = ?", [run])
-            if rows:
-                con.register("_grammar_batch", frame)
-                con.execute("INSERT INTO grammar_correctness BY NAME SELECT * FROM _grammar_batch")
-                con.unregister("_grammar_batch")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-
-
-async def open_judge(stack: AsyncExitStack, spec: str, db: str | Path | None, calls: list[JudgeCall],
-                     api_base: str | None = None, concurrency: int = 8, timeout: float = 60.0) -> Any:
-    """A judge for `spec` (offline, local, or a litellm model) that answers from the cache of `db`
-    (when given) and appends every new call to `calls`."""
-    from evaluators import runner
-
-    cache = store.load_cache(db, runner.judge_name(spec)) if db and spec != runner.OFFLINE else {}
-    judge, _ = await runner.open_judge(stack, spec, api_base, concurrency, timeout, cache, calls.append)
-    return judge
-
-
-@dataclass
-class CorrectnessSummary:
-    """What `evaluate_correctness` did: items judged, correct, and failures by status."""
-
-    run: str
-    judge: str
-    items: int
-    skipped: int  # run items without GRAMMAR metadata
-    correct: int
-    statuses: dict[str, int]
-
-    def text(self) -> str:
-        fails = ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items()) if s != Status.OK.value)
-        return (f"correctness of run {self.run} by {self.judge}: {self.correct} correct of "
-                f"{self.statuses.get(Status.OK.value, 0)} judged, {self.items} items"
-                + (f" ({fails})" if fails else "")
-                + (f"; {self.skipped} items without GRAMMAR metadata skipped" if self.skipped else ""))
-
-
-def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_base: str | None = None,
-                         concurrency: int = 8, timeout: float = 60.0) -> CorrectnessSummary:
-    """Judge every GRAMMAR item of a stored run against its ground truth and store the verdicts.
-
-    Items need `grammar_group` in their metadata and the ground truth as `reference`. Judge calls
-    are stored in judge_calls (so reruns are answered from the cache).
-    """
-    total = int(store.query(db, "SELECT count(*) AS n FROM items WHERE run_id = ?", [run])["n"].iloc[0])
-    items = _grammar_items(db, run)
-    if not items:
-        raise ValueError(f"run {run!r} has no items with GRAMMAR metadata ({META_GROUP}); "
-                         "create them with grammar-run or from a grammar-generate test set")
-
-    async def go() -> tuple[list[Correctness], list[JudgeCall], str]:
-        calls: list[JudgeCall] = []
-        async with AsyncExitStack() as stack:
-            judge_obj = await open_judge(stack, judge, db, calls, api_base, concurrency, timeout)
-            return await judge_items(items, judge_obj), calls, judge_obj.name
-
-    rows, calls, name = asyncio.run(go())
-    if calls:
-        store.write_batch(db, run, calls=calls)
-    write_correctness(db, run, rows)
-    statuses = Counter(r.status.value for r in rows)
-    return CorrectnessSummary(run, name, len(rows), total - len(items), sum(bool(r.correct) for r in rows),
-                              dict(statuses))
+    store.replace_grammar_correctness(db, run, frame)
 
 
 # ---------------------------------------------------------------- reads (the Robustness page)
 
-def _has_table(db: str | Path) -> bool:
-    frame = store.query(db, "SELECT count(*) AS n FROM information_schema.tables "
-                            "WHERE table_name = 'grammar_correctness'")
-    return bool(frame["n"].iloc[0])
-
-
-def grammar_runs(db: str | Path) -> list[str]:
-    """Runs with stored GRAMMAR correctness, newest first."""
-    if not Path(db).exists() or not _has_table(db):
-        return []
-    frame = store.query(db, """SELECT run_id, max(created_at) AS latest FROM grammar_correctness
-                               GROUP BY run_id ORDER BY latest DESC, run_id""")
-    return list(frame["run_id"])
-
-
-def _cluster_column(cluster_by: str) -> str:
-    if cluster_by not in CLUSTER_BY:
-        raise ValueError(f"cluster_by must be one of {', '.join(CLUSTER_BY)}, not {cluster_by!r}")
-    return cluster_by
-
-
 def group_counts(db: str | Path, run: str, cluster_by: str = "sql_template") -> list[GroupCount]:
     """Per (cluster, group) counts of a run, grouped in DuckDB."""
-    col = _cluster_column(cluster_by)
-    frame = store.query(db, f"""
-        SELECT {col} AS cluster, group_id,
-               count(correct) AS total, count(*) FILTER (WHERE correct) AS n_correct,
-               count(*) FILTER (WHERE correct IS NULL) AS unscored
-        FROM grammar_correctness WHERE run_id = ? GROUP BY ALL ORDER BY ALL""", [run])
+    frame = store.grammar_group_counts(db, run, cluster_by)
     return [GroupCount(r.cluster, r.group_id, int(r.total), int(r.n_correct), int(r.unscored))
             for r in frame.itertuples(index=False)]
 
@@ -508,15 +376,9 @@ def group_counts(db: str | Path, run: str, cluster_by: str = "sql_template") -> 
 def outcomes(db: str | Path, run: str, cluster_by: str = "sql_template",
              groups: Sequence[str] | None = None) -> list[Outcome]:
     """Item-level outcomes of a run, optionally only for some groups."""
-    col = _cluster_column(cluster_by)
-    where, params = "run_id = ?", [run]
-    if groups is not None:
-        if not groups:
-            return []
-        where += f" AND group_id IN ({', '.join('?' for _ in groups)})"
-        params += list(groups)
-    frame = store.query(db, f"""SELECT item_id, {col} AS cluster, group_id, correct, retrieved_doc_ids,
-                                       true_doc_ids FROM grammar_correctness WHERE {where} ORDER BY item_id""", params)
+    if groups is not None and not groups:
+        return []
+    frame = store.grammar_outcomes(db, run, cluster_by, groups)
     return [Outcome(r.item_id, r.cluster, r.group_id, None if pd.isna(r.correct) else bool(r.correct),
                     tuple(r.retrieved_doc_ids), tuple(r.true_doc_ids)) for r in frame.itertuples(index=False)]
 
@@ -564,18 +426,10 @@ def report(db: str | Path, run: str, cluster_by: str = "sql_template") -> Report
     blame = context_comparison(nr, classes)
     credit = Counter((o.cluster, o.group) for o in nr if blame.get(o.item_id) == LM)
     modular = [replace(c, correct=c.correct + credit[(c.cluster, c.group)]) for c in counts]
-    hits = store.query(db, f"""
-        SELECT {_cluster_column(cluster_by)} AS cluster, count(*) FILTER (WHERE retrieval_hit) AS hits,
-               count(retrieval_hit) AS known
-        FROM grammar_correctness WHERE run_id = ? GROUP BY ALL""", [run])
+    hits = store.grammar_hits(db, run, cluster_by)
     hit_map = {r.cluster: (int(r.hits), int(r.known)) for r in hits.itertuples(index=False)}
     hit_map[ALL] = (sum(h for h, _ in hit_map.values()), sum(k for _, k in hit_map.values()))
-    detail = store.query(db, f"""
-        SELECT g.group_id, g.sql_template, g.text_template, g.item_id, i.query, i.response, i.reference AS truth,
-               g.correct, g.status, g.detail, g.retrieved_doc_ids, g.true_doc_ids, g.retrieval_hit
-        FROM grammar_correctness g JOIN items i ON i.run_id = g.run_id AND i.item_id = g.item_id
-        WHERE g.run_id = ? AND g.group_id IN (SELECT unnest(?::VARCHAR[]))
-        ORDER BY g.group_id, g.text_template, g.item_id""", [run, nr_groups])
+    detail = store.grammar_group_items(db, run, nr_groups)
     detail["attribution"] = [blame.get(i, "") for i in detail["item_id"]]
     return Report(run, cluster_by, classes, figures(counts, classes), figures(modular, classes),
                   hit_map, blame, detail)
@@ -600,93 +454,3 @@ def report_text(rep: Report) -> str:
     lines.append(f"context comparison over wrong items of non-robust groups: LM shortfall {a[LM]}, "
                  f"possible retrieval failure {a[RETRIEVAL]}" + (f", unknown {a[UNKNOWN]}" if a[UNKNOWN] else ""))
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- CLI
-
-def _fail(message: str, code: int = 2) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return code
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def add_commands(subparsers: Any) -> None:
-    """Register grammar-generate, grammar-run, grammar-eval and grammar-demo; each sets `handler`."""
-    from evaluators import grammar_gen as gen
-    from evaluators import grammar_rag as rag
-
-    g = subparsers.add_parser("grammar-generate", help="GRAMMAR: generate a test set with SQL ground truth")
-    g.add_argument("--source", default=str(rag.COMPANY_SQL), help="DuckDB file or .sql script with the domain data")
-    g.add_argument("--templates", default=None,
-                   help=f"templates JSON (default {rag.TEMPLATES} for the demo source; none with --from-schema)")
-    g.add_argument("--out", required=True, help="test set to write (JSONL: id, query, reference, metadata)")
-    g.add_argument("--from-schema", action="store_true", help="ask --judge for SQL templates from the schema")
-    g.add_argument("--requirements", default="", help="extra requirements for generated SQL templates")
-    g.add_argument("--text-variants", type=_positive, default=3,
-                   help="text templates to ask for per SQL template that has none (default 3)")
-    g.add_argument("--criteria", default="", help="linguistic criteria for generated text templates")
-    g.add_argument("--judge", default=None, help="litellm model (or 'local') that writes missing templates")
-    g.add_argument("--api-base", default=None)
-    g.add_argument("--save-templates", default=None, help="write the templates used (with generated ones) here")
-    g.add_argument("--per-group", type=_positive, default=None,
-                   help="stratified sampling: exactly this many text variants per semantic group")
-    g.add_argument("--max-groups", type=_positive, default=None, help="at most this many groups per SQL template")
-    g.add_argument("--seed", type=int, default=0)
-    g.set_defaults(handler=gen.cli_generate)
-
-    r = subparsers.add_parser("grammar-run", help="GRAMMAR: answer a test set with the reference RAG pipeline")
-    r.add_argument("testset", help="JSONL from grammar-generate")
-    r.add_argument("--db", required=True)
-    r.add_argument("--run", required=True)
-    r.add_argument("--corpus", default=str(rag.CORPUS), help="documents JSONL (id, title, text)")
-    r.add_argument("--retriever", choices=("bm25", "dense"), default="bm25")
-    r.add_argument("--top-k", type=_positive, default=1)
-    r.add_argument("--generator", default="offline", help="offline (extractive) or a litellm model")
-    r.add_argument("--judge", default="offline", help="judge for the THELMA metrics")
-    r.add_argument("--correctness-judge", default="offline", help="judge for correctness (Table 6 prompt)")
-    r.add_argument("--api-base", default=None)
-    r.add_argument("--metrics", default=None, help="THELMA metric ids (default all)")
-    r.add_argument("--concurrency", type=_positive, default=8)
-    r.set_defaults(handler=rag.cli_run)
-
-    e = subparsers.add_parser("grammar-eval", help="GRAMMAR: correctness, robustness groups, R and Acc of a run")
-    e.add_argument("--db", required=True)
-    e.add_argument("--run", required=True)
-    e.add_argument("--judge", default="offline", help="offline (normalised match), local, or a litellm model")
-    e.add_argument("--api-base", default=None)
-    e.add_argument("--cluster-by", choices=CLUSTER_BY, default="sql_template")
-    e.add_argument("--no-judge", action="store_true", help="report from the stored correctness only")
-    e.add_argument("--concurrency", type=_positive, default=8)
-    e.set_defaults(handler=cli_eval)
-
-    d = subparsers.add_parser("grammar-demo", help="GRAMMAR: build the offline demo runs into a database")
-    d.add_argument("--db", required=True)
-    d.add_argument("--retrievers", default="bm25,dense")
-    d.add_argument("--max-groups", type=_positive, default=None, help="at most this many groups per SQL template")
-    d.add_argument("--metrics", default=None, help="THELMA metric ids (default all)")
-    d.set_defaults(handler=rag.cli_demo)
-
-
-def cli_eval(args: argparse.Namespace) -> int:
-    """grammar-eval: judge correctness (unless --no-judge) and print the robustness report."""
-    from evaluators.judge import JudgeFatal
-
-    if not Path(args.db).exists():
-        return _fail(f"{args.db}: no such database file")
-    try:
-        if not args.no_judge:
-            print(evaluate_correctness(args.db, args.run, args.judge, args.api_base, args.concurrency).text())
-        elif args.run not in grammar_runs(args.db):
-            return _fail(f"run {args.run!r} has no stored GRAMMAR correctness; run grammar-eval without --no-judge")
-        print(report_text(report(args.db, args.run, args.cluster_by)))
-    except JudgeFatal as exc:
-        return _fail(str(exc), 3)
-    except ValueError as exc:
-        return _fail(str(exc))
-    return 0

@@ -169,7 +169,7 @@ class LocalServer:
         gguf = ensure_model()
         self._log = tempfile.NamedTemporaryFile(prefix="rag-triage-llama-", suffix=".log")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluators.local", str(gguf), str(self.n_ctx), str(self.n_threads)],
+            [sys.executable, "-m", "evaluators.local_llm", str(gguf), str(self.n_ctx), str(self.n_threads)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             cwd=Path(__file__).resolve().parents[1], start_new_session=True)  # Ctrl-C reaches us, not it
         try:

@@ -1,6 +1,6 @@
-"""The peers' metrics (RAGAS, Nvidia, DeepEval-style): seed golden numbers through the real aggregate
-code, reference gating, one scripted-judge run per metric through litellm and the loopback server,
-parsers, the offline judge, and a store round trip of the new intermediates."""
+"""The other frameworks' suites (RAGAS, Nvidia, DeepEval-style): seed golden numbers through the real
+aggregate code, reference gating, one scripted-judge run per metric through litellm and the loopback
+server, parsers, the offline judge, and a store round trip of the new intermediates."""
 from __future__ import annotations
 
 import asyncio
@@ -9,10 +9,11 @@ from typing import Any, Callable
 
 import pytest
 
-from evaluators import offline, peers, prompts, store
-from evaluators.judge import Answer, LLMJudge
-from evaluators.metrics import aggregate_mean, evaluate_item
-from evaluators.records import Item, Score, Status, Verdict
+from evaluators import embeddings, prompts, registry, store
+from evaluators.judge import LLMJudge
+from evaluators.metrics import Metric, aggregate_mean, evaluate_item
+from evaluators.records import Answer, Item, Score, Status, Verdict
+from evaluators.suites import common, deepeval, nvidia, ragas
 from openai_server import OpenAIServer, identify
 
 OK, UNP = Status.OK, Status.UNPARSED
@@ -31,7 +32,8 @@ QUESTIONS = ["Where was Albert Einstein born?", "When was Albert Einstein born?"
 def verdicts(metric: str, values: list[float | None], statuses: list[Status] | None = None,
              kind: str = "statement") -> list[Verdict]:
     statuses = statuses or [OK] * len(values)
-    return [Verdict("a", metric, kind, i, "t", v, s) for i, (v, s) in enumerate(zip(values, statuses))]
+    return [Verdict(item_id="a", metric=metric, component_kind=kind, component_idx=i, target="t", value=v, status=s)
+            for i, (v, s) in enumerate(zip(values, statuses))]
 
 
 def words_to_verdicts(metric: str, words: list[str], table: dict[str, float]) -> list[Verdict]:
@@ -40,28 +42,32 @@ def words_to_verdicts(metric: str, words: list[str], table: dict[str, float]) ->
 
 
 def aggregate(metric: str, vs: list[Verdict]) -> Score:
-    return peers.METRICS[metric].aggregate("a", metric, vs)
+    return registry.SUITE_METRICS[metric].aggregate("a", metric, vs)
+
+
+def pick(*names: str) -> dict[str, Metric]:
+    return {m: registry.SUITE_METRICS[m] for m in names}
 
 
 # ---------------------------------------------------------------- seed 002 golden numbers
 
 def test_seed_002_contextual_precision_is_0_5833() -> None:
     # Nodes 1..5: not relevant, relevant, relevant, not, not.
-    vs = words_to_verdicts("de_contextual_precision", ["no", "yes", "yes", "no", "no"], peers.YES_NO)
+    vs = words_to_verdicts("de_contextual_precision", ["no", "yes", "yes", "no", "no"], common.YES_NO)
     score = aggregate("de_contextual_precision", vs)
     assert score.value == pytest.approx((1 / 2 + 2 / 3) / 2) and round(score.value, 4) == 0.5833
     assert (score.n_scored, score.n_total, score.status) == (5, 5, OK)
 
 
 def test_contextual_precision_ranks_follow_retrieval_order_not_list_order() -> None:
-    vs = words_to_verdicts("de_contextual_precision", ["no", "yes", "yes", "no", "no"], peers.YES_NO)
+    vs = words_to_verdicts("de_contextual_precision", ["no", "yes", "yes", "no", "no"], common.YES_NO)
     assert aggregate("de_contextual_precision", vs[::-1]).value == pytest.approx(7 / 12)
-    relevant_first = words_to_verdicts("de_contextual_precision", ["yes", "yes", "no", "no", "no"], peers.YES_NO)
+    relevant_first = words_to_verdicts("de_contextual_precision", ["yes", "yes", "no", "no", "no"], common.YES_NO)
     assert aggregate("de_contextual_precision", relevant_first).value == 1.0
 
 
 def test_contextual_precision_with_nothing_relevant_is_a_real_zero_but_a_failed_rank_is_no_score() -> None:
-    none = aggregate("de_contextual_precision", words_to_verdicts("de_contextual_precision", ["no", "no"], peers.YES_NO))
+    none = aggregate("de_contextual_precision", words_to_verdicts("de_contextual_precision", ["no", "no"], common.YES_NO))
     assert (none.value, none.status) == (0.0, OK)
     failed = aggregate("de_contextual_precision", verdicts("de_contextual_precision", [1, None], [OK, UNP]))
     assert (failed.value, failed.n_scored, failed.n_total, failed.status) == (None, 1, 2, UNP)
@@ -69,25 +75,25 @@ def test_contextual_precision_with_nothing_relevant_is_a_real_zero_but_a_failed_
 
 
 def test_seed_002_contextual_recall_is_0_5() -> None:
-    vs = words_to_verdicts("de_contextual_recall", ["yes", "no"], peers.YES_NO)
+    vs = words_to_verdicts("de_contextual_recall", ["yes", "no"], common.YES_NO)
     assert aggregate("de_contextual_recall", vs).value == 0.5
 
 
 def test_seed_002_contextual_relevancy_is_9_of_11() -> None:
     # Nodes 1 and 2: one irrelevant statement each; nodes 3, 4, 5: three relevant statements each.
     per_node = [["no"], ["no"], ["yes"] * 3, ["yes"] * 3, ["yes"] * 3]
-    vs = words_to_verdicts("de_contextual_relevancy", [w for node in per_node for w in node], peers.YES_NO)
+    vs = words_to_verdicts("de_contextual_relevancy", [w for node in per_node for w in node], common.YES_NO)
     score = aggregate("de_contextual_relevancy", vs)
     assert score.value == pytest.approx(9 / 11) and (score.n_scored, score.n_total) == (11, 11)
 
 
 def test_seed_002_llm_answer_relevancy_is_1() -> None:
-    vs = words_to_verdicts("de_answer_relevancy", ["yes", "yes"], peers.NOT_CONTRADICTED)
+    vs = words_to_verdicts("de_answer_relevancy", ["yes", "yes"], common.NOT_CONTRADICTED)
     assert aggregate("de_answer_relevancy", vs).value == 1.0
 
 
 def test_seed_002_similarity_answer_relevancy_from_the_listed_cosines() -> None:
-    score = aggregate("de_answer_relevancy_sim", peers.similarity_verdicts("a", "de_answer_relevancy_sim",
+    score = aggregate("de_answer_relevancy_sim", ragas.similarity_verdicts("a", "de_answer_relevancy_sim",
                                                                             [0.92, 0.91, 0.93]))
     # The listed cosines are rounded to 2 decimals: their mean is exactly 0.92, and the seed's
     # printed 0.9207 lies within that rounding (+-0.005), not beyond it.
@@ -97,27 +103,27 @@ def test_seed_002_similarity_answer_relevancy_from_the_listed_cosines() -> None:
 
 
 def test_seed_002_faithfulness_is_1_and_hallucination_is_0() -> None:
-    faithful = words_to_verdicts("de_faithfulness", ["yes", "yes"], peers.NOT_CONTRADICTED)
+    faithful = words_to_verdicts("de_faithfulness", ["yes", "yes"], common.NOT_CONTRADICTED)
     assert aggregate("de_faithfulness", faithful).value == 1.0
     # Two ground-truth contexts, the output agrees with both.
-    agrees = words_to_verdicts("de_hallucination", ["yes", "yes"], peers.CONTRADICTS)
+    agrees = words_to_verdicts("de_hallucination", ["yes", "yes"], common.CONTRADICTS)
     assert aggregate("de_hallucination", agrees).value == 0.0
-    one_contradicted = words_to_verdicts("de_hallucination", ["yes", "no"], peers.CONTRADICTS)
+    one_contradicted = words_to_verdicts("de_hallucination", ["yes", "no"], common.CONTRADICTS)
     assert aggregate("de_hallucination", one_contradicted).value == 0.5
 
 
 def test_deepeval_counts_idk_as_faithful_and_relevant_but_ragas_needs_support() -> None:
     assert aggregate("de_faithfulness", words_to_verdicts("de_faithfulness", ["yes", "idk", "no"],
-                                                          peers.NOT_CONTRADICTED)).value == pytest.approx(2 / 3)
+                                                          common.NOT_CONTRADICTED)).value == pytest.approx(2 / 3)
     assert aggregate("ragas_faithfulness", words_to_verdicts("ragas_faithfulness", ["yes", "no", "no"],
-                                                             peers.YES_NO)).value == pytest.approx(1 / 3)
+                                                             common.YES_NO)).value == pytest.approx(1 / 3)
 
 
 # ---------------------------------------------------------------- seed 001 golden numbers
 
 def rating_verdicts(metric: str, ratings: list[int | None], top: int) -> list[Verdict]:
-    return verdicts(metric, [None if r is None else peers.normalise_rating(r, top) for r in ratings],
-                    [UNP if r is None else OK for r in ratings], kind=peers.RATING)
+    return verdicts(metric, [None if r is None else nvidia.normalise_rating(r, top) for r in ratings],
+                    [UNP if r is None else OK for r in ratings], kind=nvidia.RATING)
 
 
 def test_seed_001_answer_accuracy_two_ratings_of_4_give_1() -> None:
@@ -130,7 +136,7 @@ def test_seed_001_groundedness_and_context_relevance_ratings_of_2_give_1() -> No
     assert aggregate("nv_groundedness", rating_verdicts("nv_groundedness", [2, 2], 2)).value == 1.0
     assert aggregate("nv_context_relevance", rating_verdicts("nv_context_relevance", [2, 2], 2)).value == 1.0
     # 0 -> 0.0, 1 -> 0.5, 2 -> 1.0 on the [0, 1] scale.
-    assert [peers.normalise_rating(r, 2) for r in (0, 1, 2)] == [0.0, 0.5, 1.0]
+    assert [nvidia.normalise_rating(r, 2) for r in (0, 1, 2)] == [0.0, 0.5, 1.0]
     assert aggregate("nv_groundedness", rating_verdicts("nv_groundedness", [2, 1], 2)).value == 0.75
 
 
@@ -145,8 +151,8 @@ def test_nvidia_one_valid_rating_is_used_alone_and_none_valid_is_a_failure_not_z
 
 def test_geval_probability_weighted_score() -> None:
     top = {"4": math.log(0.6), "5": math.log(0.3), "Score": math.log(0.1)}
-    assert peers.geval_weighted(top) == pytest.approx((4 * 0.6 + 5 * 0.3) / 0.9)
-    assert peers.geval_weighted({"yes": 0.0}) is None
+    assert deepeval.geval_weighted(top) == pytest.approx((4 * 0.6 + 5 * 0.3) / 0.9)
+    assert deepeval.geval_weighted({"yes": 0.0}) is None
 
 
 class DistributionJudge:
@@ -165,11 +171,11 @@ class DistributionJudge:
 
 def test_geval_is_probability_weighted_when_the_judge_gives_a_distribution() -> None:
     judge = DistributionJudge({"3": math.log(0.5), "5": math.log(0.5)})
-    result = asyncio.run(evaluate_item(ITEM, ["de_geval"], judge, registry=peers.METRICS))
+    result = asyncio.run(evaluate_item(ITEM, pick("de_geval"), judge))
     (score,), (verdict,) = result.scores, result.verdicts
     assert score.value == pytest.approx((4.0 - 1) / 4)
     assert verdict.evidence == pytest.approx(4.0) and "probability-weighted" in verdict.detail
-    no_digit = asyncio.run(evaluate_item(ITEM, ["de_geval"], DistributionJudge({"x": 0.0}), registry=peers.METRICS))
+    no_digit = asyncio.run(evaluate_item(ITEM, pick("de_geval"), DistributionJudge({"x": 0.0})))
     assert (no_digit.scores[0].value, no_digit.scores[0].status) == (None, UNP)
 
 
@@ -177,7 +183,7 @@ def test_geval_is_probability_weighted_when_the_judge_gives_a_distribution() -> 
 
 def run(server: OpenAIServer, metric: str, item: Item = ITEM) -> Any:
     judge = LLMJudge(MODEL, api_base=server.base_url, api_key="x", timeout=5.0, max_attempts=2)
-    return asyncio.run(evaluate_item(item, [metric], judge, registry=peers.METRICS))
+    return asyncio.run(evaluate_item(item, pick(metric), judge))
 
 
 def prompt_of(request: dict[str, Any]) -> tuple[str, dict[str, str]]:
@@ -235,31 +241,31 @@ def scripted(request: dict[str, Any]) -> str:
     return reply(values) if callable(reply) else reply
 
 
-def test_script_covers_every_peer_prompt() -> None:
-    assert set(SCRIPT) == peers.PROMPTS
+def test_script_covers_every_suite_prompt() -> None:
+    assert set(SCRIPT) == registry.SUITE_PROMPTS
 
 
 # metric: (value, n_scored, n_total, judge requests, component kinds it adds besides the sources)
 EXPECTED: dict[str, tuple[float | None, int, int, int, set[str]]] = {
-    "ragas_faithfulness": (2 / 3, 3, 3, 2, {peers.RAGAS_STATEMENT}),
-    "ragas_answer_relevance": (None, 3, 3, 1, {peers.GENERATED_QUESTION}),  # value: cosines, checked below
-    "ragas_context_relevance": (2 / 4, 4, 4, 1, {peers.CONTEXT_SENTENCE, peers.EXTRACTED_SENTENCE}),
+    "ragas_faithfulness": (2 / 3, 3, 3, 2, {ragas.RAGAS_STATEMENT}),
+    "ragas_answer_relevance": (None, 3, 3, 1, {ragas.GENERATED_QUESTION}),  # value: cosines, checked below
+    "ragas_context_relevance": (2 / 4, 4, 4, 1, {ragas.CONTEXT_SENTENCE, ragas.EXTRACTED_SENTENCE}),
     "nv_answer_accuracy": (0.75, 2, 2, 2, set()),
     "nv_context_relevance": (0.75, 2, 2, 2, set()),
     "nv_groundedness": (0.5, 1, 2, 3, set()),  # template 2 unparsed after one re-ask: template 1 alone
     "de_contextual_precision": ((1 + 2 / 3) / 2, 3, 3, 1, set()),
-    "de_contextual_recall": (0.5, 2, 2, 2, {peers.REFERENCE_STATEMENT}),
-    "de_contextual_relevancy": (2 / 4, 4, 4, 3, {peers.CONTEXT_STATEMENT}),
-    "de_answer_relevancy": (2 / 3, 3, 3, 2, {peers.DE_STATEMENT}),
-    "de_answer_relevancy_sim": (None, 3, 3, 1, {peers.GENERATED_QUESTION}),
-    "de_faithfulness": (2 / 3, 3, 3, 2, {peers.DE_STATEMENT}),
+    "de_contextual_recall": (0.5, 2, 2, 2, {deepeval.REFERENCE_STATEMENT}),
+    "de_contextual_relevancy": (2 / 4, 4, 4, 3, {deepeval.CONTEXT_STATEMENT}),
+    "de_answer_relevancy": (2 / 3, 3, 3, 2, {deepeval.DE_STATEMENT}),
+    "de_answer_relevancy_sim": (None, 3, 3, 1, {ragas.GENERATED_QUESTION}),
+    "de_faithfulness": (2 / 3, 3, 3, 2, {deepeval.DE_STATEMENT}),
     "de_hallucination": (1 / 3, 3, 3, 1, set()),
-    "de_geval": (0.75, 1, 1, 2, {peers.CRITERION, peers.EVALUATION_STEP}),
+    "de_geval": (0.75, 1, 1, 2, {deepeval.CRITERION, deepeval.EVALUATION_STEP}),
 }
 
 
 def test_expected_covers_every_metric() -> None:
-    assert set(EXPECTED) == set(peers.METRICS)
+    assert set(EXPECTED) == set(registry.SUITE_METRICS)
 
 
 @pytest.mark.parametrize("metric", sorted(EXPECTED))
@@ -273,7 +279,7 @@ def test_scripted_judge_run_of_each_metric(openai_server: OpenAIServer, metric: 
     if value is not None:
         assert score.value == pytest.approx(value)
     assert len(openai_server.requests) == n_requests
-    assert {prompt_of(r)[0] for r in openai_server.requests} == set(peers.METRICS[metric].prompts)
+    assert {prompt_of(r)[0] for r in openai_server.requests} == set(registry.SUITE_METRICS[metric].prompts)
     assert {c.kind for c in result.components} - {"source"} == kinds
     assert all(v.metric == metric and v.detail for v in result.verdicts)
     assert all(v.call_key for v in result.verdicts if v.status is OK)
@@ -284,9 +290,9 @@ def test_answer_relevance_is_the_mean_minilm_cosine_of_the_generated_questions(o
                                                                                metric: str) -> None:
     openai_server.responder = scripted
     result = run(openai_server, metric)
-    vectors = offline.embed([ITEM.query] + QUESTIONS)
+    vectors = embeddings.embed([ITEM.query] + QUESTIONS)
     cosines = [float(vectors[0] @ v) for v in vectors[1:]]
-    assert [c.text for c in result.components if c.kind == peers.GENERATED_QUESTION] == QUESTIONS
+    assert [c.text for c in result.components if c.kind == ragas.GENERATED_QUESTION] == QUESTIONS
     assert [v.evidence for v in result.verdicts] == pytest.approx(cosines)
     assert result.scores[0].value == pytest.approx(sum(max(0.0, c) for c in cosines) / 3)
     # The question about the answer's topic is closer to the query than the one about hobbies.
@@ -296,11 +302,10 @@ def test_answer_relevance_is_the_mean_minilm_cosine_of_the_generated_questions(o
 def test_both_answer_relevance_forms_share_one_generation(openai_server: OpenAIServer) -> None:
     openai_server.responder = scripted
     judge = LLMJudge(MODEL, api_base=openai_server.base_url, api_key="x", timeout=5.0, max_attempts=2)
-    result = asyncio.run(evaluate_item(ITEM, ["ragas_answer_relevance", "de_answer_relevancy_sim"], judge,
-                                       registry=peers.METRICS))
+    result = asyncio.run(evaluate_item(ITEM, pick("ragas_answer_relevance", "de_answer_relevancy_sim"), judge))
     assert len(openai_server.requests) == 1
     assert result.scores[0].value == result.scores[1].value
-    assert sum(c.kind == peers.GENERATED_QUESTION for c in result.components) == 3
+    assert sum(c.kind == ragas.GENERATED_QUESTION for c in result.components) == 3
 
 
 def test_nvidia_answer_accuracy_second_template_swaps_the_roles(openai_server: OpenAIServer) -> None:
@@ -346,7 +351,7 @@ def test_server_errors_surface_as_error_status_not_zero(openai_server: OpenAISer
 
 # ---------------------------------------------------------------- reference gating
 
-@pytest.mark.parametrize("metric", sorted(m for m, spec in peers.METRICS.items() if spec.needs_reference))
+@pytest.mark.parametrize("metric", sorted(m for m, spec in registry.SUITE_METRICS.items() if spec.needs_reference))
 def test_reference_metrics_are_not_applicable_without_a_reference(openai_server: OpenAIServer, metric: str) -> None:
     openai_server.responder = scripted
     result = run(openai_server, metric, NO_REFERENCE)
@@ -356,14 +361,14 @@ def test_reference_metrics_are_not_applicable_without_a_reference(openai_server:
 
 
 def test_exactly_the_reference_based_metrics_need_a_reference() -> None:
-    assert {m for m, spec in peers.METRICS.items() if spec.needs_reference} == {
+    assert {m for m, spec in registry.SUITE_METRICS.items() if spec.needs_reference} == {
         "nv_answer_accuracy", "de_contextual_precision", "de_contextual_recall"}
 
 
 # ---------------------------------------------------------------- prompts and parsers
 
-@pytest.mark.parametrize("name", sorted(peers.PROMPTS))
-def test_peer_prompt_files_load_render_and_end_with_the_input(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(registry.SUITE_PROMPTS))
+def test_suite_prompt_files_load_render_and_end_with_the_input(name: str) -> None:
     spec = prompts.load(name)
     values = {v: [f"{v} one", f"{v} two"] if v in ("sources", "claims") else f"{v} value" for v in spec.variables}
     rendered = spec.render(**values)
@@ -371,7 +376,7 @@ def test_peer_prompt_files_load_render_and_end_with_the_input(name: str) -> None
     assert identify(rendered) == (name, {k: v if isinstance(v, str) else
                                          "\n".join(f'<{k[:-1]} id="{i}">\n{t}\n</{k[:-1]}>' for i, t in enumerate(v, 1))
                                          for k, v in values.items()})
-    assert prompts.PARSERS[name] is peers.PARSERS[name]
+    assert name in registry.PARSERS
 
 
 GOOD_REPLIES = [
@@ -401,33 +406,33 @@ BAD_REPLIES = [
 
 
 @pytest.mark.parametrize("name, reply, expected", GOOD_REPLIES)
-def test_peer_parser_reads_a_well_formed_reply(name: str, reply: str, expected: Any) -> None:
-    assert prompts.PARSERS[name](reply) == expected
+def test_suite_parser_reads_a_well_formed_reply(name: str, reply: str, expected: Any) -> None:
+    assert registry.PARSERS[name](reply) == expected
 
 
 @pytest.mark.parametrize("name, reply", BAD_REPLIES)
-def test_peer_parser_rejects_a_malformed_reply(name: str, reply: str) -> None:
+def test_suite_parser_rejects_a_malformed_reply(name: str, reply: str) -> None:
     with pytest.raises(prompts.ParseError):
-        prompts.PARSERS[name](reply)
+        registry.PARSERS[name](reply)
 
 
 def test_extracted_sentences_match_context_sentences_ignoring_case_and_punctuation() -> None:
     sentences = ["It was completed in 1896.", "It was built in Indo-Saracenic style.", "It is tall."]
     extracted = ["it was completed in 1896", "It was built in Indo-Saracenic", "tall"]
     # The third line keeps less than half of its sentence: not an extraction of it.
-    assert peers.match_extracted(sentences, extracted) == [0, 1, None]
-    assert peers.match_extracted(sentences, ["It was completed in 1896. It is tall."]) == [0, None, 0]
-    assert peers.match_extracted(["Atoms are small."], ["toms are small"]) == [None]  # whole words only
+    assert ragas.match_extracted(sentences, extracted) == [0, 1, None]
+    assert ragas.match_extracted(sentences, ["It was completed in 1896. It is tall."]) == [0, None, 0]
+    assert ragas.match_extracted(["Atoms are small."], ["toms are small"]) == [None]  # whole words only
 
 
 # ---------------------------------------------------------------- offline judge and store
 
-def test_every_peer_metric_runs_on_the_offline_judge_with_honest_details(tmp_path) -> None:
+def test_every_suite_metric_runs_on_the_offline_judge_with_honest_details(tmp_path) -> None:
     from evaluators.offline import OfflineJudge
 
-    result = asyncio.run(evaluate_item(ITEM, list(peers.METRICS), OfflineJudge(), registry=peers.METRICS))
+    result = asyncio.run(evaluate_item(ITEM, registry.SUITE_METRICS, OfflineJudge()))
     scores = {s.metric: s for s in result.scores}
-    assert set(scores) == set(peers.METRICS)
+    assert set(scores) == set(registry.SUITE_METRICS)
     assert all(s.status is OK and 0.0 <= s.value <= 1.0 for s in scores.values()), scores
     assert all(v.status is OK and v.detail for v in result.verdicts)
     # Sanity of the simple rules on this item: the Eiffel Tower source is neither relevant nor useful.
@@ -436,24 +441,24 @@ def test_every_peer_metric_runs_on_the_offline_judge_with_honest_details(tmp_pat
     assert scores["ragas_answer_relevance"].value == scores["de_answer_relevancy_sim"].value
 
     # Every intermediate survives a store round trip, new component kinds included.
-    db = tmp_path / "peers.duckdb"
+    db = tmp_path / "suites.duckdb"
     store.migrate(db)
     store.write_batch(db, "r", items=[ITEM], components=result.components, verdicts=result.verdicts,
                       scores=result.scores)
     kinds = set(store.query(db, "SELECT DISTINCT kind FROM components WHERE run_id = 'r'")["kind"])
-    assert {peers.RAGAS_STATEMENT, peers.GENERATED_QUESTION, peers.CONTEXT_SENTENCE, peers.CONTEXT_STATEMENT,
-            peers.EVALUATION_STEP, peers.CRITERION} <= kinds
+    assert {ragas.RAGAS_STATEMENT, ragas.GENERATED_QUESTION, ragas.CONTEXT_SENTENCE, deepeval.CONTEXT_STATEMENT,
+            deepeval.EVALUATION_STEP, deepeval.CRITERION} <= kinds
     n = store.query(db, "SELECT count(*) AS n FROM verdicts WHERE run_id = 'r'")["n"].iloc[0]
     assert n == len(result.verdicts)
 
 
 def test_offline_faithfulness_rejects_a_claim_with_numbers_the_sources_lack() -> None:
-    answer = offline.HANDLERS["ragas_faithfulness"](sources=list(SOURCES), claims=["Einstein was born in 1889."])
+    answer = ragas.offline_faithfulness(sources=list(SOURCES), claims=["Einstein was born in 1889."])
     assert answer.value[1][0] == "no" and "1889" in answer.value[1][1]
 
 
 def test_offline_deepeval_faithfulness_says_no_only_to_a_contradiction() -> None:
-    answer = offline.HANDLERS["de_faithfulness"](
+    answer = deepeval.offline_faithfulness(
         sources=["The museum is open on Sundays."],
         claims=["The museum is not open on Sundays.", "The museum has a cafe.", "The museum is open on Sundays."])
     assert [answer.value[i][0] for i in (1, 2, 3)] == ["no", "idk", "yes"]
@@ -461,18 +466,13 @@ def test_offline_deepeval_faithfulness_says_no_only_to_a_contradiction() -> None
 
 def test_mean_aggregate_is_what_the_ratio_metrics_use() -> None:
     # Ratio metrics (faithfulness, relevancy, recall, hallucination, context relevance) are means of 0/1 verdicts.
-    ratio = [m for m, spec in peers.METRICS.items() if spec.aggregate is aggregate_mean]
-    assert "de_contextual_precision" not in ratio and len(ratio) == len(peers.METRICS) - 1
+    ratio = [m for m, spec in registry.SUITE_METRICS.items() if spec.aggregate is aggregate_mean]
+    assert "de_contextual_precision" not in ratio and len(ratio) == len(registry.SUITE_METRICS) - 1
 
 
 def test_geval_is_probability_weighted_through_a_logprob_judge(openai_server) -> None:
     """Through litellm: the judge prefills <output>, asks for logprobs, and the score is weighted."""
     from openai_server import Reply
-
-    from evaluators.judge import LLMJudge
-    from evaluators.metrics import evaluate_item
-    from evaluators.records import Item
-    from evaluators.peers import METRICS
 
     openai_server.replies.extend([
         "<output>\n- The answer is correct.\n- It names the city.\n</output>",  # evaluation steps
@@ -480,7 +480,7 @@ def test_geval_is_probability_weighted_through_a_logprob_judge(openai_server) ->
     ])
     judge = LLMJudge("openai/test-judge", api_base=openai_server.base_url, api_key="x", logprob_binary=True)
     item = Item("g", "Where is the office?", ("The office is in Antwerp.",), "It is in Antwerp.")
-    result = asyncio.run(evaluate_item(item, ["de_geval"], judge, registry=METRICS))
+    result = asyncio.run(evaluate_item(item, pick("de_geval"), judge))
     score = result.scores[0]
     assert score.status.value == "ok"
     assert score.value == pytest.approx((4 * 0.6 + 5 * 0.4 - 1) / 4)

