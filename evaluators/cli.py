@@ -1,7 +1,9 @@
 """The command line: evaluate, export, diagnose, runs. A stable contract others rely on.
 
-Exit codes: 0 done; 2 bad input or options (one line per problem, no traceback);
-3 the judge refused the requests (400/401) or the run could not finish; 4 the database is busy.
+Exit codes: 0 done, every judge step scored; 2 bad input or options (one line per problem, no
+traceback), or the run was evaluated on other content; 3 the judge refused the requests (400/401)
+or the run could not finish; 4 the database is busy; 5 the run finished with failed judge steps;
+6 another process is evaluating the run; 130 interrupted.
 """
 from __future__ import annotations
 
@@ -34,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="one judge call per component, as in the paper (default: batched)")
     ev.add_argument("--sd-threshold", type=float, default=metrics_mod.SD_THRESHOLD,
                     help="cosine at which two response sentences repeat each other")
+    ev.add_argument("--update", action="store_true",
+                    help="the input changed since the run evaluated it: re-evaluate exactly the changed and "
+                         "added items, delete the removed ones")
+    ev.add_argument("--retry-failed", action="store_true",
+                    help="ask the judge steps that failed (error, timeout, unparsed) again; answered calls "
+                         "come from the cache")
     ev.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost; call nothing")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -84,12 +92,20 @@ def _evaluate(args: argparse.Namespace) -> int:
         summary = runner.evaluate(
             items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
             concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
-            sd_threshold=args.sd_threshold, on_progress=None if args.quiet else runner.print_progress)
+            sd_threshold=args.sd_threshold, update=args.update, retry_failed=args.retry_failed,
+            on_progress=None if args.quiet else runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
+    except store.InputChanged as exc:
+        return _fail(f"{exc}; rerun with --update to re-evaluate exactly those, or choose another --run name")
+    except store.RunBusy as exc:
+        return _fail(str(exc), 6)
     except ValueError as exc:
         return _fail(str(exc))
     print(summary.text())
+    if summary.failed_items:
+        return _fail(f"run {args.run} {summary.status}; rerun the same command with --retry-failed "
+                     "to ask the failed steps again", 5)
     return 0
 
 
