@@ -206,12 +206,19 @@ class _Writer:
         calls, results = self._held_calls, self._held_results
 
         def write() -> None:
-            store.write_results(
-                self.db, self.run, self.owner, items=[i for i, _ in results],
-                components=[c for _, r in results for c in r.components],
-                verdicts=[v for _, r in results for v in r.verdicts],
-                scores=[s for _, r in results for s in r.scores], calls=calls, replace=self.replace,
-                deadline_s=BUSY_TRY_S)
+            try:
+                store.write_results(
+                    self.db, self.run, self.owner, items=[i for i, _ in results],
+                    components=[c for _, r in results for c in r.components],
+                    verdicts=[v for _, r in results for v in r.verdicts],
+                    scores=[s for _, r in results for s in r.scores], calls=calls, replace=self.replace,
+                    deadline_s=BUSY_TRY_S)
+            except (store.StoreBusy, store.RunBusy):
+                raise  # busy: tried again; taken over: the calls are stored already
+            except Exception:
+                if calls:  # the items cannot be stored: keep the paid answers at least
+                    store.write_batch(self.db, self.run, calls=calls)
+                raise
             self._held_calls, self._held_results = [], []
 
         return write
