@@ -120,7 +120,8 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
         emit(f"{db}: the demo run files changed since it was built; rebuilding from scratch")
     started = time.monotonic()
     for name, items in runs.items():
-        result = runner.evaluate(items, tmp, run=name, judge=runner.OFFLINE)
+        # update: the runs follow the run files (stored_state checked that what is stored agrees with them).
+        result = runner.evaluate(items, tmp, run=name, judge=runner.OFFLINE, update=True)
         emit(result.text())
     # GRAMMAR's robustness runs over our fictitious company, for the Robustness page.
     from evaluators.grammar import runs as grammar_runs

@@ -1,9 +1,10 @@
 """The command line: evaluate, export, diagnose, runs, delete-run. A stable contract others rely on.
 
-Exit codes: 0 done; 2 bad input or options, or a litellm judge without its key or endpoint (one line
-per problem, no traceback); 3 the judge refused the requests (400/401), stayed rate limited past
---rate-limit-patience, or the run could not finish; 4 the database is busy. Printed errors never
-show API keys or bearer tokens.
+Exit codes: 0 done, every judge step scored; 2 bad input or options (one line per problem, no
+traceback), the run was evaluated on other content, or a litellm judge lacks its key or endpoint;
+3 the judge refused the requests (400/401), stayed rate limited past --rate-limit-patience, or the
+run could not finish; 4 the database is busy; 5 the run finished with failed judge steps; 6 another
+process is evaluating the run; 130 interrupted. Printed errors never show API keys or bearer tokens.
 """
 from __future__ import annotations
 
@@ -44,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="one judge call per component, as in the paper (default: batched)")
     ev.add_argument("--sd-threshold", type=float, default=SD_THRESHOLD,
                     help="cosine at which two response sentences repeat each other")
+    ev.add_argument("--update", action="store_true",
+                    help="the input changed since the run evaluated it: re-evaluate exactly the changed and "
+                         "added items, delete the removed ones")
+    ev.add_argument("--retry-failed", action="store_true",
+                    help="ask the judge steps that failed (error, timeout, unparsed) again; answered calls "
+                         "come from the cache")
     ev.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost; call nothing")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -101,14 +108,22 @@ def _evaluate(args: argparse.Namespace) -> int:
             items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
             concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
             sd_threshold=args.sd_threshold, rate_limit_patience=args.rate_limit_patience * 60,
+            update=args.update, retry_failed=args.retry_failed,
             on_progress=None if args.quiet else runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
-    except runner.RunConflict as exc:
+    except store.RunConflict as exc:
         return _fail(f"{exc}; resume it with the same options and prompt files, or choose another --run name")
+    except store.InputChanged as exc:
+        return _fail(f"{exc}; rerun with --update to re-evaluate exactly those, or choose another --run name")
+    except store.RunBusy as exc:
+        return _fail(str(exc), 6)
     except ValueError as exc:
         return _fail(str(exc))
     print(summary.text())
+    if summary.failed_items:
+        return _fail(f"run {args.run} {summary.status}; rerun the same command with --retry-failed "
+                     "to ask the failed steps again", 5)
     return 0
 
 

@@ -49,6 +49,12 @@ class Item:
         blob = json.dumps([query, list(sources), response], ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
+    def content_hash(self) -> str:
+        """A hash of everything the run stores for this item: a rerun compares it to spot edited input."""
+        blob = json.dumps([self.query, list(self.sources), self.response, self.reference, self.metadata],
+                          ensure_ascii=False, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
 
 @dataclass(frozen=True)
 class Component:

@@ -2,17 +2,21 @@
 
 `evaluate` skips items the run already finished and answers repeated judge requests from the
 DuckDB cache, so a killed run restarted with the same command continues where it stopped. One
-writer task group-commits finished items and new judge calls: each write is one transaction.
+writer task group-commits finished items and new judge calls: each write is one transaction. A
+busy database is waited for, never the end of a run, and while nothing can be written no judge
+call is started. The run records its owner (host, pid) and a heartbeat each write refreshes, so a
+second process refuses to evaluate it and a dead one's run reads as interrupted.
 """
 from __future__ import annotations
 
 import asyncio
-import json
 import math
+import os
 import sys
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -27,10 +31,10 @@ from evaluators.vocabulary import THELMA
 OFFLINE = "offline"
 LOCAL = "local"
 WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge waits out a rate limit
+HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEARTBEAT_S overrides it
+BUSY_TRY_S = 1.0    # one attempt at a busy database file; the writer tries again, without a deadline
+FINISHED, FINISHED_WITH_FAILURES, FAILED = "finished", "finished with failures", "failed"
 
-
-class RunConflict(ValueError):
-    """A run of this name already exists with another judge, other options or other prompt files."""
 
 
 def check_metrics(names: Iterable[str]) -> list[str]:
@@ -56,7 +60,8 @@ class Progress:
     tokens: int
     cost: float
     elapsed_s: float
-    waiting_s: float = 0.0  # seconds left before the rate-limited judge may call again
+    rate_wait_s: float = 0.0  # seconds left before the rate-limited judge may call again
+    db_wait_s: float | None = None  # how long the writer has waited for a busy database
 
     @property
     def eta_s(self) -> float | None:
@@ -67,9 +72,13 @@ class Progress:
 
     def line(self) -> str:
         eta = "?" if self.eta_s is None else time.strftime("%H:%M:%S", time.gmtime(self.eta_s))
-        waiting = f" | waiting for rate limit ({math.ceil(self.waiting_s)}s)" if self.waiting_s > 0 else ""
-        return (f"items {self.done}/{self.total} | calls {self.calls} | cache hits {self.cache_hits} | "
-                f"tokens {self.tokens:,} | cost ${self.cost:.4f} | ETA {eta}{waiting}")
+        line = (f"items {self.done}/{self.total} | calls {self.calls} | cache hits {self.cache_hits} | "
+                f"tokens {self.tokens:,} | cost ${self.cost:.4f} | ETA {eta}")
+        if self.rate_wait_s > 0:
+            line += f" | waiting for rate limit ({math.ceil(self.rate_wait_s)}s)"
+        if self.db_wait_s is not None:
+            line += f" | waiting for the database ({self.db_wait_s:.0f} s)"
+        return line
 
 
 @dataclass
@@ -80,6 +89,13 @@ class RunSummary:
     items: int
     stats: dict[str, Any]
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)  # metric -> {status: count}
+    failed_steps: dict[str, int] = field(default_factory=dict)  # failed judge steps (verdicts) by status
+    failed_items: int = 0  # items with a failed step or score
+
+    @property
+    def status(self) -> str:
+        """The stored status of a run that ran to its end: finished, or finished with failures."""
+        return FINISHED_WITH_FAILURES if self.failed_items else FINISHED
 
     def text(self) -> str:
         lines = [f"run {self.run}: {self.items} items | judge calls {self.stats.get('calls', 0)} | "
@@ -90,16 +106,56 @@ class RunSummary:
             failures = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s != Status.OK.value)
             lines.append(f"  {metric:<22} scored {counts.get(Status.OK.value, 0)} of {total}"
                          + (f"  ({failures})" if failures else ""))
+        if self.failed_items:
+            steps = ", ".join(f"{s} {n}" for s, n in sorted(self.failed_steps.items()))
+            lines.append(f"{self.status}: {sum(self.failed_steps.values())} judge steps failed ({steps or 'scores'}) "
+                         f"in {self.failed_items} item{'s' if self.failed_items != 1 else ''}")
         return "\n".join(lines)
 
 
-class _Writer:
-    """Group commit: everything finished since the last write goes into the next transaction."""
+async def _patiently(prepare: Callable[[], Callable[[], None]], waiting: Callable[[float | None], None]) -> None:
+    """Run the write `prepare()` returns, in a thread, until the database file lets it.
 
-    def __init__(self, db: str | Path, run: str) -> None:
-        self.db, self.run = db, run
+    Each attempt gives up on a busy file after BUSY_TRY_S and calls `prepare` again (in the event
+    loop's thread), so what arrived meanwhile joins the retry. `waiting` hears the seconds waited
+    so far after each busy attempt, and None once the write went through.
+    """
+    since: float | None = None
+    delay = 0.1
+    while True:
+        try:
+            await asyncio.to_thread(prepare())
+            break
+        except store.StoreBusy:
+            since = since if since is not None else time.monotonic()
+            waiting(time.monotonic() - since)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    if since is not None:
+        waiting(None)
+
+
+class _Writer:
+    """Group commit: everything finished since the last write goes into the next transaction.
+
+    A busy database file is waited for, holding everything in memory; meanwhile `ready()` holds
+    the workers back, so no judge call is started for a result that could not be stored. Writing
+    at least every `heartbeat_s` keeps the run's heartbeat fresh.
+    """
+
+    def __init__(self, db: str | Path, run: str, owner: store.Owner, heartbeat_s: float,
+                 on_wait: Callable[[], None]) -> None:
+        self.db, self.run, self.owner, self.heartbeat_s = db, run, owner, heartbeat_s
+        self.replace: frozenset[str] = frozenset()  # item ids whose stored results these replace
         self.calls: list[JudgeCall] = []
         self.results: list[tuple[Item, metrics_mod.ItemResult]] = []
+        self._held_calls: list[JudgeCall] = []
+        self._held_results: list[tuple[Item, metrics_mod.ItemResult]] = []
+        self.waiting_s: float | None = None
+        self.error: BaseException | None = None
+        self._on_wait = on_wait
+        self._writable = asyncio.Event()
+        self._writable.set()
         self._wake = asyncio.Event()
         self._closed = False
 
@@ -111,22 +167,62 @@ class _Writer:
         self.results.append((item, result))
         self._wake.set()
 
-    async def loop(self) -> None:
-        while not (self._closed and not self.calls and not self.results):
-            await self._wake.wait()
-            self._wake.clear()
-            await asyncio.to_thread(self.flush)
+    async def ready(self) -> None:
+        """Return once results can be stored; raise what stopped the writer."""
+        await self._writable.wait()
+        if self.error is not None:
+            raise self.error
 
-    def flush(self) -> None:
-        calls, self.calls = self.calls, []
-        results, self.results = self.results, []
-        if not calls and not results:
-            return
-        store.write_batch(
-            self.db, self.run, items=[i for i, _ in results],
-            components=[c for _, r in results for c in r.components],
-            verdicts=[v for _, r in results for v in r.verdicts],
-            scores=[s for _, r in results for s in r.scores], calls=calls)
+    def waiting(self, seconds: float | None) -> None:
+        """Pause the workers while the database is busy (seconds waited), resume them on None."""
+        self.waiting_s = seconds
+        if seconds is None:
+            self._writable.set()
+        else:
+            self._writable.clear()
+        self._on_wait()
+
+    async def loop(self) -> None:
+        try:
+            while True:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self.heartbeat_s)
+                except asyncio.TimeoutError:
+                    pass  # nothing new: write anyway, it is the heartbeat
+                self._wake.clear()
+                closing = self._closed
+                await _patiently(self._prepare, self.waiting)
+                if closing and not self.calls and not self.results:
+                    return
+        except BaseException as exc:
+            self.error = exc
+            self._writable.set()  # paused workers wake up to the error
+            raise
+
+    def _prepare(self) -> Callable[[], None]:
+        # What a busy attempt could not write stays held and joins the next attempt.
+        self._held_calls += self.calls
+        self._held_results += self.results
+        self.calls, self.results = [], []
+        calls, results = self._held_calls, self._held_results
+
+        def write() -> None:
+            try:
+                store.write_results(
+                    self.db, self.run, self.owner, items=[i for i, _ in results],
+                    components=[c for _, r in results for c in r.components],
+                    verdicts=[v for _, r in results for v in r.verdicts],
+                    scores=[s for _, r in results for s in r.scores], calls=calls, replace=self.replace,
+                    deadline_s=BUSY_TRY_S)
+            except (store.StoreBusy, store.RunBusy):
+                raise  # busy: tried again; taken over: the calls are stored already
+            except Exception:
+                if calls:  # the items cannot be stored: keep the paid answers at least
+                    store.write_batch(self.db, self.run, calls=calls)
+                raise
+            self._held_calls, self._held_results = [], []
+
+        return write
 
     def close(self) -> None:
         self._closed = True
@@ -136,19 +232,6 @@ class _Writer:
 def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float) -> dict[str, Any]:
     """The options that define a run's results: resuming requires the same ones."""
     return {"metrics": list(metrics), "per_component": per_component, "sd_threshold": sd_threshold}
-
-
-def check_resumable(db: str | Path, run: Run) -> None:
-    """Raise RunConflict when a stored run of this name was started as another evaluation."""
-    found = store.run_identity(db, run.name)
-    if found is None:
-        return
-    judge, params, hashes = found
-    if judge != run.judge or params != run.params:
-        raise RunConflict(f"run {run.name!r} already exists with judge {judge} and params "
-                          f"{json.dumps(params, sort_keys=True)}")
-    if hashes != run.prompt_hashes:
-        raise RunConflict(f"run {run.name!r} was started with other prompt files")
 
 
 async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, concurrency: int,
@@ -186,49 +269,70 @@ def judge_name(judge: str) -> str:
     return judge
 
 
+class _Paused:
+    """A judge whose asks wait while the writer cannot store results: no paid call for nothing."""
+
+    def __init__(self, judge: Judge, writer: _Writer) -> None:
+        self.judge, self.writer, self.name = judge, writer, judge.name
+
+    async def ask(self, prompt: str, **variables: Any) -> Answer:
+        await self.writer.ready()
+        return await self.judge.ask(prompt, **variables)
+
+
 async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
                          api_base: str | None = None, metrics: Sequence[str] = THELMA,
                          concurrency: int = 8, per_component: bool = False, timeout: float = 60.0,
                          sd_threshold: float = metrics_mod.SD_THRESHOLD,
-                         rate_limit_patience: float = RATE_LIMIT_PATIENCE,
+                         rate_limit_patience: float = RATE_LIMIT_PATIENCE, update: bool = False,
+                         retry_failed: bool = False, heartbeat_s: float | None = None,
                          on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
     """Evaluate `items` into run `run` of `db`; see `evaluate`."""
     metrics = check_metrics(metrics)
     chosen = {m: registry.METRICS[m] for m in metrics}
+    heartbeat_s = heartbeat_s or float(os.environ.get("RAG_TRIAGE_HEARTBEAT_S", HEARTBEAT_S))
     store.migrate(db)
     cache = store.load_cache(db, judge_name(judge)) if judge != OFFLINE else {}
-    writer = _Writer(db, run)
+    owner = store.Owner.this_process()
     started = time.monotonic()
+    stats = CallStats()
+    counter = {"done": 0, "skipped": 0}
+
+    def report() -> None:
+        if on_progress:
+            now = time.monotonic()
+            on_progress(Progress(counter["done"], len(items), counter["skipped"], stats.calls, stats.cache_hits,
+                                 stats.prompt_tokens + stats.completion_tokens, stats.cost, now - started,
+                                 max(0.0, stats.waiting_until - now), writer.waiting_s))
+
+    writer = _Writer(db, run, owner, heartbeat_s, report)
     async with AsyncExitStack() as stack:
         judge_obj, forced = await open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call,
                                              rate_limit_patience)
+        stats = getattr(judge_obj, "stats", stats)
         per_component = per_component or forced
         used = sorted({p for metric in chosen.values() for p in metric.prompts})
         meta = Run(run, judge_obj.name, run_params(metrics, per_component, sd_threshold), prompts.prompt_hashes(used))
-        check_resumable(db, meta)
-        store.start_run(db, meta, len(items))
-        done_ids = store.done_item_ids(db, run)
-        todo = [i for i in items if i.id not in done_ids]
-        stats: CallStats = getattr(judge_obj, "stats", CallStats())
-        counter = {"done": len(items) - len(todo)}
-        skipped = counter["done"]
-
-        def report() -> None:
-            if on_progress:
-                now = time.monotonic()
-                on_progress(Progress(counter["done"], len(items), skipped, stats.calls, stats.cache_hits,
-                                     stats.prompt_tokens + stats.completion_tokens, stats.cost,
-                                     now - started, max(0.0, stats.waiting_until - now)))
-
-        report()
+        # One transaction decides, before any judge call, whether this process may evaluate the run and what.
+        claim = store.claim_run(db, meta, {i.id: i.content_hash() for i in items}, owner, heartbeat_s,
+                                update, retry_failed)
+        writer.replace = claim.replace
+        wanted = set(claim.todo)
         queue: asyncio.Queue[Item] = asyncio.Queue()
-        for item in todo:
-            queue.put_nowait(item)
+        for item in items:
+            if item.id in wanted:
+                queue.put_nowait(item)
+        counter["done"] = counter["skipped"] = len(items) - queue.qsize()
+        paused = _Paused(judge_obj, writer)
+        report()
 
         async def worker() -> None:
-            while not queue.empty():
+            while True:
+                await writer.ready()  # start no item while its results could not be stored
+                if queue.empty():
+                    return
                 item = queue.get_nowait()
-                result = await metrics_mod.evaluate_item(item, chosen, judge_obj, per_component, sd_threshold)
+                result = await metrics_mod.evaluate_item(item, chosen, paused, per_component, sd_threshold)
                 writer.add_item(item, result)
                 counter["done"] += 1
                 report()
@@ -244,40 +348,54 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
         ticker = asyncio.create_task(tick())
         workers = [asyncio.create_task(worker()) for _ in range(max(2, concurrency * 2))]
         error = ""
+        summary: RunSummary | None = None
         try:
-            await asyncio.gather(*workers)
+            try:
+                await asyncio.gather(*workers)
+            finally:
+                for w in workers:
+                    w.cancel()
+                writer.close()
+                await writer_task  # everything answered is stored before the run ends, however it ends
         except BaseException as exc:
-            for w in workers:
-                w.cancel()
             error = mask_secrets(str(exc)) or type(exc).__name__
             raise
         finally:
             ticker.cancel()
-            writer.close()
-            await writer_task
-            store.finish_run(db, run, "failed" if error else "finished", stats.as_dict(), error)
-    return summarize(db, run, stats.as_dict())
+            if not error:
+                summary = summarize(db, run, stats.as_dict())
+            finish = partial(store.finish_run, db, run, summary.status if summary else FAILED, stats.as_dict(),
+                             error, owner, BUSY_TRY_S)
+            await _patiently(lambda: finish, writer.waiting)
+    return summary
 
 
 def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE, **options: Any) -> RunSummary:
     """Evaluate items into a named run of a DuckDB file; resumes an unfinished run of that name.
 
     Options: api_base, metrics, concurrency, per_component, timeout, sd_threshold, rate_limit_patience
-    (seconds), on_progress. Raises JudgeUnavailable (a ValueError) before any call when a litellm judge
-    lacks its key or endpoint, and JudgeFatal when the judge refuses requests (400/401) or stays rate
-    limited past the patience: completed items stay stored.
+    (seconds), update, retry_failed, heartbeat_s, on_progress. The run must be what `items` say: if
+    the run recorded other content, store.InputChanged names the changed, added and removed ids,
+    unless `update` re-evaluates exactly those (and deletes the removed ones). `retry_failed` asks
+    the failed steps again. store.RunBusy: another live process is evaluating the run (nothing was
+    called). store.RunConflict: the run exists with another judge, options or prompt files.
+    Raises JudgeUnavailable (a ValueError) before any call when a litellm judge lacks its key or
+    endpoint, and JudgeFatal when the judge refuses requests (400/401) or stays rate limited past
+    the patience: completed items stay stored. The summary's status is `finished with failures`
+    when a judge step failed.
     """
     return asyncio.run(evaluate_async(items, db, run, judge, **options))
 
 
 def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None) -> RunSummary:
-    """Counts of scores by metric and status for a stored run."""
+    """Counts of scores by metric and status for a stored run, and its failed judge steps."""
     counts: dict[str, dict[str, int]] = {}
     for row in store.score_status_counts(db, run).itertuples(index=False):
         counts.setdefault(row.metric, {})[row.status] = int(row.n)
     order = {m: k for k, m in enumerate(registry.METRICS)}
     ordered = dict(sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))
-    return RunSummary(run, store.count_items(db, run), stats or {}, ordered)
+    steps, failed_items = store.failed_steps(db, run)
+    return RunSummary(run, store.count_items(db, run), stats or {}, ordered, steps, failed_items)
 
 
 # ---------------------------------------------------------------- dry run
@@ -384,8 +502,9 @@ def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
 
 def print_progress(progress: Progress) -> None:
     """A one-line progress bar on stderr, redrawn in place on a terminal."""
-    end = "\r" if sys.stderr.isatty() else "\n"
-    if (end == "\n" and not progress.waiting_s and progress.done not in (progress.total,)
+    tty = sys.stderr.isatty()
+    if (not tty and progress.db_wait_s is None and not progress.rate_wait_s and progress.done not in (progress.total,)
             and progress.done % max(1, progress.total // 20)):
-        return  # in logs, print about every 5 % (and every rate-limit wait)
-    print(progress.line(), end=end, file=sys.stderr, flush=True)
+        return  # in logs, print about every 5 %, and every wait for the database or a rate limit
+    # On a terminal, erase what a longer previous line left behind.
+    print(progress.line() + ("\x1b[K" if tty else ""), end="\r" if tty else "\n", file=sys.stderr, flush=True)

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import random
+import socket
 import threading
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Collection, Mapping
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -161,11 +164,26 @@ MIGRATIONS: list[str] = [
     ALTER TABLE verdicts RENAME COLUMN score TO evidence;
     CREATE INDEX verdicts_item ON verdicts (run_id, item_id);
     """,
-    # 5: who started each run: the dashboard's login email, else the OS user; '' for older runs.
-    # IF NOT EXISTS: the number was agreed while another migration was being written, so a file
-    # upgraded in between may already have the column.
+    # 4: who evaluates a run and whether it still lives, and which input each run and item is for.
+    # runs.status: running | finished | finished with failures | failed; RUN_STATUS_SQL reads a
+    # running run whose owner stopped beating as interrupted.
     """
-    ALTER TABLE runs ADD COLUMN IF NOT EXISTS started_by VARCHAR DEFAULT '';
+    ALTER TABLE runs ADD COLUMN owner VARCHAR;           -- host:pid:token of the evaluating process
+    ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+    ALTER TABLE runs ADD COLUMN owner_host VARCHAR;
+    ALTER TABLE runs ADD COLUMN heartbeat_at TIMESTAMP;  -- refreshed by the owner's every write
+    ALTER TABLE runs ADD COLUMN heartbeat_s DOUBLE;      -- the owner's longest pause between writes
+    ALTER TABLE items ADD COLUMN content_hash VARCHAR;   -- Item.content_hash() these results are for
+    CREATE TABLE run_inputs (                            -- the run's input: item ids and content hashes
+        run_id VARCHAR NOT NULL,
+        item_id VARCHAR NOT NULL,
+        content_hash VARCHAR NOT NULL,
+        PRIMARY KEY (run_id, item_id)
+    );
+    """,
+    # 5: who started each run: the dashboard's login email, else the OS user; '' for older runs.
+    """
+    ALTER TABLE runs ADD COLUMN started_by VARCHAR DEFAULT '';
     """,
 ]
 
@@ -226,13 +244,18 @@ def _frame(records: Sequence[Any], columns: list[str]) -> pd.DataFrame:
     return frame
 
 
-def _insert(con: Any, table: str, frame: pd.DataFrame, ignore: bool = False) -> None:
+def _insert(con: Any, table: str, frame: pd.DataFrame) -> None:
     if frame.empty:
         return
     con.register("_batch", frame)
     try:
-        verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
-        con.execute(f"{verb} {table} BY NAME SELECT * FROM _batch")
+        if table == "judge_calls":
+            # An answered call replaces a failed one under its key (a step asked again); the first answer stays.
+            sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in frame.columns if c != "key")
+            con.execute(f"""INSERT INTO judge_calls BY NAME SELECT * FROM _batch
+                            ON CONFLICT (key) DO UPDATE SET {sets} WHERE judge_calls.reply IS NULL""")
+        else:
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
     finally:
         con.unregister("_batch")
 
@@ -245,7 +268,8 @@ def _calls_frame(calls: Sequence[JudgeCall]) -> pd.DataFrame:
     frame["params"] = frame["params"].map(lambda p: json.dumps(p, sort_keys=True))
     frame["cost"] = frame["cost"].astype("float64")
     frame["created_at"] = pd.Timestamp.now(tz="UTC").tz_localize(None)
-    return frame.drop_duplicates("key")
+    # One row per key, an answered one where the batch has both (the upsert cannot see its own rows).
+    return frame.sort_values("reply", key=lambda r: r.isna(), kind="stable").drop_duplicates("key")
 
 
 def _items_frame(run_id: str, items: Sequence[Item]) -> pd.DataFrame:
@@ -257,6 +281,7 @@ def _items_frame(run_id: str, items: Sequence[Item]) -> pd.DataFrame:
         "response": [i.response for i in items],
         "reference": [i.reference for i in items],
         "metadata": [json.dumps(i.metadata, ensure_ascii=False, sort_keys=True) for i in items],
+        "content_hash": [i.content_hash() for i in items],
     })
 
 
@@ -279,31 +304,38 @@ def write_batch(
     An item row is only ever written together with its components, verdicts and scores, so a
     reader sees an item whole or not at all.
     """
+    frames = _batch_frames(run_id, items, components, verdicts, scores, calls)
+    with connect(path) as con:
+        con.execute("BEGIN")
+        try:
+            for table, frame in frames:
+                _insert(con, table, frame)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
+def _batch_frames(run_id: str, items: Sequence[Item], components: Sequence[Component], verdicts: Sequence[Verdict],
+                  scores: Sequence[Score], calls: Sequence[JudgeCall]) -> list[tuple[str, pd.DataFrame]]:
+    """The tables of one write, judge calls first."""
     frames = [
-        ("judge_calls", _calls_frame(calls) if calls else pd.DataFrame(), True),
-        ("components", _with_run(run_id, _frame(components, ["item_id", "kind", "idx", "text", "parent", "call_key"])), False),
+        ("judge_calls", _calls_frame(calls) if calls else pd.DataFrame()),
+        ("components", _with_run(run_id, _frame(components, ["item_id", "kind", "idx", "text", "parent", "call_key"]))),
         ("verdicts", _with_run(run_id, _frame(verdicts, [
             "item_id", "metric", "component_kind", "component_idx", "target", "value", "status",
-            "evidence", "call_key", "detail"])), False),
-        ("scores", _with_run(run_id, _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status"])), False),
-        ("items", _items_frame(run_id, items), False),
+            "evidence", "call_key", "detail"]))),
+        ("scores", _with_run(run_id, _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status"]))),
+        ("items", _items_frame(run_id, items)),
     ]
-    for _, frame, _ in frames:
+    for _, frame in frames:
         for col in ("parent", "component_idx", "n_scored", "n_total", "idx"):
             if col in frame:
                 frame[col] = frame[col].astype("Int64")
         for col in ("value", "evidence"):
             if col in frame:
                 frame[col] = frame[col].astype("float64")
-    with connect(path) as con:
-        con.execute("BEGIN")
-        try:
-            for table, frame, ignore in frames:
-                _insert(con, table, frame, ignore)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+    return frames
 
 
 
@@ -316,30 +348,237 @@ def start_run(path: str | Path, run: Run, n_items: int) -> None:
     with connect(path) as con:
         row = con.execute("SELECT judge, params, prompt_hashes FROM runs WHERE run_id = ?", [run.name]).fetchone()
         if row is None:
-            con.execute(
-                "INSERT INTO runs (run_id, judge, params, prompt_hashes, status, n_items, created_at, started_by) "
-                "VALUES (?, ?, ?, ?, 'running', ?, now()::TIMESTAMP, ?)",
-                [run.name, run.judge, json.dumps(run.params, sort_keys=True),
-                 json.dumps(run.prompt_hashes, sort_keys=True), n_items, _STARTED_BY.get() or _os_user()])
+            _insert_run(con, run, n_items)
             return
-        judge, params, hashes = row
-        if judge != run.judge or json.loads(params) != run.params:
-            raise RunConflict(run.name, f"run {run.name!r} already exists with judge {judge} and params {params}; "
-                                        "resume it with the same judge and options, or give this evaluation "
-                                        "another run name")
-        if json.loads(hashes) != run.prompt_hashes:
-            raise RunConflict(run.name, f"run {run.name!r} was started with other prompt files; finish it with "
-                                        "those, or give this evaluation another run name")
+        _check_same_run(run, row)
         con.execute("UPDATE runs SET status = 'running', n_items = ?, error = '' WHERE run_id = ?",
                     [n_items, run.name])
 
 
-def finish_run(path: str | Path, run_id: str, status: str, stats: dict[str, Any], error: str = "") -> None:
-    """Mark a run finished or failed, with its call statistics."""
-    with connect(path) as con:
+def finish_run(path: str | Path, run_id: str, status: str, stats: dict[str, Any], error: str = "",
+               owner: Owner | None = None, deadline_s: float = 20.0) -> None:
+    """Mark a run finished, finished with failures or failed, with its call statistics.
+
+    With `owner`, only while that process still owns the run: one that took it over keeps its status.
+    """
+    token = owner.token if owner else None
+    with connect(path, deadline_s=deadline_s) as con:
         con.execute(
-            "UPDATE runs SET status = ?, finished_at = now()::TIMESTAMP, stats = ?, error = ? WHERE run_id = ?",
-            [status, json.dumps(stats, sort_keys=True), error, run_id])
+            "UPDATE runs SET status = ?, finished_at = now()::TIMESTAMP, stats = ?, error = ? "
+            "WHERE run_id = ? AND (? IS NULL OR owner = ?)",
+            [status, json.dumps(stats, sort_keys=True), error, run_id, token, token])
+
+
+# ---------------------------------------------------------------- a run's owner and input
+
+FAILED_STATUSES = ("unparsed", "error", "timeout")  # a judge step that produced no verdict
+STALE_BEATS = 3  # a running run whose owner missed this many heartbeats was interrupted
+
+# A run's status as readers show it, over `runs r`: a running run whose owner stopped writing
+# (killed, crashed, machine gone) reads as interrupted. The CLI's run list and the dashboard's use it.
+RUN_STATUS_SQL = (
+    "CASE WHEN r.status = 'running' AND (r.heartbeat_at IS NULL OR r.heartbeat_at < "
+    f"now()::TIMESTAMP - to_seconds({STALE_BEATS} * coalesce(r.heartbeat_s, 0))) "
+    "THEN 'interrupted' ELSE r.status END")
+
+
+class RunBusy(ValueError):
+    """Another live process is evaluating the run."""
+
+
+class InputChanged(ValueError):
+    """The items given for an existing run differ from the input it recorded."""
+
+    def __init__(self, run_id: str, changed: list[str], added: list[str], removed: list[str]) -> None:
+        self.changed, self.added, self.removed = changed, added, removed
+        parts = [f"{label} {_id_list(ids)}" for label, ids in
+                 (("changed", changed), ("added", added), ("removed", removed)) if ids]
+        super().__init__(f"run {run_id!r} was evaluated on other content: {'; '.join(parts)}")
+
+
+def _id_list(ids: Sequence[str], shown: int = 10) -> str:
+    head = ", ".join(repr(i) for i in ids[:shown])
+    return head + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process evaluating a run: its host, its pid, and a token unique to one evaluation."""
+
+    host: str
+    pid: int
+    token: str
+
+    @staticmethod
+    def this_process() -> "Owner":
+        """A new owner identity for one evaluation in this process."""
+        host, pid = socket.gethostname(), os.getpid()
+        return Owner(host, pid, f"{host}:{pid}:{uuid.uuid4().hex[:8]}")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What an evaluation that owns its run must do: item ids to evaluate, in input order, and
+    which of them replace results already stored."""
+
+    todo: list[str]
+    replace: frozenset[str]
+
+
+def claim_run(path: str | Path, run: Run, hashes: Mapping[str, str], owner: Owner, heartbeat_s: float,
+              update: bool = False, retry_failed: bool = False) -> Claim:
+    """Create or take over a run for one evaluation, in ONE transaction, so two processes never both own it.
+
+    hashes: the input, {item id: Item.content_hash()} in input order. Raises RunBusy while another
+    live process owns the run (same host: its pid runs; another host: it wrote within STALE_BEATS
+    heartbeats), ValueError when judge, params or prompts differ, and InputChanged when the input
+    differs from the one the run recorded, unless `update`: then this input is recorded, removed items
+    are deleted and changed or added ones evaluated. `retry_failed` adds the items with a failed step.
+    Items whose stored results are for other content (an interrupted update) are always evaluated.
+    """
+    migrate(path)
+    with connect(path) as con:
+        con.execute("BEGIN")
+        try:
+            claim = _claim(con, run, dict(hashes), owner, heartbeat_s, update, retry_failed)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return claim
+
+
+def _claim(con: Any, run: Run, hashes: dict[str, str], owner: Owner, heartbeat_s: float,
+           update: bool, retry_failed: bool) -> Claim:
+    # fetchall, not fetchone: DuckDB refuses a register() while a result is unfinished.
+    rows = con.execute("""SELECT judge, params, prompt_hashes, status, owner, owner_pid, owner_host,
+                                 epoch(now()::TIMESTAMP - heartbeat_at), heartbeat_s
+                          FROM runs WHERE run_id = ?""", [run.name]).fetchall()
+    row = rows[0] if rows else None
+    recorded: dict[str, str] = {}
+    stored: dict[str, str] = {}
+    if row is None:
+        _insert_run(con, run, len(hashes))
+    else:
+        _check_same_run(run, row[:3])
+        _check_not_owned(run.name, owner, *row[3:])
+        recorded = dict(con.execute("SELECT item_id, content_hash FROM run_inputs WHERE run_id = ?",
+                                    [run.name]).fetchall())
+        stored = _stored_hashes(con, run.name)
+        if not recorded:  # a run from before migration 4: it knows its stored items, not its whole input
+            recorded = {**{i: h for i, h in hashes.items() if i not in stored}, **stored}
+        changed = [i for i, h in hashes.items() if i in recorded and recorded[i] != h]
+        added = [i for i in hashes if i not in recorded]
+        removed = [i for i in recorded if i not in hashes]
+        if (changed or added or removed) and not update:
+            raise InputChanged(run.name, changed, added, removed)
+        for table in ("items", "components", "verdicts", "scores") if removed else ():
+            con.execute(f"DELETE FROM {table} WHERE run_id = ? AND list_contains(?, item_id)", [run.name, removed])
+    if recorded != hashes:
+        con.execute("DELETE FROM run_inputs WHERE run_id = ?", [run.name])
+        _insert(con, "run_inputs", pd.DataFrame(
+            {"run_id": run.name, "item_id": list(hashes), "content_hash": list(hashes.values())}))
+    failed: set[str] = set()
+    if retry_failed:
+        failed = {r[0] for r in con.execute(f"""
+            SELECT item_id FROM verdicts WHERE run_id = $run AND status IN {FAILED_STATUSES}
+            UNION SELECT item_id FROM scores WHERE run_id = $run AND status IN {FAILED_STATUSES}""",
+            {"run": run.name}).fetchall()}
+    con.execute("""UPDATE runs SET status = 'running', n_items = ?, error = '', owner = ?, owner_pid = ?,
+                   owner_host = ?, heartbeat_at = now()::TIMESTAMP, heartbeat_s = ? WHERE run_id = ?""",
+                [len(hashes), owner.token, owner.pid, owner.host, heartbeat_s, run.name])
+    todo = [i for i, h in hashes.items() if stored.get(i) != h or i in failed]
+    return Claim(todo, frozenset(i for i in todo if i in stored))
+
+
+def _insert_run(con: Any, run: Run, n_items: int) -> None:
+    con.execute("""INSERT INTO runs (run_id, judge, params, prompt_hashes, status, n_items, created_at, started_by)
+                   VALUES (?, ?, ?, ?, 'running', ?, now()::TIMESTAMP, ?)""",
+                [run.name, run.judge, json.dumps(run.params, sort_keys=True),
+                 json.dumps(run.prompt_hashes, sort_keys=True), n_items, _STARTED_BY.get() or _os_user()])
+
+
+def _check_same_run(run: Run, row: Sequence[Any]) -> None:
+    """An existing run continues only with the judge, params and prompt files it was started with."""
+    judge, params, hashes = row
+    if judge != run.judge or json.loads(params) != run.params:
+        raise RunConflict(run.name, f"run {run.name!r} already exists with judge {judge} and params {params}")
+    if json.loads(hashes) != run.prompt_hashes:
+        raise RunConflict(run.name, f"run {run.name!r} was started with other prompt files")
+
+
+def _check_not_owned(run_id: str, owner: Owner, status: str, current: str | None, pid: int | None,
+                     host: str | None, age_s: float | None, heartbeat_s: float | None) -> None:
+    if status != "running" or current is None or current == owner.token:
+        return
+    if host == owner.host:  # the pid answers for itself, however long the owner waited for the file
+        alive = pid is not None and _pid_alive(pid)
+    else:
+        alive = age_s is not None and age_s <= STALE_BEATS * (heartbeat_s or 0.0)
+    if alive:
+        last = "" if age_s is None else f", last write {age_s:.0f} s ago"
+        raise RunBusy(f"run {run_id!r} is being evaluated by another process (pid {pid} on {host}{last})")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _stored_hashes(con: Any, run_id: str) -> dict[str, str]:
+    """Content hashes of a run's stored items; rows from before migration 4 are hashed from their content."""
+    hashes = dict(con.execute("SELECT item_id, content_hash FROM items WHERE run_id = ? AND content_hash IS NOT NULL",
+                              [run_id]).fetchall())
+    legacy = con.execute("""SELECT item_id, query, sources, response, reference, metadata FROM items
+                            WHERE run_id = ? AND content_hash IS NULL""", [run_id]).fetchall()
+    for item_id, query, sources, response, reference, metadata in legacy:
+        hashes[item_id] = Item(item_id, query, tuple(sources), response, reference, json.loads(metadata)).content_hash()
+    return hashes
+
+
+def write_results(
+    path: str | Path,
+    run_id: str,
+    owner: Owner,
+    items: Sequence[Item] = (),
+    components: Sequence[Component] = (),
+    verdicts: Sequence[Verdict] = (),
+    scores: Sequence[Score] = (),
+    calls: Sequence[JudgeCall] = (),
+    replace: Collection[str] = (),
+    deadline_s: float = 20.0,
+) -> None:
+    """One group commit of an owned run, in ONE transaction, refreshing its heartbeat (also when empty).
+
+    Items in `replace` have results stored already: those go in the same transaction, so a reader
+    sees the old item or the new one, never neither. If another process has taken the run over,
+    only the judge calls are stored, then RunBusy is raised.
+    """
+    frames = _batch_frames(run_id, items, components, verdicts, scores, calls)
+    with connect(path, deadline_s=deadline_s) as con:
+        con.execute("BEGIN")
+        try:
+            rows = con.execute("SELECT owner FROM runs WHERE run_id = ?", [run_id]).fetchall()
+            owned = bool(rows) and rows[0][0] == owner.token
+            if owned:
+                stale = [i.id for i in items if i.id in replace]
+                for table in ("items", "components", "verdicts", "scores") if stale else ():
+                    con.execute(f"DELETE FROM {table} WHERE run_id = ? AND list_contains(?, item_id)", [run_id, stale])
+                con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP WHERE run_id = ?", [run_id])
+            for table, frame in frames if owned else frames[:1]:
+                _insert(con, table, frame)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    if not owned:
+        raise RunBusy(f"run {run_id!r} was taken over by another process; this evaluation stopped "
+                      "(its judge calls are stored)")
 
 
 def add_triage(path: str | Path, run_id: str, item_id: str, label: str, component: str,
@@ -510,9 +749,9 @@ def load_cache(path: str | Path, model: str) -> dict[str, JudgeCall]:
 
 
 def runs(path: str | Path) -> pd.DataFrame:
-    """All runs with their item counts, newest first."""
-    return query(path, """
-        SELECT r.run_id, r.judge, r.status, r.n_items,
+    """All runs with their item counts, newest first; a run whose process died reads `interrupted`."""
+    return query(path, f"""
+        SELECT r.run_id, r.judge, {RUN_STATUS_SQL} AS status, r.n_items,
                (SELECT count(*) FROM items i WHERE i.run_id = r.run_id) AS n_done,
                r.created_at, r.finished_at, r.prompt_hashes, r.params, r.stats, r.error, r.started_by
         FROM runs r ORDER BY r.created_at DESC""")
@@ -599,6 +838,17 @@ def score_status_counts(path: str | Path, run_id: str) -> pd.DataFrame:
     return query(path, """
         SELECT metric, status, count(*) AS n FROM scores WHERE run_id = ?
         GROUP BY metric, status ORDER BY metric, status""", [run_id])
+
+
+def failed_steps(path: str | Path, run_id: str) -> tuple[dict[str, int], int]:
+    """A run's failed judge steps: verdicts counted by failure status, and the items with any failure."""
+    failed = f"status IN {FAILED_STATUSES}"
+    steps = query(path, f"SELECT status, count(*) AS n FROM verdicts WHERE run_id = ? AND {failed} GROUP BY status",
+                  [run_id])
+    items = query(path, f"""SELECT count(*) AS n FROM (
+        SELECT item_id FROM verdicts WHERE run_id = $run AND {failed}
+        UNION SELECT item_id FROM scores WHERE run_id = $run AND {failed})""", {"run": run_id})
+    return {r.status: int(r.n) for r in steps.itertuples(index=False)}, int(items["n"].iloc[0])
 
 
 def run_metric_ids(path: str | Path, run_id: str) -> set[str]:

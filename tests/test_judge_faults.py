@@ -165,7 +165,7 @@ def test_progress_line_says_the_judge_waits_for_a_rate_limit(tmp_path: Path, ope
 
 
 def test_progress_line_rounds_the_wait_up() -> None:
-    progress = runner.Progress(0, 3, 0, 1, 0, 10, 0.0, 5.0, waiting_s=41.2)
+    progress = runner.Progress(0, 3, 0, 1, 0, 10, 0.0, 5.0, rate_wait_s=41.2)
     assert progress.line().endswith(" | ETA ? | waiting for rate limit (42s)")
     assert "waiting" not in runner.Progress(0, 3, 0, 1, 0, 10, 0.0, 5.0).line()
 

@@ -205,7 +205,7 @@ def test_unknown_run_and_missing_db_are_one_line_errors(tmp_path: Path, capsys: 
 def test_resuming_with_other_options_is_refused(tmp_path: Path, openai_server: OpenAIServer) -> None:
     db = tmp_path / "e.duckdb"
     runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["gr"])
-    with pytest.raises(runner.RunConflict, match="already exists") as refused:
+    with pytest.raises(store.RunConflict, match="already exists") as refused:
         runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["rp"])
     assert "--" not in str(refused.value)  # the engine speaks of runs; the CLI adds its flags
 

@@ -163,7 +163,7 @@ def cli_run(args: argparse.Namespace) -> int:
                                    args.concurrency, runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
-    except runner.RunConflict as exc:
+    except store.RunConflict as exc:
         return _fail(f"{exc}; rerun with the same options, or choose another --run name")
     except (ValueError, OSError) as exc:
         return _fail(" ".join(str(exc).split()))
