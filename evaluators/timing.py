@@ -6,6 +6,9 @@
 `outcome` is `ok`, `stop` (st.stop), `rerun` (st.rerun or st.switch_page cut the run short) or the
 class name of the exception the page raised. The session is a short hash of Streamlit's session id:
 enough to follow one session through the log without printing the id itself.
+
+One gap, Streamlit's: until app.py has run once in the server process, a deep link (/Run?...) is
+served from the pages/ folder directly, without app.py, so those first page runs are not logged.
 """
 from __future__ import annotations
 

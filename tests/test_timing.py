@@ -1,7 +1,8 @@
 """Every page run of the dashboard is timed on the server: one INFO line on "rag_triage.pages" with the
 page's URL path, its duration, a short session hash and how the run ended (evaluators/timing.py,
-wrapped around `pg.run()` in app.py). Checked through app.py with AppTest, and once in the log of a
-real `streamlit run` server driven by Chromium, which is what an operator greps."""
+wrapped around `pg.run()` in app.py). Checked with AppTest on the root page (AppTest runs any other
+page without app.py) and in the log of a real `streamlit run` server driven by Chromium, which is what
+an operator greps."""
 from __future__ import annotations
 
 import logging
@@ -19,7 +20,8 @@ from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server
 from tests.seed import seed
 
 APP = str(ROOT / "app.py")
-LINE = re.compile(r"page=(?P<page>/\S*) ms=(?P<ms>\d+\.\d) session=(?P<session>[0-9a-f]{8}|-) outcome=(?P<outcome>\S+)$")
+LINE = re.compile(r"page=(?P<page>/\S*) ms=(?P<ms>\d+\.\d) session=(?P<session>[0-9a-f]{8}|-)"
+                  r" outcome=(?P<outcome>\S+)$")
 
 
 @pytest.fixture(scope="module")
