@@ -10,7 +10,9 @@ app.py: until then a deep link is served from pages/ without app.py's page-run t
 --sessions sessions at once. Each session is a headless Debian Chromium tab in its own browser
 context, spread over --browsers Chromium processes, that opens --views different views in turn (Run
 with different filters, sorts and pages; Items of different ids; Diagnosis; Compare), each a page
-load as a pasted link is, and waits until the app's script run is over.
+load as a pasted link is, and waits until the app's script run is over. On a small machine the
+browsers take most of the CPU and so lengthen the server's page runs; --nice runs them at the lowest
+priority, as if they were on the users' machines.
 
 It prints page views, errors (exception boxes, HTTP errors, script errors, views that did not
 finish, requests off loopback), the server-side page-run durations parsed from the log lines of
@@ -270,6 +272,8 @@ def main() -> None:
     parser.add_argument("--browsers", type=int, default=10, help="Chromium processes holding the sessions")
     parser.add_argument("--views", type=int, default=8, help="views per session")
     parser.add_argument("--time-limit", type=float, default=900, help="seconds for the sessions at most")
+    parser.add_argument("--nice", action="store_true",
+                        help="run the browsers at the lowest CPU priority, as if they were on the users' machines")
     args = parser.parse_args()
     if not 1 <= args.browsers <= args.sessions:
         parser.error("--browsers must be between 1 and --sessions")
@@ -280,6 +284,8 @@ def main() -> None:
     log = OUT / "load-server.log"
     load_before = os.getloadavg()
     proc, base = serve(db, log)
+    if args.nice:  # after the server started: Playwright's driver and Chromium inherit it, the server does not
+        os.nice(19)
     try:
         deadline = time.monotonic() + args.time_limit
         # The browsers' own timeouts end every view; the outer one only guards against a hung driver.
@@ -303,8 +309,9 @@ def main() -> None:
     tally, took = load.tally, load.took_s
     errors = tally.errors + failed_runs + [f"request off loopback: {u}" for u in outside(tally.requests)]
 
-    print(f"\n{args.sessions} sessions at once in {args.browsers} Chromium process(es), {args.views} views each: "
-          f"{took:.0f} s; server log {log.relative_to(ROOT)}")
+    print(f"\n{args.sessions} sessions at once in {args.browsers} Chromium process(es)"
+          + (" at nice 19" if args.nice else "") + f", {args.views} views each: {took:.0f} s; "
+          f"server log {log.relative_to(ROOT)}")
     print(f"page views: {tally.views} of {args.sessions * args.views}; server page runs: {len(runs)}")
     print(f"errors: {len(errors)}" + "".join(f"\n  {e}" for e in errors[:20])
           + f"\n(not counted: {tally.probes} 404s of Streamlit's base-path probes on deep links)")
