@@ -202,7 +202,7 @@ class LLMJudge:
             missing = []
         if missing:
             raise JudgeUnavailable(f"judge {self.model}: {', '.join(missing)} not set in the environment "
-                                   "(or give --api-base for a server of your own); nothing was judged")
+                                   "(or give an API base for a server of your own); nothing was judged")
 
     def request(self, prompt: str, **variables: Any) -> tuple[prompts.Prompt, list[dict[str, str]], dict[str, Any]]:
         """The exact messages and params `ask` sends for this prompt (dry runs count these)."""
