@@ -95,13 +95,65 @@ def page(title: str, need_db: bool = True) -> Path:
         st.stop()
     if read_only():
         st.sidebar.info("Read-only mode: triage notes and uploads are disabled.", icon="🔒")
+    st.html(WRAP_CSS)
     st.title(title)
     path = db_path()
-    if need_db and not path.exists():
-        st.warning(f"No database at `{path}`. Build the demo (`make demo`) or set RAG_TRIAGE_DB, "
-                   "or evaluate a file on the Evaluate page.")
-        st.stop()
+    _check_database(path, need_db)
     return path
+
+
+# Long words (a 60,000-character id or token) wrap inside the app's text instead of widening the page.
+WRAP_CSS = ("<style>[data-testid=stMarkdownContainer], [data-testid=stCaptionContainer], "
+            "[data-testid=stAlertContentInfo], [data-testid=stAlertContentWarning], "
+            "[data-testid=stAlertContentError], [data-testid=stAlertContentSuccess], "
+            "[data-testid=stExpander] summary, [data-testid=stMetricLabel], "
+            "[data-testid=stWidgetLabel], [data-testid=stPageLink] "
+            "{overflow-wrap:anywhere; word-break:break-word; min-width:0}</style>")
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _health(path: str, version: float) -> store.Health:
+    return store.check_database(path)
+
+
+def _check_database(path: Path, need_db: bool) -> None:
+    """Stop the page with what is wrong and what to do when `path` is not a database this version
+    reads; checked once per page run, cached on the file's version. Pages that write (need_db=False)
+    may start a missing or empty database, and upgrade an older one."""
+    try:
+        health = _health(str(path), db_version(path))
+    except store.StoreBusy:
+        st.warning(f"The database {md(path)} is locked by another process (a run or a save is writing); "
+                   "retried for a few seconds. Reload the page or press Retry in a moment.")
+        st.button("Retry", key="db_retry")
+        st.stop()
+    where = md(path)
+    fix = "set RAG_TRIAGE_DB to a database written by `python -m evaluators evaluate`, or build the demo (`make demo`)"
+    messages = {
+        "missing": f"No database at {where}. Build the demo (`make demo`) or set RAG_TRIAGE_DB, "
+                   "or evaluate a file on the Evaluate page.",
+        "empty": f"The database {where} is empty: evaluate a file on the Evaluate page or with "
+                 "`python -m evaluators evaluate`.",
+        "folder": f"{where} is a folder, not a RAG Triage database: {fix}.",
+        "not_duckdb": f"{where} is not a RAG Triage database ({md(health.detail)}): {fix}.",
+        "foreign": f"{where} is not a RAG Triage database (a DuckDB file with other tables: {md(health.detail)}): {fix}.",
+        "damaged": f"{where} is a damaged database that DuckDB cannot read ({md(health.detail)}): restore it "
+                   f"from a copy, or {fix}.",
+        "older": f"{where} was made by an older version of RAG Triage (schema {health.version}, this version "
+                 f"reads {len(store.MIGRATIONS)}): evaluating a file into it upgrades it, e.g. "
+                 f"`python -m evaluators evaluate ITEMS.jsonl --db FILE --run NAME` or the Evaluate page.",
+        "newer": f"{where} was made by a newer version of RAG Triage (schema {health.version}, this version "
+                 f"reads {len(store.MIGRATIONS)}): open it with that version, or update RAG Triage.",
+        "incomplete": f"{where} is a RAG Triage database with missing parts ({md(health.detail)}): restore it "
+                      f"from a copy, or {fix}.",
+    }
+    if health.state == "ok" or (not need_db and health.state in ("missing", "empty")):
+        return
+    if not need_db and health.state == "older":
+        st.info(messages["older"])
+        return
+    (st.warning if health.state in ("missing", "empty") else st.error)(messages[health.state])
+    st.stop()
 
 
 # ---------------------------------------------------------------- cached reads
@@ -335,6 +387,18 @@ def item_url(run_id: str, item_id: str) -> str:
 
 
 # ---------------------------------------------------------------- formatting
+
+_MARKDOWN_ACTIVE = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+
+
+def md(value: Any) -> str:
+    """A user-supplied string (run name, item id, judge, template, document id, author, path...) made
+    safe to put in anything Streamlit draws as markdown: labels, captions, headers, alerts, expander
+    and tab titles. Every ASCII punctuation character is backslash-escaped, so no link, image,
+    emphasis, heading, directive (:red[...], :material/...:) or autolink can form, and the text
+    shows as typed, except that each run of whitespace becomes one space (a label is one line)."""
+    return _MARKDOWN_ACTIVE.sub(r"\\\1", " ".join(str(value).split()))
+
 
 def n_items(n: int) -> str:
     """'1 item', '3 items'."""
