@@ -361,8 +361,9 @@ def link(**extra: Any) -> dict[str, str]:
 
 
 def item_link(run_id: str, item_id: str, label: str | None = None) -> None:
-    """A page link to one item's drill-down."""
-    page_link("item", label=label or f"Open item {item_id}", icon="🔎", query_params=link(run=run_id, item=item_id))
+    """A page link to one item's drill-down; a `label` given is markdown, with user text through md()."""
+    page_link("item", label=label or f"Open item {md(item_id)}", icon="🔎",
+              query_params=link(run=run_id, item=item_id))
 
 
 def page_link(page: str, label: str, query_params: Mapping[str, str], icon: str | None = None,
@@ -388,16 +389,19 @@ def item_url(run_id: str, item_id: str) -> str:
 
 # ---------------------------------------------------------------- formatting
 
-_MARKDOWN_ACTIVE = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+# What markdown (CommonMark, GFM, Streamlit's directives and LaTeX) can act on: these characters
+# anywhere; ':' and '.' before a non-space (autolinks 'http://', 'www.x', 'a@b.co'; ':red[', ':smile:');
+# a leading '-', '+', '#', '=' or '1.' (lists, headings). Quotes, commas and slashes never start anything.
+_MARKDOWN_ACTIVE = re.compile(r"[!$&()*<>@\[\\\]^_`{|}~]|[:.](?=\S)|^[-+#=]|(?<=^\d)[.)]|(?<=^\d\d)[.)]")
 
 
 def md(value: Any) -> str:
     """A user-supplied string (run name, item id, judge, template, document id, author, path...) made
     safe to put in anything Streamlit draws as markdown: labels, captions, headers, alerts, expander
-    and tab titles. Every ASCII punctuation character is backslash-escaped, so no link, image,
-    emphasis, heading, directive (:red[...], :material/...:) or autolink can form, and the text
+    and tab titles. Every character markdown could act on is backslash-escaped, so no link, image,
+    emphasis, heading, list, directive (:red[...], :material/...:) or autolink can form, and the text
     shows as typed, except that each run of whitespace becomes one space (a label is one line)."""
-    return _MARKDOWN_ACTIVE.sub(r"\\\1", " ".join(str(value).split()))
+    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(0), " ".join(str(value).split()))
 
 
 def n_items(n: int) -> str:
@@ -475,9 +479,10 @@ def highlight(text: str, marks: Sequence[tuple[str, str, str]]) -> tuple[str, li
 
 
 def text_block(body_html: str) -> None:
-    """Show escaped, highlighted text in a wrapped block (st.html sanitises it a second time)."""
-    st.html(f'<div style="white-space:pre-wrap;line-height:1.6;border-left:3px solid #ddd;'
-            f'padding-left:8px">{body_html}</div>')
+    """Show escaped, highlighted text in a wrapped block (st.html sanitises it a second time); a long
+    word wraps anywhere rather than widen the page."""
+    st.html(f'<div style="white-space:pre-wrap;overflow-wrap:anywhere;line-height:1.6;'
+            f'border-left:3px solid #ddd;padding-left:8px">{body_html}</div>')
 
 
 def plain(text: str) -> None:
@@ -492,19 +497,61 @@ def verdict_colour(value: Any, status: str) -> str:
     return GOOD if float(value) >= 0.5 else BAD
 
 
-# The item page works on plain records (lists of dicts): an item has tens of verdicts, and grouping
-# them in Python is much cheaper than hundreds of small pandas selections.
+# The item page works on plain records (lists of dicts), its verdicts joined to their components
+# once (by_component), and draws its long lists a page at a time: an item may carry 200 sources or
+# 10,000 claims, and a scan of every verdict per component, or a widget per row, would not finish.
 Record = dict[str, Any]
+Judged = dict[tuple[str, int], list[Record]]
+ITEM_PAGE = 50     # components per page (sub-questions, claims, sentences, other suites' verdicts)
+SOURCES_PAGE = 20  # sources per page: each draws its text, its facts table and their exchanges
 
 
 def records(frame: pd.DataFrame) -> list[Record]:
-    """A small frame as a list of dicts."""
+    """A frame as a list of dicts."""
     return frame.to_dict("records")
 
 
 def pick(rows: Sequence[Record], **equal: Any) -> list[Record]:
     """The rows whose fields equal the given values."""
     return [r for r in rows if all(r[k] == v for k, v in equal.items())]
+
+
+def by_component(verdicts: Sequence[Record]) -> Judged:
+    """Verdicts by the component they judge, (kind, idx), in their stored order: one pass, so each
+    component then finds its verdicts without scanning the others."""
+    judged: Judged = {}
+    for v in verdicts:
+        judged.setdefault((v["component_kind"], int(v["component_idx"])), []).append(v)
+    return judged
+
+
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """A URL parser for a whole number within [low, high]; anything else raises ValueError, so
+    url_value() falls back to the default (a huge, negative or NaN page number is ignored)."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+    return parse
+
+
+def pager(label: str, key: str, n: int, size: int) -> tuple[int, int]:
+    """Rows [lo, hi) of a list of n shown `size` at a time; past one page, a page number kept in the URL."""
+    pages = max(1, -(-n // size))
+    if pages == 1:
+        return 0, n
+    number = synced(st.number_input, f"{label}: page (of {pages})", key, 1, whole(1, pages),
+                    min_value=1, max_value=pages, step=1)
+    lo = (number - 1) * size
+    hi = min(lo + size, n)
+    st.caption(f"{label} {lo + 1}–{hi} of {n}")
+    return lo, hi
+
+
+def exchange_keys(*groups: Sequence[Record]) -> tuple[str, ...]:
+    """The judge call keys behind these verdicts, to read only the calls a page shows."""
+    return tuple(sorted({v["call_key"] for rows in groups for v in rows if isinstance(v.get("call_key"), str)}))
 
 
 def raw_exchange(verdict: Record, calls: Mapping[str, Record]) -> None:
@@ -516,24 +563,24 @@ def raw_exchange(verdict: Record, calls: Mapping[str, Record]) -> None:
         st.code(str(verdict.get("detail") or "(no detail stored)"), language=None, wrap_lines=True)
         return
     cost = "–" if call["cost"] is None or pd.isna(call["cost"]) else f"{call['cost']:.6f}"
-    st.caption(f"model {call['model']} · prompt {call['prompt_name']} ({call['prompt_hash']}) · "
-               f"call status {call['status']} · tokens {call['prompt_tokens']} in / "
+    st.caption(f"model {md(call['model'])} · prompt {md(call['prompt_name'])} ({md(call['prompt_hash'])}) · "
+               f"call status {md(call['status'])} · tokens {call['prompt_tokens']} in / "
                f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}")
     for message in json.loads(call["messages"] or "[]"):
-        st.markdown(f"**{html.escape(str(message.get('role', '?')))}**")
+        st.markdown(f"**{md(message.get('role', '?'))}**")
         st.code(str(message.get("content", "")), language=None, wrap_lines=True)
     st.markdown("**reply**")
     st.code("(no reply)" if call["reply"] is None else str(call["reply"]), language=None, wrap_lines=True)
     if call["error"]:
-        st.error(f"error: {call['error']}")
+        st.error(f"error: {md(call['error'])}")
     if verdict.get("detail"):
-        st.caption(f"detail: {verdict['detail']}")
+        st.caption(f"detail: {md(verdict['detail'])}")
 
 
 def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title: Callable[[Record], str]) -> None:
     """One expander per verdict, opening onto the judge's raw exchange."""
     for row in rows:
-        with st.expander(f"{title(row)} · {fmt_verdict(row['value'], row['status'])} · raw exchange"):
+        with st.expander(f"{md(title(row))} · {fmt_verdict(row['value'], row['status'])} · raw exchange"):
             raw_exchange(row, calls)
 
 
@@ -542,29 +589,32 @@ def verdict_cell(rows: Sequence[Record]) -> str:
     return "–" if not rows else fmt_verdict(rows[0]["value"], rows[0]["status"])
 
 
-def subquestion_table(comps: Sequence[Record], verdicts: Sequence[Record], n_sources: int) -> pd.DataFrame:
+def subquestion_table(comps: Sequence[Record], judged: Judged, n_sources: int) -> pd.DataFrame:
     """Per sub-question: SQC against each source and the whole set, whether it is covered, and RQC."""
-    sqc, rqc = pick(verdicts, metric="sqc", component_kind="subquestion"), pick(verdicts, metric="rqc")
     rows = []
-    for comp in sorted(pick(comps, kind="subquestion"), key=lambda c: c["idx"]):
-        mine = pick(sqc, component_idx=comp["idx"])
+    for comp in comps:
+        mine = judged.get(("subquestion", comp["idx"]), [])
+        sqc, rqc = pick(mine, metric="sqc"), pick(mine, metric="rqc")
+        by_target: dict[str, list[Record]] = {}
+        for v in sqc:
+            by_target.setdefault(v["target"], []).append(v)
         row = {"#": comp["idx"], "sub-question": comp["text"]}
         for j in range(n_sources):
-            row[f"source {j}"] = verdict_cell(pick(mine, target=f"source:{j}"))
-        row["whole set"] = verdict_cell(pick(mine, target="sources"))
-        ok = [v for v in mine if v["status"] == OK]
+            row[f"source {j}"] = verdict_cell(by_target.get(f"source:{j}", []))
+        row["whole set"] = verdict_cell(pick(sqc, target="sources"))
+        ok = [v for v in sqc if v["status"] == OK]
         row["SQC covered"] = ("✓ yes" if any(v["value"] >= 0.5 for v in ok) else "✗ no") if ok else (
-            f"⚠ {mine[0]['status']}" if mine else "–")
-        row["RQC"] = verdict_cell(pick(rqc, component_idx=comp["idx"]))
+            f"⚠ {sqc[0]['status']}" if sqc else "–")
+        row["RQC"] = verdict_cell(rqc)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def marks_for(comps: Sequence[Record], verdicts: Sequence[Record], metrics: Sequence[str]) -> list[tuple]:
+def marks_for(comps: Sequence[Record], judged: Judged, metrics: Sequence[str]) -> list[tuple]:
     """(text, colour, title) highlight marks for these components, coloured by the last metric given."""
     marks = []
     for comp in comps:
-        mine = pick(verdicts, component_kind=comp["kind"], component_idx=comp["idx"])
+        mine = judged.get((comp["kind"], comp["idx"]), [])
         title = " · ".join(f"{m.upper()} {verdict_cell(pick(mine, metric=m))}" for m in metrics)
         colour_rows = pick(mine, metric=metrics[-1])
         colour = FAIL if not colour_rows else verdict_colour(colour_rows[0]["value"], colour_rows[0]["status"])
@@ -572,11 +622,11 @@ def marks_for(comps: Sequence[Record], verdicts: Sequence[Record], metrics: Sequ
     return marks
 
 
-def component_table(comps: Sequence[Record], verdicts: Sequence[Record], metrics: Sequence[str]) -> pd.DataFrame:
+def component_table(comps: Sequence[Record], judged: Judged, metrics: Sequence[str]) -> pd.DataFrame:
     """Components with one verdict column per metric (and the most similar sentence for SD)."""
     rows = []
     for comp in comps:
-        mine = pick(verdicts, component_kind=comp["kind"], component_idx=comp["idx"])
+        mine = judged.get((comp["kind"], comp["idx"]), [])
         row = {"#": comp["idx"], comp["kind"]: comp["text"]}
         for m in metrics:
             row[m.upper()] = verdict_cell(pick(mine, metric=m))

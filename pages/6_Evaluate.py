@@ -61,13 +61,13 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
         st.warning("The database is busy (another evaluation is writing), try again in a moment.")
         st.stop()
     except store.RunConflict as exc:  # the engine's words name no widget: say which one to change
-        st.error(f"The database already has a run named {exc.run!r}, evaluated with another judge, other "
+        st.error(f"The database already has a run named {ui.md(repr(exc.run))}, evaluated with another judge, other "
                  "metrics or other prompt files. Change **Run name** to start a new run, or choose the same "
                  "judge and metrics to resume that one.")
-        st.caption(str(exc))
+        st.caption(ui.md(exc))
         st.stop()
     except Exception as exc:  # the run is recorded as failed by the runner; show why, plainly
-        st.error(f"Evaluation failed: {type(exc).__name__}: {exc}")
+        st.error(f"Evaluation failed: {type(exc).__name__}: {ui.md(exc)}")
         st.stop()
-    st.success(f"Run {name} finished: {len(items)} items.")
-    ui.page_link("runs", f"Open run {name}", {"run": name}, icon="📊")
+    st.success(f"Run {ui.md(name)} finished: {len(items)} items.")
+    ui.page_link("runs", f"Open run {ui.md(name)}", {"run": name}, icon="📊")
