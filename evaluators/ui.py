@@ -503,7 +503,7 @@ def verdict_colour(value: Any, status: str) -> str:
 Record = dict[str, Any]
 Judged = dict[tuple[str, int], list[Record]]
 ITEM_PAGE = 50     # components per page (sub-questions, claims, sentences, other suites' verdicts)
-SOURCES_PAGE = 20  # sources per page: each draws its text, its facts table and their exchanges
+SOURCES_PAGE = 10  # sources per page: each draws its text and its judge exchanges
 
 
 def records(frame: pd.DataFrame) -> list[Record]:
@@ -554,8 +554,15 @@ def exchange_keys(*groups: Sequence[Record]) -> tuple[str, ...]:
     return tuple(sorted({v["call_key"] for rows in groups for v in rows if isinstance(v.get("call_key"), str)}))
 
 
-def raw_exchange(verdict: Record, calls: Mapping[str, Record]) -> None:
-    """The judge's raw exchange behind one verdict: prompt, reply, status, tokens and latency."""
+REPEAT_CHARS = 2_000  # a prompt this long is drawn once per list of exchanges, then referred to
+
+
+def raw_exchange(verdict: Record, calls: Mapping[str, Record], seen: dict[str, str] | None = None,
+                 title: str = "") -> None:
+    """The judge's raw exchange behind one verdict: prompt, reply, status, tokens and latency.
+
+    seen: the long prompts already drawn in this list ({call key: title}); a batched call stands
+    behind many verdicts, and repeating its prompt in each would cost the browser megabytes."""
     call = calls.get(verdict.get("call_key") or "")
     if call is None:  # the offline judge and SD's embeddings make no calls: the explanation is the exchange
         source = "Sentence embeddings" if verdict.get("metric") == "sd" else "Offline judge"
@@ -566,7 +573,14 @@ def raw_exchange(verdict: Record, calls: Mapping[str, Record]) -> None:
     st.caption(f"model {md(call['model'])} · prompt {md(call['prompt_name'])} ({md(call['prompt_hash'])}) · "
                f"call status {md(call['status'])} · tokens {call['prompt_tokens']} in / "
                f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}")
-    for message in json.loads(call["messages"] or "[]"):
+    messages = json.loads(call["messages"] or "[]")
+    size = sum(len(str(m.get("content", ""))) for m in messages)
+    if seen is not None and size >= REPEAT_CHARS and call["key"] in seen:
+        st.caption(f"prompt: the same {size:,}-character prompt as in «{md(seen[call['key']])}» above")
+        messages = []
+    elif seen is not None and size >= REPEAT_CHARS:
+        seen[call["key"]] = title
+    for message in messages:
         st.markdown(f"**{md(message.get('role', '?'))}**")
         st.code(str(message.get("content", "")), language=None, wrap_lines=True)
     st.markdown("**reply**")
@@ -577,11 +591,14 @@ def raw_exchange(verdict: Record, calls: Mapping[str, Record]) -> None:
         st.caption(f"detail: {md(verdict['detail'])}")
 
 
-def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title: Callable[[Record], str]) -> None:
-    """One expander per verdict, opening onto the judge's raw exchange."""
+def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title: Callable[[Record], str],
+                      seen: dict[str, str] | None = None) -> None:
+    """One expander per verdict, opening onto the judge's raw exchange; pass one `seen` dict to the
+    lists of a tab to draw each long prompt once there."""
+    seen = {} if seen is None else seen
     for row in rows:
         with st.expander(f"{md(title(row))} · {fmt_verdict(row['value'], row['status'])} · raw exchange"):
-            raw_exchange(row, calls)
+            raw_exchange(row, calls, seen, title(row))
 
 
 def verdict_cell(rows: Sequence[Record]) -> str:

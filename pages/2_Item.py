@@ -69,13 +69,18 @@ for fact in kind("source_fact"):
     facts_of.setdefault(fact["parent"], []).append(fact)
 others = [v for v in verdicts if v["metric"] not in THELMA]
 
-# Each tab draws its page controls and keeps a slot for its lists, filled once the calls are read.
+# Each tab draws its page controls in place and keeps slots for its lists, filled once the judge
+# calls behind the verdicts shown are read (one read for the whole page).
 tab_q, tab_s, tab_r, tab_t = st.tabs(["Query", "Sources", "Response", "Triage"])
 with tab_q:
     ui.plain(item["query"])
     lo, hi = ui.pager("Sub-questions", "subq_page", len(subquestions), ui.ITEM_PAGE)
     page_q = subquestions[lo:hi]
     slot_q = st.container()
+    exchanges_q = judged_on(page_q, ("sqc", "rqc")) + ui.pick(verdicts, target="decompose")
+    lo, hi = ui.pager("Judge exchanges", "qx_page", len(exchanges_q), ui.ITEM_PAGE)
+    exchanges_q = exchanges_q[lo:hi]
+    slot_qx = st.container()
 with tab_s:
     lo, hi = ui.pager("Sources", "src_page", len(item["sources"]), ui.SOURCES_PAGE)
     page_s = range(lo, hi)
@@ -87,45 +92,46 @@ with tab_r:
     lo, hi = ui.pager("Sentences", "sent_page", len(sentences), ui.ITEM_PAGE)
     page_sd = sentences[lo:hi]
     slot_sd = st.container()
+    on_claims = judged_on(page_c, ("rp", "gr"))
+    exchanges_r = ui.pick(on_claims, metric="rp") + ui.pick(on_claims, metric="gr") + judged_on(page_sd, ("sd",))
+    lo, hi = ui.pager("Judge exchanges", "rx_page", len(exchanges_r), ui.ITEM_PAGE)
+    exchanges_r = exchanges_r[lo:hi]
+    slot_rx = st.container()
     lo, hi = ui.pager("Other suites' verdicts", "other_page", len(others), ui.ITEM_PAGE)
-    page_o = others[lo:hi]
+    exchanges_o = others[lo:hi]
     slot_o = st.container()
 
-shown = {
-    "q": judged_on(page_q, ("sqc", "rqc")),
-    "decompose": ui.pick(verdicts, target="decompose"),
-    "sp1": judged_on([{"kind": "source", "idx": j} for j in page_s], ("sp1",)),
-    "sp2": judged_on([f for j in page_s for f in facts_of.get(j, [])], ("sp2",)),
-    "claims": judged_on(page_c, ("rp", "gr")),
-    "sd": judged_on(page_sd, ("sd",)),
-    "others": page_o,
-}
-calls = {c["key"]: c for c in ui.records(ui.read(queries.judge_calls, ui.exchange_keys(*shown.values())))}
+sp1 = judged_on([{"kind": "source", "idx": j} for j in page_s], ("sp1",))
+sp2 = judged_on([f for j in page_s for f in facts_of.get(j, [])], ("sp2",))
+keys = ui.exchange_keys(exchanges_q, sp1, sp2, exchanges_r, exchanges_o)
+calls = {c["key"]: c for c in ui.records(ui.read(queries.judge_calls, keys))}
 
 with slot_q:
     st.dataframe(ui.subquestion_table(page_q, judged, len(item["sources"])), hide_index=True, key="subq_table",
                  width="stretch")
     st.caption("SQC: a sub-question is covered when one source or the whole set answers it. "
                "RQC: the response addresses it.")
-    ui.verdict_expanders(shown["q"], calls,
-                         lambda v: f"{v['metric'].upper()} · sub-question {v['component_idx']} vs {v['target']}")
-    ui.verdict_expanders(shown["decompose"], calls, lambda v: f"{v['metric'].upper()} · decomposition")
+with slot_qx:
+    ui.verdict_expanders(exchanges_q, calls, lambda v: (
+        f"{v['metric'].upper()} · decomposition" if v["target"] == "decompose" else
+        f"{v['metric'].upper()} · sub-question {v['component_idx']} vs {v['target']}"))
 
 with slot_s:
+    seen: dict[str, str] = {}
     for j in page_s:
-        sp1 = ui.pick(judged.get(("source", j), []), metric="sp1")
-        st.markdown(f"**Source {j}** · SP1 {ui.verdict_cell(sp1)}")
+        st.markdown(f"**Source {j}** · SP1 {ui.verdict_cell(ui.pick(judged.get(('source', j), []), metric='sp1'))}")
         facts = facts_of.get(j, [])
         body, missing = ui.highlight(item["sources"][j], ui.marks_for(facts, judged, ["sp2"]))
         ui.text_block(body)
-        if facts:
-            st.dataframe(ui.component_table(facts, judged, ["sp2"]), hide_index=True, key=f"facts_{j}",
-                         width="stretch")
-        ui.verdict_expanders([v for v in shown["sp1"] if v["component_idx"] == j], calls,
-                             lambda v: f"SP1 · source {v['component_idx']}")
+        ui.verdict_expanders([v for v in sp1 if v["component_idx"] == j], calls,
+                             lambda v: f"SP1 · source {v['component_idx']}", seen)
         fact_ids = {f["idx"] for f in facts}
-        ui.verdict_expanders([v for v in shown["sp2"] if v["component_idx"] in fact_ids], calls,
-                             lambda v: f"SP2 · fact {v['component_idx']}")
+        ui.verdict_expanders([v for v in sp2 if v["component_idx"] in fact_ids], calls,
+                             lambda v: f"SP2 · fact {v['component_idx']}", seen)
+    if facts := [f for j in page_s for f in facts_of.get(j, [])]:  # one table: a grid per source is slow to draw
+        st.markdown("**Source facts** (SP2: is the fact relevant to the query?)")
+        st.dataframe(ui.component_table(facts, judged, ["sp2"]).assign(source=[f["parent"] for f in facts]),
+                     hide_index=True, key="facts_table", width="stretch")
 
 with slot_c:
     body, missing = ui.highlight(item["response"], ui.marks_for(page_c, judged, ["rp", "gr"]))
@@ -141,11 +147,11 @@ with slot_sd:
         st.markdown("**Self-distinctness (SD)**: each sentence against its most similar other sentence")
         st.dataframe(ui.component_table(page_sd, judged, ["sd"]), hide_index=True, key="sd_table",
                      width="stretch")
-    for rows in (ui.pick(shown["claims"], metric="rp"), ui.pick(shown["claims"], metric="gr"), shown["sd"]):
-        ui.verdict_expanders(rows, calls,
-                             lambda v: f"{v['metric'].upper()} · {v['component_kind']} {v['component_idx']}")
+with slot_rx:
+    ui.verdict_expanders(exchanges_r, calls,
+                         lambda v: f"{v['metric'].upper()} · {v['component_kind']} {v['component_idx']}")
 with slot_o:
-    ui.verdict_expanders(shown["others"], calls,
+    ui.verdict_expanders(exchanges_o, calls,
                          lambda v: f"{v['metric']} · {v['component_kind']} {v['component_idx']}")
 
 with tab_t:

@@ -127,7 +127,8 @@ THRESHOLDS = [f"th_{m}" for m in DEFAULT_THRESHOLDS]
 PARAMS: dict[str, list[str]] = {
     "runs": ["run", *THRESHOLDS],
     "run": ["run", "below", "rule", "failed", "q", "mk", "mv", "quad", "sort", "desc", "page", *THRESHOLDS],
-    "item": ["run", "item", "src_page", "claim_page", "sent_page", "subq_page", *THRESHOLDS],
+    "item": ["run", "item", "src_page", "claim_page", "sent_page", "subq_page", "qx_page", "rx_page", "other_page",
+             *THRESHOLDS],
     "compare": ["run", "other", "xm", "xd", "item", "pref", "better", *THRESHOLDS],
     "diagnosis": ["run", *THRESHOLDS],
     "triage": ["run", "labels"],
