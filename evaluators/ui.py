@@ -392,6 +392,9 @@ def item_url(run_id: str, item_id: str) -> str:
 # What markdown (CommonMark, GFM, Streamlit's directives and LaTeX) can act on: these characters
 # anywhere; ':' and '.' before a non-space (autolinks 'http://', 'www.x', 'a@b.co'; ':red[', ':smile:');
 # a leading '-', '+', '#', '=' or '1.' (lists, headings). Quotes, commas and slashes never start anything.
+# GFM turns URLs and emails in text into links after escapes are resolved, so backslashes cannot stop
+# it: an invisible word joiner (U+2060) goes where its patterns start ('://', 'www.', '@').
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?i:(?<=www))(?=\.)|(?=@)")
 _MARKDOWN_ACTIVE = re.compile(r"[!$&()*<>@\[\\\]^_`{|}~]|[:.](?=\S)|^[-+#=]|(?<=^\d)[.)]|(?<=^\d\d)[.)]")
 
 
@@ -399,9 +402,11 @@ def md(value: Any) -> str:
     """A user-supplied string (run name, item id, judge, template, document id, author, path...) made
     safe to put in anything Streamlit draws as markdown: labels, captions, headers, alerts, expander
     and tab titles. Every character markdown could act on is backslash-escaped, so no link, image,
-    emphasis, heading, list, directive (:red[...], :material/...:) or autolink can form, and the text
-    shows as typed, except that each run of whitespace becomes one space (a label is one line)."""
-    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(0), " ".join(str(value).split()))
+    emphasis, heading, list or directive (:red[...], :material/...:) can form, and an invisible word
+    joiner breaks what GFM would autolink. The text shows as typed, except that each run of whitespace
+    becomes one space (a label is one line)."""
+    text = _AUTOLINK.sub("\u2060", " ".join(str(value).split()))
+    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(0), text)
 
 
 def n_items(n: int) -> str:
