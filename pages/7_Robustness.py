@@ -75,7 +75,7 @@ else:
                      grammar.UNKNOWN: "no retrieved ids"}.get(row["attribution"], "")
             st.caption(f"retrieved: {ui.md(', '.join(row['retrieved_doc_ids'])) or '–'}"
                        + (f" · {blame}" if blame else ""))
-            ui.item_link(run, row["item_id"], label="open item")
+            st.markdown(f"[open item]({ui.item_url(run, row['item_id'])})")  # every URL character is %-encoded
 
 st.subheader("Who is to blame: context comparison")
 counts = rep.attribution()
