@@ -134,7 +134,16 @@ with slot_s:
                      hide_index=True, key="facts_table", width="stretch")
 
 with slot_c:
-    body, missing = ui.highlight(item["response"], ui.marks_for(page_c, judged, ["rp", "gr"]))
+    response, excerpt = item["response"], ""
+    if paged_c:  # a page of claims shows the stretch of the response they come from, not 100s of KB
+        first_at, last_at = response.find(page_c[0]["text"]), response.rfind(page_c[-1]["text"])
+        if 0 <= first_at <= last_at:
+            end = last_at + len(page_c[-1]["text"])
+            response = response[first_at:end]
+            excerpt = f"Response characters {first_at + 1:,}–{end:,} of {len(item['response']):,}: the claims of this page. "
+    body, missing = ui.highlight(response, ui.marks_for(page_c, judged, ["rp", "gr"]))
+    if excerpt:
+        st.caption(excerpt)
     ui.text_block(body or "<em>(empty response)</em>")
     st.caption(f"Claims{' of this page' if paged_c else ''} are highlighted by GR (green supported, red "
                f"unsupported, grey failed); hover for RP and GR. {len(missing)} claim(s) are paraphrased and "
