@@ -34,8 +34,23 @@ def catalog(path: str | Path) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     with store.reading(path):
         frame = store.runs(path)
         pairs = store.query(path, "SELECT DISTINCT run_id, metric FROM scores")
-    metrics = {run: order_metrics(group["metric"]) for run, group in pairs.groupby("run_id")}
+    metrics = {run: order_metrics(m for m in group["metric"] if _is_metric_id(m))
+               for run, group in pairs.groupby("run_id")}
     return frame, metrics
+
+
+def _is_metric_id(metric: str) -> bool:
+    """Whether a stored metric id can become a column: a file from elsewhere may hold anything."""
+    try:
+        column(metric)
+    except ValueError:
+        return False
+    return True
+
+
+def _json_pointer(key: str) -> str:
+    """A JSON pointer to a top-level field: any key (quotes, dots, slashes) without quoting rules."""
+    return "/" + key.replace("~", "~0").replace("/", "~1")
 
 
 def metric_overview(path: str | Path, run_id: str) -> pd.DataFrame:
@@ -80,7 +95,7 @@ def metadata_values(path: str | Path, run_id: str, key: str, limit: int = 200) -
         SELECT value, count(*) AS n
         FROM (SELECT json_extract_string(metadata, ?) AS value FROM items WHERE run_id = ?)
         WHERE value IS NOT NULL GROUP BY value ORDER BY n DESC, value LIMIT {int(limit)}""",
-        [f'$."{key}"', run_id])
+        [_json_pointer(key), run_id])
 
 
 def search_ids(path: str | Path, run_id: str, search: str = "",
@@ -92,13 +107,14 @@ def search_ids(path: str | Path, run_id: str, search: str = "",
         params["q"] = search.lower()
         where.append("(contains(lower(item_id), $q) OR contains(lower(query), $q) OR contains(lower(response), $q))")
     if meta:
-        params["mk"], params["mv"] = f'$."{meta[0]}"', meta[1]
+        params["mk"], params["mv"] = _json_pointer(meta[0]), meta[1]
         where.append("json_extract_string(metadata, $mk) = $mv")
     return store.query(path, f"SELECT item_id FROM items WHERE {' AND '.join(where)}", params)
 
 
 def item_detail(path: str | Path, run_id: str, item_id: str) -> dict[str, pd.DataFrame]:
-    """Everything stored for one item: item, scores, components, verdicts, and the judge calls behind them."""
+    """Everything stored for one item: item, scores, components and verdicts (the judge calls behind
+    them are read by judge_calls(), for the verdicts a page shows)."""
     ids = {"run": run_id, "item": item_id}
     with store.reading(path):
         item = store.query(path, "SELECT * FROM items WHERE run_id = $run AND item_id = $item", ids)
@@ -111,14 +127,17 @@ def item_detail(path: str | Path, run_id: str, item_id: str) -> dict[str, pd.Dat
             SELECT metric, component_kind, component_idx, target, value, status, evidence, call_key, detail
             FROM verdicts WHERE run_id = $run AND item_id = $item
             ORDER BY metric, component_kind, component_idx, target""", ids)
-        keys = sorted({k for k in verdicts["call_key"].dropna()} | {k for k in comps["call_key"].dropna()})
-        calls = pd.DataFrame(columns=["key"])
-        if keys:  # an IN list of constants lets DuckDB use the primary-key index, not scan every message
-            marks = ", ".join("?" for _ in keys)
-            calls = store.query(path, f"""SELECT key, model, prompt_name, prompt_hash, messages, params, reply,
-                                                 status, prompt_tokens, completion_tokens, cost, latency_ms, error
-                                          FROM judge_calls WHERE key IN ({marks})""", keys)
-    return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts, "calls": calls}
+    return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts}
+
+
+def judge_calls(path: str | Path, keys: Sequence[str]) -> pd.DataFrame:
+    """The stored judge calls with these keys: prompt, reply, status, tokens, cost, latency, error."""
+    if not keys:
+        return pd.DataFrame(columns=["key"])
+    marks = ", ".join("?" for _ in keys)  # an IN list of constants lets DuckDB use the primary-key index
+    return store.query(path, f"""SELECT key, model, prompt_name, prompt_hash, messages, params, reply, status,
+                                        prompt_tokens, completion_tokens, cost, latency_ms, error
+                                 FROM judge_calls WHERE key IN ({marks})""", list(keys))
 
 
 def item_neighbours(path: str | Path, run_id: str, item_id: str) -> tuple[str | None, str | None]:
@@ -224,7 +243,7 @@ def filter_items(
         where.append("item_id IN (SELECT item_id FROM ids)")
     order = "item_id" if sort == "item_id" else ("n_failed" if sort == "n_failed" else column(sort))
     sql = f"""{_rules_cte(thresholds)}
-        SELECT item_id, query, {', '.join(column(m) for m in metrics)},
+        SELECT item_id, query, {''.join(f"{column(m)}, " for m in metrics)}
                n_failed, failed_metrics, rules, count(*) OVER () AS n_match
         FROM base
         WHERE {' AND '.join(where)}

@@ -9,6 +9,7 @@ need. The dashboard's reads are in evaluators/queries.py and run through query()
 """
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import os
@@ -22,7 +23,7 @@ from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import duckdb
 import pandas as pd
@@ -232,6 +233,84 @@ def migrate(path: str | Path) -> int:
             con.execute("INSERT INTO schema_version VALUES (?)", [version])
             con.execute("COMMIT")
         return len(MIGRATIONS)
+
+
+class Health(NamedTuple):
+    """What check_database() found: a state, and for a problem the detail a message names."""
+
+    state: str  # ok | missing | empty | folder | not_duckdb | damaged | foreign | older | newer | incomplete
+    detail: str = ""
+    version: int | None = None
+
+
+_HEADER_BYTES = 3 * 4096  # DuckDB's file header and its two database headers, before the first block
+
+
+@functools.cache
+def _expected_columns() -> dict[str, frozenset[str]]:
+    """The tables and columns the migrations build, read from an in-memory database they built."""
+    con = duckdb.connect(":memory:", config=_CONFIG)
+    try:
+        for sql in MIGRATIONS:
+            con.execute(sql)
+        return _columns(con)
+    finally:
+        con.close()
+
+
+def _columns(con: Any) -> dict[str, frozenset[str]]:
+    rows = con.execute("""SELECT table_name, list(column_name) FROM information_schema.columns
+                          WHERE table_schema = 'main' GROUP BY table_name""").fetchall()
+    return {table: frozenset(cols) for table, cols in rows}
+
+
+def check_database(path: str | Path, deadline_s: float = 3.0) -> Health:
+    """Whether `path` is a RAG Triage database this version reads, checked without writing to it.
+
+    Raises StoreBusy when another process holds the file past `deadline_s`; every other problem is
+    a Health state. The file's first bytes are checked before DuckDB opens it, so a SQLite file or a
+    text file never makes DuckDB look for a reader extension.
+    """
+    file = Path(path)
+    if not file.exists():
+        return Health("missing")
+    if file.is_dir():
+        return Health("folder")
+    try:
+        with open(file, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        return Health("damaged", exc.strerror or str(exc))
+    if not head:
+        return Health("not_duckdb", "an empty file")
+    if head[8:12] != b"DUCK":  # DuckDB's magic bytes
+        kind = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"
+        return Health("not_duckdb", kind)
+    try:
+        with connect(file, read_only=True, deadline_s=deadline_s) as con:
+            found = _columns(con)
+            if not found:
+                return Health("empty")
+            if "schema_version" not in found or "runs" not in found:
+                return Health("foreign", ", ".join(sorted(found)[:5]) + (", ..." if len(found) > 5 else ""))
+            version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+            # A cut-off copy opens and lists its tables, then fails on the first read of a lost block.
+            block_size, blocks = con.execute("SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
+            if file.stat().st_size < _HEADER_BYTES + block_size * blocks:
+                return Health("damaged", f"the file is cut short: {file.stat().st_size} of "
+                                         f"{_HEADER_BYTES + block_size * blocks} bytes")
+    except duckdb.Error as exc:
+        return Health("damaged", str(exc).splitlines()[0][:200])
+    if version < len(MIGRATIONS):
+        return Health("older", version=version)
+    if version > len(MIGRATIONS):
+        return Health("newer", version=version)
+    missing: list[str] = []
+    for table, cols in _expected_columns().items():
+        missing += [f"{table}.{c}" for c in sorted(cols - found[table])] if table in found else [table]
+    if missing:
+        return Health("incomplete", ", ".join(missing[:6]) + (", ..." if len(missing) > 6 else ""), version)
+    return Health("ok", version=version)
 
 
 # ---------------------------------------------------------------- writes

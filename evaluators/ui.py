@@ -108,19 +108,71 @@ def page(title: str, need_db: bool = True) -> Path:
     try:
         me = user()
     except access.ConfigError as exc:  # fail closed: a malformed role list grants nothing to anyone
-        st.error(f"The dashboard's .streamlit/secrets.toml is malformed: {exc}")
+        st.error(f"The dashboard's .streamlit/secrets.toml is malformed: {md(exc)}")
         st.stop()
     if _auth_configured():  # past the gate, so someone is logged in
         # plain text: the address comes from the login provider
         st.sidebar.text(f"{me.email or '(no verified email)'}\n{me.role}")
         st.sidebar.button("Log out", key="logout", on_click=st.logout)
+    st.html(WRAP_CSS)
     st.title(title)
     path = db_path()
-    if need_db and not path.exists():
-        st.warning(f"No database at `{path}`. Build the demo (`make demo`) or set RAG_TRIAGE_DB, "
-                   "or evaluate a file on the Evaluate page.")
-        st.stop()
+    _check_database(path, need_db)
     return path
+
+
+# Long words (a 60,000-character id or token) wrap inside the app's text instead of widening the page.
+WRAP_CSS = ("<style>[data-testid=stMarkdownContainer], [data-testid=stCaptionContainer], "
+            "[data-testid=stAlertContentInfo], [data-testid=stAlertContentWarning], "
+            "[data-testid=stAlertContentError], [data-testid=stAlertContentSuccess], "
+            "[data-testid=stExpander] summary, [data-testid=stMetricLabel], "
+            "[data-testid=stWidgetLabel], [data-testid=stPageLink] "
+            "{overflow-wrap:anywhere; word-break:break-word; min-width:0}</style>")
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _health(path: str, version: float) -> store.Health:
+    return store.check_database(path)
+
+
+def _check_database(path: Path, need_db: bool) -> None:
+    """Stop the page with what is wrong and what to do when `path` is not a database this version
+    reads; checked once per page run, cached on the file's version. Pages that write (need_db=False)
+    may start a missing or empty database, and upgrade an older one."""
+    try:
+        health = _health(str(path), db_version(path))
+    except store.StoreBusy:
+        st.warning(f"The database {md(path)} is locked by another process (a run or a save is writing); "
+                   "retried for a few seconds. Reload the page or press Retry in a moment.")
+        st.button("Retry", key="db_retry")
+        st.stop()
+    where = md(path)
+    fix = "set RAG_TRIAGE_DB to a database written by `python -m evaluators evaluate`, or build the demo (`make demo`)"
+    messages = {
+        "missing": f"No database at {where}. Build the demo (`make demo`) or set RAG_TRIAGE_DB, "
+                   "or evaluate a file on the Evaluate page.",
+        "empty": f"The database {where} is empty: evaluate a file on the Evaluate page or with "
+                 "`python -m evaluators evaluate`.",
+        "folder": f"{where} is a folder, not a RAG Triage database: {fix}.",
+        "not_duckdb": f"{where} is not a RAG Triage database ({md(health.detail)}): {fix}.",
+        "foreign": f"{where} is not a RAG Triage database (a DuckDB file with other tables: {md(health.detail)}): {fix}.",
+        "damaged": f"{where} is a damaged database that DuckDB cannot read ({md(health.detail)}): restore it "
+                   f"from a copy, or {fix}.",
+        "older": f"{where} was made by an older version of RAG Triage (schema {health.version}, this version "
+                 f"reads {len(store.MIGRATIONS)}): evaluating a file into it upgrades it, e.g. "
+                 f"`python -m evaluators evaluate ITEMS.jsonl --db FILE --run NAME` or the Evaluate page.",
+        "newer": f"{where} was made by a newer version of RAG Triage (schema {health.version}, this version "
+                 f"reads {len(store.MIGRATIONS)}): open it with that version, or update RAG Triage.",
+        "incomplete": f"{where} is a RAG Triage database with missing parts ({md(health.detail)}): restore it "
+                      f"from a copy, or {fix}.",
+    }
+    if health.state == "ok" or (not need_db and health.state in ("missing", "empty")):
+        return
+    if not need_db and health.state == "older":
+        st.info(messages["older"])
+        return
+    (st.warning if health.state in ("missing", "empty") else st.error)(messages[health.state])
+    st.stop()
 
 
 # ---------------------------------------------------------------- cached reads
@@ -328,8 +380,9 @@ def link(**extra: Any) -> dict[str, str]:
 
 
 def item_link(run_id: str, item_id: str, label: str | None = None) -> None:
-    """A page link to one item's drill-down."""
-    page_link("item", label=label or f"Open item {item_id}", icon="🔎", query_params=link(run=run_id, item=item_id))
+    """A page link to one item's drill-down; a `label` given is markdown, with user text through md()."""
+    page_link("item", label=label or f"Open item {md(item_id)}", icon="🔎",
+              query_params=link(run=run_id, item=item_id))
 
 
 def page_link(page: str, label: str, query_params: Mapping[str, str], icon: str | None = None,
@@ -354,6 +407,26 @@ def item_url(run_id: str, item_id: str) -> str:
 
 
 # ---------------------------------------------------------------- formatting
+
+# What markdown (CommonMark, GFM, Streamlit's directives and LaTeX) can act on: these characters
+# anywhere; ':' and '.' before a non-space (autolinks 'http://', 'www.x', 'a@b.co'; ':red[', ':smile:');
+# a leading '-', '+', '#', '=' or '1.' (lists, headings). Quotes, commas and slashes never start anything.
+# GFM turns URLs and emails in text into links after escapes are resolved, so backslashes cannot stop
+# it: an invisible word joiner (U+2060) goes where its patterns start ('://', 'www.', '@').
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?i:(?<=www))(?=\.)|(?=@)")
+_MARKDOWN_ACTIVE = re.compile(r"[!$&()*<>@\[\\\]^_`{|}~]|[:.](?=\S)|^[-+#=]|(?<=^\d)[.)]|(?<=^\d\d)[.)]")
+
+
+def md(value: Any) -> str:
+    """A user-supplied string (run name, item id, judge, template, document id, author, path...) made
+    safe to put in anything Streamlit draws as markdown: labels, captions, headers, alerts, expander
+    and tab titles. Every character markdown could act on is backslash-escaped, so no link, image,
+    emphasis, heading, list or directive (:red[...], :material/...:) can form, and an invisible word
+    joiner breaks what GFM would autolink. The text shows as typed, except that each run of whitespace
+    becomes one space (a label is one line)."""
+    text = _AUTOLINK.sub("\u2060", " ".join(str(value).split()))
+    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(0), text)
+
 
 def n_items(n: int) -> str:
     """'1 item', '3 items'."""
@@ -430,9 +503,10 @@ def highlight(text: str, marks: Sequence[tuple[str, str, str]]) -> tuple[str, li
 
 
 def text_block(body_html: str) -> None:
-    """Show escaped, highlighted text in a wrapped block (st.html sanitises it a second time)."""
-    st.html(f'<div style="white-space:pre-wrap;line-height:1.6;border-left:3px solid #ddd;'
-            f'padding-left:8px">{body_html}</div>')
+    """Show escaped, highlighted text in a wrapped block (st.html sanitises it a second time); a long
+    word wraps anywhere rather than widen the page."""
+    st.html(f'<div style="white-space:pre-wrap;overflow-wrap:anywhere;line-height:1.6;'
+            f'border-left:3px solid #ddd;padding-left:8px">{body_html}</div>')
 
 
 def plain(text: str) -> None:
@@ -447,13 +521,17 @@ def verdict_colour(value: Any, status: str) -> str:
     return GOOD if float(value) >= 0.5 else BAD
 
 
-# The item page works on plain records (lists of dicts): an item has tens of verdicts, and grouping
-# them in Python is much cheaper than hundreds of small pandas selections.
+# The item page works on plain records (lists of dicts), its verdicts joined to their components
+# once (by_component), and draws its long lists a page at a time: an item may carry 200 sources or
+# 10,000 claims, and a scan of every verdict per component, or a widget per row, would not finish.
 Record = dict[str, Any]
+Judged = dict[tuple[str, int], list[Record]]
+ITEM_PAGE = 50     # components per page (sub-questions, claims, sentences, other suites' verdicts)
+SOURCES_PAGE = 10  # sources per page: each draws its text and its judge exchanges
 
 
 def records(frame: pd.DataFrame) -> list[Record]:
-    """A small frame as a list of dicts."""
+    """A frame as a list of dicts."""
     return frame.to_dict("records")
 
 
@@ -462,8 +540,53 @@ def pick(rows: Sequence[Record], **equal: Any) -> list[Record]:
     return [r for r in rows if all(r[k] == v for k, v in equal.items())]
 
 
-def raw_exchange(verdict: Record, calls: Mapping[str, Record]) -> None:
-    """The judge's raw exchange behind one verdict: prompt, reply, status, tokens and latency."""
+def by_component(verdicts: Sequence[Record]) -> Judged:
+    """Verdicts by the component they judge, (kind, idx), in their stored order: one pass, so each
+    component then finds its verdicts without scanning the others."""
+    judged: Judged = {}
+    for v in verdicts:
+        judged.setdefault((v["component_kind"], int(v["component_idx"])), []).append(v)
+    return judged
+
+
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """A URL parser for a whole number within [low, high]; anything else raises ValueError, so
+    url_value() falls back to the default (a huge, negative or NaN page number is ignored)."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+    return parse
+
+
+def pager(label: str, key: str, n: int, size: int) -> tuple[int, int]:
+    """Rows [lo, hi) of a list of n shown `size` at a time; past one page, a page number kept in the URL."""
+    pages = max(1, -(-n // size))
+    if pages == 1:
+        return 0, n
+    number = synced(st.number_input, f"{label}: page (of {pages})", key, 1, whole(1, pages),
+                    min_value=1, max_value=pages, step=1)
+    lo = (number - 1) * size
+    hi = min(lo + size, n)
+    st.caption(f"{label} {lo + 1}–{hi} of {n}")
+    return lo, hi
+
+
+def exchange_keys(*groups: Sequence[Record]) -> tuple[str, ...]:
+    """The judge call keys behind these verdicts, to read only the calls a page shows."""
+    return tuple(sorted({v["call_key"] for rows in groups for v in rows if isinstance(v.get("call_key"), str)}))
+
+
+REPEAT_CHARS = 2_000  # a prompt this long is drawn once per list of exchanges, then referred to
+
+
+def raw_exchange(verdict: Record, calls: Mapping[str, Record], seen: dict[str, str] | None = None,
+                 title: str = "") -> None:
+    """The judge's raw exchange behind one verdict: prompt, reply, status, tokens and latency.
+
+    seen: the long prompts already drawn in this list ({call key: title}); a batched call stands
+    behind many verdicts, and repeating its prompt in each would cost the browser megabytes."""
     call = calls.get(verdict.get("call_key") or "")
     if call is None:  # the offline judge and SD's embeddings make no calls: the explanation is the exchange
         source = "Sentence embeddings" if verdict.get("metric") == "sd" else "Offline judge"
@@ -471,25 +594,35 @@ def raw_exchange(verdict: Record, calls: Mapping[str, Record]) -> None:
         st.code(str(verdict.get("detail") or "(no detail stored)"), language=None, wrap_lines=True)
         return
     cost = "–" if call["cost"] is None or pd.isna(call["cost"]) else f"{call['cost']:.6f}"
-    st.caption(f"model {call['model']} · prompt {call['prompt_name']} ({call['prompt_hash']}) · "
-               f"call status {call['status']} · tokens {call['prompt_tokens']} in / "
+    st.caption(f"model {md(call['model'])} · prompt {md(call['prompt_name'])} ({md(call['prompt_hash'])}) · "
+               f"call status {md(call['status'])} · tokens {call['prompt_tokens']} in / "
                f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}")
-    for message in json.loads(call["messages"] or "[]"):
-        st.markdown(f"**{html.escape(str(message.get('role', '?')))}**")
+    messages = json.loads(call["messages"] or "[]")
+    size = sum(len(str(m.get("content", ""))) for m in messages)
+    if seen is not None and size >= REPEAT_CHARS and call["key"] in seen:
+        st.caption(f"prompt: the same {size:,}-character prompt as in «{md(seen[call['key']])}» above")
+        messages = []
+    elif seen is not None and size >= REPEAT_CHARS:
+        seen[call["key"]] = title
+    for message in messages:
+        st.markdown(f"**{md(message.get('role', '?'))}**")
         st.code(str(message.get("content", "")), language=None, wrap_lines=True)
     st.markdown("**reply**")
     st.code("(no reply)" if call["reply"] is None else str(call["reply"]), language=None, wrap_lines=True)
     if call["error"]:
-        st.error(f"error: {call['error']}")
+        st.error(f"error: {md(call['error'])}")
     if verdict.get("detail"):
-        st.caption(f"detail: {verdict['detail']}")
+        st.caption(f"detail: {md(verdict['detail'])}")
 
 
-def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title: Callable[[Record], str]) -> None:
-    """One expander per verdict, opening onto the judge's raw exchange."""
+def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title: Callable[[Record], str],
+                      seen: dict[str, str] | None = None) -> None:
+    """One expander per verdict, opening onto the judge's raw exchange; pass one `seen` dict to the
+    lists of a tab to draw each long prompt once there."""
+    seen = {} if seen is None else seen
     for row in rows:
-        with st.expander(f"{title(row)} · {fmt_verdict(row['value'], row['status'])} · raw exchange"):
-            raw_exchange(row, calls)
+        with st.expander(f"{md(title(row))} · {fmt_verdict(row['value'], row['status'])} · raw exchange"):
+            raw_exchange(row, calls, seen, title(row))
 
 
 def verdict_cell(rows: Sequence[Record]) -> str:
@@ -497,29 +630,32 @@ def verdict_cell(rows: Sequence[Record]) -> str:
     return "–" if not rows else fmt_verdict(rows[0]["value"], rows[0]["status"])
 
 
-def subquestion_table(comps: Sequence[Record], verdicts: Sequence[Record], n_sources: int) -> pd.DataFrame:
+def subquestion_table(comps: Sequence[Record], judged: Judged, n_sources: int) -> pd.DataFrame:
     """Per sub-question: SQC against each source and the whole set, whether it is covered, and RQC."""
-    sqc, rqc = pick(verdicts, metric="sqc", component_kind="subquestion"), pick(verdicts, metric="rqc")
     rows = []
-    for comp in sorted(pick(comps, kind="subquestion"), key=lambda c: c["idx"]):
-        mine = pick(sqc, component_idx=comp["idx"])
+    for comp in comps:
+        mine = judged.get(("subquestion", comp["idx"]), [])
+        sqc, rqc = pick(mine, metric="sqc"), pick(mine, metric="rqc")
+        by_target: dict[str, list[Record]] = {}
+        for v in sqc:
+            by_target.setdefault(v["target"], []).append(v)
         row = {"#": comp["idx"], "sub-question": comp["text"]}
         for j in range(n_sources):
-            row[f"source {j}"] = verdict_cell(pick(mine, target=f"source:{j}"))
-        row["whole set"] = verdict_cell(pick(mine, target="sources"))
-        ok = [v for v in mine if v["status"] == OK]
+            row[f"source {j}"] = verdict_cell(by_target.get(f"source:{j}", []))
+        row["whole set"] = verdict_cell(pick(sqc, target="sources"))
+        ok = [v for v in sqc if v["status"] == OK]
         row["SQC covered"] = ("✓ yes" if any(v["value"] >= 0.5 for v in ok) else "✗ no") if ok else (
-            f"⚠ {mine[0]['status']}" if mine else "–")
-        row["RQC"] = verdict_cell(pick(rqc, component_idx=comp["idx"]))
+            f"⚠ {sqc[0]['status']}" if sqc else "–")
+        row["RQC"] = verdict_cell(rqc)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def marks_for(comps: Sequence[Record], verdicts: Sequence[Record], metrics: Sequence[str]) -> list[tuple]:
+def marks_for(comps: Sequence[Record], judged: Judged, metrics: Sequence[str]) -> list[tuple]:
     """(text, colour, title) highlight marks for these components, coloured by the last metric given."""
     marks = []
     for comp in comps:
-        mine = pick(verdicts, component_kind=comp["kind"], component_idx=comp["idx"])
+        mine = judged.get((comp["kind"], comp["idx"]), [])
         title = " · ".join(f"{m.upper()} {verdict_cell(pick(mine, metric=m))}" for m in metrics)
         colour_rows = pick(mine, metric=metrics[-1])
         colour = FAIL if not colour_rows else verdict_colour(colour_rows[0]["value"], colour_rows[0]["status"])
@@ -527,11 +663,11 @@ def marks_for(comps: Sequence[Record], verdicts: Sequence[Record], metrics: Sequ
     return marks
 
 
-def component_table(comps: Sequence[Record], verdicts: Sequence[Record], metrics: Sequence[str]) -> pd.DataFrame:
+def component_table(comps: Sequence[Record], judged: Judged, metrics: Sequence[str]) -> pd.DataFrame:
     """Components with one verdict column per metric (and the most similar sentence for SD)."""
     rows = []
     for comp in comps:
-        mine = pick(verdicts, component_kind=comp["kind"], component_idx=comp["idx"])
+        mine = judged.get((comp["kind"], comp["idx"]), [])
         row = {"#": comp["idx"], comp["kind"]: comp["text"]}
         for m in metrics:
             row[m.upper()] = verdict_cell(pick(mine, metric=m))

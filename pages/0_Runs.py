@@ -26,11 +26,11 @@ run_id = ui.pick_run(runs)
 metric_ids = ui.metrics(run_id)
 th = ui.thresholds(metric_ids)
 info = runs[runs["run_id"] == run_id].iloc[0]
-st.header(f"Run {run_id}")
-st.caption(f"judge **{info['judge']}** · status {info['status']} · created {info['created_at']:%Y-%m-%d %H:%M} · "
+st.header(f"Run {ui.md(run_id)}")
+st.caption(f"judge **{ui.md(info['judge'])}** · status {ui.md(info['status'])} · created {info['created_at']:%Y-%m-%d %H:%M} · "
            f"{info['n_done']} of {info['n_items']} items written")
 if info["error"]:
-    st.error(f"run error: {info['error']}")
+    st.error(f"run error: {ui.md(info['error'])}")
 if not metric_ids:
     st.info("No scores in this run yet.")
     st.stop()

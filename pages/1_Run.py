@@ -10,8 +10,10 @@ PAGE_SIZE = 200
 
 ui.page("Run")
 run_id, metric_ids, th = ui.current_run()
-st.caption(f"Run **{run_id}**: items with their scores. An empty cell is an unscored metric; "
+st.caption(f"Run **{ui.md(run_id)}**: items with their scores. An empty cell is an unscored metric; "
            "its reason is in *failed metrics*.")
+if not metric_ids:
+    st.info("This run has no scores yet: its items are listed without metrics.")
 
 c1, c2, c3 = st.columns([2, 2, 1])
 below = ui.synced(c1.multiselect, "Below threshold on any of", "below", [], ui.csv_list, options=metric_ids,
@@ -42,9 +44,9 @@ c7, c8, c9 = st.columns([2, 1, 1])
 sort = ui.synced(c7.selectbox, "Sort by", "sort", "item_id", options=["item_id", *metric_ids, "n_failed"],
                  format_func=lambda s: s.upper() if s in metric_ids else s)
 desc = ui.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "True"))
-page_no = ui.synced(c9.number_input, "Page", "page", 1, int, min_value=1, step=1)
-
 table = ui.run_table(run_id)
+pages = max(1, -(-len(table) // PAGE_SIZE))
+page_no = ui.synced(c9.number_input, "Page", "page", 1, ui.whole(1, pages), min_value=1, max_value=pages, step=1)
 ids = ui.read(queries.search_ids, run_id, search, meta) if search or meta else None
 frame, total = queries.filter_items(table, metric_ids, th, below=below, rules=rules, levels=levels,
                                     failed_only=failed, ids=ids, sort=sort, descending=desc,

@@ -1,4 +1,8 @@
-"""Item: everything the engine stored for one item, laid out so a person sees why it scored as it did."""
+"""Item: everything the engine stored for one item, laid out so a person sees why it scored as it did.
+
+Long lists (sub-questions, sources, claims, sentences, other suites' verdicts) are drawn a page at a
+time with the page number in the URL, and only the judge calls behind the verdicts shown are read.
+"""
 from __future__ import annotations
 
 import pandas as pd
@@ -15,14 +19,14 @@ d, (prev_id, next_id), notes = ui.read_all(ui.call(queries.item_detail, run_id, 
                                            ui.call(queries.item_neighbours, run_id, item_id),
                                            ui.call(queries.triage_notes, run_id, item_id))
 if d["item"].empty:
-    st.warning(f"Run {run_id} has no item with id {item_id!r}.")
+    st.warning(f"Run {ui.md(run_id)} has no item with id {ui.md(repr(item_id))}.")
     st.stop()
 item, comps, verdicts = d["item"].iloc[0], ui.records(d["components"]), ui.records(d["verdicts"])
-calls = {c["key"]: c for c in ui.records(d["calls"])}
+judged = ui.by_component(verdicts)
 scores = d["scores"].set_index("metric")
 
 nav = st.columns([3, 1, 1, 1])
-nav[0].markdown(f"Run **{run_id}** · item `{item_id}`")
+nav[0].markdown(f"Run **{ui.md(run_id)}** · item {ui.md(item_id)}")
 if prev_id:
     ui.page_link("item", "Previous", ui.link(item=prev_id), icon="⬅️", where=nav[1])
 if next_id:
@@ -47,55 +51,116 @@ else:
     st.markdown("**Table-2 rules that fire** (component to fix in *fix*)")
     st.dataframe(fired, hide_index=True, key="item_rules", width="stretch")
 
+
 def kind(name: str) -> list[ui.Record]:
     return sorted(ui.pick(comps, kind=name), key=lambda c: c["idx"])
 
 
-tab_q, tab_s, tab_r, tab_t = st.tabs(["Query", "Sources", "Response", "Triage"])
+def judged_on(shown: list[ui.Record], metrics: tuple[str, ...]) -> list[ui.Record]:
+    """The verdicts of these metrics on the components shown, in stored order (metric first)."""
+    keys = {(c["kind"], c["idx"]) for c in shown}
+    return [v for v in verdicts if v["metric"] in metrics and v["target"] != "decompose"
+            and (v["component_kind"], v["component_idx"]) in keys]
 
+
+subquestions, claims, sentences = kind("subquestion"), kind("claim"), kind("sentence")
+facts_of: dict[int, list[ui.Record]] = {}
+for fact in kind("source_fact"):
+    facts_of.setdefault(fact["parent"], []).append(fact)
+others = [v for v in verdicts if v["metric"] not in THELMA]
+
+# Each tab draws its page controls in place and keeps slots for its lists, filled once the judge
+# calls behind the verdicts shown are read (one read for the whole page).
+tab_q, tab_s, tab_r, tab_t = st.tabs(["Query", "Sources", "Response", "Triage"])
 with tab_q:
     ui.plain(item["query"])
-    st.dataframe(ui.subquestion_table(comps, verdicts, len(item["sources"])), hide_index=True, key="subq_table",
+    lo, hi = ui.pager("Sub-questions", "subq_page", len(subquestions), ui.ITEM_PAGE)
+    page_q = subquestions[lo:hi]
+    slot_q = st.container()
+    exchanges_q = judged_on(page_q, ("sqc", "rqc")) + ui.pick(verdicts, target="decompose")
+    lo, hi = ui.pager("Judge exchanges", "qx_page", len(exchanges_q), ui.ITEM_PAGE)
+    exchanges_q = exchanges_q[lo:hi]
+    slot_qx = st.container()
+with tab_s:
+    lo, hi = ui.pager("Sources", "src_page", len(item["sources"]), ui.SOURCES_PAGE)
+    page_s = range(lo, hi)
+    slot_s = st.container()
+with tab_r:
+    lo, hi = ui.pager("Claims", "claim_page", len(claims), ui.ITEM_PAGE)
+    page_c, paged_c = claims[lo:hi], len(claims) > ui.ITEM_PAGE
+    slot_c = st.container()
+    lo, hi = ui.pager("Sentences", "sent_page", len(sentences), ui.ITEM_PAGE)
+    page_sd = sentences[lo:hi]
+    slot_sd = st.container()
+    on_claims = judged_on(page_c, ("rp", "gr"))
+    exchanges_r = ui.pick(on_claims, metric="rp") + ui.pick(on_claims, metric="gr") + judged_on(page_sd, ("sd",))
+    lo, hi = ui.pager("Judge exchanges", "rx_page", len(exchanges_r), ui.ITEM_PAGE)
+    exchanges_r = exchanges_r[lo:hi]
+    slot_rx = st.container()
+    lo, hi = ui.pager("Other suites' verdicts", "other_page", len(others), ui.ITEM_PAGE)
+    exchanges_o = others[lo:hi]
+    slot_o = st.container()
+
+sp1 = judged_on([{"kind": "source", "idx": j} for j in page_s], ("sp1",))
+sp2 = judged_on([f for j in page_s for f in facts_of.get(j, [])], ("sp2",))
+keys = ui.exchange_keys(exchanges_q, sp1, sp2, exchanges_r, exchanges_o)
+calls = {c["key"]: c for c in ui.records(ui.read(queries.judge_calls, keys))}
+
+with slot_q:
+    st.dataframe(ui.subquestion_table(page_q, judged, len(item["sources"])), hide_index=True, key="subq_table",
                  width="stretch")
     st.caption("SQC: a sub-question is covered when one source or the whole set answers it. "
                "RQC: the response addresses it.")
-    ui.verdict_expanders([v for v in verdicts if v["metric"] in ("sqc", "rqc") and v["target"] != "decompose"],
-                         calls, lambda v: f"{v['metric'].upper()} · sub-question {v['component_idx']} vs {v['target']}")
-    ui.verdict_expanders(ui.pick(verdicts, target="decompose"), calls,
-                         lambda v: f"{v['metric'].upper()} · decomposition")
+with slot_qx:
+    ui.verdict_expanders(exchanges_q, calls, lambda v: (
+        f"{v['metric'].upper()} · decomposition" if v["target"] == "decompose" else
+        f"{v['metric'].upper()} · sub-question {v['component_idx']} vs {v['target']}"))
 
-with tab_s:
-    sp1, sp2 = ui.pick(verdicts, metric="sp1"), ui.pick(verdicts, metric="sp2")
-    for j, text in enumerate(item["sources"]):
-        st.markdown(f"**Source {j}** · SP1 {ui.verdict_cell(ui.pick(sp1, component_idx=j))}")
-        facts = [c for c in kind("source_fact") if c["parent"] == j]
-        body, missing = ui.highlight(text, ui.marks_for(facts, verdicts, ["sp2"]))
+with slot_s:
+    seen: dict[str, str] = {}
+    for j in page_s:
+        st.markdown(f"**Source {j}** · SP1 {ui.verdict_cell(ui.pick(judged.get(('source', j), []), metric='sp1'))}")
+        facts = facts_of.get(j, [])
+        body, missing = ui.highlight(item["sources"][j], ui.marks_for(facts, judged, ["sp2"]))
         ui.text_block(body)
-        if facts:
-            st.dataframe(ui.component_table(facts, verdicts, ["sp2"]), hide_index=True, key=f"facts_{j}",
-                         width="stretch")
-        ui.verdict_expanders(ui.pick(sp1, component_idx=j), calls, lambda v: f"SP1 · source {v['component_idx']}")
-        fact_ids = {c["idx"] for c in facts}
+        ui.verdict_expanders([v for v in sp1 if v["component_idx"] == j], calls,
+                             lambda v: f"SP1 · source {v['component_idx']}", seen)
+        fact_ids = {f["idx"] for f in facts}
         ui.verdict_expanders([v for v in sp2 if v["component_idx"] in fact_ids], calls,
-                             lambda v: f"SP2 · fact {v['component_idx']}")
+                             lambda v: f"SP2 · fact {v['component_idx']}", seen)
+    if facts := [f for j in page_s for f in facts_of.get(j, [])]:  # one table: a grid per source is slow to draw
+        st.markdown("**Source facts** (SP2: is the fact relevant to the query?)")
+        st.dataframe(ui.component_table(facts, judged, ["sp2"]).assign(source=[f["parent"] for f in facts]),
+                     hide_index=True, key="facts_table", width="stretch")
 
-with tab_r:
-    claims = kind("claim")
-    body, missing = ui.highlight(item["response"], ui.marks_for(claims, verdicts, ["rp", "gr"]))
+with slot_c:
+    response, excerpt = item["response"], ""
+    if paged_c:  # a page of claims shows the stretch of the response they come from, not 100s of KB
+        first_at, last_at = response.find(page_c[0]["text"]), response.rfind(page_c[-1]["text"])
+        if 0 <= first_at <= last_at:
+            end = last_at + len(page_c[-1]["text"])
+            response = response[first_at:end]
+            excerpt = f"Response characters {first_at + 1:,}–{end:,} of {len(item['response']):,}: the claims of this page. "
+    body, missing = ui.highlight(response, ui.marks_for(page_c, judged, ["rp", "gr"]))
+    if excerpt:
+        st.caption(excerpt)
     ui.text_block(body or "<em>(empty response)</em>")
-    st.caption("Claims are highlighted by GR (green supported, red unsupported, grey failed); hover for RP and GR. "
-               f"{len(missing)} claim(s) are paraphrased and appear only in the table.")
-    if claims:
-        st.dataframe(ui.component_table(claims, verdicts, ["rp", "gr"]), hide_index=True, key="claims_table",
+    st.caption(f"Claims{' of this page' if paged_c else ''} are highlighted by GR (green supported, red "
+               f"unsupported, grey failed); hover for RP and GR. {len(missing)} claim(s) are paraphrased and "
+               "appear only in the table.")
+    if page_c:
+        st.dataframe(ui.component_table(page_c, judged, ["rp", "gr"]), hide_index=True, key="claims_table",
                      width="stretch")
-    if sentences := kind("sentence"):
+with slot_sd:
+    if page_sd:
         st.markdown("**Self-distinctness (SD)**: each sentence against its most similar other sentence")
-        st.dataframe(ui.component_table(sentences, verdicts, ["sd"]), hide_index=True, key="sd_table",
+        st.dataframe(ui.component_table(page_sd, judged, ["sd"]), hide_index=True, key="sd_table",
                      width="stretch")
-    for m in ("rp", "gr", "sd"):
-        ui.verdict_expanders([v for v in ui.pick(verdicts, metric=m) if v["target"] != "decompose"], calls,
-                             lambda v: f"{v['metric'].upper()} · {v['component_kind']} {v['component_idx']}")
-    ui.verdict_expanders([v for v in verdicts if v["metric"] not in THELMA], calls,
+with slot_rx:
+    ui.verdict_expanders(exchanges_r, calls,
+                         lambda v: f"{v['metric'].upper()} · {v['component_kind']} {v['component_idx']}")
+with slot_o:
+    ui.verdict_expanders(exchanges_o, calls,
                          lambda v: f"{v['metric']} · {v['component_kind']} {v['component_idx']}")
 
 

@@ -24,12 +24,13 @@ metric_ids = ui.metrics(run_id, other)
 th = ui.thresholds(metric_ids)
 a, b = (runs[runs["run_id"] == r].iloc[0] for r in (run_id, other))
 if a["judge"] != b["judge"]:
-    st.warning(f"⚠ Different judges: {run_id} used **{a['judge']}**, {other} used **{b['judge']}**. "
+    st.warning(f"⚠ Different judges: {ui.md(run_id)} used **{ui.md(a['judge'])}**, {ui.md(other)} used "
+               f"**{ui.md(b['judge'])}**. "
                "Deltas mix a pipeline change with a judge change.")
 ha, hb = json.loads(a["prompt_hashes"]), json.loads(b["prompt_hashes"])
 changed = sorted(k for k in set(ha) | set(hb) if ha.get(k) != hb.get(k))
 if changed:
-    st.warning(f"⚠ Different prompt files: {', '.join(changed)}. Scores may move because the prompts changed.")
+    st.warning(f"⚠ Different prompt files: {ui.md(', '.join(changed))}. Scores may move because the prompts changed.")
 
 compared = ui.derived(queries.compare_tables, [run_id, other], metric_ids, th)
 summary, dist = compared["summary"].set_index("metric"), compared["deltas"]
@@ -44,7 +45,7 @@ for m in metric_ids:
                  f"mean {other}": round(s["mean_b"], 3), "delta": round(float(s["delta"]), 3),
                  "ci_low": round(ci.low, 3), "ci_high": round(ci.high, 3), "real": ci.excludes_zero})
 deltas = pd.DataFrame(rows)
-st.subheader(f"{other} − {run_id}")
+st.subheader(f"{ui.md(other)} − {ui.md(run_id)}")
 if deltas.empty:
     st.info("The two runs share no scored items.")
     st.stop()
@@ -80,16 +81,17 @@ if item_id:
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
     st.dataframe(diff.rename(columns={"before": run_id, "after": other}), hide_index=True, key="claim_diff",
                  width="stretch")
-    ui.item_link(other, item_id, label=f"Open {item_id} in {other}")
+    ui.item_link(other, item_id, label=f"Open {ui.md(item_id)} in {ui.md(other)}")
 
 st.subheader("Pairwise preference")
 if ui.synced(st.toggle, "Preference mode: one run is declared the better variant", "pref", False,
              lambda s: s in ("1", "True")):
-    better = ui.synced(st.radio, "Declared better run", "better", other, options=[run_id, other], horizontal=True)
+    better = ui.synced(st.radio, "Declared better run", "better", other, options=[run_id, other], horizontal=True,
+                       format_func=ui.md)
     worse = run_id if better == other else other
     agree = ui.derived(queries.preference_agreement, [better, worse], metric_ids)
     agree["agreement"] = (agree["agree"] / agree["n_pairs"]).round(3)
     agree["metric"] = pd.Categorical(agree["metric"], categories=metric_ids, ordered=True)
     st.dataframe(agree.sort_values("metric"), hide_index=True, key="preference_table", width="stretch")
-    st.caption(f"Agreement: share of items where {better} scores strictly higher than {worse} "
+    st.caption(f"Agreement: share of items where {ui.md(better)} scores strictly higher than {ui.md(worse)} "
                "(THELMA Table 1). Ties are counted apart.")

@@ -12,7 +12,7 @@ run_id, metric_ids, th = ui.current_run()
 pairs = [(x, y, r) for x, y, r in ui.RULE_PAIRS if x in metric_ids and y in metric_ids]
 combos = ui.derived(queries.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
 n_items = int(combos["n"].sum())
-st.caption(f"Run **{run_id}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
+st.caption(f"Run **{ui.md(run_id)}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
            "or above it; an unscored metric is neither, so rules that need it do not fire.")
 
 rows = []

@@ -23,7 +23,7 @@ if not me.can(access.EVALUATOR):
 try:
     judges = access.judge_choices(ui.secret("judges") or [], local_installed=local_llm.available() is None)
 except access.ConfigError as exc:
-    st.error(f"The judges listed in .streamlit/secrets.toml are malformed: {exc}")
+    st.error(f"The judges listed in .streamlit/secrets.toml are malformed: {ui.md(exc)}")
     st.stop()
 
 upload = st.file_uploader("Items file (JSONL, CSV or Parquet)", type=["jsonl", "csv", "parquet"],
@@ -49,7 +49,7 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
         try:
             items = load_items(file)
         except InputError as exc:
-            st.error(f"{upload.name} cannot be evaluated:")
+            st.error(f"{ui.md(upload.name)} cannot be evaluated:")
             st.code("\n".join(exc.problems) or str(exc), language=None, wrap_lines=True)
             st.stop()
 
@@ -64,20 +64,20 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
         access.start_evaluation(ui.user(), str(path), items, name, judges[judge], metrics, os.environ,
                                 on_progress=on_progress)
     except access.RunExists:  # the engine's words name no widget: say which one to change
-        st.error(f"The database already has a run named {name!r}. Change **Run name** to start a new run: "
+        st.error(f"The database already has a run named {ui.md(repr(name))}. Change **Run name** to start a new run: "
                  "an evaluation never adds to an existing run.")
         st.stop()
     except (access.Refused, access.ConfigError) as exc:
-        st.error(str(exc))
+        st.error(ui.md(exc))
         st.stop()
     except store.StoreBusy:
         st.warning("The database is busy (another evaluation is writing), try again in a moment.")
         st.stop()
     except Exception as exc:  # the run is recorded as failed by the runner; show why, plainly
-        st.error(f"Evaluation failed: {type(exc).__name__}: {exc}")
+        st.error(f"Evaluation failed: {type(exc).__name__}: {ui.md(exc)}")
         st.stop()
-    st.success(f"Run {name} finished: {len(items)} items.")
-    ui.page_link("runs", f"Open run {name}", {"run": name}, icon="📊")
+    st.success(f"Run {ui.md(name)} finished: {len(items)} items.")
+    ui.page_link("runs", f"Open run {ui.md(name)}", {"run": name}, icon="📊")
 
 if me.can(access.ADMIN):
     with st.expander("Delete a run (admins)"):
@@ -87,7 +87,7 @@ if me.can(access.ADMIN):
             try:
                 counts = access.delete_run(ui.user(), str(path), doomed)
             except access.Refused as exc:
-                st.error(str(exc))
+                st.error(ui.md(exc))
             except (KeyError, store.StoreMissing):
                 st.error("There is no run with this name.")
             except store.StoreBusy:

@@ -40,7 +40,7 @@ except store.StoreBusy:
     st.warning("The database is busy (a run or a save is writing), try again in a moment.")
     st.stop()
 
-st.caption(f"Run **{run}**. A semantic group is one filled SQL query with its text variants: a **gap** group has "
+st.caption(f"Run **{ui.md(run)}**. A semantic group is one filled SQL query with its text variants: a **gap** group has "
            "no right answer, a **robust** one only right answers, a **non-robust** one both. "
            "R = correct ÷ (items − items in gap groups); Acc = R × (1 − λ), λ = share of items in gap groups. "
            "The *(retrieval)* columns are the paper's modular evaluation: wrong answers that saw the same documents "
@@ -56,7 +56,8 @@ nr = rep.non_robust
 if nr.empty:
     st.success("No non-robust group: every group is all right (robust) or all wrong (gap).")
 else:
-    nr = nr.assign(mark=[_mark(c, s) for c, s in zip(nr["correct"], nr["status"])])
+    # an item without a reference has no truth: pivot_table would drop its group from the grid
+    nr = nr.assign(mark=[_mark(c, s) for c, s in zip(nr["correct"], nr["status"])], truth=nr["truth"].fillna("–"))
     grid = nr.pivot_table(index=["group_id", "sql_template", "truth"], columns="text_template", values="mark",
                           aggfunc="first", fill_value="").reset_index()
     st.caption(f"{len(grid)} groups; one column per text variant.")
@@ -64,18 +65,18 @@ else:
     group = ui.synced(st.selectbox, "Variants side by side for group", "group", str(grid["group_id"].iloc[0]),
                       options=list(grid["group_id"]))
     rows = ui.records(nr[nr["group_id"] == group])
-    st.markdown(f"Ground truth: **{rows[0]['truth']}** · SQL template `{rows[0]['sql_template']}`")
+    st.markdown(f"Ground truth: **{ui.md(rows[0]['truth'])}** · SQL template {ui.md(rows[0]['sql_template'])}")
     for col, row in zip(st.columns(len(rows)), rows):
         with col:
-            st.markdown(f"**{row['text_template']}** · {row['mark']}")
+            st.markdown(f"**{ui.md(row['text_template'])}** · {row['mark']}")
             ui.plain(row["query"])
             st.caption("response")
             ui.plain(row["response"] or "(empty)")
             blame = {grammar.LM: "LM shortfall", grammar.RETRIEVAL: "possible retrieval failure",
                      grammar.UNKNOWN: "no retrieved ids"}.get(row["attribution"], "")
-            st.caption(f"retrieved: {', '.join(row['retrieved_doc_ids']) or '–'}"
+            st.caption(f"retrieved: {ui.md(', '.join(row['retrieved_doc_ids'])) or '–'}"
                        + (f" · {blame}" if blame else ""))
-            st.markdown(f"[open item]({ui.item_url(run, row['item_id'])})")
+            st.markdown(f"[open item]({ui.item_url(run, row['item_id'])})")  # every URL character is %-encoded
 
 st.subheader("Who is to blame: context comparison")
 counts = rep.attribution()
