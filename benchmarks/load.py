@@ -1,25 +1,32 @@
 """Load benchmark for the dashboard: ten sessions at once on a 100k-item run, timed on the server.
 
-    .venv/bin/python benchmarks/load.py [--sessions 10] [--browsers 10] [--views 8] [--items 100000]
+    .venv/bin/python benchmarks/load.py [--client browser|ws] [--sessions 10] [--browsers 10] [--views 8]
+                                        [--items 100000]
 
 Builds once, and reuses afterwards, benchmarks/out/load-<items>.duckdb: two runs ("base" and
 "candidate", for Compare) of the same items from dashboard_scale.py's generator. Starts
 `streamlit run app.py` on a free 127.0.0.1 port with RAG_TRIAGE_DB pointing at it and its log in
-benchmarks/out/load-server.log, opens the root page once (Streamlit's start-up, and the first run of
-app.py: until then a deep link is served from pages/ without app.py's page-run timing), then drives
---sessions sessions at once. Each session is a headless Debian Chromium tab in its own browser
-context, spread over --browsers Chromium processes, that opens --views different views in turn (Run
-with different filters, sorts and pages; Items of different ids; Diagnosis; Compare), each a page
-load as a pasted link is, and waits until the app's script run is over. On a small machine the
-browsers take most of the CPU and so lengthen the server's page runs; --nice runs them at the lowest
-priority, as if they were on the users' machines.
+benchmarks/out/load-server.log, opens the root page once (Streamlit's start-up and the app's first
+imports), then drives --sessions sessions at once. Each session opens --views different views in turn
+(Run with different filters, sorts and pages; Items of different ids; Diagnosis; Compare), each a
+page load as a pasted link is, so each view is a new Streamlit session, and waits until the app's
+script run is over. Two kinds of client:
+- `--client browser` (the default): a headless Debian Chromium tab in its own browser context per
+  session, spread over --browsers Chromium processes. On a small machine the browsers take most of the
+  CPU and so lengthen the server's page runs; --nice runs them at the lowest priority.
+- `--client ws`: no browser. Each view is a websocket client speaking Streamlit's own protocol, as
+  its frontend does on a page load: it connects to /_stcore/stream (subprotocol "streamlit", a
+  same-origin Origin header), sends a rerun_script BackMsg with the page's name (its URL path) and
+  query string, and reads ForwardMsgs until a script_finished other than "early for a rerun". This
+  measures the server: the clients cost a few percent of its CPU.
 
-It prints page views, errors (exception boxes, HTTP errors, script errors, views that did not
-finish, requests off loopback), the server-side page-run durations parsed from the log lines of
-evaluators/timing.py (p50 / p95 / max), the server's peak RSS (VmHWM) and CPU time, the browsers' CPU
-time, and the machine's load average before and after, against the targets: p95 <= 1.5 s, no error,
-server memory <= 1 GB. Everything stays on 127.0.0.1 (Chromium resolves no other host), and the
-benchmark ends by itself after --time-limit seconds at most.
+It prints page views, errors (exception elements and compile errors the server sent, "page not
+found", views that did not finish; with browsers also HTTP errors, script errors and requests off
+loopback), the server-side page-run durations parsed from the log lines of evaluators/timing.py
+(p50 / p95 / max, per page), the server's peak RSS (VmHWM) and CPU time, the clients' CPU time, and
+the machine's load average before and after, against the targets: p95 <= 1.5 s, no error, server
+memory <= 1 GB. Everything stays on 127.0.0.1 (Chromium resolves no other host), and the benchmark
+ends by itself after --time-limit seconds at most.
 """
 from __future__ import annotations
 
@@ -34,8 +41,12 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlencode
+from typing import Any, Awaitable, Callable
+from urllib.parse import urlencode, urlsplit
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -115,8 +126,8 @@ def views(session: int, n: int, items: int) -> list[str]:
 
 @dataclass
 class Tally:
-    """What the browsers saw over all sessions: finished views and their times (load to script run over),
-    errors, Streamlit's base-path probes, and every URL requested."""
+    """What the clients saw over all sessions: finished views and their times (load to script run over),
+    errors, and with browsers Streamlit's base-path probes and every URL requested."""
     views: int = 0
     view_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -127,15 +138,15 @@ class Tally:
 @dataclass
 class Load:
     """One load phase: the tally, where the server log stood when it began, how long it took, and the
-    CPU seconds the server and the browser processes used meanwhile."""
+    CPU seconds the server and the clients (browser processes, or this process's websockets) used meanwhile."""
     tally: Tally
     log_offset: int
     took_s: float
     server_cpu_s: float
-    browsers_cpu_s: float
+    clients_cpu_s: float
 
 
-async def session(ctx: Any, base: str, urls: list[str], deadline: float, tally: Tally) -> None:
+async def browser_session(ctx: Any, base: str, urls: list[str], deadline: float, tally: Tally) -> None:
     """Open the views one after another in one tab, recording what went wrong, until the deadline."""
     page = await ctx.new_page()
 
@@ -167,36 +178,106 @@ async def session(ctx: Any, base: str, urls: list[str], deadline: float, tally: 
             tally.errors.append(f"{url}: {boxes} exception box(es)")
 
 
-async def drive(base: str, log: Path, n_sessions: int, n_browsers: int, n_views: int, items: int,
-                deadline: float, server_pid: int) -> Load:
+async def ws_view(base: str, url: str) -> list[str]:
+    """Open one view (a relative URL) as a browser's page load does, over Streamlit's websocket: a new
+    session, one rerun_script with the page's name and query string, then its ForwardMsgs until the
+    script run is over. Returns the errors the server sent: exception elements, compile errors, and
+    "page not found"."""
+    page_name, _, query = url.partition("?")
+    rerun = BackMsg()
+    rerun.rerun_script.page_name = page_name  # the URL path; the server resolves the page from it
+    rerun.rerun_script.query_string = query
+    errors = []
+    # The frontend sends the subprotocol "streamlit" (then an XSRF token, needed only with login) and
+    # its page's origin; max_size=None because a page's deltas (Arrow tables) can exceed 1 MiB.
+    async with websockets.connect(f"ws://{urlsplit(base).netloc}/_stcore/stream", subprotocols=["streamlit"],
+                                  origin=base, max_size=None) as ws:
+        await ws.send(rerun.SerializeToString())
+        while True:
+            msg = ForwardMsg()
+            msg.ParseFromString(await ws.recv())
+            kind = msg.WhichOneof("type")
+            if (kind == "delta" and msg.delta.WhichOneof("type") == "new_element"
+                    and msg.delta.new_element.WhichOneof("type") == "exception"):
+                errors.append(f"{url}: exception {msg.delta.new_element.exception.type}")
+            elif kind == "session_event" and msg.session_event.HasField("script_compilation_exception"):
+                errors.append(f"{url}: compile error {msg.session_event.script_compilation_exception.type}")
+            elif kind == "page_not_found":
+                errors.append(f"{url}: page not found")
+            # A run cut short by st.rerun() is followed by the run that counts.
+            elif kind == "script_finished" and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+                return errors
+
+
+async def ws_session(base: str, urls: list[str], deadline: float, tally: Tally) -> None:
+    """Open the views one after another, each as a new websocket session, until the deadline."""
+    for url in urls:
+        if time.monotonic() > deadline:
+            break
+        start = time.perf_counter()
+        try:
+            errors = await asyncio.wait_for(ws_view(base, url), VIEW_TIMEOUT_S)
+        except (TimeoutError, OSError, websockets.WebSocketException) as exc:  # an error of the view, not a crash
+            tally.errors.append(f"{url}: {type(exc).__name__}: {exc}")
+            continue
+        tally.views += 1
+        tally.view_s.append(time.perf_counter() - start)
+        tally.errors.extend(errors)
+
+
+async def warm_up(log: Path, open_root: Callable[[Tally], Awaitable[Any]]) -> None:
+    """Open the root page once and wait for its page-run line: the server has started and imported."""
+    tally = Tally()
+    await open_root(tally)
+    for _ in range(100):  # its line reaches the log a moment after the client sees the run end
+        if LINE.search(log.read_text()):
+            break
+        await asyncio.sleep(0.1)
+    if tally.errors or not LINE.search(log.read_text()):
+        raise RuntimeError(f"the warm-up view failed: {tally.errors or 'no page-run line in the log'}")
+
+
+async def measure(log: Path, server_pid: int, clients_cpu: Callable[[], float],
+                  sessions: Callable[[Tally], Awaitable[Any]]) -> Load:
+    """Run the sessions at once and measure them: time, the server's and the clients' CPU, the log's offset."""
+    offset, tally = log.stat().st_size, Tally()
+    clients, server, started = clients_cpu(), cpu_seconds(server_pid), time.monotonic()
+    await sessions(tally)
+    took = time.monotonic() - started
+    await asyncio.sleep(1)  # the last page runs reach the log a moment after the clients see them end
+    return Load(tally, offset, took, cpu_seconds(server_pid) - server, clients_cpu() - clients)
+
+
+async def drive_browsers(base: str, log: Path, n_sessions: int, n_browsers: int, n_views: int, items: int,
+                         deadline: float, server_pid: int) -> Load:
     """Open the root page once, then run the sessions at once over n_browsers Chromium processes."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
         browsers = [await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS) for _ in range(n_browsers)]
-        warm, warm_tally = await browsers[0].new_context(), Tally()
-        await session(warm, base, [""], deadline, warm_tally)
-        await warm.close()
-        for _ in range(100):  # its line reaches the log a moment after the browser sees the run end
-            if LINE.search(log.read_text()):
-                break
-            await asyncio.sleep(0.1)
-        if warm_tally.errors or not LINE.search(log.read_text()):
-            raise RuntimeError(f"the warm-up view failed: {warm_tally.errors or 'no page-run line in the log'}")
-        offset = log.stat().st_size
-        tally = Tally()
+
+        async def open_root(tally: Tally) -> None:
+            warm = await browsers[0].new_context()
+            await browser_session(warm, base, [""], deadline, tally)
+            await warm.close()
+
+        await warm_up(log, open_root)
         contexts = [await browsers[s % n_browsers].new_context(viewport={"width": 1400, "height": 1000})
                     for s in range(n_sessions)]
-        browsers_cpu, server_cpu, started = descendants_cpu(server_pid), cpu_seconds(server_pid), time.monotonic()
-        await asyncio.gather(*(session(c, base, views(s, n_views, items), deadline, tally)
-                               for s, c in enumerate(contexts)))
-        took = time.monotonic() - started
-        await asyncio.sleep(1)  # the last page runs reach the log a moment after the browsers see them end
-        load = Load(tally, offset, took, cpu_seconds(server_pid) - server_cpu,
-                    descendants_cpu(server_pid) - browsers_cpu)
+        load = await measure(log, server_pid, lambda: descendants_cpu(server_pid), lambda tally: asyncio.gather(
+            *(browser_session(c, base, views(s, n_views, items), deadline, tally) for s, c in enumerate(contexts))))
         for b in browsers:
             await b.close()
     return load
+
+
+async def drive_ws(base: str, log: Path, n_sessions: int, n_views: int, items: int, deadline: float,
+                   server_pid: int) -> Load:
+    """Open the root page once, then run the sessions at once as websocket clients in this process
+    (whose CPU time is then the clients')."""
+    await warm_up(log, lambda tally: ws_session(base, [""], deadline, tally))
+    return await measure(log, server_pid, time.process_time, lambda tally: asyncio.gather(
+        *(ws_session(base, views(s, n_views, items), deadline, tally) for s in range(n_sessions))))
 
 
 def proc_status(pid: int, field_name: str) -> int:
@@ -268,14 +349,17 @@ def serve(db: Path, log: Path) -> tuple[subprocess.Popen, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=100_000)
-    parser.add_argument("--sessions", type=int, default=10, help="sessions at once, one tab each")
-    parser.add_argument("--browsers", type=int, default=10, help="Chromium processes holding the sessions")
+    parser.add_argument("--client", choices=("browser", "ws"), default="browser",
+                        help="Chromium tabs, or websocket clients speaking Streamlit's protocol (no browser)")
+    parser.add_argument("--sessions", type=int, default=10, help="sessions at once")
+    parser.add_argument("--browsers", type=int, default=10,
+                        help="Chromium processes holding the sessions (--client browser)")
     parser.add_argument("--views", type=int, default=8, help="views per session")
     parser.add_argument("--time-limit", type=float, default=900, help="seconds for the sessions at most")
     parser.add_argument("--nice", action="store_true",
-                        help="run the browsers at the lowest CPU priority, as if they were on the users' machines")
+                        help="run the clients at the lowest CPU priority, as if they were on the users' machines")
     args = parser.parse_args()
-    if not 1 <= args.browsers <= args.sessions:
+    if args.client == "browser" and not 1 <= args.browsers <= args.sessions:
         parser.error("--browsers must be between 1 and --sessions")
     db = build(args.items)
     counts = store.row_counts(db)
@@ -284,14 +368,17 @@ def main() -> None:
     log = OUT / "load-server.log"
     load_before = os.getloadavg()
     proc, base = serve(db, log)
-    if args.nice:  # after the server started: Playwright's driver and Chromium inherit it, the server does not
-        os.nice(19)
+    if args.nice:  # after the server started: this process and Playwright's driver and Chromium (which
+        os.nice(19)  # inherit it) run at nice 19, the server does not
     try:
         deadline = time.monotonic() + args.time_limit
-        # The browsers' own timeouts end every view; the outer one only guards against a hung driver.
-        load = asyncio.run(asyncio.wait_for(
-            drive(base, log, args.sessions, args.browsers, args.views, args.items, deadline, proc.pid),
-            args.time_limit + 2 * VIEW_TIMEOUT_S + 60))
+        if args.client == "ws":
+            driving = drive_ws(base, log, args.sessions, args.views, args.items, deadline, proc.pid)
+        else:
+            driving = drive_browsers(base, log, args.sessions, args.browsers, args.views, args.items, deadline,
+                                     proc.pid)
+        # Every view has its own timeout; the outer one only guards against a hung client.
+        load = asyncio.run(asyncio.wait_for(driving, args.time_limit + 2 * VIEW_TIMEOUT_S + 60))
         peak_mb, rss_mb = proc_status(proc.pid, "VmHWM") / 1024, proc_status(proc.pid, "VmRSS") / 1024
     finally:
         proc.terminate()
@@ -309,12 +396,14 @@ def main() -> None:
     tally, took = load.tally, load.took_s
     errors = tally.errors + failed_runs + [f"request off loopback: {u}" for u in outside(tally.requests)]
 
-    print(f"\n{args.sessions} sessions at once in {args.browsers} Chromium process(es)"
-          + (" at nice 19" if args.nice else "") + f", {args.views} views each: {took:.0f} s; "
-          f"server log {log.relative_to(ROOT)}")
+    clients = ("websocket clients (this process)" if args.client == "ws"
+               else f"{args.browsers} Chromium process(es)")
+    print(f"\n{args.sessions} sessions at once, {clients}" + (" at nice 19" if args.nice else "")
+          + f", {args.views} views each: {took:.0f} s; server log {log.relative_to(ROOT)}")
     print(f"page views: {tally.views} of {args.sessions * args.views}; server page runs: {len(runs)}")
-    print(f"errors: {len(errors)}" + "".join(f"\n  {e}" for e in errors[:20])
-          + f"\n(not counted: {tally.probes} 404s of Streamlit's base-path probes on deep links)")
+    print(f"errors: {len(errors)}" + "".join(f"\n  {e}" for e in errors[:20]))
+    if args.client == "browser":
+        print(f"(not counted: {tally.probes} 404s of Streamlit's base-path probes on deep links)")
     print(f"\n{'page':<12} {'runs':>5} {'p50 s':>7} {'p95 s':>7} {'max s':>7}   (server-side page runs)")
     for page in sorted({p for p, _, _ in runs}):
         print(f"{page:<12} {len([1 for p, _, _ in runs if p == page]):>5} "
@@ -322,11 +411,11 @@ def main() -> None:
     p50, p95, top = quantiles([d for _, d, _ in runs]) if runs else (float("nan"),) * 3
     print(f"{'all':<12} {len(runs):>5} {p50:>7.2f} {p95:>7.2f} {top:>7.2f}")
     if tally.view_s:
-        print("browser view (load to script run over) p50 / p95 / max: "
+        print(f"{args.client} view (load to script run over) p50 / p95 / max: "
               + " / ".join(f"{q:.2f}" for q in quantiles(tally.view_s)) + " s")
     print(f"\nserver memory: peak {peak_mb:.0f} MB (VmHWM), at the end {rss_mb:.0f} MB")
     print(f"CPU during the sessions: server {load.server_cpu_s:.0f} s "
-          f"({load.server_cpu_s / max(len(runs), 1):.2f} s per page run), browsers {load.browsers_cpu_s:.0f} s, "
+          f"({load.server_cpu_s / max(len(runs), 1):.2f} s per page run), clients {load.clients_cpu_s:.1f} s, "
           f"of {os.cpu_count()} cores x {took:.0f} s = {os.cpu_count() * took:.0f} s")
     print(f"load average (1/5/15 min) before: {' '.join(f'{x:.1f}' for x in load_before)}, "
           f"after: {' '.join(f'{x:.1f}' for x in load_after)}")

@@ -7,8 +7,8 @@
 class name of the exception the page raised. The session is a short hash of Streamlit's session id:
 enough to follow one session through the log without printing the id itself.
 
-One gap, Streamlit's: until app.py has run once in the server process, a deep link (/Run?...) is
-served from the pages/ folder directly, without app.py, so those first page runs are not logged.
+A deep link that is a fresh server's first request is served from the pages/ folder without app.py;
+ui.page() hands it over to app.py, so it is logged too, once (tests/test_deep_links.py).
 """
 from __future__ import annotations
 

@@ -13,12 +13,15 @@ import html
 import json
 import os
 import re
+import runpy
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from evaluators import access, queries, store
 from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, diagnose
@@ -90,8 +93,26 @@ def user() -> access.User:
     return access.current_user(st.user if _auth_configured() else None, secret("roles") or {}, read_only())
 
 
+def _hand_over_to_app() -> None:
+    """Run app.py in place of this page when Streamlit served the page from the pages/ folder by itself.
+
+    Streamlit (1.67) serves an app that has a pages/ folder the old way, each file by itself under an
+    "app" entry, until some session has run app.py's st.navigation in the process, which clears this
+    flag for good. So a pasted link that is a fresh server's first request would skip app.py's
+    titles and page timing. Run the entry script here instead: its st.navigation resolves the same
+    page (the hash of its URL path), keeps the query string and runs it; then this outer run stops.
+    Inside one run, the clicks and callbacks of this run still reach the page (st.rerun would drop
+    them, and AppTest starts every run in the old mode).
+    """
+    if PagesManager.uses_pages_directory:
+        runpy.run_path(get_script_run_ctx().main_script_path)
+        st.stop()
+
+
 def page(title: str, need_db: bool = True) -> Path:
-    """Start a page: config, login gate, read-only notice; stops with a hint when there is no database."""
+    """Start a page (through app.py's navigation): config, login gate, read-only notice; stops with a
+    hint when there is no database."""
+    _hand_over_to_app()
     st.set_page_config(page_title=f"{title} · RAG Triage", layout="wide")
     if _auth_configured() and not st.user.get("is_logged_in", False):
         st.title("RAG Triage")

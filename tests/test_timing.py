@@ -111,8 +111,7 @@ def test_server_log_has_a_line_per_page_run(seeded: Path, tmp_path: Path) -> Non
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.set_default_timeout(45_000)
-        # The first visit is the app's root: until app.py has run once, Streamlit serves a deep link
-        # from the pages/ folder directly, without app.py (and so without its timing).
+        # (A deep link as a fresh server's first request is logged too: tests/test_deep_links.py.)
         page.goto(f"{base}/")
         page.get_by_role("heading", name="Runs", exact=True).wait_for()
         settle(page, 1)
