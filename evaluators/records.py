@@ -130,6 +130,24 @@ class Run:
     status: str = "running"
 
 
+class Elements(dict):
+    """A batched reply's readable elements by key, plus `failed`: elements given but not usable.
+
+    `failed` maps a key to (status, why): an element the reply gave twice is UNPARSED (never the
+    last one wins), an element the offline judge cannot read is NOT_APPLICABLE. It compares equal
+    to the plain dict of its readable elements.
+    """
+
+    def __init__(self, items: Any = (), failed: dict[Any, tuple[Status, str]] | None = None) -> None:
+        super().__init__(items)
+        self.failed: dict[Any, tuple[Status, str]] = dict(failed or {})
+
+
+def unit(x: float) -> float:
+    """A probability, or a cosine used as one, clipped into [0, 1] (float32 cosines reach 1.0000001)."""
+    return min(1.0, max(0.0, float(x)))
+
+
 @dataclass(frozen=True)
 class Answer:
     """A judge's parsed answer to one prompt. `value` is None unless status is OK."""
