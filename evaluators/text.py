@@ -122,6 +122,7 @@ def has_content(text: str) -> bool:
 
 _LATIN = re.compile(r"[A-Za-z\u00C0-\u024F\u1E00-\u1EFF]")
 _LETTER = re.compile(r"[^\W\d_]")
+_LETTERS = re.compile(r"[^\W\d_]+")
 # Function words of the Latin-script languages most often met in place of English, minus those
 # English shares ("a", "in", "die", "also", ...): many of them, and few English ones, is not English.
 _FOREIGN = frozenset("""le la les des du est et une un dans pour sur avec qui que pas sont au aux ce cette il elle
@@ -142,7 +143,7 @@ def unreadable(text: str) -> str | None:
         script = unicodedata.name(other, "UNKNOWN").split()[0]
         script = script if len(script) <= 3 else script.title()  # "CJK", "Arabic"
         return f"mostly {script} script, not English"
-    words = [w.lower() for w in _WORD.findall(text)]
+    words = [w.lower() for w in _LETTERS.findall(text)]
     if len(words) >= 5:
         english = sum(w in _ENGLISH for w in words)
         foreign = sum(w in _FOREIGN for w in words)
