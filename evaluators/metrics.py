@@ -88,7 +88,7 @@ def sd_verdicts(item_id: str, similarity: np.ndarray | Cosines, threshold: float
                         target="response", value=1.0, status=Status.OK, detail="only sentence")]
     out: list[Verdict] = []
     for start in range(0, n, SD_BLOCK):
-        rows = np.array(similarity[start:start + SD_BLOCK], dtype=np.float64)
+        rows = np.array(similarity[start:start + SD_BLOCK], dtype=np.float32)
         rows[np.arange(len(rows)), np.arange(start, start + len(rows))] = -np.inf  # not its own neighbour
         nearest = rows.argmax(axis=1)
         for k, j in enumerate(nearest):
@@ -113,7 +113,8 @@ def split_elements(answer: Answer, asked: Sequence[Any]) -> dict[Any, Answer | N
         return {k: answer for k in asked}
     value = answer.value
     failed = getattr(value, "failed", {})
-    stray = [k for k in [*value, *failed] if k not in set(asked)]
+    expected = set(asked)
+    stray = [k for k in [*value, *failed] if k not in expected]
     if stray:
         bad = Answer(None, Status.UNPARSED, answer.call_key, answer.raw,
                      detail=f"the reply numbers elements that were not asked ({', '.join(map(str, stray[:5]))})")
