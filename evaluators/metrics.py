@@ -401,9 +401,7 @@ async def match_sd(work: ItemWork) -> list[Verdict]:
     sentences = [s for s in split_sentences(work.item.response) if has_words(s)]
     work.components.extend(Component(work.item.id, SENTENCE, i, s) for i, s in enumerate(sentences))
     # In a worker thread: a long response takes seconds to encode, and the other items go on meanwhile.
-    verdicts = await asyncio.to_thread(lambda: sd_verdicts(work.item.id, Cosines(embed(sentences)),
-                                                           work.sd_threshold))
-    return verdicts
+    return await asyncio.to_thread(lambda: sd_verdicts(work.item.id, Cosines(embed(sentences)), work.sd_threshold))
 
 
 # ---------------------------------------------------------------- the metrics (evaluators/registry.py lists them by id)

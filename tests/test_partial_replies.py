@@ -141,7 +141,8 @@ def test_suite_statements_left_out_are_asked_alone(tmp_path: Path, openai_server
 
 def test_a_claim_given_twice_is_unparsed_never_last_wins(tmp_path: Path, openai_server: OpenAIServer) -> None:
     # Measured before: "2: 1" then "2: 0" kept the 0 silently.
-    openai_server.responder = scripted({"groundedness_batch": "<output>\n1: 1\n2: 1\n2: 0\n3: 1\n4: 1\n5: 0\n</output>"})
+    reply = "<output>\n1: 1\n2: 1\n2: 0\n3: 1\n4: 1\n5: 0\n</output>"
+    openai_server.responder = scripted({"groundedness_batch": reply})
     db = evaluate(tmp_path, openai_server, ["gr"])
     assert score(db, "gr") == (0.75, 4, 5, "ok")
     second = verdicts(db, "gr")[1]

@@ -218,7 +218,8 @@ CONTEXTUAL_PRECISION = Metric(
     prompts=("de_contextual_precision",),
     description="DeepEval contextual precision: rank-weighted precision of sources useful for the reference")
 CONTEXTUAL_RECALL = Metric(
-    match_contextual_recall, needs_reference=True, prompts=("de_statements", "de_contextual_recall"), reads=("reference",),
+    match_contextual_recall, needs_reference=True, prompts=("de_statements", "de_contextual_recall"),
+    reads=("reference",),
     description="DeepEval contextual recall: share of the reference's statements attributable to the sources")
 CONTEXTUAL_RELEVANCY = Metric(
     match_contextual_relevancy, prompts=("de_contextual_relevancy",), reads=("query",),
