@@ -5,6 +5,10 @@ metric; `aggregate(verdicts)` turns them into a Score without calling anything. 
 shared through the per-item `ItemWork`: RP and GR read one set of response claims, SQC and RQC one
 set of sub-questions, each computed once. In batched mode one call judges many components; with
 `per_component=True` every component gets its own call, as in the paper.
+
+Batched replies are read strictly: an element the reply leaves out is asked once more by itself,
+then `unparsed`; one given twice is `unparsed` (never last-wins). A piece with no content word is
+no component, and a metric whose text states nothing ("...", "Yes", "N/A") is `empty`, never 0.
 """
 from __future__ import annotations
 

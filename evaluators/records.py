@@ -20,8 +20,8 @@ class Status(str, Enum):
     UNPARSED = "unparsed"          # the judge answered, twice, with something we could not parse
     ERROR = "error"                # the call failed after bounded retries (5xx, connection, ...)
     TIMEOUT = "timeout"            # the call hung past its deadline, after retries
-    NOT_APPLICABLE = "not_applicable"  # the metric needs an input this item does not have
-    EMPTY = "empty"                # the decomposition produced nothing to score (no claims, ...)
+    NOT_APPLICABLE = "not_applicable"  # the metric needs an input this item lacks, or one the judge cannot read
+    EMPTY = "empty"                # nothing to score: no claims, or a text that states nothing ("...", "Yes")
 
 
 # Component kinds: what a decomposition produced.
