@@ -5,6 +5,10 @@ metric; `aggregate(verdicts)` turns them into a Score without calling anything. 
 shared through the per-item `ItemWork`: RP and GR read one set of response claims, SQC and RQC one
 set of sub-questions, each computed once. In batched mode one call judges many components; with
 `per_component=True` every component gets its own call, as in the paper.
+
+Batched replies are read strictly: an element the reply leaves out is asked once more by itself,
+then `unparsed`; one given twice is `unparsed` (never last-wins). A piece with no content word is
+no component, and a metric whose text states nothing ("...", "Yes", "N/A") is `empty`, never 0.
 """
 from __future__ import annotations
 
@@ -16,12 +20,14 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import numpy as np
 
 from evaluators.embeddings import embed
+from evaluators.masking import mask_secrets
 from evaluators.records import (CLAIM, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Answer, Component, Item,
-                                Judge, Score, Status, Verdict)
-from evaluators.text import split_sentences
+                                Judge, Score, Status, Verdict, unit)
+from evaluators.text import has_content, has_words, split_sentences, unreadable
 
 BATCH = 40          # components per batched call; keeps replies short enough to parse reliably
 SD_THRESHOLD = 0.78  # cosine at or above which two response sentences repeat (MiniLM; calibrated on WikiEval rows 0-19)
+SD_BLOCK = 512      # rows of the cosine matrix held at once: 512 x n float32, never n x n
 
 
 # ---------------------------------------------------------------- pure aggregation
@@ -63,24 +69,88 @@ def aggregate_coverage(item_id: str, metric: str, verdicts: Sequence[Verdict]) -
     return aggregate_mean(item_id, metric, folded)
 
 
-def sd_verdicts(item_id: str, similarity: np.ndarray, threshold: float = SD_THRESHOLD) -> list[Verdict]:
+class Cosines:
+    """The cosine matrix of unit vectors, computed a block of rows at a time: never n x n in memory."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors = vectors
+        self.shape = (len(vectors), len(vectors))
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        return self.vectors[rows] @ self.vectors.T
+
+
+def sd_verdicts(item_id: str, similarity: np.ndarray | Cosines, threshold: float = SD_THRESHOLD) -> list[Verdict]:
     """SD match: a sentence repeats when its cosine to another sentence reaches the threshold.
 
     The verdict value is distinctness (1 distinct, 0 repeats), so SD is the mean: 1 - share repeating.
+    `similarity` is read SD_BLOCK rows at a time, so a `Cosines` keeps a 1 MB response in bounded memory.
     """
     n = similarity.shape[0]
+    if n == 1:
+        return [Verdict(item_id=item_id, metric="sd", component_kind=SENTENCE, component_idx=0,
+                        target="response", value=1.0, status=Status.OK, detail="only sentence")]
     out: list[Verdict] = []
-    for i in range(n):
-        others = [(float(similarity[i, j]), j) for j in range(n) if j != i]
-        if not others:
+    for start in range(0, n, SD_BLOCK):
+        rows = np.array(similarity[start:start + SD_BLOCK], dtype=np.float32)
+        rows[np.arange(len(rows)), np.arange(start, start + len(rows))] = -np.inf  # not its own neighbour
+        nearest = rows.argmax(axis=1)
+        for k, j in enumerate(nearest):
+            i, sim = start + k, unit(rows[k, j])
             out.append(Verdict(item_id=item_id, metric="sd", component_kind=SENTENCE, component_idx=i,
-                               target="response", value=1.0, status=Status.OK, detail="only sentence"))
-            continue
-        sim, j = max(others)
-        out.append(Verdict(item_id=item_id, metric="sd", component_kind=SENTENCE, component_idx=i,
-                           target=f"sentence:{j}", value=float(sim < threshold), status=Status.OK, evidence=sim,
-                           detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} vs threshold {threshold:.2f}"))
+                               target=f"sentence:{j}", value=float(sim < threshold), status=Status.OK,
+                               evidence=sim,
+                               detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} vs threshold {threshold:.2f}"))
     return out
+
+
+# ---------------------------------------------------------------- batched replies, element by element
+
+def split_elements(answer: Answer, asked: Sequence[Any]) -> dict[Any, Answer | None]:
+    """Each asked element of a batched answer as an answer of its own; None for an element it left out.
+
+    A failed answer fails every element. A reply that numbers an element that was not asked cannot
+    be trusted to number the others right: every element is unparsed. An element the reply gave
+    twice, or that the judge could not read, keeps its own failure.
+    """
+    if answer.status is not Status.OK:
+        return {k: answer for k in asked}
+    value = answer.value
+    failed = getattr(value, "failed", {})
+    expected = set(asked)
+    stray = [k for k in [*value, *failed] if k not in expected]
+    if stray:
+        bad = Answer(None, Status.UNPARSED, answer.call_key, answer.raw,
+                     detail=f"the reply numbers elements that were not asked ({', '.join(map(str, stray[:5]))})")
+        return {k: bad for k in asked}
+    out: dict[Any, Answer | None] = {}
+    for k in asked:
+        if k in failed:
+            status, why = failed[k]
+            out[k] = Answer(None, status, answer.call_key, answer.raw, detail=why)
+        elif k in value:
+            prob, why = answer.evidence.get(k, (None, ""))
+            out[k] = Answer(value[k], Status.OK, answer.call_key, answer.raw, prob=prob, detail=why or answer.detail)
+        else:
+            out[k] = None
+    return out
+
+
+def left_out(answer: Answer, key: Any) -> Answer:
+    """An element still missing when asked by itself: unparsed, with the re-ask's reply kept."""
+    return Answer(None, Status.UNPARSED, answer.call_key, answer.raw,
+                  detail=f"element {key} left out of the batched reply and of the reply asking it alone")
+
+
+async def read_elements(answer: Answer, asked: Sequence[Any], wanted: Sequence[Any],
+                        alone: Callable[[Any], Awaitable[Answer]]) -> dict[Any, Answer]:
+    """The `wanted` elements of a batched answer to the `asked` ones; each one the reply left out is
+    asked once more by itself (`alone(key)`, an answer for that element only)."""
+    got = split_elements(answer, asked)
+    missing = [k for k in wanted if got[k] is None]
+    again = await asyncio.gather(*(alone(k) for k in missing))
+    got.update(zip(missing, again))
+    return {k: got[k] for k in wanted}  # type: ignore[misc]  (every missing one was filled)
 
 
 # ---------------------------------------------------------------- per-item work
@@ -117,47 +187,54 @@ class ItemWork:
         """B.1 claims of the response (shared by RP and GR), or the failed answer."""
         async def make() -> list[Component] | Answer:
             answer = await self.judge.ask("claims", input=self.item.response)
-            return self._decomposed(answer, CLAIM)
+            return self.decomposed(answer, CLAIM)
         return await self.once("claims", make)
 
     async def subquestions(self) -> list[Component] | Answer:
         """B.3 sub-questions of the query (shared by SQC and RQC), or the failed answer."""
         async def make() -> list[Component] | Answer:
             answer = await self.judge.ask("subquestions", input=self.item.query)
-            return self._decomposed(answer, SUBQUESTION)
+            return self.decomposed(answer, SUBQUESTION)
         return await self.once("subquestions", make)
 
     async def facts(self) -> tuple[list[Component], list[Verdict]]:
-        """B.1 claims of every source (SP2), and failure verdicts for sources that could not be split."""
+        """B.1 claims of every source (SP2), and failure verdicts for sources that could not be split.
+
+        A source with no content word has no facts and is not sent.
+        """
         async def make() -> tuple[list[Component], list[Verdict]]:
             sources = list(self.item.sources)
-            if self.per_component:
-                answers = await asyncio.gather(*(self.judge.ask("claims", input=s) for s in sources))
-                per_source = {j: (a, a.value if a.status is Status.OK else None) for j, a in enumerate(answers)}
+            wanted = [j for j, s in enumerate(sources) if has_content(s)]
+            if self.per_component or not wanted:
+                answers = await asyncio.gather(*(self.judge.ask("claims", input=sources[j]) for j in wanted))
+                per_source = dict(zip(wanted, answers))
             else:
-                a = await self.judge.ask("claims_batch", texts=sources)
-                per_source = {j: (a, (a.value or {}).get(j + 1) if a.status is Status.OK else None)
-                              for j in range(len(sources))}
+                numbers = list(range(1, len(wanted) + 1))
+                batch = await self.judge.ask("claims_batch", texts=[sources[j] for j in wanted])
+                got = await read_elements(batch, numbers, numbers,
+                                          lambda n: self.judge.ask("claims", input=sources[wanted[n - 1]]))
+                per_source = {wanted[n - 1]: got[n] for n in numbers}
             facts: list[Component] = []
             failures: list[Verdict] = []
-            for j, (answer, texts) in per_source.items():
-                if texts is None:
-                    status = answer.status if answer.status is not Status.OK else Status.UNPARSED
+            for j, answer in per_source.items():
+                if answer.status is not Status.OK:
                     failures.append(Verdict(item_id=self.item.id, metric="sp2", component_kind=SOURCE_FACT,
                                             component_idx=-1, target=f"decompose:source:{j}", value=None,
-                                            status=status, call_key=answer.call_key,
-                                            detail=answer.detail or "no claims block"))
+                                            status=answer.status, call_key=answer.call_key, detail=answer.detail))
                     continue
-                for text in texts:
-                    facts.append(Component(self.item.id, SOURCE_FACT, len(facts), text, j, answer.call_key))
+                for text in answer.value:
+                    if has_content(text):
+                        facts.append(Component(self.item.id, SOURCE_FACT, len(facts), text, j, answer.call_key))
             self.components.extend(facts)
             return facts, failures
         return await self.once("facts", make)
 
-    def _decomposed(self, answer: Answer, kind: str) -> list[Component] | Answer:
+    def decomposed(self, answer: Answer, kind: str) -> list[Component] | Answer:
+        """Components from a list answer; a piece with no content word ("...", "Yes.") is none."""
         if answer.status is not Status.OK:
             return answer
-        parts = [Component(self.item.id, kind, i, t, None, answer.call_key) for i, t in enumerate(answer.value)]
+        texts = [t for t in answer.value if has_content(t)]
+        parts = [Component(self.item.id, kind, i, t, None, answer.call_key) for i, t in enumerate(texts)]
         self.components.extend(parts)
         return parts
 
@@ -171,39 +248,44 @@ class ItemWork:
     async def judge_each(self, metric: str, kind: str, indices: Sequence[int], target: str,
                          single: Callable[[int], Awaitable[Answer]],
                          batch: Callable[[Sequence[int]], Awaitable[Answer]]) -> list[Verdict]:
-        """One call per component, or one call per BATCH components whose reply lines are "N: value"."""
+        """One call per component, or one call per BATCH components whose reply lines are "N: value".
+
+        A component the batched reply leaves out is asked once more by itself (`single`).
+        """
         if self.per_component:
             answers = await asyncio.gather(*(single(i) for i in indices))
             return [self.verdict(metric, kind, i, target, a) for i, a in zip(indices, answers)]
         chunks = [indices[k:k + BATCH] for k in range(0, len(indices), BATCH)]
         replies = await asyncio.gather(*(batch(chunk) for chunk in chunks))
-        out: list[Verdict] = []
-        for chunk, answer in zip(chunks, replies):
-            for n, i in enumerate(chunk, 1):
-                out.append(self.element(metric, kind, i, target, answer, n))
-        return out
 
-    def element(self, metric: str, kind: str, idx: int, target: str, answer: Answer, key: Any) -> Verdict:
-        """The verdict for one element of a batched answer; an element the reply skipped is unparsed."""
-        if answer.status is not Status.OK:
-            return self.verdict(metric, kind, idx, target, answer)
-        if key not in answer.value:
-            missing = Answer(None, Status.UNPARSED, answer.call_key, answer.raw, detail=f"element {key} missing from reply")
-            return self.verdict(metric, kind, idx, target, missing)
-        prob, detail = answer.evidence.get(key, (None, ""))
-        return self.verdict(metric, kind, idx, target, answer, value=answer.value[key], prob=prob, detail=detail)
+        async def read(chunk: Sequence[int], reply: Answer) -> list[Answer]:
+            numbers = list(range(1, len(chunk) + 1))
+            got = await read_elements(reply, numbers, numbers, lambda n: single(chunk[n - 1]))
+            return [got[n] for n in numbers]
+
+        per_chunk = await asyncio.gather(*(read(chunk, reply) for chunk, reply in zip(chunks, replies)))
+        return [self.verdict(metric, kind, i, target, a)
+                for chunk, answers in zip(chunks, per_chunk) for i, a in zip(chunk, answers)]
 
 
 # ---------------------------------------------------------------- match steps
 
 async def match_sp1(work: ItemWork) -> list[Verdict]:
-    """SP1: does each source, as retrieved, contain anything essential to answer the query?"""
+    """SP1: does each source, as retrieved, contain anything essential to answer the query?
+
+    A source with no content word ("...") is not judged: its verdict is empty, not 0.
+    """
     sources = list(work.item.sources)
     q = work.item.query
-    return await work.judge_each(
-        "sp1", SOURCE, range(len(sources)), "query",
+    judged = [j for j, s in enumerate(sources) if has_content(s)]
+    verdicts = await work.judge_each(
+        "sp1", SOURCE, judged, "query",
         lambda j: work.judge.ask("source_essential", query=q, source=sources[j]),
         lambda js: work.judge.ask("source_essential_batch", query=q, sources=[sources[j] for j in js]))
+    blank = [Verdict(item_id=work.item.id, metric="sp1", component_kind=SOURCE, component_idx=j, target="query",
+                     value=None, status=Status.EMPTY, detail="nothing to judge: the source has no content word")
+             for j in range(len(sources)) if j not in judged]
+    return sorted(verdicts + blank, key=lambda v: v.component_idx)
 
 
 async def _essential(work: ItemWork) -> dict[str, list[Verdict]]:
@@ -274,14 +356,27 @@ async def match_sqc(work: ItemWork) -> list[Verdict]:
             work.judge.ask("source_answers", source=kb if t == "all" else sources[t], question=q.text)
             for q, t in pairs))
         return [work.verdict("sqc", SUBQUESTION, q.idx, name(t), a) for (q, t), a in zip(pairs, answers)]
-    out: list[Verdict] = []
-    for k in range(0, len(subqs), BATCH):
-        chunk = subqs[k:k + BATCH]
+    kb = _knowledge(work.item)
+
+    def key(n: int, t: int | str) -> tuple[int, int | str]:
+        return n, t if t == "all" else t + 1  # t is a source index; the reply numbers sources from 1
+
+    async def read(chunk: list[Component]) -> list[Verdict]:
         answer = await work.judge.ask("source_answers_batch", sources=sources, questions=[q.text for q in chunk])
-        for n, q in enumerate(chunk, 1):
-            for t in targets:
-                out.append(work.element("sqc", SUBQUESTION, q.idx, name(t), answer, (n, t if t == "all" else t + 1)))
-    return out
+        # The prompt always asks for ALL as well; with one source it is not used.
+        asked = [key(n, t) for n in range(1, len(chunk) + 1) for t in [*range(len(sources)), "all"]]
+        wanted = [(n, q, t) for n, q in enumerate(chunk, 1) for t in targets]
+
+        def alone(k: tuple[int, int | str]) -> Awaitable[Answer]:
+            n, t = k
+            source = kb if t == "all" else sources[int(t) - 1]
+            return work.judge.ask("source_answers", source=source, question=chunk[n - 1].text)
+
+        got = await read_elements(answer, asked, [key(n, t) for n, _, t in wanted], alone)
+        return [work.verdict("sqc", SUBQUESTION, q.idx, name(t), got[key(n, t)]) for n, q, t in wanted]
+
+    chunks = [subqs[k:k + BATCH] for k in range(0, len(subqs), BATCH)]
+    return [v for vs in await asyncio.gather(*(read(chunk) for chunk in chunks)) for v in vs]
 
 
 async def match_rqc(work: ItemWork) -> list[Verdict]:
@@ -297,11 +392,20 @@ async def match_rqc(work: ItemWork) -> list[Verdict]:
 
 
 async def match_sd(work: ItemWork) -> list[Verdict]:
-    """SD: sentences of the response compared pairwise by MiniLM cosine; no judge call."""
-    sentences = split_sentences(work.item.response)
+    """SD: sentences of the response compared pairwise by MiniLM cosine, in blocks; no judge call.
+
+    A punctuation-only piece ("...") is no sentence. MiniLM reads English only: on other text its
+    cosines mean nothing, so SD does not apply there.
+    """
+    why = unreadable(work.item.response)
+    if why:
+        return [Verdict(item_id=work.item.id, metric="sd", component_kind=SENTENCE, component_idx=-1,
+                        target="response", value=None, status=Status.NOT_APPLICABLE,
+                        detail=f"SD's MiniLM encoder reads English only: the response is {why}")]
+    sentences = [s for s in split_sentences(work.item.response) if has_words(s)]
     work.components.extend(Component(work.item.id, SENTENCE, i, s) for i, s in enumerate(sentences))
-    vectors = embed(sentences)
-    return sd_verdicts(work.item.id, vectors @ vectors.T, work.sd_threshold)
+    # In a worker thread: a long response takes seconds to encode, and the other items go on meanwhile.
+    return await asyncio.to_thread(lambda: sd_verdicts(work.item.id, Cosines(embed(sentences)), work.sd_threshold))
 
 
 # ---------------------------------------------------------------- the metrics (evaluators/registry.py lists them by id)
@@ -315,6 +419,9 @@ class Metric:
     needs_reference: bool = False
     description: str = ""
     prompts: tuple[str, ...] = ()  # prompt files it may use: their hashes are recorded on the run
+    # The item texts ("query", "response", "reference") it judges: when one of them states nothing
+    # ("...", "Yes", "N/A"), the metric is not scored (empty), never 0.
+    reads: tuple[str, ...] = ()
 
 
 _CLAIMS = ("claims", "claims_batch")
@@ -322,18 +429,19 @@ _ESSENTIAL = ("essential", "essential_batch")
 _SUBQ = ("subquestions",)
 
 SP1 = Metric(match_sp1, description="Source precision, chunk level: share of sources with essential information",
-             prompts=("source_essential", "source_essential_batch"))
+             prompts=("source_essential", "source_essential_batch"), reads=("query",))
 SP2 = Metric(match_sp2, description="Source precision, fact level: share of source facts essential to the query",
-             prompts=_CLAIMS + _ESSENTIAL)
+             prompts=_CLAIMS + _ESSENTIAL, reads=("query",))
 SQC = Metric(match_sqc, aggregate_coverage, description="Source query coverage: share of sub-questions the sources answer",
-             prompts=_SUBQ + ("source_answers", "source_answers_batch"))
+             prompts=_SUBQ + ("source_answers", "source_answers_batch"), reads=("query",))
 RP = Metric(match_rp, description="Response precision: share of response claims essential to the query",
-            prompts=_CLAIMS + _ESSENTIAL)
+            prompts=_CLAIMS + _ESSENTIAL, reads=("query", "response"))
 RQC = Metric(match_rqc, description="Response query coverage: share of sub-questions the response addresses",
-             prompts=_SUBQ + ("response_addresses", "response_addresses_batch"))
-SD = Metric(match_sd, description="Self-distinctness: 1 - share of response sentences that repeat another")
+             prompts=_SUBQ + ("response_addresses", "response_addresses_batch"), reads=("query", "response"))
+SD = Metric(match_sd, description="Self-distinctness: 1 - share of response sentences that repeat another",
+            reads=("response",))
 GR = Metric(match_gr, description="Groundedness: share of response claims supported by the sources",
-            prompts=_CLAIMS + ("groundedness", "groundedness_batch"))
+            prompts=_CLAIMS + ("groundedness", "groundedness_batch"), reads=("response",))
 
 
 @dataclass
@@ -345,15 +453,44 @@ class ItemResult:
     scores: list[Score]
 
 
+def nothing_to_judge(item: Item, metric: str, texts: Sequence[str]) -> list[Verdict]:
+    """One empty verdict per text the metric reads that states nothing, saying so; none when all do."""
+    return [Verdict(item_id=item.id, metric=metric, component_kind=name, component_idx=-1, target="decompose",
+                    value=None, status=Status.EMPTY,
+                    detail=f"nothing to judge: the {name} has no content word (only punctuation, yes/no or stop words)")
+            for name in texts if not has_content(getattr(item, name) or "")]
+
+
 async def evaluate_item(item: Item, metrics: Mapping[str, Metric], judge: Judge, per_component: bool = False,
-                        sd_threshold: float = SD_THRESHOLD) -> ItemResult:
-    """Decompose, match and aggregate every given metric ({id: Metric}) for one item."""
+                        sd_threshold: float = SD_THRESHOLD,
+                        fatal: tuple[type[BaseException], ...] = ()) -> ItemResult:
+    """Decompose, match and aggregate every given metric ({id: Metric}) for one item.
+
+    An exception inside a metric marks that metric `error` for this item, with its message, so the
+    other metrics and items are still stored; only the `fatal` ones (the judge refusing every
+    request) end the run.
+    """
     names = list(metrics)
-    work = ItemWork(item, judge, frozenset(names), per_component, sd_threshold)
-    work.components.extend(Component(item.id, SOURCE, j, s) for j, s in enumerate(item.sources))
     runnable = [m for m in names if not (metrics[m].needs_reference and not item.reference)]
-    results = await asyncio.gather(*(metrics[m].match(work) for m in runnable))
-    verdicts = [v for vs in results for v in vs]
-    scores = [metrics[m].aggregate(item.id, m, vs) for m, vs in zip(runnable, results)]
+    blank = {m: nothing_to_judge(item, m, metrics[m].reads) for m in runnable}
+    matched = [m for m in runnable if not blank[m]]
+    work = ItemWork(item, judge, frozenset(matched), per_component, sd_threshold)
+    work.components.extend(Component(item.id, SOURCE, j, s) for j, s in enumerate(item.sources))
+
+    async def run(m: str) -> tuple[list[Verdict], Score]:
+        try:
+            verdicts = await metrics[m].match(work) if m in matched else blank[m]
+            return verdicts, metrics[m].aggregate(item.id, m, verdicts)
+        except fatal:
+            raise
+        except Exception as exc:
+            why = mask_secrets(f"{type(exc).__name__}: {exc}")[:500]
+            failed = Verdict(item_id=item.id, metric=m, component_kind="", component_idx=-1, target="evaluate",
+                             value=None, status=Status.ERROR, detail=f"failed inside the engine: {why}")
+            return [failed], Score(item.id, m, None, 0, 1, Status.ERROR)
+
+    results = await asyncio.gather(*(run(m) for m in runnable))
+    verdicts = [v for vs, _ in results for v in vs]
+    scores = [score for _, score in results]
     scores += [Score(item.id, m, None, 0, 0, Status.NOT_APPLICABLE) for m in names if m not in runnable]
     return ItemResult(work.components, verdicts, scores)

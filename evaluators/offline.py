@@ -4,16 +4,24 @@ It answers the same prompt names as the LLM judge, each through the registry's o
 that prompt: THELMA's from MiniLM sentence embeddings plus deterministic checks (evidence.py), the
 other suites' and GRAMMAR's from their own modules. Every answer explains its verdict in its detail
 text, so the drill-down shows why.
+
+Its rules and MiniLM read English only. A text they cannot read (another script, or clearly
+another language) is answered `not_applicable` with the reason, never judged: a correct Arabic
+answer would otherwise get 0. In a batched prompt only the unreadable elements are.
 """
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any, Callable
 
 from evaluators import registry
 from evaluators.embeddings import embed
 from evaluators.evidence import needed_texts
-from evaluators.records import Answer
+from evaluators.records import Answer, Elements, Status
+from evaluators.text import unreadable
+
+ENGLISH_ONLY = "the offline judge reads English only"
 
 
 class OfflineJudge:
@@ -31,7 +39,44 @@ class OfflineJudge:
 
 
 def _run(answer: Callable[..., Answer], prompt: str, variables: dict[str, Any]) -> Answer:
+    keyed = registry.BATCH_ELEMENTS.get(prompt)
+    per_element = {keyed, "sources"} if prompt == "source_answers_batch" else {keyed}
+    whole = {name: value for name, value in variables.items()
+             if name in registry.EVALUATED_TEXTS and name not in per_element}
+    why = _unreadable_text(whole)
+    if why:
+        return Answer(None, Status.NOT_APPLICABLE, detail=f"{ENGLISH_ONLY}: {why}")
     # One encoder call for every text the prompts about these inputs will need: each call
     # costs about 15 ms of fixed overhead, a sentence about 2 ms more.
     embed(needed_texts(prompt, variables))
-    return answer(**variables)
+    result = answer(**variables)
+    if keyed is None or result.status is not Status.OK:
+        return result
+    failed = {key: (Status.NOT_APPLICABLE, f"{ENGLISH_ONLY}: {why}") for key in result.value
+              if (why := _unreadable_text(_element_texts(keyed, variables, key)))}
+    if not failed:
+        return result
+    return replace(result, value=Elements({k: v for k, v in result.value.items() if k not in failed}, failed))
+
+
+def _element_texts(keyed: str, variables: dict[str, Any], key: Any) -> dict[str, str]:
+    """The texts one element of a batched answer was decided on, by name ("claim 2", "source 1")."""
+    if isinstance(key, tuple):  # source_answers_batch: (question number, source number or "all")
+        question, target = key
+        sources = variables["sources"]
+        chosen = enumerate(sources, 1) if target == "all" else [(target, sources[target - 1])]
+        return {f"question {question}": variables["questions"][question - 1],
+                **{f"source {j}": text for j, text in chosen}}
+    return {f"{keyed.removesuffix('s')} {key}": variables[keyed][key - 1]}
+
+
+def _unreadable_text(texts: dict[str, Any]) -> str | None:
+    """"the response is mostly Arabic script, not English" for the first text it cannot read, else None."""
+    for name, value in texts.items():
+        values = [value] if isinstance(value, str) else list(value)
+        for n, text in enumerate(values, 1):
+            why = unreadable(text)
+            if why:
+                label = name if isinstance(value, str) else f"{name.removesuffix('s')} {n}"
+                return f"the {'text' if label == 'input' else label} is {why}"
+    return None

@@ -19,6 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
+from evaluators.records import Elements, Status
+
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
 _VAR = re.compile(r"\{([a-z_]+)\}")
 
@@ -112,11 +114,19 @@ def output_body(reply: str) -> str:
 
 
 def parse_list(reply: str) -> list[str]:
-    """Bulleted or one-per-line items inside every <output> block. An empty list is a valid answer."""
+    """Bulleted or one-per-line items inside every <output> block. An empty list is a valid answer.
+
+    Judges may copy the prompt's escaped text back (`AT&amp;T`): each item is unescaped.
+    """
     blocks = [m.group(2) for m in _OUTPUT.finditer(reply) if not m.group(1)]
     if not blocks:
         raise ParseError("no <output> tag")
-    return [line for body in blocks for line in (_BULLET.sub("", l).strip() for l in body.splitlines()) if line]
+    return [line for body in blocks for line in _items(body)]
+
+
+def _items(body: str) -> list[str]:
+    """The bulleted lines of one block, bullets stripped and entities unescaped."""
+    return [html.unescape(line) for line in (_BULLET.sub("", l).strip() for l in body.splitlines()) if line]
 
 
 def parse_binary(reply: str) -> int:
@@ -141,18 +151,39 @@ def parse_essential(reply: str) -> int:
     return _essential_value(output_body(reply))
 
 
-def _indexed(reply: str, value: Callable[[str], int]) -> dict[int, int]:
-    found: dict[int, int] = {}
+def twice(key: Any, given: list[Any]) -> tuple[Status, str]:
+    """The failure of an element a reply gave more than once: unparsed, whatever the values."""
+    values = ", then ".join(str(v) for v in given)
+    return Status.UNPARSED, f"element {key} given {len(given)} times in the reply ({values}): none is used"
+
+
+def elements(found: dict[Any, list[Any]]) -> Elements:
+    """Elements from every value each key was given: a key given more than once is failed, not last-wins."""
+    return Elements({k: v[0] for k, v in found.items() if len(v) == 1},
+                    {k: twice(k, v) for k, v in found.items() if len(v) > 1})
+
+
+def _indexed(reply: str, value: Callable[[str], int]) -> Elements:
+    """Lines "N: value". An element given twice is failed; one given once with an unreadable value is
+    left out (the metric asks it again by itself)."""
+    found: dict[int, list[Any]] = {}
+    unreadable: set[int] = set()
     for line in output_body(reply).splitlines():
         m = re.match(r"^\s*(\d+)\s*[:.)-]\s*(.+?)\s*$", line)
-        if m:
-            try:
-                found[int(m.group(1))] = value(m.group(2))
-            except ParseError:
-                continue
-    if not found:
+        if not m:
+            continue
+        key = int(m.group(1))
+        try:
+            found.setdefault(key, []).append(value(m.group(2)))
+        except ParseError:
+            found.setdefault(key, []).append(repr(m.group(2)[:20]))
+            unreadable.add(key)
+    result = elements(found)
+    for key in unreadable - set(result.failed):
+        del result[key]
+    if not result and not result.failed:
         raise ParseError("no 'N: value' lines")
-    return found
+    return result
 
 
 def _binary_value(text: str) -> int:
@@ -161,36 +192,35 @@ def _binary_value(text: str) -> int:
     return int(text)
 
 
-def parse_binary_batch(reply: str) -> dict[int, int]:
+def parse_binary_batch(reply: str) -> Elements:
     """Lines "N: 0|1" inside <output>; elements missing from the reply are simply absent."""
     return _indexed(reply, _binary_value)
 
 
-def parse_essential_batch(reply: str) -> dict[int, int]:
+def parse_essential_batch(reply: str) -> Elements:
     """Lines "N: Essential|Extraneous" inside <output>."""
     return _indexed(reply, _essential_value)
 
 
-def parse_claims_batch(reply: str) -> dict[int, list[str]]:
-    """One <output id="N"> block of bulleted claims per text."""
-    found: dict[int, list[str]] = {}
+def parse_claims_batch(reply: str) -> Elements:
+    """One <output id="N"> block of bulleted claims per text; a text given two blocks is failed."""
+    found: dict[int, list[Any]] = {}
     for match in _OUTPUT.finditer(reply):
         if match.group(1):
-            lines = (_BULLET.sub("", l).strip() for l in match.group(2).splitlines())
-            found[int(match.group(1))] = [l for l in lines if l]
+            found.setdefault(int(match.group(1)), []).append(_items(match.group(2)))
     if not found:
         raise ParseError('no <output id="N"> blocks')
-    return found
+    return elements(found)
 
 
-def parse_coverage_batch(reply: str) -> dict[tuple[int, int | str], int]:
+def parse_coverage_batch(reply: str) -> Elements:
     """Lines "Q1 S2: 1" and "Q1 ALL: 0": keys are (question, source number or "all")."""
-    found: dict[tuple[int, int | str], int] = {}
+    found: dict[tuple[int, int | str], list[Any]] = {}
     for line in output_body(reply).splitlines():
         m = re.match(r"^\s*Q(\d+)\s*[,/ ]\s*(S(\d+)|ALL)\s*:\s*([01])\s*$", line, re.I)
         if m:
             target: int | str = int(m.group(3)) if m.group(3) else "all"
-            found[(int(m.group(1)), target)] = int(m.group(4))
+            found.setdefault((int(m.group(1)), target), []).append(int(m.group(4)))
     if not found:
         raise ParseError("no 'Qn Sm: value' lines")
-    return found
+    return elements(found)

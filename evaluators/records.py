@@ -20,8 +20,8 @@ class Status(str, Enum):
     UNPARSED = "unparsed"          # the judge answered, twice, with something we could not parse
     ERROR = "error"                # the call failed after bounded retries (5xx, connection, ...)
     TIMEOUT = "timeout"            # the call hung past its deadline, after retries
-    NOT_APPLICABLE = "not_applicable"  # the metric needs an input this item does not have
-    EMPTY = "empty"                # the decomposition produced nothing to score (no claims, ...)
+    NOT_APPLICABLE = "not_applicable"  # the metric needs an input this item lacks, or one the judge cannot read
+    EMPTY = "empty"                # nothing to score: no claims, or a text that states nothing ("...", "Yes")
 
 
 # Component kinds: what a decomposition produced.
@@ -128,6 +128,24 @@ class Run:
     params: dict[str, Any]
     prompt_hashes: dict[str, str]
     status: str = "running"
+
+
+class Elements(dict):
+    """A batched reply's readable elements by key, plus `failed`: elements given but not usable.
+
+    `failed` maps a key to (status, why): an element the reply gave twice is UNPARSED (never the
+    last one wins), an element the offline judge cannot read is NOT_APPLICABLE. It compares equal
+    to the plain dict of its readable elements.
+    """
+
+    def __init__(self, items: Any = (), failed: dict[Any, tuple[Status, str]] | None = None) -> None:
+        super().__init__(items)
+        self.failed: dict[Any, tuple[Status, str]] = dict(failed or {})
+
+
+def unit(x: float) -> float:
+    """A probability, or a cosine used as one, clipped into [0, 1] (float32 cosines reach 1.0000001)."""
+    return min(1.0, max(0.0, float(x)))
 
 
 @dataclass(frozen=True)

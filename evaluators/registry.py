@@ -3,6 +3,7 @@
 - METRICS: every metric by id, THELMA's seven first (in the paper's order), then the other suites;
 - PARSERS: the reply parser of every prompt file in prompts/, for the LLM judge;
 - OFFLINE_ANSWERS: the offline judge's answer to each prompt it can answer;
+- BATCH_ELEMENTS and EVALUATED_TEXTS: which variables the offline judge checks it can read;
 - BINARY_PROMPTS and DISTRIBUTION_PROMPTS: prompts a logprob judge reads from the first token.
 
 This module imports the modules that define those functions; nothing registers itself anywhere, so
@@ -137,6 +138,28 @@ OFFLINE_ANSWERS: dict[str, Callable[..., Answer]] = {
     "grammar_correctness": robustness.offline_correctness,
     "grammar_rag_answer": pipeline.offline_answer,
 }
+
+# Batched prompts whose answer is keyed by element number: the list variable those numbers count.
+# The offline judge marks an element it cannot read (another language) as not applicable, alone.
+# source_answers_batch's keys are (question number, source number or "all").
+BATCH_ELEMENTS: dict[str, str] = {
+    "claims_batch": "texts",
+    "essential_batch": "facts",
+    "source_essential_batch": "sources",
+    "groundedness_batch": "claims",
+    "response_addresses_batch": "questions",
+    "source_answers_batch": "questions",
+    "ragas_faithfulness": "claims",
+    "de_answer_relevancy": "claims",
+    "de_faithfulness": "claims",
+    "de_contextual_recall": "claims",
+    "de_contextual_precision": "sources",
+    "de_hallucination": "sources",
+}
+# The variables that carry evaluated text (the others, such as G-Eval's criteria, are ours).
+EVALUATED_TEXTS: frozenset[str] = frozenset({"input", "texts", "query", "question", "questions", "source", "sources",
+                                             "response", "reference", "claim", "claims", "facts", "given_response",
+                                             "true_answer"})
 
 # Prompts whose answer is a single 0/1 token: a logprob judge (the local one) reads P("1") from it.
 BINARY_PROMPTS: frozenset[str] = frozenset({"source_essential", "groundedness", "source_answers", "response_addresses"})

@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from evaluators import metrics as metrics_mod
 from evaluators import prompts, registry, store
-from evaluators.judge import RATE_LIMIT_PATIENCE, CallStats, LLMJudge, call_key, count_tokens, price_per_token
+from evaluators.judge import (RATE_LIMIT_PATIENCE, CallStats, JudgeFatal, LLMJudge, call_key, count_tokens,
+                              price_per_token)
 from evaluators.masking import mask_secrets
 from evaluators.records import Answer, Item, Judge, JudgeCall, Run, Status
 from evaluators.text import split_sentences
@@ -332,7 +333,9 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
                 if queue.empty():
                     return
                 item = queue.get_nowait()
-                result = await metrics_mod.evaluate_item(item, chosen, paused, per_component, sd_threshold)
+                # A bug or a bad input inside one item marks its metrics `error`; a refusing judge ends the run.
+                result = await metrics_mod.evaluate_item(item, chosen, paused, per_component, sd_threshold,
+                                                         fatal=(JudgeFatal,))
                 writer.add_item(item, result)
                 counter["done"] += 1
                 report()

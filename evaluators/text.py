@@ -12,6 +12,7 @@ decompositions with it. The only data read is MiniLM's word list (`_vocabulary`)
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 from typing import AbstractSet
 
@@ -94,6 +95,61 @@ def content_stems(text: str) -> frozenset[str]:
             if low and low not in _STOP and (len(low) > 1 or low.isdigit()):
                 out.add(stem(low))
     return frozenset(out)
+
+
+# ---------------------------------------------------------------- is there anything to judge, and can we read it
+
+_ANY_WORD = re.compile(r"[^\W_]+")  # letters or digits, in any script
+# Words that answer without stating anything: a bare "Yes", "OK" or "N/A" is no claim.
+_FILLER = frozenset("yes no ok okay yeah yep nope sure na".split())
+
+
+def has_words(text: str) -> bool:
+    """Whether a text has a letter or digit in any script (not only punctuation or invisible characters)."""
+    return _ANY_WORD.search(text) is not None
+
+
+def has_content(text: str) -> bool:
+    """Whether a text states anything: a word in any script that is not a stop word, a lone Latin letter,
+    or a bare yes / no / OK / N/A. "...", "Yes" and "N/A" have none; "42" and "باريس" do."""
+    for word in _ANY_WORD.findall(text):
+        low = word.lower()
+        if low.isascii() and low.isalpha() and (len(low) == 1 or low in _STOP or low in _FILLER):
+            continue
+        return True
+    return False
+
+
+_LATIN = re.compile(r"[A-Za-z\u00C0-\u024F\u1E00-\u1EFF]")
+_LETTER = re.compile(r"[^\W\d_]")
+_LETTERS = re.compile(r"[^\W\d_]+")
+# Function words of the Latin-script languages most often met in place of English, minus those
+# English shares ("a", "in", "die", "also", ...): many of them, and few English ones, is not English.
+_FOREIGN = frozenset("""le la les des du est et une un dans pour sur avec qui que pas sont au aux ce cette il elle
+par nous vous leur ont été el los las del es y una con por para se su fue al como pero más muy ya der das und ist
+nicht ein eine mit von zu den dem auf für im sich auch wurde sind des oder wie di che è della per nel alla sono gli
+non anche da os em não uma é foi dos das het een van niet op zijn voor dat ook maar""".split()) - _STOP
+_ENGLISH = _STOP | frozenset({"yes", "no"})
+
+
+@lru_cache(maxsize=4096)
+def unreadable(text: str) -> str | None:
+    """Why the English-only offline judge (and MiniLM) cannot read a text, or None when it can: mostly
+    letters of another script, or Latin words that are clearly another language."""
+    letters = len(_LETTER.findall(text))
+    latin = len(_LATIN.findall(text))
+    if letters and latin < letters / 2:
+        other = next(ch for ch in text if _LETTER.match(ch) and not _LATIN.match(ch))
+        script = unicodedata.name(other, "UNKNOWN").split()[0]
+        script = script if len(script) <= 3 else script.title()  # "CJK", "Arabic"
+        return f"mostly {script} script, not English"
+    words = [w.lower() for w in _LETTERS.findall(text)]
+    if len(words) >= 5:
+        english = sum(w in _ENGLISH for w in words)
+        foreign = sum(w in _FOREIGN for w in words)
+        if foreign >= 0.2 * len(words) and english < 0.1 * len(words):
+            return "another language than English"
+    return None
 
 
 # ---------------------------------------------------------------- sentences

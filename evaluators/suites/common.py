@@ -8,13 +8,15 @@ in its detail how it was reached.
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 from typing import Any, Callable, Iterable, Sequence
 
 from evaluators import prompts
 from evaluators.evidence import Decision, support
-from evaluators.metrics import BATCH, ItemWork
-from evaluators.records import Answer, Component, Status, Verdict
+from evaluators.metrics import BATCH, ItemWork, left_out, read_elements, split_elements
+from evaluators.records import Answer, Component, Elements, Status, Verdict
+from evaluators.text import has_content
 
 # Verdict words to values, per metric (DeepEval counts "idk" as relevant and as faithful).
 YES_NO = {"yes": 1.0, "no": 0.0}  # supported, attributable, useful, relevant
@@ -27,19 +29,21 @@ CONTRADICTS = {"yes": 0.0, "no": 1.0}  # hallucination: "no" = the output contra
 _VERDICT_LINE = re.compile(r"^\s*(?:[a-z]+\s+)?(\d+)\s*[:.)\-]\s*(yes|no|idk)\b[\s:;,.|\-\u2013\u2014]*(.*?)\s*$", re.I)
 
 
-def verdict_parser(words: Iterable[str]) -> Callable[[str], dict[int, tuple[str, str]]]:
+def verdict_parser(words: Iterable[str]) -> Callable[[str], Elements]:
     """A parser for lines "N: word - reason" inside <output>: {N: (word, reason)}."""
     allowed = frozenset(words)
 
-    def parse(reply: str) -> dict[int, tuple[str, str]]:
-        found: dict[int, tuple[str, str]] = {}
+    def parse(reply: str) -> Elements:
+        found: dict[int, list[tuple[str, str]]] = {}
         for line in prompts.output_body(reply).splitlines():
             match = _VERDICT_LINE.match(line)
             if match and match.group(2).lower() in allowed:
-                found[int(match.group(1))] = (match.group(2).lower(), match.group(3))
+                found.setdefault(int(match.group(1)), []).append(
+                    (match.group(2).lower(), html.unescape(match.group(3))))
         if not found:
             raise prompts.ParseError(f"no 'N: {'|'.join(sorted(allowed))}' lines")
-        return found
+        # A statement judged twice is unparsed, whatever the two verdicts: never the last one wins.
+        return prompts.elements({k: [w for w, _ in v] if len(v) > 1 else v for k, v in found.items()})
     return parse
 
 
@@ -58,43 +62,44 @@ def rating_parser(scale: Sequence[int]) -> Callable[[str], int]:
 async def decompose(work: ItemWork, name: str, kind: str, prompt: str, **variables: Any) -> list[Component] | Answer:
     """A list-valued judge step turned into components, once per item; the failed answer otherwise."""
     async def make() -> list[Component] | Answer:
-        answer = await work.judge.ask(prompt, **variables)
-        if answer.status is not Status.OK:
-            return answer
-        parts = [Component(work.item.id, kind, i, t, None, answer.call_key) for i, t in enumerate(answer.value)]
-        work.components.extend(parts)
-        return parts
+        return work.decomposed(await work.judge.ask(prompt, **variables), kind)
     return await work.once(f"suites:{name}", make)
 
 
-async def _ask_in_chunks(work: ItemWork, prompt: str, list_var: str, elements: Sequence[str],
-                         **fixed: Any) -> list[tuple[Answer, int]]:
-    """Ask about `elements` BATCH at a time: (answer, element number in that answer) per element."""
-    chunks = [range(k, min(k + BATCH, len(elements))) for k in range(0, len(elements), BATCH)]
-    answers = await asyncio.gather(*(work.judge.ask(prompt, **fixed, **{list_var: [elements[i] for i in chunk]})
-                                     for chunk in chunks))
-    return [(answer, n) for chunk, answer in zip(chunks, answers) for n in range(1, len(chunk) + 1)]
-
-
-def _line_verdict(work: ItemWork, metric: str, kind: str, idx: int, target: str, answer: Answer, key: int,
+def _line_verdict(work: ItemWork, metric: str, kind: str, idx: int, target: str, answer: Answer,
                   values: dict[str, float]) -> Verdict:
-    """The verdict for element `key` of a "N: word - reason" answer; a skipped element is unparsed."""
-    if answer.status is Status.OK and key not in answer.value:
-        answer = Answer(None, Status.UNPARSED, answer.call_key, answer.raw, detail=f"element {key} missing from reply")
+    """The verdict for one element's answer, a (word, reason) pair when OK."""
     if answer.status is not Status.OK:
         return work.verdict(metric, kind, idx, target, answer)
-    word, reason = answer.value[key]
-    prob = answer.evidence.get(key, (None, ""))[0]  # the offline judge's cosine, when it answered
-    return work.verdict(metric, kind, idx, target, answer, value=values[word], prob=prob,
+    word, reason = answer.value
+    # The offline judge's evidence score, when it answered; the verdict word and reason otherwise.
+    return work.verdict(metric, kind, idx, target, answer, value=values[word], prob=answer.prob,
                         detail=f"{word}: {reason}" if reason else word)
 
 
 async def judge_lines(work: ItemWork, metric: str, kind: str, components: Sequence[Component], target: str,
                       prompt: str, list_var: str, values: dict[str, float], **fixed: Any) -> list[Verdict]:
-    """One verdict per component from batched "N: word" answers."""
-    pairs = await _ask_in_chunks(work, prompt, list_var, [c.text for c in components], **fixed)
-    return [_line_verdict(work, metric, kind, c.idx, target, answer, key, values)
-            for c, (answer, key) in zip(components, pairs)]
+    """One verdict per component from "N: word" answers, BATCH components a call.
+
+    A component the reply leaves out is asked once more by itself (the same prompt, one element).
+    """
+    texts = [c.text for c in components]
+
+    async def ask(chunk: Sequence[str]) -> Answer:
+        return await work.judge.ask(prompt, **fixed, **{list_var: list(chunk)})
+
+    async def alone(text: str) -> Answer:
+        answer = await ask([text])
+        return split_elements(answer, [1])[1] or left_out(answer, 1)
+
+    async def read(chunk: Sequence[str]) -> list[Answer]:
+        numbers = list(range(1, len(chunk) + 1))
+        got = await read_elements(await ask(chunk), numbers, numbers, lambda n: alone(chunk[n - 1]))
+        return [got[n] for n in numbers]
+
+    chunks = [texts[k:k + BATCH] for k in range(0, len(texts), BATCH)]
+    answers = [a for part in await asyncio.gather(*(read(chunk) for chunk in chunks)) for a in part]
+    return [_line_verdict(work, metric, kind, c.idx, target, a, values) for c, a in zip(components, answers)]
 
 
 # ---------------------------------------------------------------- offline-answer helpers
@@ -116,11 +121,11 @@ def yes_no(decision: Decision) -> tuple[str, float, str]:
     return ("yes" if value else "no"), score, f"offline: {why}"
 
 
-def supported_share(claims: Sequence[str], sources: str) -> float:
-    """Share of the claims that evidence.support accepts against `sources`."""
-    return mean([float(support(c, sources)[0]) for c in claims])
+def supported_share(claims: Sequence[str], sources: str) -> float | None:
+    """Share of the claims that evidence.support accepts against `sources`; None for no claims."""
+    return mean([float(support(c, sources)[0]) for c in claims if has_content(c)])
 
 
-def mean(values: Sequence[float]) -> float:
-    """The mean, 0 for no values."""
-    return sum(values) / len(values) if values else 0.0
+def mean(values: Sequence[float]) -> float | None:
+    """The mean; None for no values (a mean of nothing is not 0)."""
+    return sum(values) / len(values) if values else None

@@ -14,6 +14,7 @@ Metric ids:
 from __future__ import annotations
 
 import asyncio
+import html
 import math
 import re
 from typing import Sequence
@@ -25,7 +26,7 @@ from evaluators.records import SOURCE, Answer, Component, Score, Status, Verdict
 from evaluators.suites.common import (CONTRADICTS, NOT_CONTRADICTED, YES_NO, decompose, judge_lines, knowledge,
                                       lines, mean, rating_parser, supported_share, verdict_parser, yes_no)
 from evaluators.suites.ragas import answer_relevance
-from evaluators.text import split_claims, split_questions, split_sentences
+from evaluators.text import has_content, split_claims, split_questions, split_sentences
 
 # Component kinds (the dashboard reads kinds from the data).
 DE_STATEMENT = "de_statement"                # statements of the response
@@ -52,7 +53,7 @@ _LABELLED_LINE = re.compile(r"^\s*(?:[-*\u2022]\s*)?(yes|no)\s*[:|\-\u2013\u2014
 
 def parse_labelled(reply: str) -> list[tuple[str, str]]:
     """Lines "yes: statement" / "no: statement" inside <output>, in order."""
-    found = [(m.group(1).lower(), m.group(2)) for line in prompts.output_body(reply).splitlines()
+    found = [(m.group(1).lower(), html.unescape(m.group(2))) for line in prompts.output_body(reply).splitlines()
              if (m := _LABELLED_LINE.match(line))]
     if not found:
         raise prompts.ParseError("no 'yes|no: statement' lines")
@@ -130,6 +131,8 @@ async def match_contextual_relevancy(work: ItemWork) -> list[Verdict]:
             out.append(work.verdict(metric, SOURCE, j, "decompose", answer))
             continue
         for word, text in answer.value:
+            if not has_content(text):
+                continue  # "..." is no statement
             comp = Component(work.item.id, CONTEXT_STATEMENT, n, text, j, answer.call_key)
             n += 1
             work.components.append(comp)
@@ -188,7 +191,7 @@ def geval(criteria: str = DEFAULT_CRITERIA, metric: str = "de_geval") -> Metric:
                                       query=work.item.query, sources=list(work.item.sources),
                                       response=work.item.response)
         return [_geval_verdict(work, metric, answer)]
-    return Metric(match, prompts=("de_geval_steps", "de_geval_score"),
+    return Metric(match, prompts=("de_geval_steps", "de_geval_score"), reads=("query", "response"),
                   description="DeepEval G-Eval: criteria -> evaluation steps -> 1-5 score, normalised to [0, 1]")
 
 
@@ -211,27 +214,28 @@ def _geval_verdict(work: ItemWork, metric: str, answer: Answer) -> Verdict:
 
 
 CONTEXTUAL_PRECISION = Metric(
-    match_contextual_precision, aggregate_ranked_precision, needs_reference=True,
+    match_contextual_precision, aggregate_ranked_precision, needs_reference=True, reads=("query", "reference"),
     prompts=("de_contextual_precision",),
     description="DeepEval contextual precision: rank-weighted precision of sources useful for the reference")
 CONTEXTUAL_RECALL = Metric(
     match_contextual_recall, needs_reference=True, prompts=("de_statements", "de_contextual_recall"),
+    reads=("reference",),
     description="DeepEval contextual recall: share of the reference's statements attributable to the sources")
 CONTEXTUAL_RELEVANCY = Metric(
-    match_contextual_relevancy, prompts=("de_contextual_relevancy",),
+    match_contextual_relevancy, prompts=("de_contextual_relevancy",), reads=("query",),
     description="DeepEval contextual relevancy: share of the sources' statements relevant to the query")
 ANSWER_RELEVANCY = Metric(
-    match_answer_relevancy, prompts=("de_statements", "de_answer_relevancy"),
+    match_answer_relevancy, prompts=("de_statements", "de_answer_relevancy"), reads=("query", "response"),
     description="DeepEval answer relevancy: share of the response's statements relevant to the query")
 ANSWER_RELEVANCY_SIM = Metric(
-    match_answer_relevancy_sim, prompts=("ragas_questions",),
+    match_answer_relevancy_sim, prompts=("ragas_questions",), reads=("query", "response"),
     description="DeepEval answer relevancy, similarity form (RAGAS's): mean cosine of generated questions "
                 "to the query")
 FAITHFULNESS = Metric(
-    match_faithfulness, prompts=("de_statements", "de_faithfulness"),
+    match_faithfulness, prompts=("de_statements", "de_faithfulness"), reads=("response",),
     description="DeepEval faithfulness: share of the response's claims not contradicted by the sources")
 HALLUCINATION = Metric(
-    match_hallucination, prompts=("de_hallucination",),
+    match_hallucination, prompts=("de_hallucination",), reads=("response",),
     description="DeepEval hallucination: share of sources the response contradicts (lower is better)")
 GEVAL = geval()
 
@@ -303,8 +307,12 @@ def offline_geval_steps(criteria: str) -> Answer:
 def offline_geval_score(criteria: str, steps: str, query: str, sources: list[str], response: str) -> Answer:
     """The default criteria ask for an answer that addresses the input and stays grounded: average those two shares."""
     grounded = supported_share(split_claims(response), knowledge(sources))
-    answered = mean([float(covers(response, q, response=True)[0]) for q in split_questions(query)])
-    signal = (grounded + answered) / 2
+    answered = mean([float(covers(response, q, response=True)[0]) for q in split_questions(query) if has_content(q)])
+    parts = [x for x in (grounded, answered) if x is not None]
+    if not parts:
+        return Answer(None, Status.EMPTY, detail="offline: no claims to ground and no sub-questions to answer")
+    signal = mean(parts)
     score = GEVAL_SCALE[0] + round(signal * (GEVAL_SCALE[-1] - GEVAL_SCALE[0]))
-    return Answer(score, Status.OK, prob=signal,
-                  detail=f"offline: {grounded:.0%} of claims grounded, {answered:.0%} of sub-questions answered")
+    shares = "; ".join(f"{x:.0%} of {what}" if x is not None else f"no {what.split()[0]}"
+                       for x, what in ((grounded, "claims grounded"), (answered, "sub-questions answered")))
+    return Answer(score, Status.OK, prob=signal, detail=f"offline: {shares}")

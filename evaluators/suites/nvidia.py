@@ -14,7 +14,7 @@ from evaluators.evidence import covers
 from evaluators.metrics import ItemWork, Metric
 from evaluators.records import Answer, Status, Verdict
 from evaluators.suites.common import knowledge, mean, rating_parser, supported_share
-from evaluators.text import split_claims, split_questions
+from evaluators.text import has_content, split_claims, split_questions
 
 RATING = "rating"  # component kind of one template's rating (verdicts only)
 
@@ -76,20 +76,22 @@ def _two(prompt: str) -> tuple[str, str]:
 
 
 ANSWER_ACCURACY = Metric(
-    match_answer_accuracy, needs_reference=True, prompts=_two("nv_answer_accuracy"),
+    match_answer_accuracy, needs_reference=True, prompts=_two("nv_answer_accuracy"), reads=("response", "reference"),
     description="Nvidia answer accuracy: 2 templates rated 0/2/4 against the reference (roles swapped), averaged")
 CONTEXT_RELEVANCE = Metric(
-    match_context_relevance, prompts=_two("nv_context_relevance"),
+    match_context_relevance, prompts=_two("nv_context_relevance"), reads=("query",),
     description="Nvidia context relevance: 2 templates rate the context's relevance 0/1/2, averaged")
 GROUNDEDNESS = Metric(
-    match_groundedness, prompts=_two("nv_groundedness"),
+    match_groundedness, prompts=_two("nv_groundedness"), reads=("response",),
     description="Nvidia response groundedness: 2 templates rate the response's grounding 0/1/2, averaged")
 
 
 # ---------------------------------------------------------------- offline answers: bands of shares
 
-def _rating(share: float, top: int, what: str) -> Answer:
-    """All of it -> top, at least half -> the middle rating, less -> 0."""
+def _rating(share: float | None, top: int, what: str) -> Answer:
+    """All of it -> top, at least half -> the middle rating, less -> 0; nothing to count is empty, not 0."""
+    if share is None:
+        return Answer(None, Status.EMPTY, detail=f"offline: nothing to rate, no claims or questions ({what})")
     rating = top if share >= 1.0 else top // 2 if share >= 0.5 else 0
     return Answer(rating, Status.OK, prob=share, detail=f"offline: {what} {share:.0%} -> rating {rating} of {top}")
 
@@ -103,7 +105,7 @@ def offline_accuracy(query: str, response: str, reference: str) -> Answer:
 
 def offline_context_relevance(query: str, sources: list[str]) -> Answer:
     """The share of the query's sub-questions the context answers, as a 0/1/2 rating."""
-    share = mean([float(covers(knowledge(sources), q)[0]) for q in split_questions(query)])
+    share = mean([float(covers(knowledge(sources), q)[0]) for q in split_questions(query) if has_content(q)])
     return _rating(share, 2, "share of the query's sub-questions the context answers:")
 
 

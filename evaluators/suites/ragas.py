@@ -7,6 +7,7 @@ Metric ids:
 """
 from __future__ import annotations
 
+import html
 import re
 from typing import Sequence
 
@@ -14,9 +15,9 @@ from evaluators import prompts
 from evaluators.embeddings import embed
 from evaluators.evidence import essential, support
 from evaluators.metrics import ItemWork, Metric
-from evaluators.records import Answer, Component, Status, Verdict
+from evaluators.records import Answer, Component, Status, Verdict, unit
 from evaluators.suites.common import YES_NO, decompose, judge_lines, knowledge, lines, verdict_parser, yes_no
-from evaluators.text import split_claims, split_sentences
+from evaluators.text import has_content, split_claims, split_sentences, unreadable
 
 # Component kinds (the dashboard reads kinds from the data).
 RAGAS_STATEMENT = "ragas_statement"          # RAGAS statements of the response
@@ -44,16 +45,19 @@ def parse_extracted(reply: str) -> list[str]:
 
 def similarity_verdicts(item_id: str, metric: str, cosines: Sequence[float],
                         call_key: str | None = None) -> list[Verdict]:
-    """One verdict per generated question: value = cosine to the query (negatives count as 0)."""
+    """One verdict per generated question: value = cosine to the query, clipped into [0, 1]."""
     return [Verdict(item_id=item_id, metric=metric, component_kind=GENERATED_QUESTION, component_idx=i,
-                    target="query", value=max(0.0, float(c)), status=Status.OK, evidence=float(c),
+                    target="query", value=unit(c), status=Status.OK, evidence=unit(c),
                     call_key=call_key, detail=f"cosine {c:.3f} to the query")
             for i, c in enumerate(cosines)]
 
 
 def _words(text: str) -> str:
-    """Lower-case words, space-separated and space-padded, so containment respects word boundaries."""
-    return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
+    """Lower-case words, space-separated and space-padded, so containment respects word boundaries.
+
+    Entities are unescaped first: a judge may copy the prompt's escaped `AT&amp;T` back.
+    """
+    return " " + " ".join(re.findall(r"\w+", html.unescape(text).lower())) + " "
 
 
 def _extracts(line: str, sentence: str) -> bool:
@@ -68,10 +72,20 @@ def match_extracted(sentences: Sequence[str], extracted: Sequence[str]) -> list[
 
     Case and punctuation are ignored, and words stay whole. A fragment counts when it keeps at
     least half of its sentence (a judge that splits one sentence in two still extracted it).
+    A line that is exactly its sentence, the usual case, is found without scanning every line.
     """
     found = [_words(e) for e in extracted]
-    return [next((i for i, line in enumerate(found) if _extracts(line, sentence)), None) if sentence.strip() else None
-            for sentence in map(_words, sentences)]
+    exact: dict[str, int] = {}
+    for i, line in enumerate(found):
+        exact.setdefault(line, i)
+
+    def hit(sentence: str) -> int | None:
+        if not sentence.strip():
+            return None
+        if sentence in exact:
+            return exact[sentence]
+        return next((i for i, line in enumerate(found) if _extracts(line, sentence)), None)
+    return [hit(sentence) for sentence in map(_words, sentences)]
 
 
 # ---------------------------------------------------------------- match steps
@@ -95,6 +109,12 @@ async def answer_relevance(work: ItemWork, metric: str) -> list[Verdict]:
     questions = questions[:N_QUESTIONS]
     if not questions:
         return []
+    why = next((f"the {name} is {w}" for name, text in (("query", work.item.query), ("response", work.item.response))
+                if (w := unreadable(text))), None)
+    if why:  # MiniLM's cosines mean nothing on text it cannot read
+        return [Verdict(item_id=work.item.id, metric=metric, component_kind=GENERATED_QUESTION, component_idx=-1,
+                        target="query", value=None, status=Status.NOT_APPLICABLE,
+                        detail=f"the MiniLM encoder reads English only: {why}")]
     vectors = embed([work.item.query] + [q.text for q in questions])
     return similarity_verdicts(work.item.id, metric, list(vectors[1:] @ vectors[0]), questions[0].call_key)
 
@@ -108,7 +128,7 @@ async def match_context_relevance(work: ItemWork) -> list[Verdict]:
     """Sentences the judge extracts as needed for the query, over all sentences of the context."""
     metric = "ragas_context_relevance"
     answer = await work.judge.ask("ragas_context_sentences", query=work.item.query, sources=list(work.item.sources))
-    texts = [(j, s) for j, source in enumerate(work.item.sources) for s in split_sentences(source)]
+    texts = [(j, s) for j, source in enumerate(work.item.sources) for s in split_sentences(source) if has_content(s)]
     sentences = [Component(work.item.id, CONTEXT_SENTENCE, i, s, j) for i, (j, s) in enumerate(texts)]
     work.components.extend(sentences)
     if answer.status is not Status.OK:
@@ -127,13 +147,13 @@ async def match_context_relevance(work: ItemWork) -> list[Verdict]:
 
 
 FAITHFULNESS = Metric(
-    match_faithfulness, prompts=("ragas_statements", "ragas_faithfulness"),
+    match_faithfulness, prompts=("ragas_statements", "ragas_faithfulness"), reads=("response",),
     description="RAGAS faithfulness: share of the answer's statements supported by the context")
 ANSWER_RELEVANCE = Metric(
-    match_answer_relevance, prompts=("ragas_questions",),
+    match_answer_relevance, prompts=("ragas_questions",), reads=("query", "response"),
     description="RAGAS answer relevance: mean cosine between the query and 3 questions generated from the answer")
 CONTEXT_RELEVANCE = Metric(
-    match_context_relevance, prompts=("ragas_context_sentences",),
+    match_context_relevance, prompts=("ragas_context_sentences",), reads=("query",),
     description="RAGAS context relevance: extracted relevant sentences / all context sentences")
 
 
@@ -157,5 +177,6 @@ def offline_questions(response: str) -> Answer:
 
 def offline_context_sentences(query: str, sources: list[str]) -> Answer:
     """The context sentences evidence.essential accepts."""
-    keep = [s for source in sources for s in split_sentences(source) if essential(s, query)[0]]
+    keep = [s for source in sources for s in split_sentences(source)
+            if has_content(s) and essential(s, query)[0]]
     return Answer(keep, Status.OK, detail="offline: the context sentences evidence.essential accepts")
