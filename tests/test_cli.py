@@ -204,7 +204,6 @@ def test_diagnose_writes_the_fired_table2_rules(scripted: Scripted, tmp_path: Pa
     assert out.read_text(encoding="utf-8").splitlines() == ["item_id,rule,components"]
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py writes the CSV unguarded: FileNotFoundError traceback, exit 1")
 def test_export_to_a_missing_directory_is_a_one_line_error(scripted: Scripted, tmp_path: Path) -> None:
     out = tmp_path / "no" / "such" / "dir" / "export.csv"
     result = cli("export", "--db", str(scripted.db), "--run", "batched", "--out", str(out))
@@ -230,7 +229,6 @@ def test_unknown_metrics_are_named_and_nothing_is_written(tmp_path: Path) -> Non
     assert not db.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py accepts any float for --sd-threshold and runs the evaluation")
 def test_out_of_range_sd_threshold_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "e.duckdb"
     result = cli("evaluate", str(write_items(tmp_path / "in.jsonl", 1)), "--db", str(db), "--run", "r",
@@ -239,7 +237,6 @@ def test_out_of_range_sd_threshold_is_refused(tmp_path: Path) -> None:
     assert not db.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="duckdb's IOException escapes cli.main: traceback, exit 1")
 def test_database_in_a_missing_directory_is_a_one_line_error(tmp_path: Path) -> None:
     db = tmp_path / "no" / "such" / "dir" / "e.duckdb"
     result = cli("evaluate", str(write_items(tmp_path / "in.jsonl", 1)), "--db", str(db), "--run", "r",
@@ -247,7 +244,6 @@ def test_database_in_a_missing_directory_is_a_one_line_error(tmp_path: Path) -> 
     assert str(db) in one_line_error(result)
 
 
-@pytest.mark.xfail(strict=True, reason="the missing runs table surfaces as a duckdb traceback, exit 1")
 def test_runs_on_a_database_without_runs_is_a_one_line_error(tmp_path: Path) -> None:
     db = tmp_path / "other.duckdb"
     duckdb.connect(str(db)).close()  # a DuckDB file, but not one the engine wrote
