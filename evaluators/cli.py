@@ -204,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)  # opens --db read-only to check it: it may be busy
         return handlers.get(args.command, getattr(args, "handler", None))(args)
+    except SystemExit as exc:  # argparse: --help (0), or a bad option already printed on one line (2)
+        return int(exc.code or 0)
     except (store.StoreMissing, ValueError) as exc:
         return _fail(str(exc))
     except store.StoreBusy as exc:

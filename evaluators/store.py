@@ -269,8 +269,9 @@ def check_database(path: str | Path, create: bool = False, deadline_s: float = 1
     with connect(path, read_only=True, deadline_s=deadline_s) as con:
         tables = {t for (t,) in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
-    if "runs" not in tables and (tables or not create):
-        raise NotADatabase(f"{path}: not a RAG Triage database (no runs table)")
+    missing = [t for t in ("schema_version", "runs") if t not in tables]
+    if missing and (tables or not create):
+        raise NotADatabase(f"{path}: not a RAG Triage database (no {' or '.join(missing)} table)")
 
 
 def migrate(path: str | Path) -> int:
