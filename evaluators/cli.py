@@ -27,6 +27,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line, like every other error of the CLI: exit 2, no usage block."""
 
     def error(self, message: str) -> NoReturn:
+        # argparse says "argument --x: must be ..."; the CLI says "--x must be ..." and "--x: PATH: ...".
+        name, sep, problem = message.partition(": ")
+        if sep and name.startswith("argument "):
+            name = name.removeprefix("argument ")
+            message = f"{name} {problem}" if problem.startswith("must ") else f"{name}: {problem}"
         self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
 
 

@@ -357,7 +357,7 @@ def test_every_path_and_number_option_is_checked_before_any_work(
     assert "Traceback" not in captured.err
     lines = captured.err.strip().splitlines()
     assert (code, len(lines), captured.out) == (2, 1, ""), (code, captured.err)
-    assert f"argument {option}" in lines[0]  # the option is named
+    assert lines[0].startswith(f"error: {option}")  # the option is named first
     if value.startswith("@"):
         assert PATH_KINDS[value] in lines[0] and str(bad_paths[value]) in lines[0]
     assert files(tmp_path) == before and files(scripted.db.parent) == scripted_before  # nothing written

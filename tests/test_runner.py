@@ -3,6 +3,7 @@
 The command line's own tests are in test_cli.py."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from evaluators import runner, store
 from evaluators.records import Item, Status
 from openai_server import OpenAIServer
 
+ROOT = Path(__file__).resolve().parents[1]
 JUDGE = "openai/test-judge"
 
 TRIPLET = Item(
@@ -32,6 +34,12 @@ def items(n: int) -> list[Item]:
     """Distinct items: no two share a request, so call counts are per item."""
     return [Item(f"i{k:02d}", f"{TRIPLET.query} (case {k})", tuple(f"{s} Record {k}." for s in TRIPLET.sources),
                  f"{TRIPLET.response} Case {k}.") for k in range(n)]
+
+
+def write_jsonl(path: Path, rows: list[Item]) -> Path:
+    path.write_text("".join(json.dumps({"id": i.id, "query": i.query, "sources": list(i.sources),
+                                        "response": i.response}) + "\n" for i in rows))
+    return path
 
 
 def scores(db: Path, run: str) -> dict[tuple[str, str], tuple[float | None, int, int, str]]:
