@@ -1,5 +1,8 @@
 """The command line: evaluate, export, diagnose, runs, delete-run. A stable contract others rely on.
 
+Every path and number option is checked before any work (evaluators/options.py): a bad one is
+one line naming the option, and nothing is written.
+
 Exit codes: 0 done, every judge step scored; 2 bad input or options (one line per problem, no
 traceback), the run was evaluated on other content, or a litellm judge lacks its key or endpoint;
 3 the judge refused the requests (400/401), stayed rate limited past --rate-limit-patience, or the
@@ -10,25 +13,36 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
-from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
-from evaluators import diagnosis, registry, runner, store
+from evaluators import diagnosis, options, registry, runner, store
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
 from evaluators.vocabulary import THELMA
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line, like every other error of the CLI: exit 2, no usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        # argparse says "argument --x: must be ..."; the CLI says "--x must be ..." and "--x: PATH: ...".
+        name, sep, problem = message.partition(": ")
+        if sep and name.startswith("argument "):
+            name = name.removeprefix("argument ")
+            message = f"{name} {problem}" if problem.startswith("must ") else f"{name}: {problem}"
+        self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m evaluators", description="RAG Triage evaluation engine")
+    # Every path and number option has a type from evaluators.options: checked before any work.
+    p = _Parser(prog="python -m evaluators", description="RAG Triage evaluation engine")
     sub = p.add_subparsers(dest="command", required=True)
 
     ev = sub.add_parser("evaluate", help="evaluate a file of (query, sources, response) triplets into a run")
-    ev.add_argument("input", help="JSONL, CSV or Parquet file")
-    ev.add_argument("--db", required=True, help="DuckDB file (created if missing)")
+    ev.add_argument("input", type=options.input_file, help="JSONL, CSV or Parquet file")
+    ev.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
     ev.add_argument("--run", required=True, help="run name; an unfinished run of this name is resumed")
     ev.add_argument("--judge", default=runner.OFFLINE,
                     help="offline (default, embedded), local (optional Qwen 1.5B), or any litellm model string")
@@ -36,15 +50,16 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--metrics", default=",".join(THELMA),
                     help=f"comma-separated metric ids (default {','.join(THELMA)}); "
                          f"also: {','.join(registry.SUITE_METRICS)}")
-    ev.add_argument("--concurrency", type=int, default=8, help="max judge calls in flight (adapts down on 429)")
-    ev.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call")
-    ev.add_argument("--rate-limit-patience", type=float, default=10.0, metavar="MINUTES",
+    ev.add_argument("--concurrency", type=options.count, default=8,
+                    help="max judge calls in flight (adapts down on 429)")
+    ev.add_argument("--timeout", type=options.duration, default=60.0, help="seconds per judge call")
+    ev.add_argument("--rate-limit-patience", type=options.duration, default=10.0, metavar="MINUTES",
                     help="minutes a rate-limited judge may go without an answer before the run stops "
                          "(default 10; finished items are kept)")
     ev.add_argument("--per-component", action="store_true",
                     help="one judge call per component, as in the paper (default: batched)")
-    ev.add_argument("--sd-threshold", type=float, default=SD_THRESHOLD,
-                    help="cosine at which two response sentences repeat each other")
+    ev.add_argument("--sd-threshold", type=options.cosine, default=SD_THRESHOLD,
+                    help="cosine (within [-1, 1]) at which two response sentences repeat each other")
     ev.add_argument("--update", action="store_true",
                     help="the input changed since the run evaluated it: re-evaluate exactly the changed and "
                          "added items, delete the removed ones")
@@ -55,23 +70,23 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ex = sub.add_parser("export", help="one CSV row per item with every metric of a run")
-    ex.add_argument("--db", required=True)
+    ex.add_argument("--db", required=True, type=options.database)
     ex.add_argument("--run", required=True)
-    ex.add_argument("--out", required=True)
+    ex.add_argument("--out", required=True, type=options.output_file)
 
     dg = sub.add_parser("diagnose", help="one CSV row per item and fired Table-2 rule")
-    dg.add_argument("--db", required=True)
+    dg.add_argument("--db", required=True, type=options.database)
     dg.add_argument("--run", required=True)
-    dg.add_argument("--out", required=True)
-    dg.add_argument("--thresholds", default="",
+    dg.add_argument("--out", required=True, type=options.output_file)
+    dg.add_argument("--thresholds", type=options.thresholds, default="",
                     help="per-metric thresholds, e.g. sqc=0.75,gr=0.9 (defaults: "
                          + ",".join(f"{k}={v}" for k, v in diagnosis.DEFAULT_THRESHOLDS.items()) + ")")
 
     rs = sub.add_parser("runs", help="list the runs in a database")
-    rs.add_argument("--db", required=True)
+    rs.add_argument("--db", required=True, type=options.database)
 
     dr = sub.add_parser("delete-run", help="delete a run with its items, scores and triage notes (one transaction)")
-    dr.add_argument("--db", required=True)
+    dr.add_argument("--db", required=True, type=options.database)
     dr.add_argument("--run", required=True)
     grammar_cli.add_commands(sub)  # grammar-generate, grammar-run, grammar-eval, grammar-demo
     return p
@@ -93,10 +108,6 @@ def _evaluate(args: argparse.Namespace) -> int:
         return 2
     except ValueError as exc:
         return _fail(str(exc))
-    if args.concurrency < 1:
-        return _fail("--concurrency must be at least 1")
-    if not (math.isfinite(args.rate_limit_patience) and args.rate_limit_patience > 0):
-        return _fail(f"--rate-limit-patience must be a positive number of minutes, got {args.rate_limit_patience:g}")
     if args.dry_run:
         plan = runner.plan(items, args.db, args.run, args.judge, metrics, args.per_component, args.sd_threshold)
         print(plan.text(args.judge))
@@ -160,21 +171,18 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _diagnose(args: argparse.Namespace) -> int:
-    thresholds = diagnosis.parse_thresholds(args.thresholds)
     _check_run(args.db, args.run)
     wide = store.run_scores_wide(args.db, args.run, list(THELMA))
     rows: list[list[object]] = []
     for record in wide.to_dict("records"):
         scores = {m: (None if record[m] != record[m] else record[m]) for m in THELMA}
-        rows += [[record["item_id"], rule.id, rule.components] for rule in diagnosis.diagnose(scores, thresholds)]
+        rows += [[record["item_id"], rule.id, rule.components] for rule in diagnosis.diagnose(scores, args.thresholds)]
     _write_csv(args.out, ["item_id", "rule", "components"], rows)
     print(f"wrote {len(rows)} fired rules for {len(wide)} items to {args.out}")
     return 0
 
 
 def _runs(args: argparse.Namespace) -> int:
-    if not Path(args.db).exists():
-        return _fail(f"{args.db}: no such database file")
     frame = store.runs(args.db)
     if frame.empty:
         print("no runs")
@@ -196,11 +204,13 @@ def _delete_run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
-    args = _parser().parse_args(argv)
     handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "runs": _runs,
                 "delete-run": _delete_run}
     try:
+        args = _parser().parse_args(argv)  # opens --db read-only to check it: it may be busy
         return handlers.get(args.command, getattr(args, "handler", None))(args)
+    except SystemExit as exc:  # argparse: --help (0), or a bad option already printed on one line (2)
+        return int(exc.code or 0)
     except (store.StoreMissing, ValueError) as exc:
         return _fail(str(exc))
     except store.StoreBusy as exc:

@@ -31,7 +31,10 @@ import pandas as pd
 from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
 from evaluators.vocabulary import THELMA, order_metrics
 
-_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# Replacement scans off: a table missing from the file is an error, not a lookup of a Python
+# variable of that name (a missing runs table would find this module's runs() function).
+_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+           "python_enable_replacements": False}
 
 
 class StoreBusy(RuntimeError):
@@ -40,6 +43,10 @@ class StoreBusy(RuntimeError):
 
 class StoreMissing(FileNotFoundError):
     """A reader was pointed at a database file that does not exist."""
+
+
+class NotADatabase(ValueError):
+    """The path is not a RAG Triage database: a folder, a file of another format, another app's DuckDB file."""
 
 
 class RunConflict(ValueError):
@@ -219,6 +226,53 @@ def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0)
         yield con
     finally:
         con.close()
+
+
+_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+
+
+def check_duckdb_file(path: str | Path) -> None:
+    """Refuse a path that is not an existing DuckDB database file, without opening it.
+
+    DuckDB would open a CSV, JSON or Parquet file as an in-memory database of views, and fail on
+    anything else with an IO error; this says which. Raises StoreMissing or NotADatabase.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise NotADatabase(f"{path}: is a folder, not a database file")
+    if not path.exists():
+        raise StoreMissing(f"{path}: no such database file")
+    try:
+        with path.open("rb") as f:
+            header = f.read(16)
+    except OSError as exc:
+        raise NotADatabase(f"{path}: cannot read: {exc.strerror}") from None
+    if header[8:12] != _MAGIC:
+        kind = "a SQLite file" if header.startswith(b"SQLite format 3") else "empty" if not header else "another format"
+        raise NotADatabase(f"{path}: not a DuckDB database file ({kind})")
+
+
+def check_database(path: str | Path, create: bool = False, deadline_s: float = 10.0) -> None:
+    """Refuse, before any work and without writing, a path that is not a RAG Triage database.
+
+    With `create` (a command that writes runs), a file that does not exist yet is accepted when its
+    folder exists, and so is a DuckDB file without any table. Raises StoreMissing, NotADatabase, or
+    StoreBusy when another process holds the file past `deadline_s`.
+    """
+    path = Path(path)
+    if create and not path.exists():
+        if not path.parent.is_dir():
+            raise NotADatabase(f"{path}: no such folder {path.parent}")
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            raise NotADatabase(f"{path}: cannot create a file in {path.parent} (permission denied)")
+        return
+    check_duckdb_file(path)
+    with connect(path, read_only=True, deadline_s=deadline_s) as con:
+        tables = {t for (t,) in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+    missing = [t for t in ("schema_version", "runs") if t not in tables]
+    if missing and (tables or not create):
+        raise NotADatabase(f"{path}: not a RAG Triage database (no {' or '.join(missing)} table)")
 
 
 def migrate(path: str | Path) -> int:
@@ -706,7 +760,7 @@ def delete_run(path: str | Path, run_id: str, deadline_s: float = 20.0) -> dict[
             WHERE c.column_name = 'run_id' AND c.table_schema = 'main' AND t.table_type = 'BASE TABLE'
             ORDER BY c.table_name""").fetchall()]
         if "runs" not in tables:
-            raise ValueError(f"{path}: not a RAG Triage database (it has no runs table)")
+            raise NotADatabase(f"{path}: not a RAG Triage database (no runs table)")
         con.execute("BEGIN")
         try:
             if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] == 0:

@@ -64,8 +64,10 @@ def add_xss_run(path: Path) -> None:
     store.write_batch(
         path, "xss", items=[item],
         components=[Component("x01", "source", 0, XSS["source"]), Component("x01", "claim", 0, claim)],
-        verdicts=[Verdict("x01", "gr", "claim", 0, "sources", 0.0, Status.OK, call_key=key),
-                  Verdict("x01", "sp1", "source", 0, "query", 1.0, Status.OK, detail=XSS["source"])],
+        verdicts=[Verdict(item_id="x01", metric="gr", component_kind="claim", component_idx=0, target="sources",
+                          value=0.0, status=Status.OK, call_key=key),
+                  Verdict(item_id="x01", metric="sp1", component_kind="source", component_idx=0, target="query",
+                          value=1.0, status=Status.OK, detail=XSS["source"])],
         scores=[Score("x01", "gr", 0.0, 1, 1, Status.OK), Score("x01", "sp1", 1.0, 1, 1, Status.OK)],
         calls=[call])
     store.finish_run(path, "xss", "finished", {"calls": 1})

@@ -1,8 +1,8 @@
-"""The command line as its users drive it: `python -m evaluators ...` in a subprocess.
+"""The command line as its users drive it: `python -m evaluators ...` in a subprocess, or its main().
 
-These tests import nothing from the engine. They check only the CLI contract (commands, flags,
-stdout/stderr, exit codes) and the DuckDB rows a command leaves behind, read with duckdb
-directly, so they hold whatever the engine's modules are called.
+These tests import nothing from the engine but the CLI's entry point. They check only the CLI
+contract (commands, flags, stdout/stderr, exit codes) and the DuckDB rows a command leaves behind,
+read with duckdb directly, so they hold whatever the engine's modules are called.
 
 Exit codes (evaluators/cli.py): 0 done; 2 bad input or options, one line per problem and no
 traceback; 3 the judge refused or the run could not finish; 4 the database is busy; 130 interrupted.
@@ -14,6 +14,7 @@ import json
 import math
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from evaluators.cli import main
 from openai_server import OpenAIServer, identify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,7 +206,6 @@ def test_diagnose_writes_the_fired_table2_rules(scripted: Scripted, tmp_path: Pa
     assert out.read_text(encoding="utf-8").splitlines() == ["item_id,rule,components"]
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py writes the CSV unguarded: FileNotFoundError traceback, exit 1")
 def test_export_to_a_missing_directory_is_a_one_line_error(scripted: Scripted, tmp_path: Path) -> None:
     out = tmp_path / "no" / "such" / "dir" / "export.csv"
     result = cli("export", "--db", str(scripted.db), "--run", "batched", "--out", str(out))
@@ -230,7 +231,6 @@ def test_unknown_metrics_are_named_and_nothing_is_written(tmp_path: Path) -> Non
     assert not db.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py accepts any float for --sd-threshold and runs the evaluation")
 def test_out_of_range_sd_threshold_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "e.duckdb"
     result = cli("evaluate", str(write_items(tmp_path / "in.jsonl", 1)), "--db", str(db), "--run", "r",
@@ -239,7 +239,6 @@ def test_out_of_range_sd_threshold_is_refused(tmp_path: Path) -> None:
     assert not db.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="duckdb's IOException escapes cli.main: traceback, exit 1")
 def test_database_in_a_missing_directory_is_a_one_line_error(tmp_path: Path) -> None:
     db = tmp_path / "no" / "such" / "dir" / "e.duckdb"
     result = cli("evaluate", str(write_items(tmp_path / "in.jsonl", 1)), "--db", str(db), "--run", "r",
@@ -247,11 +246,134 @@ def test_database_in_a_missing_directory_is_a_one_line_error(tmp_path: Path) -> 
     assert str(db) in one_line_error(result)
 
 
-@pytest.mark.xfail(strict=True, reason="the missing runs table surfaces as a duckdb traceback, exit 1")
 def test_runs_on_a_database_without_runs_is_a_one_line_error(tmp_path: Path) -> None:
     db = tmp_path / "other.duckdb"
     duckdb.connect(str(db)).close()  # a DuckDB file, but not one the engine wrote
     assert str(db) in one_line_error(cli("runs", "--db", str(db)))
+
+
+# Each command with good arguments; a case below gives one of its options a bad value. {db} is a RAG
+# Triage database with the run "batched", {new} a database file not made yet, {in} a JSONL input.
+COMMANDS: dict[str, list[str]] = {
+    "evaluate": ["evaluate", "{in}", "--db", "{new}", "--run", "r", "--metrics", "gr", "--quiet"],
+    "export": ["export", "--db", "{db}", "--run", "batched", "--out", "{out}"],
+    "diagnose": ["diagnose", "--db", "{db}", "--run", "batched", "--out", "{out}"],
+    "runs": ["runs", "--db", "{db}"],
+    "delete-run": ["delete-run", "--db", "{db}", "--run", "batched"],
+    "grammar-generate": ["grammar-generate", "--out", "{out}", "--max-groups", "1"],
+    "grammar-run": ["grammar-run", "{in}", "--db", "{new}", "--run", "g"],
+    "grammar-eval": ["grammar-eval", "--db", "{db}", "--run", "batched", "--no-judge"],
+    "grammar-demo": ["grammar-demo", "--db", "{new}", "--max-groups", "1"],
+}
+
+# Bad paths by kind (made by the bad_paths fixture), with what the one error line says of each.
+PATH_KINDS = {
+    "@missing folder": "no such folder",
+    "@missing file": "no such",
+    "@folder": "is a folder",
+    "@text file": "not a DuckDB database file",
+    "@empty file": "not a DuckDB database file",
+    "@JSONL file": "not a DuckDB database file",
+    "@SQLite file": "not a DuckDB database file (a SQLite file)",
+    "@foreign DuckDB file": "not a RAG Triage database",
+    "@empty DuckDB file": "not a RAG Triage database",
+}
+DB_KINDS = ["@folder", "@text file", "@empty file", "@JSONL file", "@SQLite file", "@foreign DuckDB file"]
+READ_DB = [*DB_KINDS, "@missing file", "@empty DuckDB file"]
+WRITE_DB = [*DB_KINDS, "@missing folder"]
+NUMBERS = {
+    "--concurrency": ["0", "-3", "1.5", "many"],
+    "--timeout": ["-1", "0", "inf", "nan", "soon"],
+    "--rate-limit-patience": ["0", "-1", "inf", "nan"],
+    "--sd-threshold": ["nan", "1.5", "-1.01", "inf", "-inf"],
+}
+BAD: list[tuple[str, str, str]] = [
+    *(("evaluate", option, value) for option, values in NUMBERS.items() for value in values),
+    *(("evaluate", "--db", kind) for kind in WRITE_DB),
+    ("evaluate", "input", "@folder"), ("evaluate", "input", "@missing file"),
+    *((command, "--db", kind) for command in ("export", "diagnose", "runs", "delete-run") for kind in READ_DB),
+    *((command, "--out", kind) for command in ("export", "diagnose") for kind in ("@missing folder", "@folder")),
+    ("diagnose", "--thresholds", "gr=nan"), ("diagnose", "--thresholds", "gr=1.5"),
+    ("diagnose", "--thresholds", "nope=0.5"),
+    ("grammar-generate", "--source", "@text file"), ("grammar-generate", "--source", "@JSONL file"),
+    ("grammar-generate", "--source", "@folder"), ("grammar-generate", "--source", "@missing file"),
+    ("grammar-generate", "--templates", "@missing file"), ("grammar-generate", "--templates", "@folder"),
+    ("grammar-generate", "--out", "@missing folder"), ("grammar-generate", "--save-templates", "@folder"),
+    ("grammar-generate", "--text-variants", "0"), ("grammar-generate", "--per-group", "0"),
+    ("grammar-generate", "--max-groups", "-1"), ("grammar-generate", "--seed", "1.5"),
+    ("grammar-run", "testset", "@missing file"), ("grammar-run", "--corpus", "@folder"),
+    ("grammar-run", "--top-k", "0"), ("grammar-run", "--concurrency", "0"),
+    *(("grammar-run", "--db", kind) for kind in WRITE_DB),
+    *(("grammar-eval", "--db", kind) for kind in READ_DB),
+    ("grammar-eval", "--concurrency", "0"),
+    *(("grammar-demo", "--db", kind) for kind in WRITE_DB), ("grammar-demo", "--max-groups", "0"),
+]
+
+
+@pytest.fixture
+def bad_paths(tmp_path: Path) -> dict[str, Path]:
+    """One path of every bad kind, under tmp_path/bad."""
+    root = tmp_path / "bad"
+    root.mkdir()
+    made = {"@missing folder": root / "no" / "such" / "e.duckdb", "@missing file": root / "none.duckdb",
+            "@folder": root / "folder", "@text file": root / "notes.duckdb", "@empty file": root / "empty.duckdb",
+            "@JSONL file": write_items(root / "items.jsonl", 1), "@SQLite file": root / "sqlite.db",
+            "@foreign DuckDB file": root / "foreign.duckdb", "@empty DuckDB file": root / "blank.duckdb"}
+    made["@folder"].mkdir()
+    made["@text file"].write_text("run_id,judge\nr,offline\n", encoding="utf-8")
+    made["@empty file"].touch()
+    lite = sqlite3.connect(made["@SQLite file"])
+    lite.execute("CREATE TABLE runs (run_id TEXT)")  # even a runs table: still not DuckDB's
+    lite.commit()
+    lite.close()
+    foreign = duckdb.connect(str(made["@foreign DuckDB file"]))
+    foreign.execute("CREATE TABLE orders (id INTEGER)")
+    foreign.close()
+    duckdb.connect(str(made["@empty DuckDB file"])).close()
+    return made
+
+
+def files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under root with its size and modification time."""
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(("command", "option", "value"), BAD, ids=[" ".join(case) for case in BAD])
+def test_every_path_and_number_option_is_checked_before_any_work(
+        command: str, option: str, value: str, scripted: Scripted, bad_paths: dict[str, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    good = {"{db}": str(scripted.db), "{new}": str(tmp_path / "new.duckdb"), "{out}": str(tmp_path / "out.csv"),
+            "{in}": str(write_items(tmp_path / "in.jsonl", 1))}
+    args = [good.get(a, a) for a in COMMANDS[command]]
+    bad = str(bad_paths[value]) if value.startswith("@") else value
+    if option.startswith("--"):
+        args = args[:args.index(option)] + args[args.index(option) + 2:] if option in args else args
+        args += [option, bad]
+    else:  # the positional input, right after the command
+        args[1] = bad
+    before, scripted_before = files(tmp_path), files(scripted.db.parent)
+    code = main(args)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    lines = captured.err.strip().splitlines()
+    assert (code, len(lines), captured.out) == (2, 1, ""), (code, captured.err)
+    assert lines[0].startswith(f"error: {option}")  # the option is named first
+    if value.startswith("@"):
+        assert PATH_KINDS[value] in lines[0] and str(bad_paths[value]) in lines[0]
+    assert files(tmp_path) == before and files(scripted.db.parent) == scripted_before  # nothing written
+
+
+def test_bad_options_are_one_line_from_the_command_line_too(tmp_path: Path) -> None:
+    """The same checks as a user meets them: one line on stderr, exit 2, no database file."""
+    db = tmp_path / "e.duckdb"
+    for option, value in (("--timeout", "nan"), ("--sd-threshold", "nan"), ("--rate-limit-patience", "inf")):
+        result = cli("evaluate", str(write_items(tmp_path / "in.jsonl", 1)), "--db", str(db), "--run", "r",
+                     "--metrics", "sd", option, value, "--quiet")
+        assert option in one_line_error(result)
+        assert result.stdout == "" and not db.exists()
+    (tmp_path / "text.duckdb").write_text("not a database\n", encoding="utf-8")
+    assert "not a DuckDB database file" in one_line_error(cli("runs", "--db", str(tmp_path / "text.duckdb")))
+    assert "is a folder" in one_line_error(cli("runs", "--db", str(tmp_path)))
 
 
 # ---------------------------------------------------------------- SD's threshold
@@ -328,3 +450,115 @@ def test_interrupt_exits_130_and_the_run_resumes(tmp_path: Path, openai_server: 
     assert len(openai_server.requests) == 4
     assert rows(db, "SELECT status, n_items FROM runs WHERE run_id = 'r'") == [("finished", 4)]
     assert {status for *_, status in scores(db, "r").values()} == {"ok"} and len(scores(db, "r")) == 4
+
+
+# ---------------------------------------------------------------- in process: main()
+
+@pytest.fixture
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "x")  # litellm's openai provider wants some key
+
+
+def test_killed_run_resumes_without_repeating_calls(tmp_path: Path, openai_server: OpenAIServer, key: None) -> None:
+    data = write_items(tmp_path / "in.jsonl", 6)
+    db = tmp_path / "e.duckdb"
+    # Answer the first 20 requests, then hang: the run is killed mid-flight.
+    openai_server.fail_when(lambda index, body: index >= 20, "hang")
+    cmd = [sys.executable, "-m", "evaluators", "evaluate", str(data), "--db", str(db), "--run", "r",
+           "--judge", JUDGE, "--api-base", openai_server.base_url, "--concurrency", "4", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until the 20 answered calls are stored
+        # Read the file only once 20 calls are answered: each read holds the run's writes off a moment.
+        try:
+            if len(openai_server.requests) >= 20 and rows(db, "SELECT count(*) FROM judge_calls")[0][0] >= 20:
+                break
+        except duckdb.Error:  # the run holds the file
+            pass
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    answered = [json.dumps(r, sort_keys=True) for r in openai_server.requests[:20]]
+    assert rows(db, "SELECT count(*) FROM items WHERE run_id = 'r'")[0][0] < 6
+
+    openai_server.reset()
+    assert main(cmd[3:]) == 0
+    again = [json.dumps(r, sort_keys=True) for r in openai_server.requests]
+    assert not set(again) & set(answered), "a call answered before the kill was made again"
+
+    clean = tmp_path / "clean.duckdb"
+    assert main(["evaluate", str(data), "--db", str(clean), "--run", "r", "--judge", JUDGE,
+                 "--api-base", openai_server.base_url, "--quiet"]) == 0
+    assert scores(db, "r") == scores(clean, "r")
+
+
+def test_refused_requests_stop_the_run_with_a_clear_message(tmp_path: Path, openai_server: OpenAIServer, key: None,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    data = write_items(tmp_path / "in.jsonl", 2)
+    openai_server.fail_when(lambda i, body: True, "401")
+    code = main(["evaluate", str(data), "--db", str(tmp_path / "e.duckdb"), "--run", "r",
+                 "--judge", JUDGE, "--api-base", openai_server.base_url, "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 3 and "refused the request" in err and "Traceback" not in err
+    sent = [json.dumps(r, sort_keys=True) for r in openai_server.requests]
+    assert len(sent) == len(set(sent)) <= 8  # only the first calls, already in flight; no retries
+    assert rows(tmp_path / "e.duckdb", "SELECT status FROM runs")[0][0] == "failed"
+
+
+def test_dry_run_counts_calls_and_calls_nothing(tmp_path: Path, openai_server: OpenAIServer, key: None,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    data = write_items(tmp_path / "in.jsonl", 2)
+    db = tmp_path / "e.duckdb"
+    args = ["evaluate", str(data), "--db", str(db), "--run", "r", "--judge", JUDGE,
+            "--api-base", openai_server.base_url]
+    assert main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert openai_server.requests == [] and not db.exists()
+    planned = int(out.split("judge calls ")[1].split()[0])
+    assert main([*args, "--quiet"]) == 0
+    assert planned == len(openai_server.requests)  # batched counts are exact
+    capsys.readouterr()
+    assert main([*args, "--dry-run"]) == 0
+    assert "0 items to evaluate" in capsys.readouterr().out
+
+
+def test_export_and_diagnose_files(tmp_path: Path, openai_server: OpenAIServer, key: None) -> None:
+    db = tmp_path / "e.duckdb"
+    assert main(["evaluate", str(write_items(tmp_path / "in.jsonl", 2)), "--db", str(db), "--run", "r",
+                 "--judge", JUDGE, "--api-base", openai_server.base_url, "--metrics", "sqc,rqc,gr", "--quiet"]) == 0
+    assert main(["export", "--db", str(db), "--run", "r", "--out", str(tmp_path / "x.csv")]) == 0
+    exported = list(csv.DictReader(open(tmp_path / "x.csv")))
+    assert list(exported[0])[:8] == ["item_id", "sp1", "sp2", "sqc", "rp", "rqc", "sd", "gr"]
+    assert exported[0]["sp1"] == "" and 0.0 <= float(exported[0]["gr"]) <= 1.0 and exported[0]["n_failed"] == "0"
+    assert main(["diagnose", "--db", str(db), "--run", "r", "--out", str(tmp_path / "d.csv"),
+                 "--thresholds", "gr=1.0"]) == 0
+    header = open(tmp_path / "d.csv").readline().strip()
+    assert header == "item_id,rule,components"
+
+
+def test_bad_input_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "query": "q", "sources": "not a list", "response": "r"}\n{oops\n')
+    code = main(["evaluate", str(bad), "--db", str(tmp_path / "e.duckdb"), "--run", "r"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{bad}:1: field sources" in err and f"{bad}:2:" in err and "Traceback" not in err
+    assert not (tmp_path / "e.duckdb").exists()
+
+
+def test_unknown_run_and_missing_db_are_one_line_errors(scripted: Scripted, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runs", "--db", str(tmp_path / "none.duckdb")]) == 2
+    assert main(["export", "--db", str(scripted.db), "--run", "nope", "--out", str(tmp_path / "x")]) == 2
+    assert "no run named 'nope'" in capsys.readouterr().err
+
+
+def test_the_cli_adds_its_flag_advice_to_a_run_conflict(tmp_path: Path, openai_server: OpenAIServer, key: None,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    data = write_items(tmp_path / "in.jsonl", 1)
+    args = ["evaluate", str(data), "--db", str(tmp_path / "e.duckdb"), "--run", "r", "--judge", JUDGE,
+            "--api-base", openai_server.base_url, "--quiet"]
+    assert main([*args, "--metrics", "gr"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--metrics", "rp"]) == 2
+    err = capsys.readouterr().err
+    assert "already exists" in err and "choose another --run name" in err and err.count("\n") == 1

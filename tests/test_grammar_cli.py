@@ -1,26 +1,19 @@
 """The GRAMMAR commands: grammar-generate writes a test set and refuses bad input in one line each."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
 from evaluators import grammar
-from evaluators.grammar import cli as grammar_cli
+from evaluators.cli import main
 from evaluators.grammar import generate
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="test")
-    grammar_cli.add_commands(parser.add_subparsers(dest="command", required=True))
-    return parser
-
-
 def _cli(*argv: str) -> int:
-    args = _parser().parse_args(list(argv))
-    return args.handler(args)
+    """The command as its users run it: options checked by the CLI's parser, errors on one line."""
+    return main(list(argv))
 
 
 def test_cli_generate_writes_a_test_set_and_refuses_bad_input(tmp_path: Path,

@@ -1,18 +1,14 @@
-"""The runner and CLI end to end, through litellm to the loopback OpenAI-protocol server, into DuckDB."""
+"""The runner end to end, through litellm to the loopback OpenAI-protocol server, into DuckDB.
+
+The command line's own tests are in test_cli.py."""
 from __future__ import annotations
 
-import csv
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from evaluators import cli, runner, store
+from evaluators import runner, store
 from evaluators.records import Item, Status
 from openai_server import OpenAIServer
 
@@ -98,35 +94,6 @@ def test_rerun_of_a_finished_run_makes_no_calls(tmp_path: Path, openai_server: O
     assert {k[0:2]: v for k, v in scores(db, "again").items()} == first
 
 
-def test_killed_run_resumes_without_repeating_calls(tmp_path: Path, openai_server: OpenAIServer) -> None:
-    data = write_jsonl(tmp_path / "in.jsonl", items(6))
-    db = tmp_path / "e.duckdb"
-    # Answer the first 20 requests, then hang: the run is killed mid-flight.
-    openai_server.fail_when(lambda index, body: index >= 20, "hang")
-    env = {**os.environ, "OPENAI_API_KEY": "x"}
-    cmd = [sys.executable, "-m", "evaluators", "evaluate", str(data), "--db", str(db), "--run", "r",
-           "--judge", JUDGE, "--api-base", openai_server.base_url, "--concurrency", "4", "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until the 20 answered calls are stored
-        if db.exists() and store.query(db, "SELECT count(*) AS n FROM judge_calls")["n"].iloc[0] >= 20:
-            break
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    answered = [json.dumps(r, sort_keys=True) for r in openai_server.requests[:20]]
-    assert len(store.done_item_ids(db, "r")) < 6
-
-    openai_server.reset()
-    assert cli.main(cmd[3:]) == 0
-    again = [json.dumps(r, sort_keys=True) for r in openai_server.requests]
-    assert not set(again) & set(answered), "a call answered before the kill was made again"
-
-    clean = tmp_path / "clean.duckdb"
-    runner.evaluate(items(6), clean, "r", JUDGE, api_base=openai_server.base_url)
-    assert scores(db, "r") == scores(clean, "r")
-
-
 def test_judge_failures_are_statuses_not_scores(tmp_path: Path, openai_server: OpenAIServer) -> None:
     db = tmp_path / "e.duckdb"
     from openai_server import identify
@@ -143,80 +110,9 @@ def test_judge_failures_are_statuses_not_scores(tmp_path: Path, openai_server: O
     assert scores(db, "r")[("clock", "rqc")][3] == "ok"
 
 
-def test_refused_requests_stop_the_run_with_a_clear_message(tmp_path: Path, openai_server: OpenAIServer,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    data = write_jsonl(tmp_path / "in.jsonl", items(2))
-    openai_server.fail_when(lambda i, body: True, "401")
-    code = cli.main(["evaluate", str(data), "--db", str(tmp_path / "e.duckdb"), "--run", "r",
-                     "--judge", JUDGE, "--api-base", openai_server.base_url, "--quiet"])
-    err = capsys.readouterr().err
-    assert code == 3 and "refused the request" in err and "Traceback" not in err
-    sent = [json.dumps(r, sort_keys=True) for r in openai_server.requests]
-    assert len(sent) == len(set(sent)) <= 8  # only the first calls, already in flight; no retries
-    assert store.runs(tmp_path / "e.duckdb")["status"].iloc[0] == "failed"
-
-
-def test_dry_run_counts_calls_and_calls_nothing(tmp_path: Path, openai_server: OpenAIServer,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    data = write_jsonl(tmp_path / "in.jsonl", items(2))
-    db = tmp_path / "e.duckdb"
-    args = ["evaluate", str(data), "--db", str(db), "--run", "r", "--judge", JUDGE,
-            "--api-base", openai_server.base_url]
-    assert cli.main([*args, "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert openai_server.requests == [] and not db.exists()
-    planned = int(out.split("judge calls ")[1].split()[0])
-    assert cli.main([*args, "--quiet"]) == 0
-    assert planned == len(openai_server.requests)  # batched counts are exact
-    capsys.readouterr()
-    assert cli.main([*args, "--dry-run"]) == 0
-    assert "0 items to evaluate" in capsys.readouterr().out
-
-
-def test_export_and_diagnose_files(tmp_path: Path, openai_server: OpenAIServer) -> None:
-    db = tmp_path / "e.duckdb"
-    runner.evaluate(items(2), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["sqc", "rqc", "gr"])
-    assert cli.main(["export", "--db", str(db), "--run", "r", "--out", str(tmp_path / "x.csv")]) == 0
-    rows = list(csv.DictReader(open(tmp_path / "x.csv")))
-    assert list(rows[0])[:8] == ["item_id", "sp1", "sp2", "sqc", "rp", "rqc", "sd", "gr"]
-    assert rows[0]["sp1"] == "" and 0.0 <= float(rows[0]["gr"]) <= 1.0 and rows[0]["n_failed"] == "0"
-    assert cli.main(["diagnose", "--db", str(db), "--run", "r", "--out", str(tmp_path / "d.csv"),
-                     "--thresholds", "gr=1.0"]) == 0
-    header = open(tmp_path / "d.csv").readline().strip()
-    assert header == "item_id,rule,components"
-
-
-def test_bad_input_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"id": "a", "query": "q", "sources": "not a list", "response": "r"}\n{oops\n')
-    code = cli.main(["evaluate", str(bad), "--db", str(tmp_path / "e.duckdb"), "--run", "r"])
-    err = capsys.readouterr().err
-    assert code == 2 and f"{bad}:1: field sources" in err and f"{bad}:2:" in err and "Traceback" not in err
-    assert not (tmp_path / "e.duckdb").exists()
-
-
-def test_unknown_run_and_missing_db_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["runs", "--db", str(tmp_path / "none.duckdb")]) == 2
-    store.migrate(tmp_path / "e.duckdb")
-    assert cli.main(["export", "--db", str(tmp_path / "e.duckdb"), "--run", "nope", "--out", str(tmp_path / "x")]) == 2
-    assert "no run named 'nope'" in capsys.readouterr().err
-
-
 def test_resuming_with_other_options_is_refused(tmp_path: Path, openai_server: OpenAIServer) -> None:
     db = tmp_path / "e.duckdb"
     runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["gr"])
     with pytest.raises(store.RunConflict, match="already exists") as refused:
         runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["rp"])
     assert "--" not in str(refused.value)  # the engine speaks of runs; the CLI adds its flags
-
-
-def test_the_cli_adds_its_flag_advice_to_a_run_conflict(tmp_path: Path, openai_server: OpenAIServer,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    data = write_jsonl(tmp_path / "in.jsonl", items(1))
-    args = ["evaluate", str(data), "--db", str(tmp_path / "e.duckdb"), "--run", "r", "--judge", JUDGE,
-            "--api-base", openai_server.base_url, "--quiet"]
-    assert cli.main([*args, "--metrics", "gr"]) == 0
-    capsys.readouterr()
-    assert cli.main([*args, "--metrics", "rp"]) == 2
-    err = capsys.readouterr().err
-    assert "already exists" in err and "choose another --run name" in err and err.count("\n") == 1

@@ -11,7 +11,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from evaluators import runner, store
+from evaluators import options, runner, store
 from evaluators.grammar import CLUSTER_BY, COMPANY_SQL, CORPUS, TEMPLATES, generate, pipeline, robustness, runs
 from evaluators.judge import JudgeFatal
 from evaluators.records import JudgeCall
@@ -22,71 +22,68 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def add_commands(subparsers: Any) -> None:
-    """Register grammar-generate, grammar-run, grammar-eval and grammar-demo; each sets `handler`."""
+    """Register grammar-generate, grammar-run, grammar-eval and grammar-demo; each sets `handler`.
+
+    Path and number options are typed by evaluators.options, so they are checked before any work.
+    """
     g = subparsers.add_parser("grammar-generate", help="GRAMMAR: generate a test set with SQL ground truth")
-    g.add_argument("--source", default=str(COMPANY_SQL), help="DuckDB file or .sql script with the domain data")
-    g.add_argument("--templates", default=None,
+    g.add_argument("--source", type=options.duckdb_source, default=str(COMPANY_SQL),
+                   help="DuckDB file or .sql script with the domain data")
+    g.add_argument("--templates", type=options.input_file, default=None,
                    help=f"templates JSON (default {TEMPLATES} for the demo source; none with --from-schema)")
-    g.add_argument("--out", required=True, help="test set to write (JSONL: id, query, reference, metadata)")
+    g.add_argument("--out", required=True, type=options.output_file,
+                   help="test set to write (JSONL: id, query, reference, metadata)")
     g.add_argument("--from-schema", action="store_true", help="ask --judge for SQL templates from the schema")
     g.add_argument("--requirements", default="", help="extra requirements for generated SQL templates")
-    g.add_argument("--text-variants", type=_positive, default=3,
+    g.add_argument("--text-variants", type=options.count, default=3,
                    help="text templates to ask for per SQL template that has none (default 3)")
     g.add_argument("--criteria", default="", help="linguistic criteria for generated text templates")
     g.add_argument("--judge", default=None, help="litellm model (or 'local') that writes missing templates")
     g.add_argument("--api-base", default=None)
-    g.add_argument("--save-templates", default=None, help="write the templates used (with generated ones) here")
-    g.add_argument("--per-group", type=_positive, default=None,
+    g.add_argument("--save-templates", type=options.output_file, default=None,
+                   help="write the templates used (with generated ones) here")
+    g.add_argument("--per-group", type=options.count, default=None,
                    help="stratified sampling: exactly this many text variants per semantic group")
-    g.add_argument("--max-groups", type=_positive, default=None, help="at most this many groups per SQL template")
+    g.add_argument("--max-groups", type=options.count, default=None, help="at most this many groups per SQL template")
     g.add_argument("--seed", type=int, default=0)
     g.set_defaults(handler=cli_generate)
 
     r = subparsers.add_parser("grammar-run", help="GRAMMAR: answer a test set with the reference RAG pipeline")
-    r.add_argument("testset", help="JSONL from grammar-generate")
-    r.add_argument("--db", required=True)
+    r.add_argument("testset", type=options.input_file, help="JSONL from grammar-generate")
+    r.add_argument("--db", required=True, type=options.new_database)
     r.add_argument("--run", required=True)
-    r.add_argument("--corpus", default=str(CORPUS), help="documents JSONL (id, title, text)")
+    r.add_argument("--corpus", type=options.input_file, default=str(CORPUS), help="documents JSONL (id, title, text)")
     r.add_argument("--retriever", choices=("bm25", "dense"), default="bm25")
-    r.add_argument("--top-k", type=_positive, default=1)
+    r.add_argument("--top-k", type=options.count, default=1)
     r.add_argument("--generator", default="offline", help="offline (extractive) or a litellm model")
     r.add_argument("--judge", default="offline", help="judge for the THELMA metrics")
     r.add_argument("--correctness-judge", default="offline", help="judge for correctness (Table 6 prompt)")
     r.add_argument("--api-base", default=None)
     r.add_argument("--metrics", default=None, help="THELMA metric ids (default all)")
-    r.add_argument("--concurrency", type=_positive, default=8)
+    r.add_argument("--concurrency", type=options.count, default=8)
     r.set_defaults(handler=cli_run)
 
     e = subparsers.add_parser("grammar-eval", help="GRAMMAR: correctness, robustness groups, R and Acc of a run")
-    e.add_argument("--db", required=True)
+    e.add_argument("--db", required=True, type=options.database)
     e.add_argument("--run", required=True)
     e.add_argument("--judge", default="offline", help="offline (normalised match), local, or a litellm model")
     e.add_argument("--api-base", default=None)
     e.add_argument("--cluster-by", choices=CLUSTER_BY, default="sql_template")
     e.add_argument("--no-judge", action="store_true", help="report from the stored correctness only")
-    e.add_argument("--concurrency", type=_positive, default=8)
+    e.add_argument("--concurrency", type=options.count, default=8)
     e.set_defaults(handler=cli_eval)
 
     d = subparsers.add_parser("grammar-demo", help="GRAMMAR: build the offline demo runs into a database")
-    d.add_argument("--db", required=True)
+    d.add_argument("--db", required=True, type=options.new_database)
     d.add_argument("--retrievers", default="bm25,dense")
-    d.add_argument("--max-groups", type=_positive, default=None, help="at most this many groups per SQL template")
+    d.add_argument("--max-groups", type=options.count, default=None, help="at most this many groups per SQL template")
     d.add_argument("--metrics", default=None, help="THELMA metric ids (default all)")
     d.set_defaults(handler=cli_demo)
 
 
 def cli_eval(args: argparse.Namespace) -> int:
     """grammar-eval: judge correctness (unless --no-judge) and print the robustness report."""
-    if not Path(args.db).exists():
-        return _fail(f"{args.db}: no such database file")
     try:
         if not args.no_judge:
             print(runs.evaluate_correctness(args.db, args.run, args.judge, args.api_base, args.concurrency).text())
@@ -105,8 +102,6 @@ def cli_eval(args: argparse.Namespace) -> int:
 def cli_generate(args: argparse.Namespace) -> int:
     """grammar-generate: templates (given or generated) -> test set JSONL, with M x N x Q counts."""
     source = Path(args.source)
-    if not source.exists():
-        return _fail(f"{source}: no such file")
     templates_path = args.templates or (str(TEMPLATES) if source.resolve() == COMPANY_SQL.resolve()
                                         and not args.from_schema else None)
     try:

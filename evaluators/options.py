@@ -1,0 +1,111 @@
+"""The command line's checks at the door: argparse types for every path and number option.
+
+Each type refuses a bad value with ArgumentTypeError, which the CLI's parser prints as one line
+naming the option (exit 2), so a command does no work and writes nothing on a bad option.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+from evaluators import diagnosis, store
+
+
+def count(text: str) -> int:
+    """A whole number of at least 1 (workers, calls in flight, variants, groups)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):  # float() reads nan, inf and 1e999
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def duration(text: str) -> float:
+    """A positive, finite length of time (seconds or minutes, as the option says)."""
+    value = _finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def cosine(text: str) -> float:
+    """A cosine similarity threshold, within [-1, 1]."""
+    value = _finite(text)
+    if not -1.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"is a cosine similarity and must lie within [-1, 1], got {text!r}")
+    return value
+
+
+def thresholds(text: str) -> dict[str, float]:
+    """Per-metric Table 2 thresholds such as 'sqc=0.75,gr=0.9', each within [0, 1]."""
+    try:
+        return diagnosis.parse_thresholds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def input_file(text: str) -> str:
+    """A file to read: it exists and is not a folder."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a folder, not a file")
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    if not os.access(path, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{text}: cannot read (permission denied)")
+    return text
+
+
+def output_file(text: str) -> str:
+    """A file to write: not a folder, in a folder that exists and is writable."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a folder, not a file")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder {path.parent}")
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"{text}: cannot write (permission denied)")
+    return text
+
+
+def _database(text: str, create: bool) -> str:
+    try:
+        store.check_database(text, create=create)
+    except (store.StoreMissing, store.NotADatabase) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text  # StoreBusy passes through: the CLI exits 4, as for any busy database
+
+
+def database(text: str) -> str:
+    """--db of a command that reads runs: an existing RAG Triage database."""
+    return _database(text, create=False)
+
+
+def new_database(text: str) -> str:
+    """--db of a command that writes runs: a RAG Triage database, or a new file in an existing folder."""
+    return _database(text, create=True)
+
+
+def duckdb_source(text: str) -> str:
+    """GRAMMAR's domain data: a .sql script, or a DuckDB database file."""
+    input_file(text)
+    if Path(text).suffix.lower() != ".sql":
+        try:
+            store.check_duckdb_file(text)
+        except (store.StoreMissing, store.NotADatabase) as exc:
+            raise argparse.ArgumentTypeError(f"{exc}; give a DuckDB file or a .sql script") from None
+    return text
