@@ -84,7 +84,7 @@ def output_file(text: str) -> str:
 
 def _database(text: str, create: bool) -> str:
     try:
-        store.check_database(text, create=create)
+        store.require_database(text, create=create)
     except (store.StoreMissing, store.NotADatabase) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text  # StoreBusy passes through: the CLI exits 4, as for any busy database

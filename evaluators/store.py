@@ -228,53 +228,6 @@ def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0)
         con.close()
 
 
-_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
-
-
-def check_duckdb_file(path: str | Path) -> None:
-    """Refuse a path that is not an existing DuckDB database file, without opening it.
-
-    DuckDB would open a CSV, JSON or Parquet file as an in-memory database of views, and fail on
-    anything else with an IO error; this says which. Raises StoreMissing or NotADatabase.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise NotADatabase(f"{path}: is a folder, not a database file")
-    if not path.exists():
-        raise StoreMissing(f"{path}: no such database file")
-    try:
-        with path.open("rb") as f:
-            header = f.read(16)
-    except OSError as exc:
-        raise NotADatabase(f"{path}: cannot read: {exc.strerror}") from None
-    if header[8:12] != _MAGIC:
-        kind = "a SQLite file" if header.startswith(b"SQLite format 3") else "empty" if not header else "another format"
-        raise NotADatabase(f"{path}: not a DuckDB database file ({kind})")
-
-
-def check_database(path: str | Path, create: bool = False, deadline_s: float = 10.0) -> None:
-    """Refuse, before any work and without writing, a path that is not a RAG Triage database.
-
-    With `create` (a command that writes runs), a file that does not exist yet is accepted when its
-    folder exists, and so is a DuckDB file without any table. Raises StoreMissing, NotADatabase, or
-    StoreBusy when another process holds the file past `deadline_s`.
-    """
-    path = Path(path)
-    if create and not path.exists():
-        if not path.parent.is_dir():
-            raise NotADatabase(f"{path}: no such folder {path.parent}")
-        if not os.access(path.parent, os.W_OK | os.X_OK):
-            raise NotADatabase(f"{path}: cannot create a file in {path.parent} (permission denied)")
-        return
-    check_duckdb_file(path)
-    with connect(path, read_only=True, deadline_s=deadline_s) as con:
-        tables = {t for (t,) in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
-    missing = [t for t in ("schema_version", "runs") if t not in tables]
-    if missing and (tables or not create):
-        raise NotADatabase(f"{path}: not a RAG Triage database (no {' or '.join(missing)} table)")
-
-
 def migrate(path: str | Path) -> int:
     """Create or upgrade the schema; returns the schema version."""
     with connect(path) as con:
@@ -318,14 +271,12 @@ def _columns(con: Any) -> dict[str, frozenset[str]]:
     return {table: frozenset(cols) for table, cols in rows}
 
 
-def check_database(path: str | Path, deadline_s: float = 3.0) -> Health:
-    """Whether `path` is a RAG Triage database this version reads, checked without writing to it.
+def _file_problem(file: Path) -> Health | None:
+    """What is wrong with a path as a DuckDB file, judged from its first bytes; None when it is one.
 
-    Raises StoreBusy when another process holds the file past `deadline_s`; every other problem is
-    a Health state. The file's first bytes are checked before DuckDB opens it, so a SQLite file or a
-    text file never makes DuckDB look for a reader extension.
+    Checked before DuckDB opens the file: DuckDB would open a CSV, JSON or Parquet path as an
+    in-memory database of views, and look for a reader extension on a SQLite file.
     """
-    file = Path(path)
     if not file.exists():
         return Health("missing")
     if file.is_dir():
@@ -340,6 +291,70 @@ def check_database(path: str | Path, deadline_s: float = 3.0) -> Health:
     if head[8:12] != b"DUCK":  # DuckDB's magic bytes
         kind = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"
         return Health("not_duckdb", kind)
+    return None
+
+
+def check_duckdb_file(path: str | Path) -> None:
+    """Refuse a path that is not an existing DuckDB database file, without opening it.
+
+    Raises StoreMissing or NotADatabase naming what the path is.
+    """
+    problem = _file_problem(Path(path))
+    if problem is not None:
+        raise _refusal(Path(path), problem)
+
+
+def require_database(path: str | Path, create: bool = False, deadline_s: float = 10.0) -> None:
+    """Refuse, before any work and without writing, a path that is not a RAG Triage database.
+
+    With `create` (a command that writes runs and so migrates), a file that does not exist yet is
+    accepted when its folder exists, and so are a DuckDB file without any table and a database made
+    by an older version. Raises StoreMissing, NotADatabase, or StoreBusy when another process holds
+    the file past `deadline_s`.
+    """
+    file = Path(path)
+    if create and not file.exists():
+        if not file.parent.is_dir():
+            raise NotADatabase(f"{file}: no such folder {file.parent}")
+        if not os.access(file.parent, os.W_OK | os.X_OK):
+            raise NotADatabase(f"{file}: cannot create a file in {file.parent} (permission denied)")
+        return
+    health = check_database(file, deadline_s)
+    if health.state == "ok" or (create and health.state in ("empty", "older")):
+        return
+    raise _refusal(file, health)
+
+
+def _refusal(file: Path, health: Health) -> Exception:
+    """The one-line error for a path that is not a database this version can use."""
+    if health.state == "missing":
+        return StoreMissing(f"{file}: no such database file")
+    why = {
+        "folder": "is a folder, not a database file",
+        "not_duckdb": f"not a DuckDB database file ({'a SQLite file' if 'SQLite' in health.detail else health.detail})",
+        "damaged": f"a damaged database that DuckDB cannot read ({health.detail})",
+        "empty": "not a RAG Triage database (no tables)",
+        "foreign": f"not a RAG Triage database (a DuckDB file with other tables: {health.detail})",
+        "older": f"made by an older version of RAG Triage (schema {health.version}, this version reads "
+                 f"{len(MIGRATIONS)}): evaluating a file into it upgrades it",
+        "newer": f"made by a newer version of RAG Triage (schema {health.version}, this version reads "
+                 f"{len(MIGRATIONS)})",
+        "incomplete": f"a RAG Triage database with missing parts ({health.detail})",
+    }[health.state]
+    return NotADatabase(f"{file}: {why}")
+
+
+def check_database(path: str | Path, deadline_s: float = 3.0) -> Health:
+    """Whether `path` is a RAG Triage database this version reads, checked without writing to it.
+
+    Raises StoreBusy when another process holds the file past `deadline_s`; every other problem is
+    a Health state. The file's first bytes are checked before DuckDB opens it, so a SQLite file or a
+    text file never makes DuckDB look for a reader extension.
+    """
+    file = Path(path)
+    problem = _file_problem(file)
+    if problem is not None:
+        return problem
     try:
         with connect(file, read_only=True, deadline_s=deadline_s) as con:
             found = _columns(con)
@@ -349,10 +364,11 @@ def check_database(path: str | Path, deadline_s: float = 3.0) -> Health:
                 return Health("foreign", ", ".join(sorted(found)[:5]) + (", ..." if len(found) > 5 else ""))
             version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
             # A cut-off copy opens and lists its tables, then fails on the first read of a lost block.
-            block_size, blocks = con.execute("SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
-            if file.stat().st_size < _HEADER_BYTES + block_size * blocks:
-                return Health("damaged", f"the file is cut short: {file.stat().st_size} of "
-                                         f"{_HEADER_BYTES + block_size * blocks} bytes")
+            # Used blocks, not total: a checkpoint cuts trailing free blocks off a healthy file.
+            block_size, used = con.execute("SELECT block_size, used_blocks FROM pragma_database_size()").fetchone()
+            if file.stat().st_size < _HEADER_BYTES + block_size * used:
+                return Health("damaged", f"the file is cut short: {file.stat().st_size} of at least "
+                                         f"{_HEADER_BYTES + block_size * used} bytes")
     except duckdb.Error as exc:
         return Health("damaged", str(exc).splitlines()[0][:200])
     if version < len(MIGRATIONS):

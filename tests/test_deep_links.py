@@ -79,7 +79,7 @@ def test_deep_link_served_from_the_pages_folder_is_handed_over_to_app_py(
     at.query_params["item"] = "q02"
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.title[0].value == "Item" and "Run **weak-retriever** · item `q02`" in [m.value for m in at.markdown]
+    assert at.title[0].value == "Item" and "Run **weak-retriever** · item q02" in [m.value for m in at.markdown]
     # app.py ran the page (its timing line is the proof), once, and the process left the old mode.
     lines = [r.getMessage() for r in caplog.records if r.name == timing.LOGGER_NAME]
     assert len(lines) == 1 and lines[0].startswith("page=/Item ") and lines[0].endswith(" outcome=ok"), lines
