@@ -6,7 +6,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 from evaluators import access, local_llm, store, ui
 from evaluators.records import Run
 from tests.openai_server import completion, format_aware
-from tests.seed import RUNS, seed
+from tests.seed import RUNS
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -35,25 +34,6 @@ SERVER_KEY = "sk-server-secret-0123456789"
 ROW = {"id": "u1", "query": "How long is the refund window?",
        "sources": ["Refunds are accepted within 30 days.", "Offices close on holidays."],
        "response": "The refund window is 30 days."}
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return seed(tmp_path_factory.mktemp("db") / "seed.duckdb")
-
-
-@pytest.fixture
-def db(seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private copy of the seeded database, configured as the app's DB, with a cold cache."""
-    path = tmp_path / "triage.duckdb"
-    shutil.copy(seeded, path)
-    monkeypatch.setenv("RAG_TRIAGE_DB", str(path))
-    monkeypatch.delenv("RAG_TRIAGE_READ_ONLY", raising=False)
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield path
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 def app(page: str, role: str | None = None, secrets: dict[str, Any] | None = None, **params: str) -> AppTest:

@@ -19,16 +19,10 @@ from streamlit.testing.v1 import AppTest
 
 from evaluators import timing
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server
-from tests.seed import seed
 
 TIMEOUT_MS = 45_000
 TITLES = ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness"]
 LINE = re.compile(r"page=(?P<page>/\S*) ms=\d+\.\d session=[0-9a-f]{8} outcome=(?P<outcome>\S+)$")
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return seed(tmp_path_factory.mktemp("db") / "seed.duckdb")
 
 
 @pytest.mark.browser

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,29 +13,10 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from evaluators import queries, store, ui
-from tests.seed import INJECTION, seed
+from tests.seed import INJECTION
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return seed(tmp_path_factory.mktemp("db") / "seed.duckdb")
-
-
-@pytest.fixture
-def db(seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private copy of the seeded database, configured as the app's DB, with a cold cache."""
-    path = tmp_path / "triage.duckdb"
-    shutil.copy(seeded, path)
-    monkeypatch.setenv("RAG_TRIAGE_DB", str(path))
-    monkeypatch.delenv("RAG_TRIAGE_READ_ONLY", raising=False)
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield path
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 _COMPONENTS: dict[str, object] = {}

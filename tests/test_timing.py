@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import streamlit as st
@@ -17,28 +16,10 @@ from streamlit.testing.v1 import AppTest
 
 from evaluators import timing
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server
-from tests.seed import seed
 
 APP = str(ROOT / "app.py")
 LINE = re.compile(r"page=(?P<page>/\S*) ms=(?P<ms>\d+\.\d) session=(?P<session>[0-9a-f]{8}|-)"
                   r" outcome=(?P<outcome>\S+)$")
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return seed(tmp_path_factory.mktemp("db") / "seed.duckdb")
-
-
-@pytest.fixture
-def db(seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private copy of the seeded database, configured as the app's DB, with a cold cache."""
-    path = tmp_path / "triage.duckdb"
-    shutil.copy(seeded, path)
-    monkeypatch.setenv("RAG_TRIAGE_DB", str(path))
-    monkeypatch.delenv("RAG_TRIAGE_READ_ONLY", raising=False)
-    st.cache_data.clear()
-    yield path
-    st.cache_data.clear()
 
 
 def page_runs(caplog: pytest.LogCaptureFixture) -> list[dict[str, str]]:
