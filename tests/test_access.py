@@ -15,7 +15,6 @@ from typing import Any, Iterator
 
 import duckdb
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from evaluators import access, local_llm, store, ui

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from streamlit.runtime.pages_manager import PagesManager
