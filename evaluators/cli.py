@@ -145,7 +145,7 @@ def _run_metrics(db: str, run: str) -> list[str]:
 
 
 def _check_run(db: str, run: str) -> None:
-    if store.run_identity(db, run) is None:
+    if not store.run_exists(db, run):
         raise ValueError(f"{db}: no run named {run!r} (see: python -m evaluators runs --db {db})")
 
 

@@ -968,15 +968,6 @@ def write_frames(path: str | Path, frames: Mapping[str, pd.DataFrame]) -> None:
 
 # ---------------------------------------------------------------- moved from runner, cli and grammar
 
-def run_identity(path: str | Path, run_id: str) -> tuple[str, dict[str, Any], dict[str, str]] | None:
-    """The judge, params and prompt hashes a run was started with; None when no run has that name."""
-    frame = query(path, "SELECT judge, params, prompt_hashes FROM runs WHERE run_id = ?", [run_id])
-    if frame.empty:
-        return None
-    row = frame.iloc[0]
-    return row["judge"], json.loads(row["params"]), json.loads(row["prompt_hashes"])
-
-
 def count_items(path: str | Path, run_id: str) -> int:
     """How many items of a run are stored."""
     return int(query(path, "SELECT count(*) AS n FROM items WHERE run_id = ?", [run_id])["n"].iloc[0])
