@@ -228,6 +228,18 @@ def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0)
         con.close()
 
 
+@contextmanager
+def _transaction(con: Any) -> Iterator[Any]:
+    """BEGIN, then COMMIT, or ROLLBACK on any exception: a write is whole or absent."""
+    con.execute("BEGIN")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
 def migrate(path: str | Path) -> int:
     """Create or upgrade the schema; returns the schema version."""
     with connect(path) as con:
@@ -235,10 +247,9 @@ def migrate(path: str | Path) -> int:
         row = con.execute("SELECT max(version) FROM schema_version").fetchone()
         current = row[0] or 0
         for version in range(current + 1, len(MIGRATIONS) + 1):
-            con.execute("BEGIN")
-            con.execute(MIGRATIONS[version - 1])
-            con.execute("INSERT INTO schema_version VALUES (?)", [version])
-            con.execute("COMMIT")
+            with _transaction(con):
+                con.execute(MIGRATIONS[version - 1])
+                con.execute("INSERT INTO schema_version VALUES (?)", [version])
         return len(MIGRATIONS)
 
 
@@ -455,14 +466,9 @@ def write_batch(
     """
     frames = _batch_frames(run_id, items, components, verdicts, scores, calls)
     with connect(path) as con:
-        con.execute("BEGIN")
-        try:
+        with _transaction(con):
             for table, frame in frames:
                 _insert(con, table, frame)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
 
 
 def _batch_frames(run_id: str, items: Sequence[Item], components: Sequence[Component], verdicts: Sequence[Verdict],
@@ -587,13 +593,8 @@ def claim_run(path: str | Path, run: Run, hashes: Mapping[str, str], owner: Owne
     """
     migrate(path)
     with connect(path) as con:
-        con.execute("BEGIN")
-        try:
+        with _transaction(con):
             claim = _claim(con, run, dict(hashes), owner, heartbeat_s, update, retry_failed)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
     return claim
 
 
@@ -710,8 +711,7 @@ def write_results(
     """
     frames = _batch_frames(run_id, items, components, verdicts, scores, calls)
     with connect(path, deadline_s=deadline_s) as con:
-        con.execute("BEGIN")
-        try:
+        with _transaction(con):
             rows = con.execute("SELECT owner FROM runs WHERE run_id = ?", [run_id]).fetchall()
             owned = bool(rows) and rows[0][0] == owner.token
             if owned:
@@ -721,10 +721,6 @@ def write_results(
                 con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP WHERE run_id = ?", [run_id])
             for table, frame in frames if owned else frames[:1]:
                 _insert(con, table, frame)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
     if not owned:
         raise RunBusy(f"run {run_id!r} was taken over by another process; this evaluation stopped "
                       "(its judge calls are stored)")
@@ -777,15 +773,10 @@ def delete_run(path: str | Path, run_id: str, deadline_s: float = 20.0) -> dict[
             ORDER BY c.table_name""").fetchall()]
         if "runs" not in tables:
             raise NotADatabase(f"{path}: not a RAG Triage database (no runs table)")
-        con.execute("BEGIN")
-        try:
+        with _transaction(con):
             if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] == 0:
                 raise KeyError(run_id)
             counts = {t: con.execute(f'DELETE FROM "{t}" WHERE run_id = ?', [run_id]).fetchone()[0] for t in tables}
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
     return counts
 
 
@@ -954,16 +945,11 @@ def write_frames(path: str | Path, frames: Mapping[str, pd.DataFrame]) -> None:
     than the insert itself; the engine writes through write_batch().
     """
     with connect(path) as con:
-        con.execute("BEGIN")
-        try:
+        with _transaction(con):
             for table, frame in frames.items():
                 if table not in ("runs", "items", "components", "verdicts", "scores", "judge_calls", "triage"):
                     raise ValueError(f"unknown table {table!r}")
                 _insert(con, table, frame)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
 
 
 # ---------------------------------------------------------------- moved from runner, cli and grammar
@@ -1010,14 +996,9 @@ def replace_grammar_correctness(path: str | Path, run_id: str, frame: pd.DataFra
     """Replace the run's rows of grammar_correctness with `frame` (columns by name), in one transaction."""
     migrate(path)
     with connect(path) as con:
-        con.execute("BEGIN")
-        try:
+        with _transaction(con):
             con.execute("DELETE FROM grammar_correctness WHERE run_id = ?", [run_id])
             _insert(con, "grammar_correctness", frame)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
 
 
 def grammar_runs(path: str | Path) -> list[str]:
