@@ -24,7 +24,7 @@ from typing import Any, Callable
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
 from evaluators import prompts, registry
 from evaluators.masking import mask_secrets
-from evaluators.records import Answer, JudgeCall, Status
+from evaluators.records import LOGPROB, Answer, Confidence, JudgeCall, Status
 
 # Seconds a judge may go without any answer while rate limited before the run stops.
 RATE_LIMIT_PATIENCE = 600.0
@@ -222,7 +222,8 @@ class LLMJudge:
         if p0 + p1 == 0.0:
             return Answer(None, Status.UNPARSED, call.key, call.reply, detail="neither 0 nor 1 among top tokens")
         prob = p1 / (p0 + p1)
-        return Answer(int(prob >= 0.5), Status.OK, call.key, call.reply, prob=prob)
+        return Answer(int(prob >= 0.5), Status.OK, call.key, call.reply, prob=prob,
+                      confidence=Confidence(prob, LOGPROB, self.name))
 
     async def _exchange(self, spec: prompts.Prompt, messages: list[dict[str, str]],
                         params: dict[str, Any]) -> JudgeCall:

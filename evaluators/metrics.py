@@ -21,8 +21,8 @@ import numpy as np
 
 from evaluators.embeddings import embed
 from evaluators.masking import mask_secrets
-from evaluators.records import (CLAIM, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Answer, Component, Item,
-                                Judge, Score, Status, Verdict, unit)
+from evaluators.records import (CLAIM, LABEL, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Answer, Component,
+                                Confidence, Item, Judge, Score, Status, Verdict, unit)
 from evaluators.text import has_content, has_words, split_sentences, unreadable
 
 BATCH = 40          # components per batched call; keeps replies short enough to parse reliably
@@ -130,7 +130,8 @@ def split_elements(answer: Answer, asked: Sequence[Any]) -> dict[Any, Answer | N
             out[k] = Answer(None, status, answer.call_key, answer.raw, detail=why)
         elif k in value:
             prob, why = answer.evidence.get(k, (None, ""))
-            out[k] = Answer(value[k], Status.OK, answer.call_key, answer.raw, prob=prob, detail=why or answer.detail)
+            out[k] = Answer(value[k], Status.OK, answer.call_key, answer.raw, prob=prob, detail=why or answer.detail,
+                            confidence=answer.confidences.get(k, answer.confidence))
         else:
             out[k] = None
     return out
@@ -175,12 +176,21 @@ class ItemWork:
 
     def verdict(self, metric: str, kind: str, idx: int, target: str, answer: Answer,
                 value: Any = None, prob: float | None = None, detail: str = "") -> Verdict:
-        """A verdict from an answer: the value only when the answer is OK."""
+        """A verdict from an answer: the value only when the answer is OK, with how sure the judge is.
+
+        An answer without a confidence gives a binary value as its own (uncalibrated) p.
+        """
         ok = answer.status is Status.OK
+        decided = float(value if value is not None else answer.value) if ok else None
+        confidence = answer.confidence
+        if confidence is None and decided in (0.0, 1.0):
+            confidence = Confidence(decided, LABEL, self.judge.name)
         return Verdict(item_id=self.item.id, metric=metric, component_kind=kind, component_idx=idx, target=target,
-                       value=float(value if value is not None else answer.value) if ok else None,
-                       status=answer.status, evidence=prob if prob is not None else answer.prob,
-                       call_key=answer.call_key, detail=detail or answer.detail)
+                       value=decided, status=answer.status, evidence=prob if prob is not None else answer.prob,
+                       call_key=answer.call_key, detail=detail or answer.detail,
+                       p=confidence.p if ok and confidence else None,
+                       p_kind=confidence.kind if ok and confidence else None,
+                       tier=confidence.tier if ok and confidence else None)
 
     # ---------------------------------------------------------------- decompositions
     async def claims(self) -> list[Component] | Answer:

@@ -10,7 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 class Status(str, Enum):
@@ -22,6 +22,20 @@ class Status(str, Enum):
     TIMEOUT = "timeout"            # the call hung past its deadline, after retries
     NOT_APPLICABLE = "not_applicable"  # the metric needs an input this item lacks, or one the judge cannot read
     EMPTY = "empty"                # nothing to score: no claims, or a text that states nothing ("...", "Yes")
+
+
+# How a verdict's probability p was obtained.
+LOGPROB = "logprob"        # read from the judge's first-token logprobs: P("1") / (P("0") + P("1"))
+CALIBRATED = "calibrated"  # the offline judge's evidence mapped to a probability fitted on development data
+LABEL = "label"            # only the parsed label: p is the value itself, uncalibrated (never unsure)
+
+
+class Confidence(NamedTuple):
+    """How sure a judge is of one match: p = P(the match is 1), how p was obtained, and who decided."""
+
+    p: float
+    kind: str  # LOGPROB | CALIBRATED | LABEL
+    tier: str  # the judge that decided it: "offline", "local", a litellm model
 
 
 # Component kinds: what a decomposition produced.
@@ -86,6 +100,9 @@ class Verdict:
     evidence: float | None = None  # the judge's continuous evidence: P("1"), a cosine, a rating
     call_key: str | None = None
     detail: str = ""
+    p: float | None = None  # P(match is 1) for a binary match; None for ratings and failures
+    p_kind: str | None = None  # LOGPROB | CALIBRATED | LABEL
+    tier: str | None = None  # the judge that decided this verdict (a cascade's tier)
 
 
 @dataclass(frozen=True)
@@ -98,6 +115,7 @@ class Score:
     n_scored: int
     n_total: int
     status: Status
+    n_unsure: int = 0  # OK verdicts left out because their p fell inside the uncertainty band
 
 
 @dataclass(frozen=True)
@@ -160,6 +178,10 @@ class Answer:
     detail: str = ""
     # Batched answers from judges that explain each element: {element key: (prob, detail)}.
     evidence: dict[Any, tuple[float | None, str]] = field(default_factory=dict)
+    # How sure the judge is: of a single answer, and of each element of a batched one. None (or a
+    # missing element) means the judge gave only a label.
+    confidence: Confidence | None = None
+    confidences: dict[Any, Confidence] = field(default_factory=dict)
 
 
 class Judge(Protocol):

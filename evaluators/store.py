@@ -193,6 +193,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN started_by VARCHAR DEFAULT '';
     """,
+    # 6: how sure each verdict is (p = P(match is 1), how p was obtained, the judge tier that
+    # decided it), and how many verdicts of a score fell inside the uncertainty band.
+    """
+    ALTER TABLE verdicts ADD COLUMN p DOUBLE;
+    ALTER TABLE verdicts ADD COLUMN p_kind VARCHAR;
+    ALTER TABLE verdicts ADD COLUMN tier VARCHAR;
+    ALTER TABLE scores ADD COLUMN n_unsure INTEGER DEFAULT 0;
+    """,
 ]
 
 
@@ -479,15 +487,16 @@ def _batch_frames(run_id: str, items: Sequence[Item], components: Sequence[Compo
         ("components", _with_run(run_id, _frame(components, ["item_id", "kind", "idx", "text", "parent", "call_key"]))),
         ("verdicts", _with_run(run_id, _frame(verdicts, [
             "item_id", "metric", "component_kind", "component_idx", "target", "value", "status",
-            "evidence", "call_key", "detail"]))),
-        ("scores", _with_run(run_id, _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status"]))),
+            "evidence", "call_key", "detail", "p", "p_kind", "tier"]))),
+        ("scores", _with_run(run_id, _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status",
+                                                     "n_unsure"]))),
         ("items", _items_frame(run_id, items)),
     ]
     for _, frame in frames:
-        for col in ("parent", "component_idx", "n_scored", "n_total", "idx"):
+        for col in ("parent", "component_idx", "n_scored", "n_total", "n_unsure", "idx"):
             if col in frame:
                 frame[col] = frame[col].astype("Int64")
-        for col in ("value", "evidence"):
+        for col in ("value", "evidence", "p"):
             if col in frame:
                 frame[col] = frame[col].astype("float64")
     return frames
