@@ -53,6 +53,8 @@ PROMPT_TYPES: dict[str, str] = {
     "response_addresses_batch": COVERS,
 }
 
+SD_TIER = "offline"  # SD is decided by the embedded encoder, the offline judge's tier, whatever judge a run uses
+
 TABLE = Path(__file__).with_name("calibration.json")
 BELOW_HALF = math.nextafter(0.5, 0.0)  # the largest p a value-0 verdict may carry: always < 0.5
 

@@ -19,9 +19,10 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import numpy as np
 
+from evaluators import calibration
 from evaluators.embeddings import embed
 from evaluators.masking import mask_secrets
-from evaluators.records import (CLAIM, LABEL, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Answer, Component,
+from evaluators.records import (CALIBRATED, CLAIM, LABEL, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Answer, Component,
                                 Confidence, Item, Judge, Score, Status, Verdict, unit)
 from evaluators.text import has_content, has_words, split_sentences, unreadable
 
@@ -84,12 +85,15 @@ def sd_verdicts(item_id: str, similarity: np.ndarray | Cosines, threshold: float
     """SD match: a sentence repeats when its cosine to another sentence reaches the threshold.
 
     The verdict value is distinctness (1 distinct, 0 repeats), so SD is the mean: 1 - share repeating.
+    Its p = P(distinct) is calibrated from the cosine (evaluators/calibration.py); the embedded
+    encoder decides SD whatever judge the run uses, so its tier is the offline one.
     `similarity` is read SD_BLOCK rows at a time, so a `Cosines` keeps a 1 MB response in bounded memory.
     """
     n = similarity.shape[0]
-    if n == 1:
+    if n == 1:  # nothing to repeat: distinct for certain
         return [Verdict(item_id=item_id, metric="sd", component_kind=SENTENCE, component_idx=0,
-                        target="response", value=1.0, status=Status.OK, detail="only sentence")]
+                        target="response", value=1.0, status=Status.OK, detail="only sentence",
+                        p=1.0, p_kind=CALIBRATED, tier=calibration.SD_TIER)]
     out: list[Verdict] = []
     for start in range(0, n, SD_BLOCK):
         rows = np.array(similarity[start:start + SD_BLOCK], dtype=np.float32)
@@ -97,10 +101,13 @@ def sd_verdicts(item_id: str, similarity: np.ndarray | Cosines, threshold: float
         nearest = rows.argmax(axis=1)
         for k, j in enumerate(nearest):
             i, sim = start + k, unit(rows[k, j])
+            distinct = int(sim < threshold)
             out.append(Verdict(item_id=item_id, metric="sd", component_kind=SENTENCE, component_idx=i,
-                               target=f"sentence:{j}", value=float(sim < threshold), status=Status.OK,
+                               target=f"sentence:{j}", value=float(distinct), status=Status.OK,
                                evidence=sim,
-                               detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} vs threshold {threshold:.2f}"))
+                               detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} vs threshold {threshold:.2f}",
+                               p=calibration.probability(calibration.SD, distinct, sim), p_kind=CALIBRATED,
+                               tier=calibration.SD_TIER))
     return out
 
 

@@ -5,6 +5,10 @@ that prompt: THELMA's from MiniLM sentence embeddings plus deterministic checks 
 other suites' and GRAMMAR's from their own modules. Every answer explains its verdict in its detail
 text, so the drill-down shows why.
 
+Every decision it bases on an evidence score (support, essentiality, coverage) carries a calibrated
+p = P(match is 1) as its Confidence (evaluators/calibration.py); the raw evidence score stays in
+Answer.prob / Answer.evidence, where verdicts keep it as their evidence.
+
 Its rules and MiniLM read English only. A text they cannot read (another script, or clearly
 another language) is answered `not_applicable` with the reason, never judged: a correct Arabic
 answer would otherwise get 0. In a batched prompt only the unreadable elements are.
@@ -15,10 +19,10 @@ import asyncio
 from dataclasses import replace
 from typing import Any, Callable
 
-from evaluators import registry
+from evaluators import calibration, registry
 from evaluators.embeddings import embed
 from evaluators.evidence import needed_texts
-from evaluators.records import Answer, Elements, Status
+from evaluators.records import Answer, Confidence, Elements, Status
 from evaluators.text import unreadable
 
 ENGLISH_ONLY = "the offline judge reads English only"
@@ -35,7 +39,35 @@ class OfflineJudge:
         if answer is None:
             raise KeyError(f"the offline judge has no answer for prompt {prompt!r}")
         # In a worker thread: the encoder releases the GIL, so prompts of concurrent items overlap.
-        return await asyncio.to_thread(_run, answer, prompt, variables)
+        return _calibrated(prompt, await asyncio.to_thread(_run, answer, prompt, variables), self.name)
+
+
+def _calibrated(prompt: str, result: Answer, tier: str) -> Answer:
+    """The answer with a calibrated p for each decision it carries, from its evidence score.
+
+    A prompt the calibration has no match type for, a failed answer, or an element without an
+    evidence score keeps only its label.
+    """
+    match_type = calibration.PROMPT_TYPES.get(prompt)
+    if match_type is None or result.status is not Status.OK:
+        return result
+    if registry.BATCH_ELEMENTS.get(prompt) is None:
+        value = _decided(result.value)
+        if value is None or result.prob is None:
+            return result
+        return replace(result, confidence=calibration.confidence(match_type, value, result.prob, tier))
+    confidences: dict[Any, Confidence] = {}
+    for key, element in result.value.items():
+        value, score = _decided(element), result.evidence.get(key, (None, ""))[0]
+        if value is not None and score is not None:
+            confidences[key] = calibration.confidence(match_type, value, score, tier)
+    return replace(result, confidences=confidences)
+
+
+def _decided(value: Any) -> int | None:
+    """The judge's 0/1 decision in an answer value: 0/1 itself, or a peer prompt's (yes|no, reason) line."""
+    word = value[0] if isinstance(value, tuple) else value
+    return {"yes": 1, "no": 0, 1: 1, 0: 0}.get(word) if isinstance(word, (str, int)) else None
 
 
 def _run(answer: Callable[..., Answer], prompt: str, variables: dict[str, Any]) -> Answer:

@@ -1,0 +1,141 @@
+"""The offline judge's calibrated p: a monotone mapping that agrees with the judge's value, fitted on
+development data, and stored on every THELMA verdict of a real offline run."""
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import calibration as bench
+from evaluators import calibration, registry, runner, store
+from evaluators.calibration import MATCH_TYPES, PROMPT_TYPES, SD
+from evaluators.metrics import sd_verdicts
+from evaluators.offline import OfflineJudge
+from evaluators.records import CALIBRATED, LABEL, Item, Status
+from evaluators.vocabulary import THELMA
+
+GRID = [x / 100 for x in range(-5, 106)]  # the whole score range, and a little beyond it
+
+
+@pytest.mark.parametrize("match_type", MATCH_TYPES)
+@pytest.mark.parametrize("value", [0, 1])
+def test_calibrated_p_is_monotone_in_the_evidence_score(match_type: str, value: int) -> None:
+    ps = [calibration.probability(match_type, value, s) for s in GRID]
+    # SD's score is a cosine: the more similar, the less likely the sentence is distinct.
+    steps = np.diff(ps) if match_type != SD else -np.diff(ps)
+    assert (steps >= 0).all(), ps
+
+
+@pytest.mark.parametrize("match_type", MATCH_TYPES)
+def test_calibrated_p_agrees_with_the_judges_value(match_type: str) -> None:
+    for score in GRID:
+        assert 0.5 <= calibration.probability(match_type, 1, score) <= 1.0
+        assert 0.0 <= calibration.probability(match_type, 0, score) < 0.5
+
+
+def test_fitted_table_loads_and_covers_every_match_type_from_development_data_only() -> None:
+    curves = calibration.read_table()
+    assert set(curves) == set(MATCH_TYPES)
+    for match_type in MATCH_TYPES:
+        assert set(curves[match_type]) == {0, 1}
+        for curve in curves[match_type].values():
+            assert list(curve.scores) == sorted(curve.scores)
+            assert all(0.0 <= p <= 1.0 for p in curve.probs)
+    data = json.loads(calibration.TABLE.read_text(encoding="utf-8"))
+    assert "development data only" in data["fitted_on"]
+    assert not any("test" in source or "held" in source for source in data["matches"])
+
+
+def test_table_missing_a_match_type_is_refused(tmp_path: Path) -> None:
+    data = json.loads(calibration.TABLE.read_text(encoding="utf-8"))
+    del data["curves"][SD]
+    broken = tmp_path / "calibration.json"
+    broken.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(KeyError):
+        calibration.read_table(broken)
+
+
+def test_every_mapped_prompt_has_an_offline_answer() -> None:
+    assert set(PROMPT_TYPES) <= set(registry.OFFLINE_ANSWERS)
+    assert set(PROMPT_TYPES.values()) | {SD} == set(MATCH_TYPES)
+
+
+def test_fit_is_monotone_keeps_ties_together_and_refuses_held_out_data() -> None:
+    points = [(0.1, 0)] * 20 + [(0.5, 0)] * 10 + [(0.5, 1)] * 10 + [(1.0, 1)] * 40 + [(1.0, 0)] * 2
+    fitted = bench.fit_curve(points, increasing=True)
+    scores = [s for s, _ in fitted["knots"]]
+    probs = [p for _, p in fitted["knots"]]
+    assert scores == sorted(scores) and len(set(scores)) == len(scores)  # one knot per score at most
+    assert probs == sorted(probs) and 0.0 < probs[0] and probs[-1] < 1.0  # a few matches never give certainty
+    falling = bench.fit_curve(points, increasing=False)
+    assert [p for _, p in falling["knots"]] == sorted((p for _, p in falling["knots"]), reverse=True)
+    held_out = bench.Judged(bench.Example(SD, "wikieval:answer", bench.HELD_OUT_SPLIT, "sd", {}, 1), 1, 0.2)
+    with pytest.raises(ValueError, match="development data only"):
+        bench.fit([held_out])
+
+
+def test_sd_verdicts_carry_a_calibrated_p_of_distinctness() -> None:
+    similarity = np.array([[1.0, 0.97, 0.1], [0.97, 1.0, 0.2], [0.1, 0.2, 1.0]])
+    verdicts = sd_verdicts("a", similarity, threshold=0.78)
+    assert [v.value for v in verdicts] == [0.0, 0.0, 1.0]
+    assert all(v.p_kind == CALIBRATED and v.tier == "offline" for v in verdicts)
+    assert verdicts[0].p < 0.5 <= verdicts[2].p
+    assert verdicts[0].evidence == pytest.approx(0.97)  # the cosine stays the evidence
+    only = sd_verdicts("b", np.array([[1.0]]))[0]
+    assert (only.value, only.p, only.p_kind) == (1.0, 1.0, CALIBRATED)
+
+
+def test_offline_answer_keeps_the_raw_evidence_score_beside_the_calibrated_p() -> None:
+    judge = OfflineJudge()
+    sources = ["The Eiffel Tower was completed in 1889 for the World's Fair in Paris."]
+    single = asyncio.run(judge.ask("groundedness", sources=sources[0], claim="The Eiffel Tower was completed in 1889."))
+    assert single.value == 1 and single.confidence is not None
+    assert single.confidence == calibration.confidence("support", 1, single.prob, "offline")
+    batch = asyncio.run(judge.ask("groundedness_batch", sources=sources[0],
+                                  claims=["The Eiffel Tower was completed in 1889.", "It is painted bright green."]))
+    assert set(batch.confidences) == {1, 2}
+    for key, conf in batch.confidences.items():
+        score = batch.evidence[key][0]
+        assert conf.kind == CALIBRATED and conf.tier == "offline"
+        assert conf.p == calibration.probability("support", batch.value[key], score)
+        assert (batch.value[key] == 1) == (conf.p >= 0.5)
+    peer = asyncio.run(judge.ask("ragas_faithfulness", sources=sources, claims=["The tower was completed in 1889."]))
+    assert peer.confidences[1].p == calibration.probability("support", int(peer.value[1][0] == "yes"),
+                                                             peer.evidence[1][0])
+
+
+ITEMS = [
+    Item("tower", "When was the Eiffel Tower completed and how tall is it?",
+         ("The Eiffel Tower in Paris was completed in 1889 for the World's Fair. It is 330 metres tall.",
+          "The Louvre is the world's most visited museum."),
+         "The Eiffel Tower was completed in 1889. It is 330 metres tall. It was completed in 1889. "
+         "It is painted bright green."),
+    Item("ferry", "How much does an adult single ticket on the Red route cost?",
+         ("An adult single ticket on the Red or Blue route costs 6.40 euros, and a return costs 11.20 euros.",),
+         "An adult single ticket on the Red route costs 6.40 euros."),
+]
+
+
+@pytest.mark.parametrize("per_component", [False, True])
+def test_offline_run_stores_a_calibrated_p_on_every_thelma_verdict(tmp_path: Path, per_component: bool) -> None:
+    db = tmp_path / "runs.duckdb"
+    metrics = [*THELMA, "ragas_faithfulness", "de_faithfulness"]
+    runner.evaluate(ITEMS, db, "calibrated", metrics=metrics, per_component=per_component)
+    verdicts = store.query(db, "SELECT metric, status, value, evidence, p, p_kind, tier FROM verdicts "
+                               "WHERE run_id = 'calibrated'")
+    ok = verdicts[verdicts.status == Status.OK.value]
+    thelma = ok[ok.metric.isin(THELMA)]
+    assert set(thelma.metric) == set(THELMA)
+    assert (thelma.p_kind == CALIBRATED).all() and (thelma.tier == "offline").all()
+    assert thelma.p.notna().all()
+    assert ((thelma.value == 1) == (thelma.p >= 0.5)).all()  # the design's invariant
+    # The raw evidence score stays beside p (SD's single sentence has no other sentence to compare).
+    assert thelma[thelma.metric != "sd"].evidence.notna().all()
+    # The peers' support prompt is calibrated too; de_faithfulness counts "idk" as 1, so it keeps its label.
+    ragas = ok[ok.metric == "ragas_faithfulness"]
+    assert len(ragas) and (ragas.p_kind == CALIBRATED).all()
+    deepeval = ok[ok.metric == "de_faithfulness"]
+    assert len(deepeval) and (deepeval.p_kind == LABEL).all() and (deepeval.p == deepeval.value).all()
