@@ -319,7 +319,8 @@ def fit_curve(points: Sequence[tuple[float, int]], increasing: bool) -> dict[str
             bins.append([])
         bins[-1] += [(s, y) for y in ties[s]]
     if len(bins) > 1 and len(bins[-1]) < MIN_BIN / 2:  # a short tail joins its neighbour
-        bins[-2] += bins.pop()
+        tail = bins.pop()
+        bins[-1] += tail
     scores = [sum(s for s, _ in b) / len(b) for b in bins]
     rates = [(sum(y for _, y in b) + PRIOR * overall) / (len(b) + PRIOR) for b in bins]
     probs = _pav(rates, [float(len(b)) for b in bins])

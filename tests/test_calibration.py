@@ -70,6 +70,10 @@ def test_fit_is_monotone_keeps_ties_together_and_refuses_held_out_data() -> None
     probs = [p for _, p in fitted["knots"]]
     assert scores == sorted(scores) and len(set(scores)) == len(scores)  # one knot per score at most
     assert probs == sorted(probs) and 0.0 < probs[0] and probs[-1] < 1.0  # a few matches never give certainty
+    # A tie group fills one bin, and the short tail after the next bin joins it: still one knot per bin.
+    tailed = [(k / 100, k % 2) for k in range(14)] + [(0.2, 1)] * 10 + [(0.3 + k / 100, 1) for k in range(21)]
+    knots = bench.fit_curve(tailed, increasing=True)["knots"]
+    assert len(knots) <= 2 and [s for s, _ in knots] == sorted({s for s, _ in knots})
     falling = bench.fit_curve(points, increasing=False)
     assert [p for _, p in falling["knots"]] == sorted((p for _, p in falling["knots"]), reverse=True)
     held_out = bench.Judged(bench.Example(SD, "wikieval:answer", bench.HELD_OUT_SPLIT, "sd", {}, 1), 1, 0.2)
