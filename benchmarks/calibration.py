@@ -79,7 +79,8 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.agreement import (DEV, EXPERTQA, HELD_OUT, OUT, SHARED, WIKIEVAL, answer_bearing,  # noqa: E402
                                   load_expertqa, load_wikieval, paraphrase, sentences, words)
-from data.demo_runs import EMBELLISHMENTS, FILLERS, NOT_FOUND, REPEATS, load_corpus, load_queries  # noqa: E402
+from data.demo_runs import (EMBELLISHMENTS, FILLERS, NOT_FOUND, REPEATS, keyword_retrieve, load_corpus,  # noqa: E402
+                            load_queries)
 from evaluators import calibration, registry  # noqa: E402
 from evaluators.calibration import COVERS, ESSENTIAL, MATCH_TYPES, SD, SOURCE_ESSENTIAL, SUPPORT  # noqa: E402
 from evaluators.embeddings import embed  # noqa: E402
@@ -220,8 +221,6 @@ def ares_examples() -> list[Example]:
 
 def demo_examples() -> list[Example]:
     """Labelled matches from our demo's annotated queries and corpus (data/demo)."""
-    from data.demo_runs import keyword_retrieve
-
     corpus = load_corpus()
     by_id = {c.id: c for c in corpus}
     queries = load_queries()
@@ -384,8 +383,8 @@ def reliability(ps: Sequence[float], labels: Sequence[int]) -> list[str]:
     for k in range(BINS):
         got = [(p, y) for p, y in zip(ps, labels) if min(BINS - 1, int(p * BINS)) == k]
         if got:
-            lines.append(f"| {k / BINS:.1f}-{(k + 1) / BINS:.1f} | {len(got)} | {sum(p for p, _ in got) / len(got):.2f} "
-                         f"| {sum(y for _, y in got) / len(got):.2f} |")
+            lines.append(f"| {k / BINS:.1f}-{(k + 1) / BINS:.1f} | {len(got)} "
+                         f"| {sum(p for p, _ in got) / len(got):.2f} | {sum(y for _, y in got) / len(got):.2f} |")
     return lines
 
 
