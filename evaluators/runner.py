@@ -14,18 +14,21 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from evaluators import cascade
 from evaluators import metrics as metrics_mod
 from evaluators import prompts, registry, store
+from evaluators.confidence import DEFAULT_BANDS, band_for
 from evaluators.judge import (RATE_LIMIT_PATIENCE, CallStats, JudgeFatal, LLMJudge, call_key, count_tokens,
                               price_per_token)
 from evaluators.masking import mask_secrets
-from evaluators.records import Answer, Item, Judge, JudgeCall, Run, Status
+from evaluators.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
 from evaluators.text import split_sentences
 from evaluators.vocabulary import THELMA
 
@@ -35,8 +38,6 @@ WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge wait
 HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEARTBEAT_S overrides it
 BUSY_TRY_S = 1.0    # one attempt at a busy database file; the writer tries again, without a deadline
 FINISHED, FINISHED_WITH_FAILURES, FAILED = "finished", "finished with failures", "failed"
-
-
 
 def check_metrics(names: Iterable[str]) -> list[str]:
     """Validate metric ids, keeping the caller's order."""
@@ -92,6 +93,7 @@ class RunSummary:
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)  # metric -> {status: count}
     failed_steps: dict[str, int] = field(default_factory=dict)  # failed judge steps (verdicts) by status
     failed_items: int = 0  # items with a failed step or score
+    tiers: dict[str, int] = field(default_factory=dict)  # a cascade's verdicts by the tier that decided them
 
     @property
     def status(self) -> str:
@@ -107,6 +109,8 @@ class RunSummary:
             failures = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s != Status.OK.value)
             lines.append(f"  {metric:<22} scored {counts.get(Status.OK.value, 0)} of {total}"
                          + (f"  ({failures})" if failures else ""))
+        if self.tiers:
+            lines.append("verdicts by tier: " + ", ".join(f"{tier} {n}" for tier, n in self.tiers.items()))
         if self.failed_items:
             steps = ", ".join(f"{s} {n}" for s, n in sorted(self.failed_steps.items()))
             lines.append(f"{self.status}: {sum(self.failed_steps.values())} judge steps failed ({steps or 'scores'}) "
@@ -230,9 +234,25 @@ class _Writer:
         self._wake.set()
 
 
-def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float) -> dict[str, Any]:
-    """The options that define a run's results: resuming requires the same ones."""
-    return {"metrics": list(metrics), "per_component": per_component, "sd_threshold": sd_threshold}
+def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float,
+               chain: cascade.CascadeJudge | None = None) -> dict[str, Any]:
+    """The options that define a run's results: resuming requires the same ones.
+
+    A cascade's also record its tiers, the tier that decomposes and the bands that escalate a
+    verdict, so resuming it with another chain, decomposer or band is a RunConflict.
+    """
+    params: dict[str, Any] = {"metrics": list(metrics), "per_component": per_component, "sd_threshold": sd_threshold}
+    if chain is not None:
+        params["cascade"] = {"tiers": chain.labels, "decompose_with": chain.decompose_with,
+                             "bands": {kind: list(band_for(kind, chain.band)) for kind in DEFAULT_BANDS
+                                       if kind != LABEL}}
+    return params
+
+
+def check_chain(judge: str, decompose_with: str | None = None) -> tuple[list[str], str]:
+    """The tiers of a judge chain and the tier that decomposes; ValueError (one line) when either is bad."""
+    tiers = cascade.parse_chain(judge)
+    return tiers, cascade.decomposer(tiers, decompose_with)
 
 
 async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, concurrency: int,
@@ -261,6 +281,20 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, co
     return llm, False
 
 
+async def open_chain(stack: AsyncExitStack, tiers: Sequence[str], decompose_with: str, api_base: str | None,
+                     concurrency: int, timeout: float, caches: dict[str, dict[str, JudgeCall]],
+                     on_call: Callable[[JudgeCall], None],
+                     rate_limit_patience: float = RATE_LIMIT_PATIENCE) -> tuple[Judge, bool]:
+    """The judge for a chain of tiers (a single judge for a chain of one), and whether it must judge
+    one component per call: when any tier must (the local judge reads one 0/1 token), all do."""
+    opened = [await open_judge(stack, tier, api_base, concurrency, timeout, caches.get(tier, {}), on_call,
+                               rate_limit_patience) for tier in tiers]
+    if len(opened) == 1:
+        return opened[0]
+    judge = cascade.CascadeJudge([(tier, j) for tier, (j, _) in zip(tiers, opened)], decompose_with)
+    return judge, any(forced for _, forced in opened)
+
+
 def judge_name(judge: str) -> str:
     """The model string a judge's calls are recorded (and cached) under."""
     if judge == LOCAL:
@@ -287,13 +321,15 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
                          sd_threshold: float = metrics_mod.SD_THRESHOLD,
                          rate_limit_patience: float = RATE_LIMIT_PATIENCE, update: bool = False,
                          retry_failed: bool = False, heartbeat_s: float | None = None,
+                         decompose_with: str | None = None,
                          on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
     """Evaluate `items` into run `run` of `db`; see `evaluate`."""
     metrics = check_metrics(metrics)
+    tiers, decomposer = check_chain(judge, decompose_with)
     chosen = {m: registry.METRICS[m] for m in metrics}
     heartbeat_s = heartbeat_s or float(os.environ.get("RAG_TRIAGE_HEARTBEAT_S", HEARTBEAT_S))
     store.migrate(db)
-    cache = store.load_cache(db, judge_name(judge)) if judge != OFFLINE else {}
+    caches = {tier: store.load_cache(db, judge_name(tier)) for tier in tiers if tier != OFFLINE}
     owner = store.Owner.this_process()
     started = time.monotonic()
     stats = CallStats()
@@ -308,12 +344,14 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
 
     writer = _Writer(db, run, owner, heartbeat_s, report)
     async with AsyncExitStack() as stack:
-        judge_obj, forced = await open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call,
-                                             rate_limit_patience)
-        stats = getattr(judge_obj, "stats", stats)
+        judge_obj, forced = await open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches,
+                                             writer.add_call, rate_limit_patience)
+        stats = getattr(judge_obj, "stats", stats)  # a cascade's sums its tiers' as it is read
         per_component = per_component or forced
         used = sorted({p for metric in chosen.values() for p in metric.prompts})
-        meta = Run(run, judge_obj.name, run_params(metrics, per_component, sd_threshold), prompts.prompt_hashes(used))
+        chain = judge_obj if isinstance(judge_obj, cascade.CascadeJudge) else None
+        meta = Run(run, chain.chain if chain else judge_obj.name,
+                   run_params(metrics, per_component, sd_threshold, chain), prompts.prompt_hashes(used))
         # One transaction decides, before any judge call, whether this process may evaluate the run and what.
         claim = store.claim_run(db, meta, {i.id: i.content_hash() for i in items}, owner, heartbeat_s,
                                 update, retry_failed)
@@ -366,9 +404,9 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
         finally:
             ticker.cancel()
             if not error:
-                summary = summarize(db, run, stats.as_dict())
-            finish = partial(store.finish_run, db, run, summary.status if summary else FAILED, stats.as_dict(),
-                             error, owner, BUSY_TRY_S)
+                summary = summarize(db, run, stats.as_dict(), chain.labels if chain else None)
+            finish = partial(store.finish_run, db, run, summary.status if summary else FAILED,
+                             summary.stats if summary else stats.as_dict(), error, owner, BUSY_TRY_S)
             await _patiently(lambda: finish, writer.waiting)
     return summary
 
@@ -376,8 +414,11 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
 def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE, **options: Any) -> RunSummary:
     """Evaluate items into a named run of a DuckDB file; resumes an unfinished run of that name.
 
+    `judge` is offline, local, a litellm model, or a chain of them ("offline>openai/gpt-4o-mini",
+    see evaluators/cascade.py) whose tiers each decide what they are sure of; `decompose_with`
+    names the chain's tier that decomposes (default: the last).
     Options: api_base, metrics, concurrency, per_component, timeout, sd_threshold, rate_limit_patience
-    (seconds), update, retry_failed, heartbeat_s, on_progress. The run must be what `items` say: if
+    (seconds), update, retry_failed, heartbeat_s, decompose_with, on_progress. The run must be what `items` say: if
     the run recorded other content, store.InputChanged names the changed, added and removed ids,
     unless `update` re-evaluates exactly those (and deletes the removed ones). `retry_failed` asks
     the failed steps again. store.RunBusy: another live process is evaluating the run (nothing was
@@ -390,22 +431,43 @@ def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLI
     return asyncio.run(evaluate_async(items, db, run, judge, **options))
 
 
-def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None) -> RunSummary:
-    """Counts of scores by metric and status for a stored run, and its failed judge steps."""
+def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None,
+              tiers: Sequence[str] | None = None) -> RunSummary:
+    """Counts of scores by metric and status for a stored run, and its failed judge steps.
+
+    For a cascade (its `tiers`), the decided verdicts by tier too, also kept in the stats stored on the run.
+    """
     counts: dict[str, dict[str, int]] = {}
     for row in store.score_status_counts(db, run).itertuples(index=False):
         counts.setdefault(row.metric, {})[row.status] = int(row.n)
     order = {m: k for k, m in enumerate(registry.METRICS)}
     ordered = dict(sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))
     steps, failed_items = store.failed_steps(db, run)
-    return RunSummary(run, store.count_items(db, run), stats or {}, ordered, steps, failed_items)
+    stats = dict(stats or {})
+    by_tier: dict[str, int] = {}
+    if tiers:
+        found = verdicts_by_tier(db, run)
+        by_tier = {tier: found.pop(tier, 0) for tier in tiers} | found  # chain order; any other tier after
+        stats["verdicts_by_tier"] = by_tier
+    return RunSummary(run, store.count_items(db, run), stats, ordered, steps, failed_items, by_tier)
+
+
+def verdicts_by_tier(db: str | Path, run: str) -> dict[str, int]:
+    """A run's decided (ok) verdicts counted by the tier that decided them."""
+    frame = store.query(db, """SELECT tier, count(*) AS n FROM verdicts
+                               WHERE run_id = ? AND status = 'ok' AND tier IS NOT NULL GROUP BY tier""", [run])
+    return {row.tier: int(row.n) for row in frame.itertuples(index=False)}
 
 
 # ---------------------------------------------------------------- dry run
 
 @dataclass
 class Plan:
-    """What a run would cost before anything is called."""
+    """What a run would cost before anything is called.
+
+    For a cascade: the totals over its tiers that call a model, each tier's own plan, how many
+    matches each tier decides and passes on, and the plan of its last (strongest) tier alone.
+    """
 
     items: int
     calls: int = 0
@@ -414,14 +476,42 @@ class Plan:
     completion_tokens: int = 0
     by_prompt: dict[str, int] = field(default_factory=dict)
     cost: float | None = None
+    tiers: dict[str, Plan] = field(default_factory=dict)
+    decided: dict[str, int] = field(default_factory=dict)
+    escalated: dict[str, int] = field(default_factory=dict)
+    alone: Plan | None = None
 
     def text(self, judge: str) -> str:
+        lines = [f"dry run with judge {judge}: {self.items} items to evaluate", *self._lines("  ")]
+        if self.tiers or self.decided:
+            for tier, plan in self.tiers.items() if len(self.tiers) > 1 else ():  # one paid tier: the totals
+                lines += [f"  tier {tier}:", *plan._lines("    ")]
+            lines.append("  matches by tier: " + ", ".join(
+                f"{tier} decides {self.decided.get(tier, 0)}"
+                + (f", escalates {self.escalated[tier]}" if self.escalated.get(tier) else "")
+                for tier in judge.split(cascade.SEPARATOR)))
+        if self.alone is not None:
+            last = judge.split(cascade.SEPARATOR)[-1]
+            lines += [f"  {last} alone:", *self.alone._lines("    ")]
+            if self.alone.calls:
+                saved = self.alone.calls - self.tiers[last].calls
+                lines.append(f"  the cascade sends {last} {self.tiers[last].calls} calls instead of "
+                             f"{self.alone.calls} ({saved / self.alone.calls:.0%} fewer)")
+        return "\n".join(lines)
+
+    def _lines(self, indent: str) -> list[str]:
         cost = "unknown (no price known for this model)" if self.cost is None else f"${self.cost:.4f}"
         per = ", ".join(f"{k} {v}" for k, v in sorted(self.by_prompt.items()))
-        return (f"dry run with judge {judge}: {self.items} items to evaluate\n"
-                f"  judge calls {self.calls} ({self.cached} more answered from the cache): {per or 'none'}\n"
-                f"  tokens ~{self.prompt_tokens:,} in + ~{self.completion_tokens:,} out\n"
-                f"  estimated cost {cost}")
+        return [f"{indent}judge calls {self.calls} ({self.cached} more answered from the cache): {per or 'none'}",
+                f"{indent}tokens ~{self.prompt_tokens:,} in + ~{self.completion_tokens:,} out",
+                f"{indent}estimated cost {cost}"]
+
+    def priced(self, model: str) -> Plan:
+        """This plan with its cost, where litellm knows the model's price."""
+        price = price_per_token(model)
+        if price is not None:
+            self.cost = self.prompt_tokens * price[0] + self.completion_tokens * price[1]
+        return self
 
 
 class _PlanJudge(LLMJudge):
@@ -478,29 +568,60 @@ def _guess(prompt: str, v: dict[str, Any]) -> Any:
 
 def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
          metrics: Sequence[str] = THELMA, per_component: bool = False,
-         sd_threshold: float = metrics_mod.SD_THRESHOLD) -> Plan:
-    """Count the judge calls, tokens and cost a run would need, calling nothing."""
+         sd_threshold: float = metrics_mod.SD_THRESHOLD, decompose_with: str | None = None) -> Plan:
+    """Count the judge calls, tokens and cost a run would need, calling nothing.
+
+    For a cascade the offline tier, being free, judges for real, so the plan counts exactly what it
+    would escalate; a tier that calls a model answers a plausible shape without a confidence, so a
+    non-last one is counted as escalating everything it is asked (an upper bound). The plan also
+    counts the last tier alone, to show what the cascade saves.
+    """
     metrics = check_metrics(metrics)
-    done = store.done_item_ids(db, run) if Path(db).exists() else set()
+    tiers, decomposer = check_chain(judge, decompose_with)
+    exists = Path(db).exists()
+    done = store.done_item_ids(db, run) if exists else set()
     todo = [i for i in items if i.id not in done]
-    result = Plan(items=len(todo))
-    if judge == OFFLINE:
-        return result
-    model = judge_name(judge)
-    local = judge == LOCAL
-    cache = store.load_cache(db, model) if Path(db).exists() else {}
-    planner = _PlanJudge(model, cache, local, result)
     chosen = {m: registry.METRICS[m] for m in metrics if m != "sd"}  # SD calls no judge
+    per_component = per_component or LOCAL in tiers
 
-    async def walk() -> None:
-        for item in todo:
-            await metrics_mod.evaluate_item(item, chosen, planner, per_component or local, sd_threshold)
+    def planner(tier: str, into: Plan) -> _PlanJudge:
+        model = judge_name(tier)
+        return _PlanJudge(model, store.load_cache(db, model) if exists else {}, tier == LOCAL, into)
 
-    asyncio.run(walk())
-    price = price_per_token(model)
-    if price is not None:
-        result.cost = result.prompt_tokens * price[0] + result.completion_tokens * price[1]
-    return result
+    def walk(asked: Judge) -> None:
+        async def every() -> None:
+            for item in todo:
+                await metrics_mod.evaluate_item(item, chosen, asked, per_component, sd_threshold)
+        asyncio.run(every())
+
+    if tiers == [OFFLINE]:
+        return Plan(items=len(todo))
+    if len(tiers) == 1:
+        result = Plan(items=len(todo))
+        walk(planner(tiers[0], result))
+        return result.priced(judge_name(tiers[0]))
+
+    from evaluators.offline import OfflineJudge
+
+    plans = {tier: Plan(items=len(todo)) for tier in tiers if tier != OFFLINE}
+    chain = cascade.CascadeJudge([(t, OfflineJudge() if t == OFFLINE else planner(t, plans[t])) for t in tiers],
+                                 decomposer)
+    walk(chain)
+    alone = None
+    if tiers[-1] != OFFLINE:
+        alone = Plan(items=len(todo))
+        walk(planner(tiers[-1], alone))
+        alone.priced(judge_name(tiers[-1]))
+    for tier, part in plans.items():
+        part.priced(judge_name(tier))
+    costs = [p.cost for p in plans.values() if p.calls]
+    return Plan(items=len(todo), calls=sum(p.calls for p in plans.values()),
+                cached=sum(p.cached for p in plans.values()),
+                prompt_tokens=sum(p.prompt_tokens for p in plans.values()),
+                completion_tokens=sum(p.completion_tokens for p in plans.values()),
+                by_prompt=dict(sum((Counter(p.by_prompt) for p in plans.values()), Counter())),
+                cost=None if None in costs else sum(costs, 0.0), tiers=plans, decided=dict(chain.decided),
+                escalated=dict(chain.escalated), alone=alone)
 
 
 def print_progress(progress: Progress) -> None:
