@@ -39,6 +39,7 @@ HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEART
 BUSY_TRY_S = 1.0    # one attempt at a busy database file; the writer tries again, without a deadline
 FINISHED, FINISHED_WITH_FAILURES, FAILED = "finished", "finished with failures", "failed"
 
+
 def check_metrics(names: Iterable[str]) -> list[str]:
     """Validate metric ids, keeping the caller's order."""
     names = [n.strip().lower() for n in names if n.strip()]
@@ -488,7 +489,8 @@ class Plan:
                 lines += [f"  tier {tier}:", *plan._lines("    ")]
             lines.append("  matches by tier: " + ", ".join(
                 f"{tier} decides {self.decided.get(tier, 0)}"
-                + (f", escalates {self.escalated[tier]}" if self.escalated.get(tier) else "")
+                + (f", escalates {self.escalated[tier]} ({self.escalated[tier] / self._reached(tier):.0%})"
+                   if self.escalated.get(tier) else "")
                 for tier in judge.split(cascade.SEPARATOR)))
         if self.alone is not None:
             last = judge.split(cascade.SEPARATOR)[-1]
@@ -498,6 +500,9 @@ class Plan:
                 lines.append(f"  the cascade sends {last} {self.tiers[last].calls} calls instead of "
                              f"{self.alone.calls} ({saved / self.alone.calls:.0%} fewer)")
         return "\n".join(lines)
+
+    def _reached(self, tier: str) -> int:
+        return self.decided.get(tier, 0) + self.escalated.get(tier, 0)
 
     def _lines(self, indent: str) -> list[str]:
         cost = "unknown (no price known for this model)" if self.cost is None else f"${self.cost:.4f}"

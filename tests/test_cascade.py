@@ -293,7 +293,7 @@ def test_a_cascade_run_sends_only_unsure_elements_and_records_each_verdict_s_tie
 
     # The dry run ran the offline tier for real: its estimate is what the run then sent.
     assert int(planned.split("judge calls ")[1].split()[0]) == len(openai_server.requests)
-    assert f"offline decides {by_tier['offline']}, escalates {sum(n for _, n in sent)}" in planned
+    assert f"offline decides {by_tier['offline']}, escalates {sum(n for _, n in sent)} (" in planned
     assert f"{LLM} alone:" in planned and "fewer)" in planned
 
     openai_server.reset()  # a finished cascade run asks nothing again
