@@ -16,7 +16,7 @@ import csv
 import sys
 from typing import NoReturn, Sequence
 
-from evaluators import diagnosis, options, registry, runner, store
+from evaluators import diagnosis, dryrun, options, registry, runner, store
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
@@ -118,7 +118,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     if args.dry_run:
-        plan = runner.plan(items, args.db, args.run, args.judge, metrics, args.per_component, args.sd_threshold,
+        plan = dryrun.plan(items, args.db, args.run, args.judge, metrics, args.per_component, args.sd_threshold,
                            args.decompose_with)
         print(plan.text(args.judge))
         return 0

@@ -26,8 +26,7 @@ from evaluators.cascade import CascadeJudge, parse_chain
 from evaluators.confidence import is_unsure
 from evaluators.judge import LLMJudge
 from evaluators.offline import OfflineJudge
-from evaluators.records import (CALIBRATED, CLAIM, LABEL, LOGPROB, Answer, Confidence, Elements, Item, Status,
-                                unit)
+from evaluators.records import CALIBRATED, CLAIM, LABEL, LOGPROB, Answer, Confidence, Elements, Status, unit
 from openai_server import MODEL, OpenAIServer, Reply, elements, identify
 from test_access import EVALUATE, ROW, app, click, run, upload
 from test_runner import ROOT, TRIPLET, items, scores, write_jsonl
