@@ -16,7 +16,7 @@ import csv
 import sys
 from typing import NoReturn, Sequence
 
-from evaluators import diagnosis, options, registry, runner, store
+from evaluators import diagnosis, dryrun, options, registry, runner, store
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
@@ -44,9 +44,15 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("input", type=options.input_file, help="JSONL, CSV or Parquet file")
     ev.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
     ev.add_argument("--run", required=True, help="run name; an unfinished run of this name is resumed")
-    ev.add_argument("--judge", default=runner.OFFLINE,
-                    help="offline (default, embedded), local (optional Qwen 1.5B), or any litellm model string")
-    ev.add_argument("--api-base", default=None, help="base URL for an OpenAI-compatible endpoint")
+    ev.add_argument("--judge", default=runner.OFFLINE, type=options.judge,
+                    help="offline (default, embedded), local (optional Qwen 1.5B), any litellm model string, or "
+                         "a cascade of them, weakest first, e.g. offline>openai/gpt-4o-mini: each tier decides "
+                         "the verdicts it is sure of and passes the rest on; the last decides what reaches it")
+    ev.add_argument("--decompose-with", default=None, metavar="TIER",
+                    help="the tier of a --judge cascade that splits texts into claims and sub-questions "
+                         "(default: the last)")
+    ev.add_argument("--api-base", default=None, help="base URL for an OpenAI-compatible endpoint (every litellm "
+                                                     "tier of a cascade)")
     ev.add_argument("--metrics", default=",".join(THELMA),
                     help=f"comma-separated metric ids (default {','.join(THELMA)}); "
                          f"also: {','.join(registry.SUITE_METRICS)}")
@@ -66,7 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--retry-failed", action="store_true",
                     help="ask the judge steps that failed (error, timeout, unparsed) again; answered calls "
                          "come from the cache")
-    ev.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost; call nothing")
+    ev.add_argument("--dry-run", action="store_true",
+                    help="print the calls, tokens and cost; call nothing (a cascade: what its offline tier "
+                         "escalates, and the cost against its last tier alone)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ex = sub.add_parser("export", help="one CSV row per item with every metric of a run")
@@ -102,6 +110,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     try:
         metrics = runner.check_metrics(args.metrics.split(","))
+        runner.check_chain(args.judge, args.decompose_with)
         items = load_items(args.input)
     except InputError as exc:
         print(exc, file=sys.stderr)  # one line per problem, capped for huge files
@@ -109,7 +118,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     if args.dry_run:
-        plan = runner.plan(items, args.db, args.run, args.judge, metrics, args.per_component, args.sd_threshold)
+        plan = dryrun.plan(items, args.db, args.run, args.judge, metrics, args.per_component, args.sd_threshold,
+                           args.decompose_with)
         print(plan.text(args.judge))
         return 0
     from evaluators.judge import JudgeFatal
@@ -119,7 +129,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
             concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
             sd_threshold=args.sd_threshold, rate_limit_patience=args.rate_limit_patience * 60,
-            update=args.update, retry_failed=args.retry_failed,
+            update=args.update, retry_failed=args.retry_failed, decompose_with=args.decompose_with,
             on_progress=None if args.quiet else runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)

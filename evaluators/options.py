@@ -10,7 +10,7 @@ import math
 import os
 from pathlib import Path
 
-from evaluators import diagnosis, store
+from evaluators import cascade, diagnosis, store
 
 
 def count(text: str) -> int:
@@ -54,6 +54,14 @@ def thresholds(text: str) -> dict[str, float]:
     """Per-metric Table 2 thresholds such as 'sqc=0.75,gr=0.9', each within [0, 1]."""
     try:
         return diagnosis.parse_thresholds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def judge(text: str) -> str:
+    """--judge: one judge or a chain of them, weakest first ('offline>openai/gpt-4o-mini'), spaces trimmed."""
+    try:
+        return cascade.SEPARATOR.join(cascade.parse_chain(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -20,13 +20,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from evaluators import cascade
 from evaluators import metrics as metrics_mod
 from evaluators import prompts, registry, store
-from evaluators.judge import (RATE_LIMIT_PATIENCE, CallStats, JudgeFatal, LLMJudge, call_key, count_tokens,
-                              price_per_token)
+from evaluators.confidence import DEFAULT_BANDS, band_for
+from evaluators.judge import RATE_LIMIT_PATIENCE, CallStats, JudgeFatal, LLMJudge
 from evaluators.masking import mask_secrets
-from evaluators.records import Answer, Item, Judge, JudgeCall, Run, Status
-from evaluators.text import split_sentences
+from evaluators.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
 from evaluators.vocabulary import THELMA
 
 OFFLINE = "offline"
@@ -35,7 +35,6 @@ WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge wait
 HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEARTBEAT_S overrides it
 BUSY_TRY_S = 1.0    # one attempt at a busy database file; the writer tries again, without a deadline
 FINISHED, FINISHED_WITH_FAILURES, FAILED = "finished", "finished with failures", "failed"
-
 
 
 def check_metrics(names: Iterable[str]) -> list[str]:
@@ -92,6 +91,7 @@ class RunSummary:
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)  # metric -> {status: count}
     failed_steps: dict[str, int] = field(default_factory=dict)  # failed judge steps (verdicts) by status
     failed_items: int = 0  # items with a failed step or score
+    tiers: dict[str, int] = field(default_factory=dict)  # a cascade's verdicts by the tier that decided them
 
     @property
     def status(self) -> str:
@@ -107,6 +107,8 @@ class RunSummary:
             failures = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s != Status.OK.value)
             lines.append(f"  {metric:<22} scored {counts.get(Status.OK.value, 0)} of {total}"
                          + (f"  ({failures})" if failures else ""))
+        if self.tiers:
+            lines.append("verdicts by tier: " + ", ".join(f"{tier} {n}" for tier, n in self.tiers.items()))
         if self.failed_items:
             steps = ", ".join(f"{s} {n}" for s, n in sorted(self.failed_steps.items()))
             lines.append(f"{self.status}: {sum(self.failed_steps.values())} judge steps failed ({steps or 'scores'}) "
@@ -230,9 +232,25 @@ class _Writer:
         self._wake.set()
 
 
-def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float) -> dict[str, Any]:
-    """The options that define a run's results: resuming requires the same ones."""
-    return {"metrics": list(metrics), "per_component": per_component, "sd_threshold": sd_threshold}
+def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float,
+               chain: cascade.CascadeJudge | None = None) -> dict[str, Any]:
+    """The options that define a run's results: resuming requires the same ones.
+
+    A cascade's also record its tiers, the tier that decomposes and the bands that escalate a
+    verdict, so resuming it with another chain, decomposer or band is a RunConflict.
+    """
+    params: dict[str, Any] = {"metrics": list(metrics), "per_component": per_component, "sd_threshold": sd_threshold}
+    if chain is not None:
+        params["cascade"] = {"tiers": chain.labels, "decompose_with": chain.decompose_with,
+                             "bands": {kind: list(band_for(kind, chain.band)) for kind in DEFAULT_BANDS
+                                       if kind != LABEL}}
+    return params
+
+
+def check_chain(judge: str, decompose_with: str | None = None) -> tuple[list[str], str]:
+    """The tiers of a judge chain and the tier that decomposes; ValueError (one line) when either is bad."""
+    tiers = cascade.parse_chain(judge)
+    return tiers, cascade.decomposer(tiers, decompose_with)
 
 
 async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, concurrency: int,
@@ -261,6 +279,20 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, co
     return llm, False
 
 
+async def open_chain(stack: AsyncExitStack, tiers: Sequence[str], decompose_with: str, api_base: str | None,
+                     concurrency: int, timeout: float, caches: dict[str, dict[str, JudgeCall]],
+                     on_call: Callable[[JudgeCall], None],
+                     rate_limit_patience: float = RATE_LIMIT_PATIENCE) -> tuple[Judge, bool]:
+    """The judge for a chain of tiers (a single judge for a chain of one), and whether it must judge
+    one component per call: when any tier must (the local judge reads one 0/1 token), all do."""
+    opened = [await open_judge(stack, tier, api_base, concurrency, timeout, caches.get(tier, {}), on_call,
+                               rate_limit_patience) for tier in tiers]
+    if len(opened) == 1:
+        return opened[0]
+    judge = cascade.CascadeJudge([(tier, j) for tier, (j, _) in zip(tiers, opened)], decompose_with)
+    return judge, any(forced for _, forced in opened)
+
+
 def judge_name(judge: str) -> str:
     """The model string a judge's calls are recorded (and cached) under."""
     if judge == LOCAL:
@@ -287,13 +319,15 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
                          sd_threshold: float = metrics_mod.SD_THRESHOLD,
                          rate_limit_patience: float = RATE_LIMIT_PATIENCE, update: bool = False,
                          retry_failed: bool = False, heartbeat_s: float | None = None,
+                         decompose_with: str | None = None,
                          on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
     """Evaluate `items` into run `run` of `db`; see `evaluate`."""
     metrics = check_metrics(metrics)
+    tiers, decomposer = check_chain(judge, decompose_with)
     chosen = {m: registry.METRICS[m] for m in metrics}
     heartbeat_s = heartbeat_s or float(os.environ.get("RAG_TRIAGE_HEARTBEAT_S", HEARTBEAT_S))
     store.migrate(db)
-    cache = store.load_cache(db, judge_name(judge)) if judge != OFFLINE else {}
+    caches = {tier: store.load_cache(db, judge_name(tier)) for tier in tiers if tier != OFFLINE}
     owner = store.Owner.this_process()
     started = time.monotonic()
     stats = CallStats()
@@ -308,12 +342,14 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
 
     writer = _Writer(db, run, owner, heartbeat_s, report)
     async with AsyncExitStack() as stack:
-        judge_obj, forced = await open_judge(stack, judge, api_base, concurrency, timeout, cache, writer.add_call,
-                                             rate_limit_patience)
-        stats = getattr(judge_obj, "stats", stats)
+        judge_obj, forced = await open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches,
+                                             writer.add_call, rate_limit_patience)
+        stats = getattr(judge_obj, "stats", stats)  # a cascade's sums its tiers' as it is read
         per_component = per_component or forced
         used = sorted({p for metric in chosen.values() for p in metric.prompts})
-        meta = Run(run, judge_obj.name, run_params(metrics, per_component, sd_threshold), prompts.prompt_hashes(used))
+        chain = judge_obj if isinstance(judge_obj, cascade.CascadeJudge) else None
+        meta = Run(run, chain.chain if chain else judge_obj.name,
+                   run_params(metrics, per_component, sd_threshold, chain), prompts.prompt_hashes(used))
         # One transaction decides, before any judge call, whether this process may evaluate the run and what.
         claim = store.claim_run(db, meta, {i.id: i.content_hash() for i in items}, owner, heartbeat_s,
                                 update, retry_failed)
@@ -366,9 +402,9 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
         finally:
             ticker.cancel()
             if not error:
-                summary = summarize(db, run, stats.as_dict())
-            finish = partial(store.finish_run, db, run, summary.status if summary else FAILED, stats.as_dict(),
-                             error, owner, BUSY_TRY_S)
+                summary = summarize(db, run, stats.as_dict(), chain.labels if chain else None)
+            finish = partial(store.finish_run, db, run, summary.status if summary else FAILED,
+                             summary.stats if summary else stats.as_dict(), error, owner, BUSY_TRY_S)
             await _patiently(lambda: finish, writer.waiting)
     return summary
 
@@ -376,8 +412,11 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
 def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE, **options: Any) -> RunSummary:
     """Evaluate items into a named run of a DuckDB file; resumes an unfinished run of that name.
 
+    `judge` is offline, local, a litellm model, or a chain of them ("offline>openai/gpt-4o-mini",
+    see evaluators/cascade.py) whose tiers each decide what they are sure of; `decompose_with`
+    names the chain's tier that decomposes (default: the last).
     Options: api_base, metrics, concurrency, per_component, timeout, sd_threshold, rate_limit_patience
-    (seconds), update, retry_failed, heartbeat_s, on_progress. The run must be what `items` say: if
+    (seconds), update, retry_failed, heartbeat_s, decompose_with, on_progress. The run must be what `items` say: if
     the run recorded other content, store.InputChanged names the changed, added and removed ids,
     unless `update` re-evaluates exactly those (and deletes the removed ones). `retry_failed` asks
     the failed steps again. store.RunBusy: another live process is evaluating the run (nothing was
@@ -390,117 +429,32 @@ def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLI
     return asyncio.run(evaluate_async(items, db, run, judge, **options))
 
 
-def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None) -> RunSummary:
-    """Counts of scores by metric and status for a stored run, and its failed judge steps."""
+def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None,
+              tiers: Sequence[str] | None = None) -> RunSummary:
+    """Counts of scores by metric and status for a stored run, and its failed judge steps.
+
+    For a cascade (its `tiers`), the decided verdicts by tier too, also kept in the stats stored on the run.
+    """
     counts: dict[str, dict[str, int]] = {}
     for row in store.score_status_counts(db, run).itertuples(index=False):
         counts.setdefault(row.metric, {})[row.status] = int(row.n)
     order = {m: k for k, m in enumerate(registry.METRICS)}
     ordered = dict(sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))
     steps, failed_items = store.failed_steps(db, run)
-    return RunSummary(run, store.count_items(db, run), stats or {}, ordered, steps, failed_items)
+    stats = dict(stats or {})
+    by_tier: dict[str, int] = {}
+    if tiers:
+        found = verdicts_by_tier(db, run)
+        by_tier = {tier: found.pop(tier, 0) for tier in tiers} | found  # chain order; any other tier after
+        stats["verdicts_by_tier"] = by_tier
+    return RunSummary(run, store.count_items(db, run), stats, ordered, steps, failed_items, by_tier)
 
 
-# ---------------------------------------------------------------- dry run
-
-@dataclass
-class Plan:
-    """What a run would cost before anything is called."""
-
-    items: int
-    calls: int = 0
-    cached: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    by_prompt: dict[str, int] = field(default_factory=dict)
-    cost: float | None = None
-
-    def text(self, judge: str) -> str:
-        cost = "unknown (no price known for this model)" if self.cost is None else f"${self.cost:.4f}"
-        per = ", ".join(f"{k} {v}" for k, v in sorted(self.by_prompt.items()))
-        return (f"dry run with judge {judge}: {self.items} items to evaluate\n"
-                f"  judge calls {self.calls} ({self.cached} more answered from the cache): {per or 'none'}\n"
-                f"  tokens ~{self.prompt_tokens:,} in + ~{self.completion_tokens:,} out\n"
-                f"  estimated cost {cost}")
-
-
-class _PlanJudge(LLMJudge):
-    """Renders every request a run would send and counts it, answering with a plausible shape.
-
-    Decompositions are guessed by sentence splitting unless the real one is cached, so counts
-    are exact in batched mode and estimates per component.
-    """
-
-    def __init__(self, model: str, cache: dict[str, JudgeCall], logprob_binary: bool, plan: Plan) -> None:
-        super().__init__(model, cache=cache, logprob_binary=logprob_binary)
-        self.plan = plan
-        self.seen: set[str] = set()
-
-    async def ask(self, prompt: str, **v: Any) -> Answer:
-        spec, messages, params = self.request(prompt, **v)
-        key = call_key(self.model, messages, params)
-        if key in self.cache:
-            self.plan.cached += 1
-            return await super().ask(prompt, **v)
-        value = _guess(prompt, v)
-        if key in self.seen:  # an identical request is sent once and shared
-            return Answer(value, Status.OK)
-        self.seen.add(key)
-        self.plan.calls += 1
-        self.plan.by_prompt[prompt] = self.plan.by_prompt.get(prompt, 0) + 1
-        self.plan.prompt_tokens += count_tokens(self.model, "\n".join(m["content"] for m in messages))
-        out_chars = sum(len(x) for x in value) if prompt in ("claims", "subquestions") else 8 * _size(value)
-        self.plan.completion_tokens += 1 if params.get("logprobs") else max(3, out_chars // 4)
-        return Answer(value, Status.OK)
-
-
-def _size(value: Any) -> int:
-    return len(value) if isinstance(value, (dict, list)) else 1
-
-
-def _guess(prompt: str, v: dict[str, Any]) -> Any:
-    if prompt in registry.SUITE_PROMPTS:
-        return registry.OFFLINE_ANSWERS[prompt](**v).value  # the parsed shape each suite metric reads
-    if prompt == "claims":
-        return split_sentences(v["input"])
-    if prompt == "subquestions":
-        return [q.strip() + "?" for q in v["input"].split("?") if q.strip()] or [v["input"]]
-    if prompt == "claims_batch":
-        return {i: split_sentences(t) for i, t in enumerate(v["texts"], 1)}
-    if prompt == "source_answers_batch":
-        return {(l, t): 1 for l in range(1, len(v["questions"]) + 1)
-                for t in [*range(1, len(v["sources"]) + 1), "all"]}
-    lists = [x for x in v.values() if isinstance(x, list)]
-    if lists:
-        return {i: 1 for i in range(1, len(lists[0]) + 1)}
-    return 1
-
-
-def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
-         metrics: Sequence[str] = THELMA, per_component: bool = False,
-         sd_threshold: float = metrics_mod.SD_THRESHOLD) -> Plan:
-    """Count the judge calls, tokens and cost a run would need, calling nothing."""
-    metrics = check_metrics(metrics)
-    done = store.done_item_ids(db, run) if Path(db).exists() else set()
-    todo = [i for i in items if i.id not in done]
-    result = Plan(items=len(todo))
-    if judge == OFFLINE:
-        return result
-    model = judge_name(judge)
-    local = judge == LOCAL
-    cache = store.load_cache(db, model) if Path(db).exists() else {}
-    planner = _PlanJudge(model, cache, local, result)
-    chosen = {m: registry.METRICS[m] for m in metrics if m != "sd"}  # SD calls no judge
-
-    async def walk() -> None:
-        for item in todo:
-            await metrics_mod.evaluate_item(item, chosen, planner, per_component or local, sd_threshold)
-
-    asyncio.run(walk())
-    price = price_per_token(model)
-    if price is not None:
-        result.cost = result.prompt_tokens * price[0] + result.completion_tokens * price[1]
-    return result
+def verdicts_by_tier(db: str | Path, run: str) -> dict[str, int]:
+    """A run's decided (ok) verdicts counted by the tier that decided them."""
+    frame = store.query(db, """SELECT tier, count(*) AS n FROM verdicts
+                               WHERE run_id = ? AND status = 'ok' AND tier IS NOT NULL GROUP BY tier""", [run])
+    return {row.tier: int(row.n) for row in frame.itertuples(index=False)}
 
 
 def print_progress(progress: Progress) -> None:

@@ -1,7 +1,9 @@
-"""Evaluate: upload JSONL, CSV or Parquet items, pick a judge an admin listed and metrics, and run them
-into a new run of the database. Admins can also delete a run here."""
+"""Evaluate: upload JSONL, CSV or Parquet items, pick a judge an admin listed (or a cascade that escalates
+the offline or local judge's unsure verdicts to another judge) and metrics, and run them into a new run
+of the database. Admins can also delete a run here."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from datetime import datetime
@@ -32,6 +34,19 @@ judge = st.selectbox("Judge", list(judges), key="judge",
                      help="The embedded offline judge, the local LLM when installed, and the judges an admin "
                           "lists in .streamlit/secrets.toml (each at its own API base, with a key kept on the "
                           "server).")
+# A cascade starts from a judge that says how sure it is (offline, local); a listed judge gives only a
+# label, which is never unsure, so nothing would escalate from it.
+NO_CASCADE = "(none: this judge decides every verdict)"
+later = [label for label in judges if label not in (judge, access.OFFLINE_LABEL)] \
+    if isinstance(judges[judge], str) else []
+escalate = st.selectbox("Escalate unsure verdicts to", [NO_CASCADE, *later], key="escalate", disabled=not later,
+                        help="A cascade: the judge above decides the verdicts it is sure of, this one the rest "
+                             "(and splits the texts into claims and sub-questions). Each verdict records its tier.")
+picked = judges[judge]
+if escalate in later:
+    then = judges[escalate]
+    picked = (f"{picked}>{then}" if isinstance(then, str) else  # a listed judge keeps its API base and key
+              dataclasses.replace(then, label=f"{judge} > {then.label}", model=f"{picked}>{then.model}"))
 from evaluators import registry  # no judge is imported until a run starts
 
 known = registry.METRICS
@@ -61,7 +76,7 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
                                                   f"{getattr(p, 'cache_hits', 0)} cache hits")
 
     try:
-        access.start_evaluation(ui.user(), str(path), items, name, judges[judge], metrics, os.environ,
+        access.start_evaluation(ui.user(), str(path), items, name, picked, metrics, os.environ,
                                 on_progress=on_progress)
     except access.RunExists:  # the engine's words name no widget: say which one to change
         st.error(f"The database already has a run named {ui.md(repr(name))}. Change **Run name** to start a new run: "
