@@ -367,6 +367,7 @@ def test_the_evaluate_page_runs_a_cascade_to_a_listed_judge(db: Path, openai_ser
     at = upload(run(app(EVALUATE, "evaluator", secrets={"judges": judges})), [ROW], "cascaded")
     assert at.selectbox(key="escalate").options[1:] == [*at.selectbox(key="judge").options[1:]]
     at.selectbox(key="escalate").set_value("Team judge")
+    at.multiselect(key="eval_metrics").set_value(["sp1", "gr"])  # GR's claims come from the last tier
     click(at, "Evaluate", timeout=120)
     assert any("finished" in s.value for s in at.success), [e.value for e in at.error]
     assert stored(db, "SELECT judge FROM runs WHERE run_id = 'cascaded'") == [(CHAIN,)]
