@@ -27,6 +27,10 @@ from evaluators.store import NOT_FAILED, column, count_column
 from evaluators.vocabulary import order_metrics
 
 _DEFAULT_THRESHOLD = 0.5
+# How scores_sql() recomputes a metric at another band: the mean of its verdicts, or SQC's coverage
+# (folded per sub-question); any other aggregate keeps its stored score.
+MEAN_METRICS = tuple(m for m, spec in registry.METRICS.items() if spec.aggregate is aggregate_mean)
+COVERAGE_METRICS = tuple(m for m, spec in registry.METRICS.items() if spec.aggregate is aggregate_coverage)
 _SQL_OPERATORS = {operator.lt: "<", operator.ge: ">="}
 
 
@@ -60,8 +64,7 @@ def scores_sql(band: Band | None = None) -> str:
     """
     if band is None:
         return "scores"
-    mean = [m for m, spec in registry.METRICS.items() if spec.aggregate is aggregate_mean]
-    cover = [m for m, spec in registry.METRICS.items() if spec.aggregate is aggregate_coverage]
+    mean, cover = list(MEAN_METRICS), list(COVERAGE_METRICS)
     failure = "first(state ORDER BY n DESC, state) FILTER (WHERE state NOT IN ('ok', 'unsure'))"
     return f"""(WITH v AS (
             SELECT item_id, metric, component_idx, value,
@@ -141,32 +144,35 @@ def _json_pointer(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
 
 
-def metric_overview(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Per metric: items in the run, items scored, and the mean score."""
-    return store.query(path, """
+def metric_overview(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+    """Per metric at the band: items in the run, items scored, items unsure, and the mean score."""
+    return store.query(path, f"""
         SELECT metric, (SELECT count(*) FROM items WHERE run_id = $run) AS n_items,
                count(value) FILTER (WHERE NOT isnan(value)) AS n_scored,
+               count(*) FILTER (WHERE status = 'unsure') AS n_unsure,
                avg(value) FILTER (WHERE NOT isnan(value)) AS mean
-        FROM scores WHERE run_id = $run GROUP BY metric""", {"run": run_id})
+        FROM {scores_sql(band)} WHERE run_id = $run GROUP BY metric""", {"run": run_id})
 
 
-def score_distribution(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Scored values per metric with their counts (exact values, grouped): histograms, the share below
-    any threshold and the bootstrap all come from this one small table."""
-    return store.query(path, """
-        SELECT metric, value, count(*) AS n FROM scores
+def score_distribution(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+    """Scored values per metric at the band with their counts (exact values, grouped): histograms, the
+    share below any threshold and the bootstrap all come from this one small table."""
+    return store.query(path, f"""
+        SELECT metric, value, count(*) AS n FROM {scores_sql(band)}
         WHERE run_id = $run AND value IS NOT NULL AND NOT isnan(value)
         GROUP BY ALL ORDER BY metric, value""", {"run": run_id})
 
 
-def failure_counts(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Failures per metric and status, from scores (items) and from verdicts: metric, grain, status, n."""
+def failure_counts(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+    """Failures per metric and status, from scores (items) and from verdicts: metric, grain, status, n.
+    Unsure scores and verdicts at the band count here too, as status 'unsure'."""
     return store.query(path, f"""
-        SELECT metric, 'items' AS grain, status, count(*) AS n FROM scores
+        SELECT metric, 'items' AS grain, status, count(*) AS n FROM {scores_sql(band)}
         WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY ALL
         UNION ALL
-        SELECT metric, 'verdicts' AS grain, status, count(*) AS n FROM verdicts
-        WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY ALL
+        SELECT metric, 'verdicts' AS grain, CASE WHEN {unsure_sql(band)} THEN 'unsure' ELSE status END AS status,
+               count(*) AS n FROM verdicts
+        WHERE run_id = $run AND (status NOT IN {NOT_FAILED} OR {unsure_sql(band)}) GROUP BY ALL
         ORDER BY metric, grain, status""", {"run": run_id})
 
 
@@ -200,19 +206,23 @@ def search_ids(path: str | Path, run_id: str, search: str = "",
     return store.query(path, f"SELECT item_id FROM items WHERE {' AND '.join(where)}", params)
 
 
-def item_detail(path: str | Path, run_id: str, item_id: str) -> dict[str, pd.DataFrame]:
-    """Everything stored for one item: item, scores, components and verdicts (the judge calls behind
-    them are read by judge_calls(), for the verdicts a page shows)."""
+def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None = None) -> dict[str, pd.DataFrame]:
+    """Everything stored for one item: item, scores and verdicts at the band, and components (the judge
+    calls behind them are read by judge_calls(), for the verdicts a page shows). A verdict unsure at
+    the band reads status 'unsure', with its value, p, p_kind and the tier that decided it kept."""
     ids = {"run": run_id, "item": item_id}
     with store.reading(path):
         item = store.query(path, "SELECT * FROM items WHERE run_id = $run AND item_id = $item", ids)
-        scores = store.query(path, """SELECT metric, value, n_scored, n_total, status FROM scores
-                                      WHERE run_id = $run AND item_id = $item""", ids)
+        scores = store.query(path, f"""SELECT item_id, metric, value, n_scored, n_total, status,
+                                              coalesce(n_unsure, 0) AS n_unsure
+                                       FROM {scores_sql(band)} WHERE run_id = $run AND item_id = $item""", ids)
         comps = store.query(path, """SELECT kind, idx, text, coalesce(parent, -1) AS parent, call_key
                                      FROM components WHERE run_id = $run AND item_id = $item
                                      ORDER BY kind, idx""", ids)
-        verdicts = store.query(path, """
-            SELECT metric, component_kind, component_idx, target, value, status, evidence, call_key, detail
+        verdicts = store.query(path, f"""
+            SELECT metric, component_kind, component_idx, target, value,
+                   CASE WHEN {unsure_sql(band)} THEN 'unsure' ELSE status END AS status,
+                   evidence, call_key, detail, p, p_kind, tier
             FROM verdicts WHERE run_id = $run AND item_id = $item
             ORDER BY metric, component_kind, component_idx, target""", ids)
     return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts}
@@ -238,19 +248,22 @@ def item_neighbours(path: str | Path, run_id: str, item_id: str) -> tuple[str | 
     return (None if pd.isna(prev) else prev, None if pd.isna(nxt) else nxt)
 
 
-def claim_verdicts(path: str | Path, run_id: str, item_id: str) -> pd.DataFrame:
-    """The response claims of one item with their RP and GR verdicts (value, status) side by side."""
-    return store.query(path, """
+def claim_verdicts(path: str | Path, run_id: str, item_id: str, band: Band | None = None) -> pd.DataFrame:
+    """The response claims of one item with their RP and GR verdicts (value, status; 'unsure' at the
+    band) side by side."""
+    return store.query(path, f"""
+        WITH v AS (SELECT item_id, metric, component_kind, component_idx, value,
+                          CASE WHEN {unsure_sql(band)} THEN 'unsure' ELSE status END AS status
+                   FROM verdicts WHERE run_id = $run AND item_id = $item)
         SELECT c.idx, c.text,
                any_value(v.value) FILTER (WHERE v.metric = 'rp') AS rp,
                any_value(v.status) FILTER (WHERE v.metric = 'rp') AS rp_status,
                any_value(v.value) FILTER (WHERE v.metric = 'gr') AS gr,
                any_value(v.status) FILTER (WHERE v.metric = 'gr') AS gr_status
-        FROM components c LEFT JOIN verdicts v
-          ON v.run_id = c.run_id AND v.item_id = c.item_id AND v.component_kind = 'claim'
-         AND v.component_idx = c.idx
-        WHERE c.run_id = ? AND c.item_id = ? AND c.kind = 'claim'
-        GROUP BY c.idx, c.text ORDER BY c.idx""", [run_id, item_id])
+        FROM components c LEFT JOIN v
+          ON v.item_id = c.item_id AND v.component_kind = 'claim' AND v.component_idx = c.idx
+        WHERE c.run_id = $run AND c.item_id = $item AND c.kind = 'claim'
+        GROUP BY c.idx, c.text ORDER BY c.idx""", {"run": run_id, "item": item_id})
 
 
 def triage_notes(path: str | Path, run_id: str | None = None, item_id: str | None = None) -> pd.DataFrame:
@@ -357,6 +370,13 @@ def rule_counts(table: pd.DataFrame, thresholds: Mapping[str, float],
         flags.append(f'{_level_sql(y, "low", thresholds)} AS "y_low:{x}|{y}"')
     return store.frame_query(f"""{_rules_cte(thresholds)}
         SELECT {', '.join(flags)}, count(*) AS n FROM base GROUP BY ALL ORDER BY n DESC""", {"wide": table})
+
+
+def first_items(table: pd.DataFrame, thresholds: Mapping[str, float]) -> dict[str, str | None]:
+    """Per Table-2 rule, the first item id (in id order) that fires it, or None: where its evidence shows."""
+    firsts = ", ".join(f'min(item_id) FILTER (WHERE "{r}") AS "{r}"' for r in CONDITIONS)
+    row = store.frame_query(f"{_rules_cte(thresholds)} SELECT {firsts} FROM base", {"wide": table}).iloc[0]
+    return {r: (None if pd.isna(row[r]) else str(row[r])) for r in CONDITIONS}
 
 
 def sample_points(table: pd.DataFrame, metrics: Sequence[str], limit: int = 2000) -> pd.DataFrame:
