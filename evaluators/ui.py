@@ -770,9 +770,9 @@ def subquestion_table(comps: Sequence[Record], judged: Judged, n_sources: int) -
         row["whole set"] = verdict_cell(pick(sqc, target="sources"))
         # as metrics.aggregate_coverage folds it: a confident 1 covers; all confident 0s do not
         statuses = [v["status"] for v in sqc]
-        row["SQC covered"] = ("–" if not sqc else "✓ yes" if any(v["status"] == OK and v["value"] >= 0.5 for v in sqc)
-                              else "✗ no" if all(s == OK for s in statuses) else "? unsure" if UNSURE in statuses
-                              else f"⚠ {next(s for s in statuses if s != OK)}")
+        covered = any(v["status"] == OK and v["value"] >= 0.5 for v in sqc)
+        row["SQC covered"] = ("–" if not sqc else "✓ yes" if covered else "✗ no" if all(s == OK for s in statuses)
+                              else "? unsure" if UNSURE in statuses else f"⚠ {next(s for s in statuses if s != OK)}")
         row["RQC"] = verdict_cell(rqc)
         rows.append(row)
     return pd.DataFrame(rows)

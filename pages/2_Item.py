@@ -56,9 +56,10 @@ else:
         with st.expander(f"Evidence for {ui.rule_label(f.rule.id)}", expanded=f.rule.id in opened):
             for c in f.conditions:
                 rows, n_deciding, n_unsure = ui.rule_evidence(c.metric, c.level, verdicts, texts)
+                left_out = f", {n_unsure} unsure left out" if n_unsure else ""
                 st.markdown(f"**{c.metric.upper()} {c.level}** · {c.score.value:.2f} · "
                             f"{ui.score_counts(c.score.n_scored, c.score.n_total, c.score.n_unsure)} · "
-                            f"{n_deciding} verdict(s) made it {c.level}" + (f", {n_unsure} unsure left out" if n_unsure else ""))
+                            f"{n_deciding} verdict(s) made it {c.level}{left_out}")
                 st.dataframe(rows, hide_index=True, key=f"evidence_{f.rule.id}_{c.metric}", width="stretch")
 
 
