@@ -547,6 +547,61 @@ def rules_table(scores: Mapping[str, Score], th: Mapping[str, float]) -> tuple[l
                                columns=["rule", "pattern", "meaning", "fix", "scores"])
 
 
+def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """Items per quadrant of (x, y) from queries.rule_counts(): x_low, y_low and n; unscored items left out."""
+    cols = [f"x_low:{x}|{y}", f"y_low:{x}|{y}"]
+    scored = combos.dropna(subset=cols)
+    counts = scored.groupby(cols, as_index=False)["n"].sum()
+    return counts.set_axis(["x_low", "y_low", "n"], axis=1).astype({"x_low": bool, "y_low": bool})
+
+
+def rule_label(rule_id: str) -> str:
+    """'T2.2 · SQC low, RQC low'."""
+    return f"{rule_id} · {RULES[rule_id].pattern}"
+
+
+def highlight(text: str, marks: Sequence[tuple[str, str, str]]) -> tuple[str, list[int]]:
+    """HTML of `text` with each (fragment, colour, title) mark found in it highlighted.
+
+    Every piece of evaluated text is html-escaped, so a `<script>` shows as text. Returns the HTML and
+    the indexes of marks whose fragment is not in the text (claims a judge paraphrased), to list apart.
+    """
+    spans: list[tuple[int, int, int]] = []
+    missing: list[int] = []
+    for i, (fragment, _, _) in enumerate(marks):
+        start, found = 0, False
+        while fragment and (pos := text.find(fragment, start)) >= 0:
+            end = pos + len(fragment)
+            if all(end <= s or pos >= e for s, e, _ in spans):
+                spans.append((pos, end, i))
+                found = True
+                break
+            start = pos + 1
+        if not found:
+            missing.append(i)
+    out, cursor = [], 0
+    for start, end, i in sorted(spans):
+        _, colour, title = marks[i]
+        out.append(html.escape(text[cursor:start]))
+        out.append(f'<span style="background:{colour};border-radius:3px;padding:0 2px" '
+                   f'title="{html.escape(title)}">{html.escape(text[start:end])}</span>')
+        cursor = end
+    out.append(html.escape(text[cursor:]))
+    return "".join(out), missing
+
+
+def text_block(body_html: str) -> None:
+    """Show escaped, highlighted text in a wrapped block (st.html sanitises it a second time); a long
+    word wraps anywhere rather than widen the page."""
+    st.html(f'<div style="white-space:pre-wrap;overflow-wrap:anywhere;line-height:1.6;'
+            f'border-left:3px solid #ddd;padding-left:8px">{body_html}</div>')
+
+
+def plain(text: str) -> None:
+    """Evaluated text, escaped, as a text block."""
+    text_block(html.escape(text))
+
+
 def verdict_colour(value: Any, status: str) -> str:
     """Green for 1, red for 0, pale amber for unsure (never green or red), grey for a failure."""
     if status == UNSURE:
@@ -617,61 +672,6 @@ def verdict_table(verdicts: Sequence[Record], texts: Mapping[tuple[str, int], st
                           "target": v["target"], "verdict": fmt_verdict(v["value"], v["status"]),
                           "value": v["value"], "p": v["p"], "p kind": v["p_kind"], "tier": v["tier"],
                           "detail": v["detail"]} for v in verdicts], columns=EVIDENCE_COLUMNS)
-
-
-def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """Items per quadrant of (x, y) from queries.rule_counts(): x_low, y_low and n; unscored items left out."""
-    cols = [f"x_low:{x}|{y}", f"y_low:{x}|{y}"]
-    scored = combos.dropna(subset=cols)
-    counts = scored.groupby(cols, as_index=False)["n"].sum()
-    return counts.set_axis(["x_low", "y_low", "n"], axis=1).astype({"x_low": bool, "y_low": bool})
-
-
-def rule_label(rule_id: str) -> str:
-    """'T2.2 · SQC low, RQC low'."""
-    return f"{rule_id} · {RULES[rule_id].pattern}"
-
-
-def highlight(text: str, marks: Sequence[tuple[str, str, str]]) -> tuple[str, list[int]]:
-    """HTML of `text` with each (fragment, colour, title) mark found in it highlighted.
-
-    Every piece of evaluated text is html-escaped, so a `<script>` shows as text. Returns the HTML and
-    the indexes of marks whose fragment is not in the text (claims a judge paraphrased), to list apart.
-    """
-    spans: list[tuple[int, int, int]] = []
-    missing: list[int] = []
-    for i, (fragment, _, _) in enumerate(marks):
-        start, found = 0, False
-        while fragment and (pos := text.find(fragment, start)) >= 0:
-            end = pos + len(fragment)
-            if all(end <= s or pos >= e for s, e, _ in spans):
-                spans.append((pos, end, i))
-                found = True
-                break
-            start = pos + 1
-        if not found:
-            missing.append(i)
-    out, cursor = [], 0
-    for start, end, i in sorted(spans):
-        _, colour, title = marks[i]
-        out.append(html.escape(text[cursor:start]))
-        out.append(f'<span style="background:{colour};border-radius:3px;padding:0 2px" '
-                   f'title="{html.escape(title)}">{html.escape(text[start:end])}</span>')
-        cursor = end
-    out.append(html.escape(text[cursor:]))
-    return "".join(out), missing
-
-
-def text_block(body_html: str) -> None:
-    """Show escaped, highlighted text in a wrapped block (st.html sanitises it a second time); a long
-    word wraps anywhere rather than widen the page."""
-    st.html(f'<div style="white-space:pre-wrap;overflow-wrap:anywhere;line-height:1.6;'
-            f'border-left:3px solid #ddd;padding-left:8px">{body_html}</div>')
-
-
-def plain(text: str) -> None:
-    """Evaluated text, escaped, as a text block."""
-    text_block(html.escape(text))
 
 
 def whole(low: int, high: int) -> Callable[[str], int]:
