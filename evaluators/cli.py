@@ -16,7 +16,7 @@ import csv
 import sys
 from typing import NoReturn, Sequence
 
-from evaluators import diagnosis, dryrun, options, registry, runner, store
+from evaluators import confidence, diagnosis, dryrun, options, queries, registry, runner, store
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
@@ -33,6 +33,19 @@ class _Parser(argparse.ArgumentParser):
             name = name.removeprefix("argument ")
             message = f"{name} {problem}" if problem.startswith("must ") else f"{name}: {problem}"
         self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
+
+
+def _band(text: str) -> confidence.Band:
+    """--band LO,HI: the uncertainty band to read the run's verdicts with."""
+    try:
+        return confidence.parse_band(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("band ")) from None
+
+
+_BAND_HELP = ("read the verdicts with this uncertainty band: a verdict with LO < p < HI is unsure and left "
+              "out of its score (default: each judge kind's band, "
+              + ", ".join(f"{k} {confidence.format_band(b)}" for k, b in confidence.DEFAULT_BANDS.items()) + ")")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--db", required=True, type=options.database)
     ex.add_argument("--run", required=True)
     ex.add_argument("--out", required=True, type=options.output_file)
+    ex.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
 
     dg = sub.add_parser("diagnose", help="one CSV row per item and fired Table-2 rule")
     dg.add_argument("--db", required=True, type=options.database)
@@ -89,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     dg.add_argument("--thresholds", type=options.thresholds, default="",
                     help="per-metric thresholds, e.g. sqc=0.75,gr=0.9 (defaults: "
                          + ",".join(f"{k}={v}" for k, v in diagnosis.DEFAULT_THRESHOLDS.items()) + ")")
+    dg.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
 
     rs = sub.add_parser("runs", help="list the runs in a database")
     rs.add_argument("--db", required=True, type=options.database)
@@ -173,7 +188,7 @@ def _cell(value: object) -> object:
 def _export(args: argparse.Namespace) -> int:
     _check_run(args.db, args.run)
     metrics = [*THELMA, *(m for m in _run_metrics(args.db, args.run) if m not in THELMA)]
-    wide = store.run_scores_wide(args.db, args.run, metrics)
+    wide = store.run_scores_wide(args.db, args.run, metrics, queries.scores_sql(args.band))
     header = ["item_id", *metrics, "n_failed"]
     _write_csv(args.out, header, [[_cell(v) for v in row] for row in wide[header].itertuples(index=False)])
     print(f"wrote {len(wide)} items to {args.out}")
@@ -182,10 +197,10 @@ def _export(args: argparse.Namespace) -> int:
 
 def _diagnose(args: argparse.Namespace) -> int:
     _check_run(args.db, args.run)
-    wide = store.run_scores_wide(args.db, args.run, list(THELMA))
+    wide = store.run_scores_wide(args.db, args.run, list(THELMA), queries.scores_sql(args.band))
     rows: list[list[object]] = []
     for record in wide.to_dict("records"):
-        scores = {m: (None if record[m] != record[m] else record[m]) for m in THELMA}
+        scores = {m: queries.wide_score(record, m) for m in THELMA}  # with counts: the quiet diagnosis
         rows += [[record["item_id"], rule.id, rule.components] for rule in diagnosis.diagnose(scores, args.thresholds)]
     _write_csv(args.out, ["item_id", "rule", "components"], rows)
     print(f"wrote {len(rows)} fired rules for {len(wide)} items to {args.out}")

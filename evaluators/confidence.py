@@ -23,8 +23,12 @@ DEFAULT_BANDS: dict[str, Band] = {
 
 
 def band_for(kind: str | None, band: Band | None = None) -> Band:
-    """The band that applies to a verdict whose p was obtained this way; `band` overrides the default."""
-    if kind is None or kind == LABEL:
+    """The band that applies to a verdict whose p was obtained this way; `band` overrides the default.
+
+    A label, no kind, or a kind this version does not know (a file from elsewhere) is never unsure:
+    nothing says what its p means.
+    """
+    if kind not in DEFAULT_BANDS or kind == LABEL:
         return DEFAULT_BANDS[LABEL]
     return band if band is not None else DEFAULT_BANDS[kind]
 
@@ -37,6 +41,11 @@ def is_unsure(p: float | None, kind: str | None, band: Band | None = None) -> bo
     return lo < p < hi
 
 
+def format_band(band: Band) -> str:
+    """A band as 'LO,HI', the form parse_band() reads (the dashboard's URL, the CLI's --band)."""
+    return f"{band[0]:g},{band[1]:g}"
+
+
 def parse_band(text: str) -> Band:
     """Parse 'LO,HI' (e.g. '0.3,0.7') into a band, with 0 <= LO <= 0.5 <= HI <= 1."""
     parts = [p.strip() for p in text.split(",")]
@@ -46,6 +55,6 @@ def parse_band(text: str) -> Band:
         lo, hi = float(parts[0]), float(parts[1])
     except ValueError:
         raise ValueError(f"band must be two numbers LO,HI, got {text!r}") from None
-    if not 0.0 <= lo <= 0.5 <= hi <= 1.0:
+    if not 0.0 <= lo <= 0.5 <= hi <= 1.0:  # also refuses nan
         raise ValueError(f"band must satisfy 0 <= LO <= 0.5 <= HI <= 1, got {text!r}")
     return lo, hi

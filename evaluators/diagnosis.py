@@ -1,14 +1,17 @@
 """THELMA Table 2: which component to fix, as pure rules over one item's scores.
 
 A metric is "low" when its score is below the metric's threshold and "high" when it is at or
-above it; a metric that was not scored is neither, so a rule that needs it does not fire.
-Rules are computed on read, never stored, so changing a threshold never calls a judge.
+above it; a metric that was not scored, or not decided from enough confident verdicts (`decided`),
+is neither, so a rule that needs it does not fire: the diagnosis stays quiet where the judge is unsure.
+Rules are computed on read, never stored, so changing a threshold or the band never calls a judge.
 """
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple, Union
+
+from evaluators.records import Score, Status
 
 # Defaults, chosen so that one miss in a typical item counts as low:
 # - sqc/rqc 0.75: a two-part query with one part uncovered (0.5) is low.
@@ -59,27 +62,86 @@ READINGS: dict[str, tuple[str, ...]] = {"sp": ("sp1", "sp2")}
 # How a score compares with its metric's threshold for each level: low is below, high at or above.
 LEVELS: dict[str, Callable[[float, float], bool]] = {"low": operator.lt, "high": operator.ge}
 
+# When a score is decided enough for a rule to read its level: it rests on at least MIN_SCORED
+# confident verdicts, and at most MAX_UNSURE_SHARE of the verdicts the judge answered were unsure.
+# - MIN_SCORED 1: a score with no confident verdict has no value at all; one is enough for items
+#   with one source or one sub-question, which are common.
+# - MAX_UNSURE_SHARE 0.5: past half, the unsure verdicts outnumber the ones the level rests on, and
+#   resolving them either way could move the score across any threshold; up to half, a level still
+#   reads what most of the judged components say. (A tuning knob: tune it on development data only.)
+# queries.py writes the same test in SQL from these constants.
+MIN_SCORED = 1
+MAX_UNSURE_SHARE = 0.5
+
+# A metric's score as diagnose() reads it: a Score (with its counts), or a bare value, which is taken
+# as decided (it comes without counts: hand-written scores, a table of values).
+Reading = Union[Score, float, None]
+
 
 def _scored(value: float | None) -> bool:
     return value is not None and value == value  # None or NaN from a DataFrame: not scored
 
 
-def level(metric: str, scores: Mapping[str, float | None], thresholds: Mapping[str, float]) -> str | None:
-    """'low', 'high', or None when the metric (or every metric of a reading) was not scored."""
+def _value(score: Reading) -> float | None:
+    if isinstance(score, Score):
+        return score.value if score.status is Status.OK else None
+    return score
+
+
+def decided(score: Reading) -> bool:
+    """Whether a scored metric rests on enough confident verdicts for a rule to read its level."""
+    if not isinstance(score, Score):
+        return True
+    answered = score.n_scored + score.n_unsure
+    return score.n_scored >= MIN_SCORED and score.n_unsure <= MAX_UNSURE_SHARE * answered
+
+
+def reading_metric(metric: str, scores: Mapping[str, Reading]) -> str:
+    """The metric a condition reads: itself, or the first of a reading's metrics that was scored."""
     reads = READINGS.get(metric, (metric,))
-    metric = next((m for m in reads if _scored(scores.get(m))), reads[-1])
-    value = scores.get(metric)
-    if not _scored(value):
+    return next((m for m in reads if _scored(_value(scores.get(m)))), reads[-1])
+
+
+def level(metric: str, scores: Mapping[str, Reading], thresholds: Mapping[str, float]) -> str | None:
+    """'low', 'high', or None when the metric (or every metric of a reading) was not scored or not decided."""
+    metric = reading_metric(metric, scores)
+    value = _value(scores.get(metric))
+    if not _scored(value) or not decided(scores.get(metric)):
         return None
     threshold = thresholds.get(metric, DEFAULT_THRESHOLDS[metric])
     return next(name for name, holds in LEVELS.items() if holds(value, threshold))
 
 
-def diagnose(scores: Mapping[str, float | None], thresholds: Mapping[str, float] | None = None) -> list[Rule]:
-    """The Table-2 rules that fire for one item's scores, in table order."""
+def diagnose(scores: Mapping[str, Reading], thresholds: Mapping[str, float] | None = None) -> list[Rule]:
+    """The Table-2 rules that fire for one item's scores ({metric: Score or value}), in table order."""
     thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     return [RULES[rid] for rid, conds in CONDITIONS.items()
             if all(level(m, scores, thresholds) == want for m, want in conds)]
+
+
+class Condition(NamedTuple):
+    """One condition of a fired rule, as it held: the metric read, its level, and the score behind it."""
+
+    metric: str
+    level: str
+    score: Reading
+
+
+class Fired(NamedTuple):
+    """A rule that fires, with the scores (value, n scored of N, k unsure) that made each condition hold."""
+
+    rule: Rule
+    conditions: tuple[Condition, ...]
+
+
+def fired(scores: Mapping[str, Reading], thresholds: Mapping[str, float] | None = None) -> list[Fired]:
+    """diagnose() with its evidence: for each rule that fires, the score behind each condition.
+
+    Benchmarks call it on metrics.rescore(...) at any band, so they count what the dashboard shows.
+    """
+    return [Fired(rule, tuple(Condition(reading_metric(m, scores), want, scores.get(reading_metric(m, scores)))
+                              for m, want in CONDITIONS[rule.id]))
+            for rule in diagnose(scores, thresholds)]
 
 
 def parse_thresholds(text: str) -> dict[str, float]:

@@ -1,7 +1,8 @@
 """THELMA metrics: Decompose and Match steps that call a judge, and pure Aggregate functions.
 
 Each metric is a `Metric(match, aggregate)`. `match(work)` returns the item's verdicts for that
-metric; `aggregate(verdicts)` turns them into a Score without calling anything. Decompositions are
+metric; `aggregate(metric, ..., verdicts, band)` turns them into a Score without calling anything,
+leaving out the verdicts whose p falls inside the uncertainty band (unsure). Decompositions are
 shared through the per-item `ItemWork`: RP and GR read one set of response claims, SQC and RQC one
 set of sub-questions, each computed once. In batched mode one call judges many components; with
 `per_component=True` every component gets its own call, as in the paper.
@@ -20,6 +21,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import numpy as np
 
 from evaluators import calibration
+from evaluators.confidence import Band, is_unsure
 from evaluators.embeddings import embed
 from evaluators.masking import mask_secrets
 from evaluators.records import (CALIBRATED, CLAIM, LABEL, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Answer, Component,
@@ -32,26 +34,50 @@ SD_BLOCK = 512      # rows of the cosine matrix held at once: 512 x n float32, n
 
 
 # ---------------------------------------------------------------- pure aggregation
+#
+# Abstention is decided on read: `with_band` marks an OK binary verdict whose p lies inside the
+# uncertainty band as UNSURE (value None), and every aggregate then leaves it out like a failure and
+# counts it in Score.n_unsure. `aggregate()` is the one entry point, for the runner (default bands)
+# and for reads at any band; the aggregate functions themselves read the marks, never a band.
+
+def is_unsure_verdict(verdict: Verdict, band: Band | None = None) -> bool:
+    """An OK 0/1 verdict whose p lies strictly inside the band for its p kind (see confidence.is_unsure)."""
+    return (verdict.status is Status.OK and verdict.value in (0.0, 1.0)
+            and is_unsure(verdict.p, verdict.p_kind, band))
+
+
+def with_band(verdicts: Sequence[Verdict], band: Band | None = None) -> list[Verdict]:
+    """The verdicts with each unsure one marked UNSURE (value None; p, kind and tier kept)."""
+    return [replace(v, value=None, status=Status.UNSURE) if is_unsure_verdict(v, band) else v for v in verdicts]
+
 
 def failure_status(verdicts: Sequence[Verdict]) -> Status:
-    """The most common failure among verdicts that carry no value."""
+    """Why verdicts carry no value: UNSURE when the judge answered some but was unsure (moving the band
+    may score them), else the most common failure (ties by name, so SQL can agree); EMPTY when none."""
     counts = Counter(v.status for v in verdicts if v.status is not Status.OK)
-    return counts.most_common(1)[0][0] if counts else Status.EMPTY
+    if Status.UNSURE in counts:
+        return Status.UNSURE
+    return min(counts, key=lambda s: (-counts[s], s.value)) if counts else Status.EMPTY
 
 
 def aggregate_mean(item_id: str, metric: str, verdicts: Sequence[Verdict]) -> Score:
-    """Mean of the OK verdicts; None with the failure status when none is OK, EMPTY when none exist."""
+    """Mean of the OK verdicts; None with the failure status when none is OK, EMPTY when none exist.
+
+    Verdicts marked UNSURE (with_band) are left out and counted in n_unsure.
+    """
     ok = [v.value for v in verdicts if v.status is Status.OK and v.value is not None]
+    n_unsure = sum(v.status is Status.UNSURE for v in verdicts)
     if not ok:
-        return Score(item_id, metric, None, 0, len(verdicts), failure_status(verdicts))
-    return Score(item_id, metric, float(sum(ok)) / len(ok), len(ok), len(verdicts), Status.OK)
+        return Score(item_id, metric, None, 0, len(verdicts), failure_status(verdicts), n_unsure)
+    return Score(item_id, metric, float(sum(ok)) / len(ok), len(ok), len(verdicts), Status.OK, n_unsure)
 
 
 def aggregate_coverage(item_id: str, metric: str, verdicts: Sequence[Verdict]) -> Score:
     """SQC: a sub-question is covered when any single source or the whole set answers it.
 
-    A sub-question with no OK 1 and at least one failed verdict is not scored: the failed
-    verdict might have been the 1.
+    A confident 1 covers. A sub-question with no confident 1 is not scored when any of its verdicts
+    is unsure (it reads unsure) or failed: that verdict might have been the 1. n_scored, n_total and
+    n_unsure count sub-questions.
     """
     per_question: dict[int, list[Verdict]] = {}
     for v in verdicts:
@@ -59,15 +85,31 @@ def aggregate_coverage(item_id: str, metric: str, verdicts: Sequence[Verdict]) -
     folded: list[Verdict] = []
     for idx, group in sorted(per_question.items()):
         if any(v.status is Status.OK and v.value == 1 for v in group):
-            folded.append(Verdict(item_id=item_id, metric=metric, component_kind=SUBQUESTION, component_idx=idx,
-                                  target="any", value=1.0, status=Status.OK))
+            value, status = 1.0, Status.OK
         elif all(v.status is Status.OK for v in group):
-            folded.append(Verdict(item_id=item_id, metric=metric, component_kind=SUBQUESTION, component_idx=idx,
-                                  target="any", value=0.0, status=Status.OK))
+            value, status = 0.0, Status.OK
         else:
-            folded.append(Verdict(item_id=item_id, metric=metric, component_kind=SUBQUESTION, component_idx=idx,
-                                  target="any", value=None, status=failure_status(group)))
+            value, status = None, failure_status(group)
+        folded.append(Verdict(item_id=item_id, metric=metric, component_kind=SUBQUESTION, component_idx=idx,
+                              target="any", value=value, status=status))
     return aggregate_mean(item_id, metric, folded)
+
+
+def aggregate(metric: Metric, item_id: str, metric_id: str, verdicts: Sequence[Verdict],
+              band: Band | None = None) -> Score:
+    """One item's score for a metric from its verdicts, with the unsure ones left out at `band`
+    (None: each p kind's default band, what the runner stores)."""
+    return metric.aggregate(item_id, metric_id, with_band(verdicts, band))
+
+
+def rescore(item_id: str, verdicts: Sequence[Verdict], metrics: Mapping[str, Metric],
+            band: Band | None = None) -> dict[str, Score]:
+    """Every given metric's score for one item at `band`, from its stored or fresh verdicts, without a judge."""
+    by_metric: dict[str, list[Verdict]] = {m: [] for m in metrics}
+    for v in verdicts:
+        if v.metric in by_metric:
+            by_metric[v.metric].append(v)
+    return {m: aggregate(metrics[m], item_id, m, vs, band) for m, vs in by_metric.items()}
 
 
 class Cosines:
@@ -432,6 +474,7 @@ class Metric:
     """A metric: its match step, its pure aggregate, and what it needs from an item."""
 
     match: Callable[[ItemWork], Awaitable[list[Verdict]]]
+    # Reads verdicts already marked by with_band(): an UNSURE one is left out and counted apart.
     aggregate: Callable[[str, str, Sequence[Verdict]], Score] = aggregate_mean
     needs_reference: bool = False
     description: str = ""
@@ -497,7 +540,7 @@ async def evaluate_item(item: Item, metrics: Mapping[str, Metric], judge: Judge,
     async def run(m: str) -> tuple[list[Verdict], Score]:
         try:
             verdicts = await metrics[m].match(work) if m in matched else blank[m]
-            return verdicts, metrics[m].aggregate(item.id, m, verdicts)
+            return verdicts, aggregate(metrics[m], item.id, m, verdicts)
         except fatal:
             raise
         except Exception as exc:

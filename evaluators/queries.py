@@ -14,17 +14,108 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
-from evaluators import store
-from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, LEVELS, READINGS
-from evaluators.store import NOT_FAILED, column
+from evaluators import registry, store
+from evaluators.confidence import DEFAULT_BANDS, LABEL, Band, band_for
+from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, LEVELS, MAX_UNSURE_SHARE, MIN_SCORED, READINGS
+from evaluators.metrics import aggregate_coverage, aggregate_mean
+from evaluators.records import Score, Status
+from evaluators.store import NOT_FAILED, column, count_column
 from evaluators.vocabulary import order_metrics
 
 _DEFAULT_THRESHOLD = 0.5
+# How scores_sql() recomputes a metric at another band: the mean of its verdicts, or SQC's coverage
+# (folded per sub-question); any other aggregate keeps its stored score.
+MEAN_METRICS = tuple(m for m, spec in registry.METRICS.items() if spec.aggregate is aggregate_mean)
+COVERAGE_METRICS = tuple(m for m, spec in registry.METRICS.items() if spec.aggregate is aggregate_coverage)
 _SQL_OPERATORS = {operator.lt: "<", operator.ge: ">="}
+
+
+# ---------------------------------------------------------------- the band, applied on read
+
+def _literal(x: float) -> str:
+    return f"{float(x)!r}::DOUBLE"
+
+
+def unsure_sql(band: Band | None = None) -> str:
+    """metrics.is_unsure_verdict over a verdicts row (status, value, p, p_kind) as SQL: TRUE when the
+    verdict is unsure at `band` (None: each kind's default band), FALSE otherwise, never NULL."""
+    kinds = " ".join(f"WHEN '{kind}' THEN p > {_literal(lo)} AND p < {_literal(hi)}"
+                     for kind in DEFAULT_BANDS if kind != LABEL for lo, hi in [band_for(kind, band)])
+    return (f"(status = 'ok' AND value IN (0, 1) AND p IS NOT NULL "
+            f"AND coalesce(CASE p_kind {kinds} ELSE FALSE END, FALSE))")
+
+
+def _names(metrics: Sequence[str]) -> str:
+    return "(" + ", ".join(f"'{column(m)[1:-1]}'" for m in metrics) + ")" if metrics else "(NULL)"
+
+
+def scores_sql(band: Band | None = None) -> str:
+    """The scores of run $run recomputed from its verdicts at `band`, as a relation with the scores
+    table's columns: metrics.aggregate() in one generated SQL (tests/test_queries.py holds them equal).
+
+    None reads the stored table, which the runner wrote at the default bands. Metrics whose aggregate
+    is a mean or SQC's coverage are recomputed; any other (a rank-weighted precision, a metric this
+    version does not know) keeps its stored score. Unsure verdicts are left out like failures; a
+    score with nothing scored reads `unsure` when any verdict was unsure, else its most common failure.
+    """
+    if band is None:
+        return "scores"
+    mean, cover = list(MEAN_METRICS), list(COVERAGE_METRICS)
+    failure = "first(state ORDER BY n DESC, state) FILTER (WHERE state NOT IN ('ok', 'unsure'))"
+    return f"""(WITH v AS (
+            SELECT item_id, metric, component_idx, value,
+                   CASE WHEN status <> 'ok' THEN status WHEN {unsure_sql(band)} THEN 'unsure' ELSE 'ok' END AS state
+            FROM verdicts WHERE run_id = $run AND metric IN {_names(mean + cover)}),
+        -- SQC folds each sub-question first: a confident 1 covers; all confident: 0; else unsure or failed
+        per_state AS (SELECT item_id, metric, component_idx, state, count(*) AS n, bool_or(value = 1) AS has_one
+                      FROM v WHERE metric IN {_names(cover)} GROUP BY ALL),
+        folded AS (SELECT item_id, metric,
+                          CASE WHEN bool_or(state = 'ok' AND has_one) THEN 1.0
+                               WHEN bool_and(state = 'ok') THEN 0.0 END AS value,
+                          CASE WHEN bool_or(state = 'ok' AND has_one) OR bool_and(state = 'ok') THEN 'ok'
+                               WHEN bool_or(state = 'unsure') THEN 'unsure' ELSE {failure} END AS state
+                   FROM per_state GROUP BY item_id, metric, component_idx),
+        units AS (SELECT item_id, metric, value, state FROM v WHERE metric IN {_names(mean)}
+                  UNION ALL SELECT item_id, metric, value, state FROM folded),
+        per_metric AS (SELECT item_id, metric, state, count(*) AS n, sum(value) AS total FROM units GROUP BY ALL),
+        banded AS (SELECT item_id, metric,
+                          sum(total) FILTER (WHERE state = 'ok') / sum(n) FILTER (WHERE state = 'ok') AS value,
+                          coalesce(sum(n) FILTER (WHERE state = 'ok'), 0) AS n_scored, sum(n) AS n_total,
+                          coalesce(sum(n) FILTER (WHERE state = 'unsure'), 0) AS n_unsure, {failure} AS failure
+                   FROM per_metric GROUP BY item_id, metric)
+        SELECT s.run_id, s.item_id, s.metric,
+               CASE WHEN b.metric IS NULL THEN s.value WHEN b.n_scored > 0 THEN b.value END AS value,
+               CASE WHEN b.metric IS NULL THEN s.n_scored ELSE b.n_scored END::INTEGER AS n_scored,
+               CASE WHEN b.metric IS NULL THEN s.n_total ELSE b.n_total END::INTEGER AS n_total,
+               CASE WHEN b.metric IS NULL THEN s.status WHEN b.n_scored > 0 THEN 'ok'
+                    WHEN b.n_unsure > 0 THEN 'unsure' ELSE coalesce(b.failure, 'empty') END AS status,
+               CASE WHEN b.metric IS NULL THEN coalesce(s.n_unsure, 0) ELSE b.n_unsure END::INTEGER AS n_unsure
+        FROM scores s LEFT JOIN banded b ON b.item_id = s.item_id AND b.metric = s.metric
+        WHERE s.run_id = $run) AS banded_scores"""
+
+
+def decided_sql(metric: str) -> str:
+    """diagnosis.decided() for one metric of a run table, as SQL over its count columns."""
+    scored, unsure = count_column(metric, "scored"), count_column(metric, "unsure")
+    return (f"({scored} >= {int(MIN_SCORED)} AND "
+            f"{unsure} <= {_literal(MAX_UNSURE_SHARE)} * ({scored} + {unsure}))")
+
+
+def wide_score(row: Mapping[str, Any], metric: str) -> Score | None:
+    """One metric of a run table row as a Score with its counts (None when the item has no score row),
+    for diagnosis.diagnose() and fired() in Python. The row does not carry failed verdicts, so n_total
+    counts the verdicts the judge answered (scored and unsure)."""
+    scored, unsure = row.get(f"{metric}:scored"), row.get(f"{metric}:unsure")
+    if scored is None or scored != scored:
+        return None
+    value = row.get(metric)
+    value = None if value is None or value != value else float(value)
+    return Score(str(row["item_id"]), metric, value, int(scored), int(scored) + int(unsure),
+                 Status.OK if value is not None else Status.UNSURE if unsure else Status.EMPTY, int(unsure))
 
 
 # ---------------------------------------------------------------- reads of the database file
@@ -53,32 +144,35 @@ def _json_pointer(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
 
 
-def metric_overview(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Per metric: items in the run, items scored, and the mean score."""
-    return store.query(path, """
+def metric_overview(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+    """Per metric at the band: items in the run, items scored, items unsure, and the mean score."""
+    return store.query(path, f"""
         SELECT metric, (SELECT count(*) FROM items WHERE run_id = $run) AS n_items,
                count(value) FILTER (WHERE NOT isnan(value)) AS n_scored,
+               count(*) FILTER (WHERE status = 'unsure') AS n_unsure,
                avg(value) FILTER (WHERE NOT isnan(value)) AS mean
-        FROM scores WHERE run_id = $run GROUP BY metric""", {"run": run_id})
+        FROM {scores_sql(band)} WHERE run_id = $run GROUP BY metric""", {"run": run_id})
 
 
-def score_distribution(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Scored values per metric with their counts (exact values, grouped): histograms, the share below
-    any threshold and the bootstrap all come from this one small table."""
-    return store.query(path, """
-        SELECT metric, value, count(*) AS n FROM scores
+def score_distribution(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+    """Scored values per metric at the band with their counts (exact values, grouped): histograms, the
+    share below any threshold and the bootstrap all come from this one small table."""
+    return store.query(path, f"""
+        SELECT metric, value, count(*) AS n FROM {scores_sql(band)}
         WHERE run_id = $run AND value IS NOT NULL AND NOT isnan(value)
         GROUP BY ALL ORDER BY metric, value""", {"run": run_id})
 
 
-def failure_counts(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Failures per metric and status, from scores (items) and from verdicts: metric, grain, status, n."""
+def failure_counts(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+    """Failures per metric and status, from scores (items) and from verdicts: metric, grain, status, n.
+    Unsure scores and verdicts at the band count here too, as status 'unsure'."""
     return store.query(path, f"""
-        SELECT metric, 'items' AS grain, status, count(*) AS n FROM scores
+        SELECT metric, 'items' AS grain, status, count(*) AS n FROM {scores_sql(band)}
         WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY ALL
         UNION ALL
-        SELECT metric, 'verdicts' AS grain, status, count(*) AS n FROM verdicts
-        WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY ALL
+        SELECT metric, 'verdicts' AS grain, CASE WHEN {unsure_sql(band)} THEN 'unsure' ELSE status END AS status,
+               count(*) AS n FROM verdicts
+        WHERE run_id = $run AND (status NOT IN {NOT_FAILED} OR {unsure_sql(band)}) GROUP BY ALL
         ORDER BY metric, grain, status""", {"run": run_id})
 
 
@@ -112,19 +206,23 @@ def search_ids(path: str | Path, run_id: str, search: str = "",
     return store.query(path, f"SELECT item_id FROM items WHERE {' AND '.join(where)}", params)
 
 
-def item_detail(path: str | Path, run_id: str, item_id: str) -> dict[str, pd.DataFrame]:
-    """Everything stored for one item: item, scores, components and verdicts (the judge calls behind
-    them are read by judge_calls(), for the verdicts a page shows)."""
+def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None = None) -> dict[str, pd.DataFrame]:
+    """Everything stored for one item: item, scores and verdicts at the band, and components (the judge
+    calls behind them are read by judge_calls(), for the verdicts a page shows). A verdict unsure at
+    the band reads status 'unsure', with its value, p, p_kind and the tier that decided it kept."""
     ids = {"run": run_id, "item": item_id}
     with store.reading(path):
         item = store.query(path, "SELECT * FROM items WHERE run_id = $run AND item_id = $item", ids)
-        scores = store.query(path, """SELECT metric, value, n_scored, n_total, status FROM scores
-                                      WHERE run_id = $run AND item_id = $item""", ids)
+        scores = store.query(path, f"""SELECT item_id, metric, value, n_scored, n_total, status,
+                                              coalesce(n_unsure, 0) AS n_unsure
+                                       FROM {scores_sql(band)} WHERE run_id = $run AND item_id = $item""", ids)
         comps = store.query(path, """SELECT kind, idx, text, coalesce(parent, -1) AS parent, call_key
                                      FROM components WHERE run_id = $run AND item_id = $item
                                      ORDER BY kind, idx""", ids)
-        verdicts = store.query(path, """
-            SELECT metric, component_kind, component_idx, target, value, status, evidence, call_key, detail
+        verdicts = store.query(path, f"""
+            SELECT metric, component_kind, component_idx, target, value,
+                   CASE WHEN {unsure_sql(band)} THEN 'unsure' ELSE status END AS status,
+                   evidence, call_key, detail, p, p_kind, tier
             FROM verdicts WHERE run_id = $run AND item_id = $item
             ORDER BY metric, component_kind, component_idx, target""", ids)
     return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts}
@@ -150,19 +248,22 @@ def item_neighbours(path: str | Path, run_id: str, item_id: str) -> tuple[str | 
     return (None if pd.isna(prev) else prev, None if pd.isna(nxt) else nxt)
 
 
-def claim_verdicts(path: str | Path, run_id: str, item_id: str) -> pd.DataFrame:
-    """The response claims of one item with their RP and GR verdicts (value, status) side by side."""
-    return store.query(path, """
+def claim_verdicts(path: str | Path, run_id: str, item_id: str, band: Band | None = None) -> pd.DataFrame:
+    """The response claims of one item with their RP and GR verdicts (value, status; 'unsure' at the
+    band) side by side."""
+    return store.query(path, f"""
+        WITH v AS (SELECT item_id, metric, component_kind, component_idx, value,
+                          CASE WHEN {unsure_sql(band)} THEN 'unsure' ELSE status END AS status
+                   FROM verdicts WHERE run_id = $run AND item_id = $item)
         SELECT c.idx, c.text,
                any_value(v.value) FILTER (WHERE v.metric = 'rp') AS rp,
                any_value(v.status) FILTER (WHERE v.metric = 'rp') AS rp_status,
                any_value(v.value) FILTER (WHERE v.metric = 'gr') AS gr,
                any_value(v.status) FILTER (WHERE v.metric = 'gr') AS gr_status
-        FROM components c LEFT JOIN verdicts v
-          ON v.run_id = c.run_id AND v.item_id = c.item_id AND v.component_kind = 'claim'
-         AND v.component_idx = c.idx
-        WHERE c.run_id = ? AND c.item_id = ? AND c.kind = 'claim'
-        GROUP BY c.idx, c.text ORDER BY c.idx""", [run_id, item_id])
+        FROM components c LEFT JOIN v
+          ON v.item_id = c.item_id AND v.component_kind = 'claim' AND v.component_idx = c.idx
+        WHERE c.run_id = $run AND c.item_id = $item AND c.kind = 'claim'
+        GROUP BY c.idx, c.text ORDER BY c.idx""", {"run": run_id, "item": item_id})
 
 
 def triage_notes(path: str | Path, run_id: str | None = None, item_id: str | None = None) -> pd.DataFrame:
@@ -184,15 +285,15 @@ def _threshold(thresholds: Mapping[str, float], metric: str) -> str:
 
 
 def _level_sql(metric: str, want: str, thresholds: Mapping[str, float]) -> str:
-    """diagnosis.level(metric) == want as SQL over run table columns: NULL when unscored.
+    """diagnosis.level(metric) == want as SQL over run table columns: NULL when unscored or not decided.
 
-    Written from diagnosis.READINGS and LEVELS alone, so the rules have one definition.
+    Written from diagnosis.READINGS, LEVELS and decided() alone, so the rules have one definition.
     """
     reads = READINGS.get(metric, (metric,))
     op = _SQL_OPERATORS[LEVELS[want]]
 
     def compare(m: str) -> str:
-        return f"({column(m)} {op} {_threshold(thresholds, m)})"
+        return f"(CASE WHEN {decided_sql(m)} THEN {column(m)} {op} {_threshold(thresholds, m)} END)"
 
     if len(reads) == 1:
         return compare(metric)
@@ -269,6 +370,13 @@ def rule_counts(table: pd.DataFrame, thresholds: Mapping[str, float],
         flags.append(f'{_level_sql(y, "low", thresholds)} AS "y_low:{x}|{y}"')
     return store.frame_query(f"""{_rules_cte(thresholds)}
         SELECT {', '.join(flags)}, count(*) AS n FROM base GROUP BY ALL ORDER BY n DESC""", {"wide": table})
+
+
+def first_items(table: pd.DataFrame, thresholds: Mapping[str, float]) -> dict[str, str | None]:
+    """Per Table-2 rule, the first item id (in id order) that fires it, or None: where its evidence shows."""
+    firsts = ", ".join(f'min(item_id) FILTER (WHERE "{r}") AS "{r}"' for r in CONDITIONS)
+    row = store.frame_query(f"{_rules_cte(thresholds)} SELECT {firsts} FROM base", {"wide": table}).iloc[0]
+    return {r: (None if pd.isna(row[r]) else str(row[r])) for r in CONDITIONS}
 
 
 def sample_points(table: pd.DataFrame, metrics: Sequence[str], limit: int = 2000) -> pd.DataFrame:

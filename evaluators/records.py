@@ -14,7 +14,10 @@ from typing import Any, NamedTuple, Protocol
 
 
 class Status(str, Enum):
-    """Outcome of a judge step. Only OK carries a value; every other status is a visible failure."""
+    """Outcome of a judge step. Only OK carries a value; every other status is a visible failure.
+
+    UNSURE is shown like a failure (neither 0 nor 1), but the judge did answer: moving the band can score it.
+    """
 
     OK = "ok"
     UNPARSED = "unparsed"          # the judge answered, twice, with something we could not parse
@@ -22,6 +25,9 @@ class Status(str, Enum):
     TIMEOUT = "timeout"            # the call hung past its deadline, after retries
     NOT_APPLICABLE = "not_applicable"  # the metric needs an input this item lacks, or one the judge cannot read
     EMPTY = "empty"                # nothing to score: no claims, or a text that states nothing ("...", "Yes")
+    # Never stored on a verdict: an OK verdict whose p fell inside the uncertainty band reads as
+    # unsure (decided on read, evaluators/confidence.py), and so does a score with nothing else to go on.
+    UNSURE = "unsure"
 
 
 # How a verdict's probability p was obtained.

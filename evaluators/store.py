@@ -923,21 +923,34 @@ def run_items(path: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
                           WHERE list_contains(?, run_id) ORDER BY run_id, item_id""", [list(run_ids)])
 
 
-def run_scores_wide(path: str | Path, run_id: str, metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per item of a run, grouped in DuckDB: item_id, a query snippet, one column per metric
-    (THELMA's seven always, then `metrics`; NULL when unscored, NaN included), n_failed (failed
-    verdicts) and failed_metrics (the unscored metrics with their status: 'gr:timeout, sqc:error').
+def count_column(metric: str, count: str) -> str:
+    """The quoted name of a run table's count column: '"gr:scored"' or '"gr:unsure"' (checked metric id)."""
+    if count not in ("scored", "unsure"):
+        raise ValueError(f"not a count column: {count!r}")
+    return f'"{column(metric)[1:-1]}:{count}"'
 
+
+def run_scores_wide(path: str | Path, run_id: str, metrics: Sequence[str], scores: str = "scores") -> pd.DataFrame:
+    """One row per item of a run, grouped in DuckDB: item_id, a query snippet, one column per metric
+    (THELMA's seven always, then `metrics`; NULL when unscored, NaN included), its counts "m:scored"
+    and "m:unsure" (verdicts behind the score: the quiet diagnosis reads them), n_failed (failed
+    verdicts) and failed_metrics (the unscored metrics with their status: 'gr:timeout, sqc:unsure').
+
+    `scores` is the relation the scores come from: the stored table (the default band), or
+    queries.scores_sql(band), the same columns recomputed from the verdicts at another band ($run).
     The CLI's export and diagnosis read it, and the dashboard caches it per run and answers filters,
     sorting, Table 2 and Compare from it in memory (store.frame_query), without re-scanning the file.
     """
     cols = ",\n".join(
-        f"max(value) FILTER (WHERE metric = '{m}' AND NOT isnan(value)) AS {column(m)}"  # ids checked
+        f"max(value) FILTER (WHERE metric = '{m}' AND NOT isnan(value)) AS {column(m)}, "  # ids checked
+        f"max(n_scored) FILTER (WHERE metric = '{m}') AS {count_column(m, 'scored')}, "
+        f"max(coalesce(n_unsure, 0)) FILTER (WHERE metric = '{m}') AS {count_column(m, 'unsure')}"
         for m in order_metrics([*metrics, *THELMA]))
     return query(path, f"""
-        WITH wide AS (SELECT item_id, {cols} FROM scores WHERE run_id = $run GROUP BY item_id),
+        WITH s AS (SELECT * FROM {scores} WHERE run_id = $run),
+        wide AS (SELECT item_id, {cols} FROM s GROUP BY item_id),
         failed AS (SELECT item_id, string_agg(metric || ':' || status, ', ' ORDER BY metric) AS failed_metrics
-                   FROM scores WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY item_id),
+                   FROM s WHERE status NOT IN {NOT_FAILED} GROUP BY item_id),
         verdicts_failed AS (SELECT item_id, count(*) AS n_failed FROM verdicts
                             WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY item_id)
         SELECT i.item_id, left(i.query, 120) AS query, w.* EXCLUDE (item_id),

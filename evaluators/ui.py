@@ -24,7 +24,9 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from evaluators import access, queries, store
-from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, diagnose
+from evaluators.confidence import DEFAULT_BANDS, LABEL, Band, format_band, parse_band
+from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, Fired, fired
+from evaluators.records import Score, Status
 from evaluators.stats import bootstrap_ci
 from evaluators.vocabulary import order_metrics
 
@@ -59,6 +61,8 @@ COMPONENTS = ("Retriever", "Source text", "Source chunking", "Prompt", "Generato
 RULE_PAIRS = (("sqc", "rqc", "T2.2, T2.4"), ("sp1", "sqc", "T2.3"), ("rp", "sd", "T2.1"),
               ("sp1", "rp", "T2.5"), ("sqc", "gr", "T2.6"))
 OK, GOOD, BAD, FAIL = "ok", "#c8ecd0", "#f8d0d0", "#e6e6e6"
+# An unsure verdict is neither green nor red: the dashboard stays quiet where the judge is unsure.
+UNSURE, UNSURE_COLOUR = Status.UNSURE.value, "#fdf1c7"
 
 
 # ---------------------------------------------------------------- configuration
@@ -235,9 +239,10 @@ def read(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ...]) -> pd.DataFrame:
+def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ...], band: Band | None) -> pd.DataFrame:
     # cache_resource hands out the same frame without a copy: callers must not modify it.
-    return store.run_scores_wide(path, run_id, metric_ids)
+    # At the default band the stored scores are read; another band recomputes them from the verdicts.
+    return store.run_scores_wide(path, run_id, metric_ids, queries.scores_sql(band))
 
 
 def _every_metric() -> tuple[str, ...]:
@@ -245,10 +250,11 @@ def _every_metric() -> tuple[str, ...]:
 
 
 def run_table(run_id: str) -> pd.DataFrame:
-    """A run's per-item score table (grouped in DuckDB once per DB version); treat it as read-only."""
+    """A run's per-item score table at the URL's band (grouped in DuckDB once per DB version and band);
+    treat it as read-only."""
     path = db_path()
     try:
-        return _run_table(str(path), db_version(path), run_id, _every_metric())
+        return _run_table(str(path), db_version(path), run_id, _every_metric(), band())
     except store.StoreBusy:
         st.warning("The database is busy (a run or a save is writing), try again in a moment.")
         st.stop()
@@ -256,20 +262,20 @@ def run_table(run_id: str) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False, max_entries=128)
 def _derived(_fn: Callable[..., Any], name: str, path: str, version: float, every: tuple[str, ...],
-             run_ids: tuple[str, ...], args: tuple, kwargs: tuple) -> Any:
-    tables = [_run_table(path, version, r, every) for r in run_ids]
+             band: Band | None, run_ids: tuple[str, ...], args: tuple, kwargs: tuple) -> Any:
+    tables = [_run_table(path, version, r, every, band) for r in run_ids]
     return _fn(*tables, *args, **dict(kwargs))
 
 
 def derived(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs: Any) -> Any:
     """fn(*run tables of run_ids, *args, **kwargs), e.g. derived(queries.correlations, [run], metrics):
-    an in-memory computation over cached run tables, itself cached, so a rerun for an unrelated
-    widget costs nothing."""
+    an in-memory computation over cached run tables (at the URL's band), itself cached, so a rerun for
+    an unrelated widget costs nothing."""
     path = db_path()
     with store.reading(path):  # the run tables this needs share one connection
         for run_id in run_ids:
             run_table(run_id)  # builds (or reports busy) outside the cached call
-    return _derived(fn, _name(fn), str(path), db_version(path), _every_metric(), tuple(run_ids), args,
+    return _derived(fn, _name(fn), str(path), db_version(path), _every_metric(), band(), tuple(run_ids), args,
                     tuple(sorted(kwargs.items())))
 
 
@@ -383,19 +389,50 @@ def thresholds(metric_ids: Sequence[str]) -> dict[str, float]:
     return out
 
 
+def band() -> Band | None:
+    """The uncertainty band in the URL (?band=LO,HI), or None for each judge kind's default band; a
+    value that is not a band reads as None (band_control() says so)."""
+    try:
+        return parse_band(st.query_params["band"]) if "band" in st.query_params else None
+    except ValueError:
+        return None
+
+
+def band_control() -> Band | None:
+    """A sidebar field for the uncertainty band, synced with ?band=: a verdict with LO < p < HI is
+    unsure and left out of its score. Empty: each judge kind's default band. A bad value is named
+    and ignored, never a crash."""
+    defaults = ", ".join(f"{kind} {format_band(b)}" for kind, b in DEFAULT_BANDS.items() if kind != LABEL)
+    text = synced(st.sidebar.text_input, "Uncertainty band (LO,HI)", "band", "", remember=True,
+                  placeholder="default per judge",
+                  help=f"A verdict whose p = P(match is 1) lies strictly between LO and HI is unsure: left out "
+                       f"of its score and shown neither 0 nor 1. Empty: the default band of each judge kind "
+                       f"({defaults}); label-only judges are never unsure. Moving it calls no judge.")
+    if not text.strip():
+        return None
+    try:
+        return parse_band(text)
+    except ValueError as exc:
+        st.sidebar.warning(f"Uncertainty band ignored, the default bands apply: {md(exc)}")
+        return None
+
+
 def current_run() -> tuple[str, list[str], dict[str, float]]:
-    """The run picked in the sidebar or URL, its metrics and thresholds; stops the page when there is none."""
+    """The run picked in the sidebar or URL, its metrics and thresholds (and the band control); stops
+    the page when there is none."""
     run_id = pick_run(runs())
     if run_id is None:
         st.info("No runs yet.")
         st.stop()
     metric_ids = metrics(run_id)
-    return run_id, metric_ids, thresholds(metric_ids)
+    th = thresholds(metric_ids)
+    band_control()
+    return run_id, metric_ids, th
 
 
 def link(**extra: Any) -> dict[str, str]:
-    """Query params for a link to another page: the current run and thresholds, plus `extra`."""
-    keep = {k: v for k, v in st.query_params.to_dict().items() if k == "run" or k.startswith("th_")}
+    """Query params for a link to another page: the current run, thresholds and band, plus `extra`."""
+    keep = {k: v for k, v in st.query_params.to_dict().items() if k in ("run", "band") or k.startswith("th_")}
     keep.update({k: str(v) for k, v in extra.items() if v is not None})
     return keep
 
@@ -422,9 +459,9 @@ def page_url(page: str, **extra: Any) -> str:
     return f"{PAGES[page].url_path}?" + urlencode(link(**extra))
 
 
-def item_url(run_id: str, item_id: str) -> str:
-    """A relative URL to an item's drill-down."""
-    return page_url("item", run=run_id, item=item_id)
+def item_url(run_id: str, item_id: str, rule: str | None = None) -> str:
+    """A relative URL to an item's drill-down; with `rule` (ids, comma-separated) it opens their evidence."""
+    return page_url("item", run=run_id, item=item_id, rule=rule or None)
 
 
 # ---------------------------------------------------------------- formatting
@@ -462,10 +499,26 @@ def fmt_score(value: Any, status: str | None = OK) -> str:
 
 
 def fmt_verdict(value: Any, status: str) -> str:
-    """✓ 1 / ✗ 0 for a scored verdict, ⚠ status for a failure."""
+    """✓ 1 / ✗ 0 for a scored verdict, ? unsure for one inside the band, ⚠ status for a failure."""
+    if status == UNSURE:
+        return "? unsure"
     if status != OK:
         return f"⚠ {status}"
     return "✓ 1" if float(value) >= 0.5 else "✗ 0"
+
+
+def fmt_p(row: Record) -> str:
+    """' · p 0.93' for a verdict with a calibrated or logprob p; '' for a label or no p."""
+    p, kind = row.get("p"), row.get("p_kind")
+    if p is None or pd.isna(p) or kind in (None, LABEL) or (isinstance(kind, float) and pd.isna(kind)):
+        return ""
+    return f" · p {float(p):.2f}"
+
+
+def score_counts(n_scored: Any, n_total: Any, n_unsure: Any) -> str:
+    """'3 of 4 scored, 1 unsure': the counts behind one score (or one metric over a run's items)."""
+    n_unsure = 0 if n_unsure is None or pd.isna(n_unsure) else int(n_unsure)
+    return f"{int(n_scored)} scored of {int(n_total)}, {n_unsure} unsure"
 
 
 def failure_text(frame: pd.DataFrame) -> str:
@@ -473,11 +526,25 @@ def failure_text(frame: pd.DataFrame) -> str:
     return ", ".join(f"{int(n)} {s}" for s, n in zip(frame["status"], frame["n"])) or "none"
 
 
-def rules_table(scores: Mapping[str, float | None], th: Mapping[str, float]) -> pd.DataFrame:
-    """The Table-2 rules that fire for one item's scores, with the component to fix."""
-    fired = diagnose(dict(scores), th)
-    return pd.DataFrame([{"rule": r.id, "pattern": r.pattern, "meaning": r.meaning, "fix": r.components}
-                         for r in fired], columns=["rule", "pattern", "meaning", "fix"])
+def item_scores(frame: pd.DataFrame) -> dict[str, Score]:
+    """An item's scores (queries.item_detail's `scores`) as Scores with their counts, by metric."""
+    return {r["metric"]: Score(r.get("item_id", ""), r["metric"], None if pd.isna(r["value"]) else float(r["value"]),
+                               int(r["n_scored"]), int(r["n_total"]), Status(r["status"]), int(r["n_unsure"] or 0))
+            for r in frame.to_dict("records")}
+
+
+def rules_table(scores: Mapping[str, Score], th: Mapping[str, float]) -> tuple[list[Fired], pd.DataFrame]:
+    """The Table-2 rules that fire for one item's scores (only on metrics decided from enough confident
+    verdicts), and a table of them with the component to fix and the scores behind them."""
+    found = fired(scores, th)
+
+    def behind(f: Fired) -> str:
+        return "; ".join(f"{c.metric.upper()} {c.level} {c.score.value:.2f} "
+                         f"({score_counts(c.score.n_scored, c.score.n_total, c.score.n_unsure)})"
+                         for c in f.conditions)
+    return found, pd.DataFrame([{"rule": f.rule.id, "pattern": f.rule.pattern, "meaning": f.rule.meaning,
+                                 "fix": f.rule.components, "scores": behind(f)} for f in found],
+                               columns=["rule", "pattern", "meaning", "fix", "scores"])
 
 
 def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
@@ -536,7 +603,9 @@ def plain(text: str) -> None:
 
 
 def verdict_colour(value: Any, status: str) -> str:
-    """Green for 1, red for 0, grey for a failure."""
+    """Green for 1, red for 0, pale amber for unsure (never green or red), grey for a failure."""
+    if status == UNSURE:
+        return UNSURE_COLOUR
     if status != OK:
         return FAIL
     return GOOD if float(value) >= 0.5 else BAD
@@ -549,6 +618,7 @@ Record = dict[str, Any]
 Judged = dict[tuple[str, int], list[Record]]
 ITEM_PAGE = 50     # components per page (sub-questions, claims, sentences, other suites' verdicts)
 SOURCES_PAGE = 10  # sources per page: each draws its text and its judge exchanges
+VERDICT_PAGE = 200  # rows of the Verdicts tab's one table
 
 
 def records(frame: pd.DataFrame) -> list[Record]:
@@ -568,6 +638,40 @@ def by_component(verdicts: Sequence[Record]) -> Judged:
     for v in verdicts:
         judged.setdefault((v["component_kind"], int(v["component_idx"])), []).append(v)
     return judged
+
+
+EVIDENCE_COLUMNS = ["metric", "component", "text", "target", "verdict", "value", "p", "p kind", "tier", "detail"]
+
+
+def rule_evidence(condition_metric: str, level: str, verdicts: Sequence[Record], texts: Mapping[tuple[str, int], str],
+                  limit: int = ITEM_PAGE) -> tuple[pd.DataFrame, int, int]:
+    """The verdicts that made one metric of a fired rule low (its confident 0s) or high (its confident
+    1s), then the unsure ones it left out; SQC's 0s only of sub-questions that no confident 1 covers.
+
+    Returns at most `limit` rows, the number of deciding verdicts and the number of unsure ones.
+    """
+    mine = [v for v in verdicts if v["metric"] == condition_metric and v["target"] != "decompose"]
+    want = 0.0 if level == "low" else 1.0
+    deciding = [v for v in mine if v["status"] == OK and float(v["value"]) == want]
+    if condition_metric in queries.COVERAGE_METRICS and level == "low":
+        covered = {v["component_idx"] for v in mine if v["status"] == OK and float(v["value"]) == 1.0}
+        deciding = [v for v in deciding if v["component_idx"] not in covered]
+    unsure = [v for v in mine if v["status"] == UNSURE]
+    rows = [{"metric": v["metric"].upper(), "component": f"{v['component_kind']} {v['component_idx']}",
+             "text": texts.get((v["component_kind"], int(v["component_idx"])), ""), "target": v["target"],
+             "verdict": fmt_verdict(v["value"], v["status"]) if v["status"] != UNSURE else "? unsure (left out)",
+             "value": v["value"], "p": v["p"], "p kind": v["p_kind"], "tier": v["tier"], "detail": v["detail"]}
+            for v in (deciding + unsure)[:limit]]
+    return pd.DataFrame(rows, columns=EVIDENCE_COLUMNS), len(deciding), len(unsure)
+
+
+def verdict_table(verdicts: Sequence[Record], texts: Mapping[tuple[str, int], str]) -> pd.DataFrame:
+    """Verdicts as rows with how sure the judge was (p, its kind) and the tier that decided each."""
+    return pd.DataFrame([{"metric": v["metric"].upper(), "component": f"{v['component_kind']} {v['component_idx']}",
+                          "text": texts.get((v["component_kind"], int(v["component_idx"])), ""),
+                          "target": v["target"], "verdict": fmt_verdict(v["value"], v["status"]),
+                          "value": v["value"], "p": v["p"], "p kind": v["p_kind"], "tier": v["tier"],
+                          "detail": v["detail"]} for v in verdicts], columns=EVIDENCE_COLUMNS)
 
 
 def whole(low: int, high: int) -> Callable[[str], int]:
@@ -642,13 +746,13 @@ def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title
     lists of a tab to draw each long prompt once there."""
     seen = {} if seen is None else seen
     for row in rows:
-        with st.expander(f"{md(title(row))} · {fmt_verdict(row['value'], row['status'])} · raw exchange"):
+        with st.expander(f"{md(title(row))} · {fmt_verdict(row['value'], row['status'])}{fmt_p(row)} · raw exchange"):
             raw_exchange(row, calls, seen, title(row))
 
 
 def verdict_cell(rows: Sequence[Record]) -> str:
-    """One verdict cell: ✓ 1, ✗ 0, ⚠ status, or – when there is no verdict."""
-    return "–" if not rows else fmt_verdict(rows[0]["value"], rows[0]["status"])
+    """One verdict cell: ✓ 1, ✗ 0, ? unsure, ⚠ status, or – when there is no verdict; with p when it has one."""
+    return "–" if not rows else fmt_verdict(rows[0]["value"], rows[0]["status"]) + fmt_p(rows[0])
 
 
 def subquestion_table(comps: Sequence[Record], judged: Judged, n_sources: int) -> pd.DataFrame:
@@ -664,9 +768,11 @@ def subquestion_table(comps: Sequence[Record], judged: Judged, n_sources: int) -
         for j in range(n_sources):
             row[f"source {j}"] = verdict_cell(by_target.get(f"source:{j}", []))
         row["whole set"] = verdict_cell(pick(sqc, target="sources"))
-        ok = [v for v in sqc if v["status"] == OK]
-        row["SQC covered"] = ("✓ yes" if any(v["value"] >= 0.5 for v in ok) else "✗ no") if ok else (
-            f"⚠ {sqc[0]['status']}" if sqc else "–")
+        # as metrics.aggregate_coverage folds it: a confident 1 covers; all confident 0s do not
+        statuses = [v["status"] for v in sqc]
+        covered = any(v["status"] == OK and v["value"] >= 0.5 for v in sqc)
+        row["SQC covered"] = ("–" if not sqc else "✓ yes" if covered else "✗ no" if all(s == OK for s in statuses)
+                              else "? unsure" if UNSURE in statuses else f"⚠ {next(s for s in statuses if s != OK)}")
         row["RQC"] = verdict_cell(rqc)
         rows.append(row)
     return pd.DataFrame(rows)

@@ -25,6 +25,7 @@ st.dataframe(table, hide_index=True, key="runs_table", width="stretch",
 run_id = ui.pick_run(runs)
 metric_ids = ui.metrics(run_id)
 th = ui.thresholds(metric_ids)
+band = ui.band_control()
 info = runs[runs["run_id"] == run_id].iloc[0]
 st.header(f"Run {ui.md(run_id)}")
 st.caption(f"judge **{ui.md(info['judge'])}** · status {ui.md(info['status'])} · created {info['created_at']:%Y-%m-%d %H:%M} · "
@@ -35,9 +36,9 @@ if not metric_ids:
     st.info("No scores in this run yet.")
     st.stop()
 
-overview, dist, fails = ui.read_all(ui.call(queries.metric_overview, run_id),
-                                    ui.call(queries.score_distribution, run_id),
-                                    ui.call(queries.failure_counts, run_id))
+overview, dist, fails = ui.read_all(ui.call(queries.metric_overview, run_id, band),
+                                    ui.call(queries.score_distribution, run_id, band),
+                                    ui.call(queries.failure_counts, run_id, band))
 overview = overview.set_index("metric")
 
 rows = []
@@ -50,10 +51,12 @@ for col, m in zip(cards, metric_ids):
     n_below, n_scored = ui.share_below(dist, m, th.get(m, 0.5))
     col.metric(m.upper(), "–" if ci is None else f"{ci.mean:.2f}", help=display_name(m))
     col.caption(f"n scored {n_scored} of {int(o['n_items'])}")
+    col.caption(f"{int(o['n_unsure'])} unsure")
     rows.append({
         "metric": m, "mean": None if ci is None else round(ci.mean, 3),
         "95% CI": "–" if ci is None else f"[{ci.low:.2f}, {ci.high:.2f}]",
         "n scored": f"{n_scored} of {int(o['n_items'])}",
+        "unsure items": int(o["n_unsure"]),
         "unscored items": ui.failure_text(item_fails),
         "failed verdicts": ui.failure_text(verdict_fails),
         "threshold": th.get(m, 0.5),
@@ -61,7 +64,8 @@ for col, m in zip(cards, metric_ids):
     })
 st.dataframe(pd.DataFrame(rows), hide_index=True, key="metric_table", width="stretch")
 st.caption("Intervals: percentile bootstrap of the mean over scored items, 1000 resamples, fixed seed. "
-           "Unscored items (judge failures, empty decompositions) are counted apart, never as 0.")
+           "Unscored items (judge failures, empty decompositions, and items whose verdicts were all unsure at "
+           "the uncertainty band) are counted apart, never as 0.")
 st.plotly_chart(charts.histograms(dist, metric_ids, th), key="histograms", config=charts.PLOT_CONFIG)
 
 c1, c2, c3 = st.columns(3)

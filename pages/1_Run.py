@@ -11,7 +11,7 @@ PAGE_SIZE = 200
 ui.page("Run")
 run_id, metric_ids, th = ui.current_run()
 st.caption(f"Run **{ui.md(run_id)}**: items with their scores. An empty cell is an unscored metric; "
-           "its reason is in *failed metrics*.")
+           "its reason is in *failed metrics* (*unsure*: every verdict fell inside the uncertainty band).")
 if not metric_ids:
     st.info("This run has no scores yet: its items are listed without metrics.")
 
@@ -53,7 +53,8 @@ frame, total = queries.filter_items(table, metric_ids, th, below=below, rules=ru
                                     limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
 first = (page_no - 1) * PAGE_SIZE
 st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len(frame)}" if len(frame) else ""))
-frame.insert(0, "open", [ui.item_url(run_id, i) for i in frame["item_id"]])
+# with a rule filter, the item opens onto that rule's evidence
+frame.insert(0, "open", [ui.item_url(run_id, i, ",".join(rules)) for i in frame["item_id"]])
 event = st.dataframe(
     frame, hide_index=True, key="items_table", on_select="rerun", selection_mode="single-row", width="stretch",
     column_config={
@@ -64,7 +65,7 @@ event = st.dataframe(
     })
 picked = event["selection"]["rows"] if event else []
 if picked and picked[0] < len(frame):
-    ui.switch_page("item", ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]]))
+    ui.switch_page("item", ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]], rule=",".join(rules) or None))
 
 with st.expander("Metric correlations across all items of the run", expanded=False):
     st.plotly_chart(charts.heatmap(ui.derived(queries.correlations, [run_id], metric_ids), metric_ids),

@@ -2,10 +2,11 @@
 
 Long lists (sub-questions, sources, claims, sentences, other suites' verdicts) are drawn a page at a
 time with the page number in the URL, and only the judge calls behind the verdicts shown are read.
+Scores and verdicts are read at the URL's uncertainty band; each fired Table-2 rule opens onto the
+verdicts that made its metrics low or high (?rule= opens it on arrival).
 """
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from evaluators import access, queries, store, ui
@@ -15,7 +16,7 @@ path = ui.page("Item")
 run_id, metric_ids, th = ui.current_run()
 first = "" if st.query_params.get("item") else ui.read(queries.item_neighbours, run_id, "")[1]
 item_id = ui.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
-d, (prev_id, next_id), notes = ui.read_all(ui.call(queries.item_detail, run_id, item_id),
+d, (prev_id, next_id), notes = ui.read_all(ui.call(queries.item_detail, run_id, item_id, ui.band()),
                                            ui.call(queries.item_neighbours, run_id, item_id),
                                            ui.call(queries.triage_notes, run_id, item_id))
 if d["item"].empty:
@@ -23,6 +24,7 @@ if d["item"].empty:
     st.stop()
 item, comps, verdicts = d["item"].iloc[0], ui.records(d["components"]), ui.records(d["verdicts"])
 judged = ui.by_component(verdicts)
+texts = {(c["kind"], int(c["idx"])): c["text"] for c in comps}
 scores = d["scores"].set_index("metric")
 
 nav = st.columns([3, 1, 1, 1])
@@ -38,18 +40,27 @@ for col, m in zip(cols, metric_ids):
     if m in scores.index:
         s = scores.loc[m]
         col.metric(m.upper(), ui.fmt_score(s["value"], s["status"]), help=display_name(m))
-        col.caption(f"{int(s['n_scored'])} of {int(s['n_total'])} scored")
+        col.caption(ui.score_counts(s["n_scored"], s["n_total"], s["n_unsure"]))
     else:
         col.metric(m.upper(), "–", help="not evaluated for this item")
 
-ok_scores = {m: (None if s["status"] != ui.OK or pd.isna(s["value"]) else float(s["value"]))
-             for m, s in scores.iterrows()}
-fired = ui.rules_table(ok_scores, th)
+found, fired = ui.rules_table(ui.item_scores(d["scores"]), th)
 if fired.empty:
-    st.success("No Table-2 rule fires for this item at the current thresholds.")
+    st.success("No Table-2 rule fires for this item at the current thresholds and band (a rule reads only "
+               "metrics decided from enough confident verdicts).")
 else:
     st.markdown("**Table-2 rules that fire** (component to fix in *fix*)")
     st.dataframe(fired, hide_index=True, key="item_rules", width="stretch")
+    opened = set(ui.csv_list(st.query_params.get("rule", "")))
+    for f in found:
+        with st.expander(f"Evidence for {ui.rule_label(f.rule.id)}", expanded=f.rule.id in opened):
+            for c in f.conditions:
+                rows, n_deciding, n_unsure = ui.rule_evidence(c.metric, c.level, verdicts, texts)
+                left_out = f", {n_unsure} unsure left out" if n_unsure else ""
+                st.markdown(f"**{c.metric.upper()} {c.level}** · {c.score.value:.2f} · "
+                            f"{ui.score_counts(c.score.n_scored, c.score.n_total, c.score.n_unsure)} · "
+                            f"{n_deciding} verdict(s) made it {c.level}{left_out}")
+                st.dataframe(rows, hide_index=True, key=f"evidence_{f.rule.id}_{c.metric}", width="stretch")
 
 
 def kind(name: str) -> list[ui.Record]:
@@ -71,7 +82,7 @@ others = [v for v in verdicts if v["metric"] not in THELMA]
 
 # Each tab draws its page controls in place and keeps slots for its lists, filled once the judge
 # calls behind the verdicts shown are read (one read for the whole page).
-tab_q, tab_s, tab_r, tab_t = st.tabs(["Query", "Sources", "Response", "Triage"])
+tab_q, tab_s, tab_r, tab_v, tab_t = st.tabs(["Query", "Sources", "Response", "Verdicts", "Triage"])
 with tab_q:
     ui.plain(item["query"])
     lo, hi = ui.pager("Sub-questions", "subq_page", len(subquestions), ui.ITEM_PAGE)
@@ -100,6 +111,13 @@ with tab_r:
     lo, hi = ui.pager("Other suites' verdicts", "other_page", len(others), ui.ITEM_PAGE)
     exchanges_o = others[lo:hi]
     slot_o = st.container()
+
+with tab_v:
+    st.caption("Every verdict with p = P(match is 1), how p was obtained (p kind) and the judge tier that decided "
+               "it. A verdict whose p lies inside the uncertainty band reads *? unsure*: left out of its score.")
+    lo, hi = ui.pager("Verdicts", "verdict_page", len(verdicts), ui.VERDICT_PAGE)
+    st.dataframe(ui.verdict_table(verdicts[lo:hi], texts),
+                 hide_index=True, key="verdict_table", width="stretch")
 
 sp1 = judged_on([{"kind": "source", "idx": j} for j in page_s], ("sp1",))
 sp2 = judged_on([f for j in page_s for f in facts_of.get(j, [])], ("sp2",))

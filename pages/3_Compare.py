@@ -22,6 +22,7 @@ if other == run_id:
     st.stop()
 metric_ids = ui.metrics(run_id, other)
 th = ui.thresholds(metric_ids)
+band = ui.band_control()
 a, b = (runs[runs["run_id"] == r].iloc[0] for r in (run_id, other))
 if a["judge"] != b["judge"]:
     st.warning(f"⚠ Different judges: {ui.md(run_id)} used **{ui.md(a['judge'])}**, {ui.md(other)} used "
@@ -75,8 +76,8 @@ st.subheader("Claim-level diff for one item")
 default_item = "" if items.empty else items["item_id"].iloc[0]
 item_id = ui.synced(st.text_input, "Item id to diff", "item", default_item)
 if item_id:
-    diff = ui.claim_diff(*ui.read_all(ui.call(queries.claim_verdicts, run_id, item_id),
-                                      ui.call(queries.claim_verdicts, other, item_id)))
+    diff = ui.claim_diff(*ui.read_all(ui.call(queries.claim_verdicts, run_id, item_id, band),
+                                      ui.call(queries.claim_verdicts, other, item_id, band)))
     counts = diff["change"].value_counts()
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
     st.dataframe(diff.rename(columns={"before": run_id, "after": other}), hide_index=True, key="claim_diff",

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators import charts, queries, ui
-from evaluators.diagnosis import RULES
+from evaluators.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, RULES
 
 ui.page("Diagnosis")
 run_id, metric_ids, th = ui.current_run()
@@ -13,20 +13,25 @@ pairs = [(x, y, r) for x, y, r in ui.RULE_PAIRS if x in metric_ids and y in metr
 combos = ui.derived(queries.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
 n_items = int(combos["n"].sum())
 st.caption(f"Run **{ui.md(run_id)}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
-           "or above it; an unscored metric is neither, so rules that need it do not fire.")
+           "or above it; an unscored metric is neither, and so is one decided from too few confident verdicts "
+           f"(fewer than {MIN_SCORED}, or more than {MAX_UNSURE_SHARE:.0%} unsure at the uncertainty band), so "
+           "rules that need it do not fire.")
 
+first = ui.derived(queries.first_items, [run_id], th)
 rows = []
 for rid in RULES:
     n = int(combos.loc[combos[rid], "n"].sum())
     rule = RULES[rid]
     rows.append({"rule": rid, "pattern": rule.pattern, "meaning": rule.meaning, "fix": rule.components,
                  "items": n, "share": n / n_items if n_items else 0.0,
-                 "open": ui.page_url("run", run=run_id, rule=rid)})
+                 "open": ui.page_url("run", run=run_id, rule=rid),
+                 "evidence": ui.item_url(run_id, first[rid], rid) if first.get(rid) else None})
 table = pd.DataFrame(rows).sort_values(["items", "rule"], ascending=[False, True])
 st.subheader("Rules, ranked by the items that fire them")
 st.dataframe(table, hide_index=True, key="rules_table", width="stretch", column_config={
     "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
-    "open": st.column_config.LinkColumn("open", display_text="open items")})
+    "open": st.column_config.LinkColumn("open", display_text="open items"),
+    "evidence": st.column_config.LinkColumn("evidence", display_text="first item's evidence")})
 for rid in table.loc[table["items"] > 0, "rule"]:
     ui.page_link("run", f"{ui.rule_label(rid)}: {ui.n_items(int(table.set_index('rule').loc[rid, 'items']))}",
                  ui.link(run=run_id, rule=rid), icon="📋")

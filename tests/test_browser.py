@@ -288,6 +288,30 @@ def test_diagnosis_ranks_rules_with_components_to_fix(page: Any) -> None:
     shot(page, "04b_rule_items")
 
 
+def test_a_fired_rule_opens_onto_its_evidence_from_the_item(page: Any) -> None:
+    page.goto("/Run?run=weak-retriever&rule=T2.2")
+    check_page(page, "Run")
+    first = grid(page, "item_id")[0]["item_id"]
+    canvas = page.get_by_test_id("stDataFrame").filter(has_text="item_id").get_by_test_id("data-grid-canvas")
+    box = canvas.bounding_box()
+    page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)
+    # the item opens with the rule the list was filtered on: its evidence is open
+    page.wait_for_url(re.compile(rf"/Item\?.*item={first}.*rule=T2\.2|/Item\?.*rule=T2\.2.*item={first}"))
+    check_page(page, "Item")
+    evidence = page.get_by_test_id("stExpander").filter(has_text="Evidence for T2.2")
+    expect(evidence.get_by_test_id("stExpanderDetails")).to_be_visible()
+    expect(evidence).to_contain_text(re.compile(r"SQC low · \d\.\d\d · \d+ scored of \d+, \d+ unsure"))
+    shot(page, "04c_rule_evidence")
+    # without the rule in the link the evidence is one click away
+    page.goto(f"/Item?run=weak-retriever&item={first}")
+    check_page(page, "Item")
+    evidence = page.get_by_test_id("stExpander").filter(has_text="Evidence for T2.2")
+    expect(evidence.get_by_test_id("stExpanderDetails")).not_to_be_visible()
+    evidence.get_by_text("Evidence for T2.2").click()
+    expect(evidence.get_by_test_id("stExpanderDetails")).to_be_visible()
+    expect(evidence).to_contain_text(re.compile(r"RQC low · .* made it low"))
+
+
 def test_triage_note_survives_a_reload_and_is_listed(page: Any) -> None:
     note = f"Claim 1 is not in source 1 ({uuid.uuid4().hex[:8]})"
     page.goto("/Item?run=weak-retriever&item=q03")

@@ -295,6 +295,8 @@ BAD: list[tuple[str, str, str]] = [
     *((command, "--out", kind) for command in ("export", "diagnose") for kind in ("@missing folder", "@folder")),
     ("diagnose", "--thresholds", "gr=nan"), ("diagnose", "--thresholds", "gr=1.5"),
     ("diagnose", "--thresholds", "nope=0.5"),
+    ("export", "--band", "0.7,0.3"), ("export", "--band", "nan,nan"), ("diagnose", "--band", "0.5"),
+    ("diagnose", "--band", "low,high"),
     ("grammar-generate", "--source", "@text file"), ("grammar-generate", "--source", "@JSONL file"),
     ("grammar-generate", "--source", "@folder"), ("grammar-generate", "--source", "@missing file"),
     ("grammar-generate", "--templates", "@missing file"), ("grammar-generate", "--templates", "@folder"),

@@ -128,12 +128,12 @@ def assert_plain(at: AppTest, where: str) -> None:
 
 THRESHOLDS = [f"th_{m}" for m in DEFAULT_THRESHOLDS]
 PARAMS: dict[str, list[str]] = {
-    "runs": ["run", *THRESHOLDS],
-    "run": ["run", "below", "rule", "failed", "q", "mk", "mv", "quad", "sort", "desc", "page", *THRESHOLDS],
+    "runs": ["run", "band", *THRESHOLDS],
+    "run": ["run", "below", "rule", "failed", "q", "mk", "mv", "quad", "sort", "desc", "page", "band", *THRESHOLDS],
     "item": ["run", "item", "src_page", "claim_page", "sent_page", "subq_page", "qx_page", "rx_page", "other_page",
-             *THRESHOLDS],
-    "compare": ["run", "other", "xm", "xd", "item", "pref", "better", *THRESHOLDS],
-    "diagnosis": ["run", *THRESHOLDS],
+             "verdict_page", "rule", "band", *THRESHOLDS],
+    "compare": ["run", "other", "xm", "xd", "item", "pref", "better", "band", *THRESHOLDS],
+    "diagnosis": ["run", "band", *THRESHOLDS],
     "triage": ["run", "labels"],
     "evaluate": ["run"],
     "robustness": ["run", "cluster", "group"],
@@ -144,7 +144,8 @@ def hostile_values(names: dict[str, str]) -> list[str]:
     p = payloads("http://127.0.0.1:9")
     return ["9223372036854775808", "-1", "0", "nan", "-inf", "1e309", '"', '"; DROP TABLE runs; --',
             p["img"], p["link"], p["html"], p["mark"], "unknown-id", "", ",,,", "sqc:low,rqc:sideways,x:y:z,:,",
-            "\u202e\u200b", "x" * 5000, names["run"], names["empty_run"], names["item"], names["meta_key"]]
+            "\u202e\u200b", "x" * 5000, names["run"], names["empty_run"], names["item"], names["meta_key"],
+            "0.7,0.3", "0.3,0.7", "nan,nan", "T2.2,T2.5"]
 
 
 @pytest.fixture(scope="module")
