@@ -1,0 +1,111 @@
+"""How far to trust a judge, from the owner's own labels: agreement, Cohen's kappa, precision.
+
+Pure arithmetic over (judge call, human label) pairs of 0/1, one target at a time: a metric (the
+judge's verdicts against people's corrections of them) or a Table-2 rule (fired or not, against
+labels saying whether it names the component to fix). Nothing here reads a database or calls a judge.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+BOOTSTRAP_SAMPLES = 2000  # resamples for the kappa interval: the 2.5/97.5 percentiles settle to ~0.01
+CSV_COLUMNS = ("target", "n_labelled", "agreement", "kappa", "kappa_lo", "kappa_hi", "precision")
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Counts of (judge, human) pairs; "positive" is the call whose precision the owner cares about."""
+
+    tp: int  # judge positive, human agrees
+    fp: int  # judge positive, human says no
+    fn: int  # judge negative, human says it should have been positive
+    tn: int  # both negative
+
+    @property
+    def n(self) -> int:
+        return self.tp + self.fp + self.fn + self.tn
+
+
+@dataclass(frozen=True)
+class Trust:
+    """One target's trust figures; every figure is None when it is not defined (no labels, one class)."""
+
+    target: str
+    n_labelled: int
+    agreement: float | None
+    kappa: float | None
+    kappa_lo: float | None
+    kappa_hi: float | None
+    precision: float | None
+    confusion: Confusion
+
+    def row(self) -> dict[str, object]:
+        """The CSV row: an empty cell (None) where a figure is not defined, never a 0."""
+        return {name: getattr(self, name) for name in CSV_COLUMNS}
+
+
+def confusion(judge: Sequence[int], human: Sequence[int], positive: int = 1) -> Confusion:
+    """Count the pairs, with `positive` the judge's call of interest (1 = rule fired, 0 = a "low" verdict)."""
+    pairs = list(zip(judge, human, strict=True))
+    return Confusion(
+        tp=sum(j == positive and h == positive for j, h in pairs),
+        fp=sum(j == positive and h != positive for j, h in pairs),
+        fn=sum(j != positive and h == positive for j, h in pairs),
+        tn=sum(j != positive and h != positive for j, h in pairs),
+    )
+
+
+def kappa(judge: Sequence[int], human: Sequence[int]) -> float | None:
+    """Cohen's kappa of two 0/1 raters; None when undefined (no pairs, or chance agreement is 1)."""
+    n = len(judge)
+    if n == 0:
+        return None
+    observed = sum(j == h for j, h in zip(judge, human, strict=True)) / n
+    p_judge, p_human = sum(judge) / n, sum(human) / n
+    chance = p_judge * p_human + (1 - p_judge) * (1 - p_human)
+    if chance >= 1.0:
+        return None  # both raters used one class only: agreement says everything, kappa nothing
+    return (observed - chance) / (1 - chance)
+
+
+def kappa_interval(judge: Sequence[int], human: Sequence[int], samples: int = BOOTSTRAP_SAMPLES,
+                   seed: int = 0) -> tuple[float, float] | None:
+    """The bootstrap 95 % interval of kappa (percentile method, resampling pairs).
+
+    Resamples where kappa is undefined are skipped; None when fewer than half of them are defined.
+    Seeded, so the same labels always give the same interval.
+    """
+    pairs = list(zip(judge, human, strict=True))
+    if not pairs:
+        return None
+    rng = random.Random(seed)
+    values: list[float] = []
+    for _ in range(samples):
+        drawn = [pairs[rng.randrange(len(pairs))] for _ in pairs]
+        k = kappa([j for j, _ in drawn], [h for _, h in drawn])
+        if k is not None:
+            values.append(k)
+    if len(values) < samples / 2:
+        return None
+    values.sort()
+    return values[int(0.025 * (len(values) - 1))], values[int(0.975 * (len(values) - 1))]
+
+
+def trust(target: str, judge: Sequence[int], human: Sequence[int], positive: int = 1) -> Trust:
+    """Every trust figure of one target from its labelled pairs."""
+    counts = confusion(judge, human, positive)
+    n = counts.n
+    interval = kappa_interval(judge, human)
+    called = counts.tp + counts.fp
+    return Trust(
+        target=target,
+        n_labelled=n,
+        agreement=(counts.tp + counts.tn) / n if n else None,
+        kappa=kappa(judge, human),
+        kappa_lo=interval[0] if interval else None,
+        kappa_hi=interval[1] if interval else None,
+        precision=counts.tp / called if called else None,
+        confusion=counts,
+    )

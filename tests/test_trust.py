@@ -1,0 +1,50 @@
+"""Trust arithmetic against cases computed by hand."""
+import pytest
+
+from evaluators.trust import Confusion, confusion, kappa, kappa_interval, trust
+
+JUDGE = [1, 1, 0, 0, 1, 0, 1, 0, 1, 1]
+HUMAN = [1, 0, 0, 0, 1, 1, 1, 0, 1, 0]
+
+
+def test_confusion_counts_by_hand() -> None:
+    assert confusion(JUDGE, HUMAN) == Confusion(tp=4, fp=2, fn=1, tn=3)
+    # With "low" (0) as the call of interest the roles swap.
+    assert confusion(JUDGE, HUMAN, positive=0) == Confusion(tp=3, fp=1, fn=2, tn=4)
+
+
+def test_kappa_by_hand() -> None:
+    # observed 7/10; chance 0.6*0.5 + 0.4*0.5 = 0.5; kappa (0.7 - 0.5) / 0.5 = 0.4
+    assert kappa(JUDGE, HUMAN) == pytest.approx(0.4)
+    assert kappa([1, 0, 1, 0], [1, 0, 1, 0]) == pytest.approx(1.0)
+    assert kappa([1, 0], [0, 1]) == pytest.approx(-1.0)
+    # observed 3/4; chance 0.75*0.5 + 0.25*0.5 = 0.5; kappa 0.5
+    assert kappa([1, 1, 1, 0], [1, 1, 0, 0]) == pytest.approx(0.5)
+
+
+def test_kappa_undefined_is_none_not_zero() -> None:
+    assert kappa([], []) is None
+    assert kappa([1, 1, 1], [1, 1, 1]) is None
+
+
+def test_trust_row_by_hand() -> None:
+    t = trust("gr", JUDGE, HUMAN)
+    assert (t.n_labelled, t.agreement, t.precision) == (10, pytest.approx(0.7), pytest.approx(4 / 6))
+    assert t.kappa == pytest.approx(0.4)
+    assert t.kappa_lo is not None and t.kappa_hi is not None
+    assert -1.0 <= t.kappa_lo < 0.4 < t.kappa_hi <= 1.0
+    assert trust("gr", JUDGE, HUMAN, positive=0).precision == pytest.approx(0.75)
+
+
+def test_interval_is_seeded_and_narrows_with_more_labels() -> None:
+    assert kappa_interval(JUDGE, HUMAN) == kappa_interval(JUDGE, HUMAN)
+    lo, hi = kappa_interval(JUDGE, HUMAN)
+    lo10, hi10 = kappa_interval(JUDGE * 10, HUMAN * 10)
+    assert hi10 - lo10 < hi - lo
+    assert lo10 <= 0.4 <= hi10
+
+
+def test_a_target_without_labels_has_an_empty_row() -> None:
+    row = trust("T2.5", [], []).row()
+    assert row == {"target": "T2.5", "n_labelled": 0, "agreement": None, "kappa": None, "kappa_lo": None,
+                   "kappa_hi": None, "precision": None}
