@@ -1,4 +1,4 @@
-"""The command line: evaluate, export, diagnose, runs, delete-run. A stable contract others rely on.
+"""The command line: evaluate, export, diagnose, trust, runs, delete-run. A stable contract others rely on.
 
 Every path and number option is checked before any work (evaluators/options.py): a bad one is
 one line naming the option, and nothing is written.
@@ -81,6 +81,17 @@ def _parser() -> argparse.ArgumentParser:
     dg.add_argument("--thresholds", type=options.thresholds, default="",
                     help="per-metric thresholds, e.g. sqc=0.75,gr=0.9 (defaults: "
                          + ",".join(f"{k}={v}" for k, v in diagnosis.DEFAULT_THRESHOLDS.items()) + ")")
+
+    tr = sub.add_parser("trust", help="how far the judge agrees with people's labels: one CSV row per metric and rule")
+    tr.add_argument("--db", required=True, type=options.database, help="DuckDB file")
+    tr.add_argument("--run", required=True, help="run name")
+    tr.add_argument("--labels", type=options.input_file,
+                    help="JSONL or CSV of labels to import into the run first: item_id,rule,label or "
+                         "item_id,metric,component,label (label 1 or 0; optional note)")
+    tr.add_argument("--author", default="", help="who the imported labels are from (default: the OS user)")
+    tr.add_argument("--thresholds", type=options.thresholds, default="",
+                    help="Table 2 thresholds a rule fires at, e.g. sqc=0.75,gr=0.9 (default: Table 2's)")
+    tr.add_argument("--out", required=True, type=options.output_file, help="CSV file to write")
 
     rs = sub.add_parser("runs", help="list the runs in a database")
     rs.add_argument("--db", required=True, type=options.database)
@@ -182,6 +193,43 @@ def _diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trust(args: argparse.Namespace) -> int:
+    from evaluators import queries, trust
+    from evaluators.ingest import InputError, load_labels
+
+    _check_run(args.db, args.run)
+    store.migrate(args.db)  # a database written before labels existed gets the table
+    if args.labels:
+        items, components = queries.label_targets(args.db, args.run)
+        try:
+            labels = load_labels(args.labels, set(diagnosis.RULES), set(THELMA), items, components,
+                                 author=args.author or store.os_user())
+        except InputError as exc:
+            print(exc, file=sys.stderr)  # one located line per bad row; nothing was written
+            return 2
+        store.add_labels(args.db, args.run, labels)
+        print(f"imported {len(labels)} labels into run {args.run}")
+    wide = store.run_scores_wide(args.db, args.run, list(THELMA))
+    fired = {row["item_id"]: {r.id for r in diagnosis.diagnose(
+        {m: (None if row[m] != row[m] else row[m]) for m in THELMA}, args.thresholds)}
+        for row in wide.to_dict("records")}
+    rules = list(diagnosis.RULES)
+    saved = queries.rule_labels(args.db, args.run)
+    triage = queries.triage_verdicts(args.db, args.run)
+    corrections = queries.verdict_corrections(args.db, args.run).dropna(subset=["judge"])
+    pairs = trust.rule_pairs(list(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None)),
+                             dict(zip(triage["item_id"], triage["label"])), fired, rules)
+    pairs += [trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
+              for r in corrections.itertuples(index=False)]
+    # A rule's call of interest is "fired" (1); a metric's is the "low" verdict (0).
+    rows = trust.report(pairs, [*THELMA, *rules], {m: 0 for m in THELMA})
+    _write_csv(args.out, trust.CSV_COLUMNS, [[_cell(v) for v in t.row().values()] for t in rows])
+    labelled = [t for t in rows if t.n_labelled]
+    print(f"wrote {len(rows)} targets to {args.out}: {len(labelled)} with labels, "
+          f"{len(trust.disagreements(pairs))} disagreements")
+    return 0
+
+
 def _runs(args: argparse.Namespace) -> int:
     frame = store.runs(args.db)
     if frame.empty:
@@ -204,7 +252,7 @@ def _delete_run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
-    handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "runs": _runs,
+    handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "trust": _trust, "runs": _runs,
                 "delete-run": _delete_run}
     try:
         args = _parser().parse_args(argv)  # opens --db read-only to check it: it may be busy

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 BOOTSTRAP_SAMPLES = 2000  # resamples for the kappa interval: the 2.5/97.5 percentiles settle to ~0.01
 CSV_COLUMNS = ("target", "n_labelled", "agreement", "kappa", "kappa_lo", "kappa_hi", "precision")
@@ -109,3 +109,43 @@ def trust(target: str, judge: Sequence[int], human: Sequence[int], positive: int
         precision=counts.tp / called if called else None,
         confusion=counts,
     )
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One labelled call: the judge's 0/1 and the person's, on an item (and a component for a metric)."""
+
+    target: str
+    item_id: str
+    judge: int
+    human: int
+    component_idx: int | None = None
+
+
+def rule_pairs(rule_labels: Sequence[tuple[str, str, int]], triage: Mapping[str, int],
+               fired: Mapping[str, set[str]], rules: Sequence[str]) -> list[Pair]:
+    """Labelled calls of the Table-2 rules: judge 1 when the rule fires on the item at the current thresholds.
+
+    `rule_labels` are (item, rule, label) as saved. A confirmed (1) or false-alarm (0) triage note on
+    an item labels each rule that fires on it, unless that rule has a label of its own there.
+    """
+    pairs = [Pair(rule, item, int(rule in fired.get(item, ())), label) for item, rule, label in rule_labels]
+    explicit = {(p.item_id, p.target) for p in pairs}
+    pairs += [Pair(rule, item, 1, label) for item, label in triage.items() for rule in rules
+              if rule in fired.get(item, ()) and (item, rule) not in explicit]
+    return pairs
+
+
+def report(pairs: Sequence[Pair], targets: Sequence[str], positive: Mapping[str, int]) -> list[Trust]:
+    """One Trust per target, in the given order; a target without labels has an empty row."""
+    by_target: dict[str, list[Pair]] = {t: [] for t in targets}
+    for p in pairs:
+        by_target.setdefault(p.target, []).append(p)
+    return [trust(t, [p.judge for p in ps], [p.human for p in ps], positive.get(t, 1))
+            for t, ps in by_target.items()]
+
+
+def disagreements(pairs: Sequence[Pair]) -> list[Pair]:
+    """The labelled calls where judge and person differ, by target and item."""
+    return sorted((p for p in pairs if p.judge != p.human),
+                  key=lambda p: (p.target, p.item_id, -1 if p.component_idx is None else p.component_idx))
