@@ -1,4 +1,4 @@
-"""The command line: evaluate, export, diagnose, trust, runs, delete-run. A stable contract others rely on.
+"""The command line: evaluate, export, diagnose, trust, agreement, runs, delete-run. A stable contract others rely on.
 
 Every path and number option is checked before any work (evaluators/options.py): a bad one is
 one line naming the option, and nothing is written.
@@ -92,6 +92,16 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--thresholds", type=options.thresholds, default="",
                     help="Table 2 thresholds a rule fires at, e.g. sqc=0.75,gr=0.9 (default: Table 2's)")
     tr.add_argument("--out", required=True, type=options.output_file, help="CSV file to write")
+
+    ag = sub.add_parser("agreement", help="pairwise validation: how often the judge scores the better variant higher")
+    ag.add_argument("--pairs", required=True, type=options.input_file,
+                    help="JSONL: per line metric, and better and worse objects with an item's fields")
+    ag.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
+    ag.add_argument("--run", required=True, help="run to evaluate the pairs' sides into (resumed if unfinished)")
+    ag.add_argument("--judge", default=runner.OFFLINE, help="as for evaluate")
+    ag.add_argument("--api-base", help="base URL for an OpenAI-compatible endpoint")
+    ag.add_argument("--concurrency", type=options.count, default=8, help="max judge calls in flight")
+    ag.add_argument("--out", type=options.output_file, help="CSV file to write (default: print only)")
 
     rs = sub.add_parser("runs", help="list the runs in a database")
     rs.add_argument("--db", required=True, type=options.database)
@@ -230,6 +240,40 @@ def _trust(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agreement(args: argparse.Namespace) -> int:
+    from evaluators import pairs, queries
+    from evaluators.ingest import InputError, load_pairs
+    from evaluators.judge import JudgeFatal
+
+    try:
+        loaded = load_pairs(args.pairs, set(registry.METRICS))
+    except InputError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    metrics = sorted({m for joined, _, _ in loaded for m in joined.split(",")}, key=list(registry.METRICS).index)
+    items = [side for _, better, worse in loaded for side in (better, worse)]
+    try:
+        runner.evaluate(items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
+                        concurrency=args.concurrency, on_progress=None)
+    except JudgeFatal as exc:
+        return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
+    except (store.RunConflict, store.InputChanged) as exc:
+        return _fail(f"{exc}; choose another --run name")
+    except store.RunBusy as exc:
+        return _fail(str(exc), 6)
+    outcomes = queries.pair_scores(args.db, args.run)
+    tallies = pairs.tally([(r.metric, None if r.better != r.better else r.better,
+                            None if r.worse != r.worse else r.worse) for r in outcomes.itertuples(index=False)])
+    rows = [tallies[m].row(m) for m in metrics if m in tallies]
+    for metric, n, agree, ties, disagree, failed, rate in rows:
+        shown = "–" if rate is None else f"{rate:.2f}"
+        print(f"{metric:<24} agreement {shown} ({agree} of {n - failed} scored pairs; {ties} ties, "
+              f"{disagree} reversed, {failed} failed)")
+    if args.out:
+        _write_csv(args.out, pairs.CSV_COLUMNS, [[_cell(v) for v in row] for row in rows])
+    return 0
+
+
 def _runs(args: argparse.Namespace) -> int:
     frame = store.runs(args.db)
     if frame.empty:
@@ -252,7 +296,8 @@ def _delete_run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
-    handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "trust": _trust, "runs": _runs,
+    handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "trust": _trust, "agreement": _agreement,
+                "runs": _runs,
                 "delete-run": _delete_run}
     try:
         args = _parser().parse_args(argv)  # opens --db read-only to check it: it may be busy

@@ -181,6 +181,73 @@ def _label(row: Any, where: str, rules: set[str], metrics: set[str], author: str
                  note="" if _is_missing(note) else str(note), author=author, origin="import"), []
 
 
+PAIR_SIDES = ("better", "worse")
+
+
+def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Item]]:
+    """Read a .jsonl file of validation pairs: per line `metric` (or `metrics`, a list), and `better`
+    and `worse` objects with an item's fields; fields given at the top (say `query` and `sources`)
+    are shared by both sides. `id` names the pair (default: `pairN` from its line).
+
+    Returns (metrics joined by ',', better item, worse item) per pair, the sides' ids `ID:better` and
+    `ID:worse` with metadata {pair, side, metrics}, so a run of them can be tallied again later.
+    Raises InputError listing every problem as FILE:LINE.
+    """
+    path = Path(path)
+    name = str(path)
+    if path.suffix.lower() != ".jsonl":
+        raise InputError([f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; expected .jsonl"])
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError([f"{name}: {exc.strerror.lower() if exc.strerror else 'cannot read'}"]) from None
+    text, problems = _decode(raw, name)
+    rows, parse_problems = _jsonl_rows(text, name)
+    problems += parse_problems
+    pairs: list[tuple[str, Item, Item]] = []
+    seen: dict[str, str] = {}
+    for line, where, row in rows:
+        if not isinstance(row, dict):
+            problems.append((line, f"{where}: expected a JSON object, got {_type(row)}"))
+            continue
+        wanted = row.get("metrics", row.get("metric"))
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        if not isinstance(wanted, list) or not wanted or not all(isinstance(m, str) for m in wanted):
+            problems.append((line, f"{where}: field metric: missing (the metric the better side should win on)"))
+            continue
+        unknown = [m for m in wanted if m.strip().lower() not in metrics]
+        if unknown:
+            problems.append((line, f"{where}: field metric: unknown metric {unknown[0]!r}; known: "
+                                   f"{', '.join(sorted(metrics))}"))
+            continue
+        pair_id = str(row.get("id") or f"pair{line}")
+        if pair_id in seen:
+            problems.append((line, f"{where}: field id: duplicate pair id {pair_id!r}, first at {seen[pair_id]}"))
+            continue
+        seen[pair_id] = where
+        shared = {k: v for k, v in row.items() if k in _NAMES and k not in ("id", "metadata")}
+        joined = ",".join(m.strip().lower() for m in wanted)
+        sides: list[Item] = []
+        for side in PAIR_SIDES:
+            given = row.get(side)
+            if not isinstance(given, dict):
+                problems.append((line, f"{where}: field {side}: missing (an object with the item's fields)"))
+                continue
+            item, side_problems = _normalise({**shared, **given, "id": f"{pair_id}:{side}",
+                                              "metadata": {"pair": pair_id, "side": side, "metrics": joined}},
+                                             f"{where}: {side}", json_cells=False)
+            problems += [(line, p) for p in side_problems]
+            if item is not None:
+                sides.append(item)
+        if len(sides) == 2:
+            pairs.append((joined, sides[0], sides[1]))
+    if not rows and not problems:
+        problems.append((0, f"{name}: no pairs (the file is empty)"))
+    if problems:
+        raise InputError([text for _, text in sorted(problems, key=lambda p: p[0])])
+    return pairs
+
+
 def items_from_frame(df: pd.DataFrame, origin: str = "<dataframe>") -> list[Item]:
     """Turn a DataFrame (one row per item, same columns as the files) into Items.
 

@@ -393,3 +393,20 @@ def label_targets(path: str | Path, run_id: str) -> tuple[set[str], set[tuple[st
         parts = store.query(path, """SELECT DISTINCT item_id, metric, component_idx FROM verdicts
                                      WHERE run_id = ? AND component_idx >= 0""", [run_id])
     return set(items["item_id"]), set(parts.itertuples(index=False, name=None))
+
+
+def pair_scores(path: str | Path, run_id: str) -> pd.DataFrame:
+    """The scores of a run of validation pairs (items whose metadata names a pair and a side):
+    pair, metric, better, worse (NULL when that side was not scored), one row per pair and metric
+    the pair was written for."""
+    return store.query(path, """
+        WITH sides AS (
+            SELECT item_id, json_extract_string(metadata, '$.pair') AS pair,
+                   json_extract_string(metadata, '$.side') AS side,
+                   unnest(string_split(json_extract_string(metadata, '$.metrics'), ',')) AS metric
+            FROM items WHERE run_id = $run AND json_extract_string(metadata, '$.pair') IS NOT NULL)
+        SELECT s.pair, s.metric,
+               max(sc.value) FILTER (WHERE s.side = 'better' AND NOT isnan(sc.value)) AS better,
+               max(sc.value) FILTER (WHERE s.side = 'worse' AND NOT isnan(sc.value)) AS worse
+        FROM sides s LEFT JOIN scores sc ON sc.run_id = $run AND sc.item_id = s.item_id AND sc.metric = s.metric
+        GROUP BY s.pair, s.metric ORDER BY s.metric, s.pair""", {"run": run_id})

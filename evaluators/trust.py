@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 BOOTSTRAP_SAMPLES = 2000  # resamples for the kappa interval: the 2.5/97.5 percentiles settle to ~0.01
 CSV_COLUMNS = ("target", "n_labelled", "agreement", "kappa", "kappa_lo", "kappa_hi", "precision")
@@ -149,3 +149,56 @@ def disagreements(pairs: Sequence[Pair]) -> list[Pair]:
     """The labelled calls where judge and person differ, by target and item."""
     return sorted((p for p in pairs if p.judge != p.human),
                   key=lambda p: (p.target, p.item_id, -1 if p.component_idx is None else p.component_idx))
+
+
+MIN_LABELS_TO_SUGGEST = 10  # fewer labelled rule calls than this cannot move a threshold with any confidence
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A metric's threshold fitted to rule labels: the best one, its kappa against the current one's."""
+
+    metric: str
+    current: float
+    n_labelled: int
+    best: float | None = None      # None: too few labels, or nothing beats the current threshold
+    kappa_now: float | None = None
+    kappa_best: float | None = None
+    why: str = ""
+
+
+def suggest_threshold(metric: str, scores: Mapping[str, Mapping[str, float | None]],
+                      labels: Sequence[tuple[str, str, int]], thresholds: Mapping[str, float],
+                      fires: Callable[[Mapping[str, float | None], Mapping[str, float]], set[str]]) -> Suggestion:
+    """The threshold of `metric` whose fired rules agree best (highest kappa) with the rule labels.
+
+    `scores` are the labelled items' scores by item, `labels` (item, rule, label) for rules that read
+    this metric, `fires(scores, thresholds)` the rules that fire. Candidates are the midpoints between
+    the labelled items' distinct scores of the metric, so every way of splitting them is tried once.
+    """
+    current = thresholds[metric]
+    labels = [l for l in labels if l[0] in scores]
+    if len(labels) < MIN_LABELS_TO_SUGGEST:
+        return Suggestion(metric, current, len(labels),
+                          why=f"too few labels to suggest a threshold: {len(labels)} of {MIN_LABELS_TO_SUGGEST} needed")
+
+    def kappa_at(t: float) -> float | None:
+        at = {**thresholds, metric: t}
+        fired = {item: fires(scores[item], at) for item in {l[0] for l in labels}}
+        return kappa([int(rule in fired[item]) for item, rule, _ in labels], [h for _, _, h in labels])
+
+    values = sorted({float(s[metric]) for s in scores.values() if s.get(metric) is not None})
+    candidates = sorted({round((a + b) / 2, 4) for a, b in zip(values, values[1:])} | {current})
+    now = kappa_at(current)
+    scored = [(k, t) for t in candidates if (k := kappa_at(t)) is not None]
+    if not scored:
+        return Suggestion(metric, current, len(labels), kappa_now=now,
+                          why="kappa is undefined at every threshold: the labels or calls are all one class")
+    # Highest kappa; among equals the one closest to the current threshold, so a tie never moves it.
+    k_best, t_best = max(scored, key=lambda kt: (kt[0], -abs(kt[1] - current)))
+    if now is not None and k_best <= now:
+        return Suggestion(metric, current, len(labels), kappa_now=now, kappa_best=now,
+                          why="the current threshold already agrees best with the labels")
+    return Suggestion(metric, current, len(labels), t_best, now, k_best,
+                      why=f"kappa {k_best:.2f} at {t_best:g} against {'undefined' if now is None else f'{now:.2f}'} "
+                          f"now, on {len(labels)} labels")

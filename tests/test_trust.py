@@ -1,7 +1,7 @@
 """Trust arithmetic against cases computed by hand."""
 import pytest
 
-from evaluators.trust import Confusion, confusion, kappa, kappa_interval, trust
+from evaluators.trust import Confusion, confusion, kappa, kappa_interval, suggest_threshold, trust
 
 JUDGE = [1, 1, 0, 0, 1, 0, 1, 0, 1, 1]
 HUMAN = [1, 0, 0, 0, 1, 1, 1, 0, 1, 0]
@@ -48,3 +48,34 @@ def test_a_target_without_labels_has_an_empty_row() -> None:
     row = trust("T2.5", [], []).row()
     assert row == {"target": "T2.5", "n_labelled": 0, "agreement": None, "kappa": None, "kappa_lo": None,
                    "kappa_hi": None, "precision": None}
+
+
+def _fires(scores, thresholds) -> set[str]:
+    """A one-rule world: T2.5 fires when rp is low (below its threshold)."""
+    return {"T2.5"} if scores["rp"] is not None and scores["rp"] < thresholds["rp"] else set()
+
+
+def test_a_threshold_is_suggested_where_labels_split_the_scores() -> None:
+    # People say T2.5 is right for rp at 0.6 or below, wrong from 0.7 up; today's 0.5 misses 0.6.
+    rp = {f"i{k}": v for k, v in enumerate([0.2, 0.4, 0.6, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 0.3, 0.75, 0.55])}
+    scores = {i: {"rp": v} for i, v in rp.items()}
+    labels = [(i, "T2.5", int(v <= 0.6)) for i, v in rp.items()]
+    s = suggest_threshold("rp", scores, labels, {"rp": 0.5}, _fires)
+    assert s.best == pytest.approx(0.65)  # the midpoint between 0.6 and 0.7
+    assert s.kappa_best == pytest.approx(1.0)
+    assert s.kappa_now is not None and s.kappa_now < 1.0
+    assert s.n_labelled == 12
+
+
+def test_too_few_labels_suggest_nothing() -> None:
+    scores = {"a": {"rp": 0.2}, "b": {"rp": 0.9}}
+    s = suggest_threshold("rp", scores, [("a", "T2.5", 1), ("b", "T2.5", 0)], {"rp": 0.5}, _fires)
+    assert s.best is None and "too few labels" in s.why and s.n_labelled == 2
+
+
+def test_the_current_threshold_stays_when_it_is_already_best() -> None:
+    rp = {f"i{k}": v for k, v in enumerate([0.1, 0.2, 0.3, 0.4, 0.45, 0.6, 0.7, 0.8, 0.9, 1.0])}
+    scores = {i: {"rp": v} for i, v in rp.items()}
+    labels = [(i, "T2.5", int(v < 0.5)) for i, v in rp.items()]
+    s = suggest_threshold("rp", scores, labels, {"rp": 0.5}, _fires)
+    assert s.best is None and s.kappa_now == pytest.approx(1.0)
