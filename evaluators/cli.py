@@ -204,7 +204,7 @@ def _diagnose(args: argparse.Namespace) -> int:
 
 
 def _trust(args: argparse.Namespace) -> int:
-    from evaluators import queries, trust
+    from evaluators import labelling, queries, trust
     from evaluators.ingest import InputError, load_labels
 
     _check_run(args.db, args.run)
@@ -219,24 +219,14 @@ def _trust(args: argparse.Namespace) -> int:
             return 2
         store.add_labels(args.db, args.run, labels)
         print(f"imported {len(labels)} labels into run {args.run}")
-    wide = store.run_scores_wide(args.db, args.run, list(THELMA))
-    fired = {row["item_id"]: {r.id for r in diagnosis.diagnose(
-        {m: (None if row[m] != row[m] else row[m]) for m in THELMA}, args.thresholds)}
-        for row in wide.to_dict("records")}
-    rules = list(diagnosis.RULES)
-    saved = queries.rule_labels(args.db, args.run)
-    triage = queries.triage_verdicts(args.db, args.run)
-    corrections = queries.verdict_corrections(args.db, args.run).dropna(subset=["judge"])
-    pairs = trust.rule_pairs(list(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None)),
-                             dict(zip(triage["item_id"], triage["label"])), fired, rules)
-    pairs += [trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
-              for r in corrections.itertuples(index=False)]
-    # A rule's call of interest is "fired" (1); a metric's is the "low" verdict (0).
-    rows = trust.report(pairs, [*THELMA, *rules], {m: 0 for m in THELMA})
-    _write_csv(args.out, trust.CSV_COLUMNS, [[_cell(v) for v in t.row().values()] for t in rows])
-    labelled = [t for t in rows if t.n_labelled]
-    print(f"wrote {len(rows)} targets to {args.out}: {len(labelled)} with labels, "
-          f"{len(trust.disagreements(pairs))} disagreements")
+    result = labelling.report(args.db, args.run, args.thresholds)
+    _write_csv(args.out, trust.CSV_COLUMNS, [[_cell(v) for v in t.row().values()] for t in result.rows])
+    labelled = [t for t in result.rows if t.n_labelled]
+    print(f"wrote {len(result.rows)} targets to {args.out}: {len(labelled)} with labels, "
+          f"{len(result.disagreements)} disagreements")
+    for suggestion in result.suggestions:
+        if suggestion.best is not None:
+            print(f"suggested threshold: {suggestion.metric}={suggestion.best:g} ({suggestion.why})")
     return 0
 
 

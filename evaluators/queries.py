@@ -410,3 +410,29 @@ def pair_scores(path: str | Path, run_id: str) -> pd.DataFrame:
                max(sc.value) FILTER (WHERE s.side = 'worse' AND NOT isnan(sc.value)) AS worse
         FROM sides s LEFT JOIN scores sc ON sc.run_id = $run AND sc.item_id = s.item_id AND sc.metric = s.metric
         GROUP BY s.pair, s.metric ORDER BY s.metric, s.pair""", {"run": run_id})
+
+
+def unsure_counts(path: str | Path, run_id: str, bands: Mapping[str, tuple[float, float]]) -> pd.DataFrame:
+    """Items with OK verdicts whose p lies inside their kind's band: item_id, n_unsure, most unsure first."""
+    if not bands:
+        return pd.DataFrame({"item_id": pd.Series(dtype=str), "n_unsure": pd.Series(dtype=int)})
+    inside = " OR ".join(f"(p_kind = '{kind}' AND p > {float(lo)!r} AND p < {float(hi)!r})"
+                         for kind, (lo, hi) in bands.items() if kind.isidentifier())  # kinds are our constants
+    return store.query(path, f"""
+        SELECT item_id, count(*) AS n_unsure FROM verdicts
+        WHERE run_id = ? AND status = 'ok' AND ({inside})
+        GROUP BY item_id ORDER BY n_unsure DESC, min(abs(p - 0.5)), item_id""", [run_id])
+
+
+def scored_counts(path: str | Path, run_id: str) -> pd.DataFrame:
+    """Per item and metric, how many verdicts the score was decided from: item_id, metric, n_scored."""
+    return store.query(path, "SELECT item_id, metric, n_scored FROM scores WHERE run_id = ?", [run_id])
+
+
+def labelled_items(path: str | Path, run_id: str) -> list[str]:
+    """Items of a run that carry a label or a confirmed / false-alarm triage note."""
+    frame = store.query(path, """
+        SELECT item_id FROM labels WHERE run_id = $run
+        UNION SELECT item_id FROM triage WHERE run_id = $run AND label IN ('confirmed', 'false alarm')""",
+                        {"run": run_id})
+    return sorted(frame["item_id"])

@@ -94,3 +94,22 @@ def test_bad_label_rows_are_located_and_nothing_is_written(db: Path, tmp_path: P
     assert f"{labels}:2" not in err
     assert not out.exists()
     assert int(store.query(db, "SELECT count(*) AS n FROM labels")["n"][0]) == 0
+
+
+def test_the_review_queue_puts_unsure_then_thin_then_random_and_skips_labelled(db: Path) -> None:
+    from evaluators import labelling
+    from evaluators.records import Label
+
+    with store.connect(db) as con:  # make one verdict of q03 unsure: a calibrated p of 0.55
+        con.execute("""UPDATE verdicts SET p = 0.55, p_kind = 'calibrated' WHERE rowid = (
+                         SELECT min(rowid) FROM verdicts WHERE run_id = ? AND item_id = 'q03' AND status = 'ok')""",
+                    [RUN])
+    queue = labelling.review_queue(db, RUN, {})
+    assert queue.iloc[0].tolist()[:2] == ["q03", "unsure verdicts"]
+    reasons = list(queue["reason"])
+    assert reasons == sorted(reasons, key=labelling.QUEUE_REASONS.index)
+    assert sorted(queue["item_id"]) == sorted(store.run_scores_wide(db, RUN, list(THELMA))["item_id"])
+    store.add_labels(db, RUN, [Label("q03", 1, rule="T2.5")])
+    assert "q03" not in set(labelling.review_queue(db, RUN, {})["item_id"])
+    # Seeded: the same run gives the same queue.
+    assert labelling.review_queue(db, RUN, {}).equals(labelling.review_queue(db, RUN, {}))
