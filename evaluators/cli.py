@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--db", required=True, type=options.database)
     ex.add_argument("--run", required=True)
     ex.add_argument("--out", required=True, type=options.output_file)
+    ex.add_argument("--labels-out", type=options.output_file,
+                    help="also write the run's labels of the judge (a CSV that `trust --labels` reads back)")
 
     dg = sub.add_parser("diagnose", help="one CSV row per item and fired Table-2 rule")
     dg.add_argument("--db", required=True, type=options.database)
@@ -188,6 +190,13 @@ def _export(args: argparse.Namespace) -> int:
     header = ["item_id", *metrics, "n_failed"]
     _write_csv(args.out, header, [[_cell(v) for v in row] for row in wide[header].itertuples(index=False)])
     print(f"wrote {len(wide)} items to {args.out}")
+    if args.labels_out:
+        from evaluators import queries
+
+        store.migrate(args.db)  # a database written before labels existed has none, and gets the table
+        labels = queries.run_labels(args.db, args.run)
+        labels.to_csv(args.labels_out, index=False)
+        print(f"wrote {len(labels)} labels to {args.labels_out}")
     return 0
 
 

@@ -436,3 +436,11 @@ def labelled_items(path: str | Path, run_id: str) -> list[str]:
         UNION SELECT item_id FROM triage WHERE run_id = $run AND label IN ('confirmed', 'false alarm')""",
                         {"run": run_id})
     return sorted(frame["item_id"])
+
+
+def run_labels(path: str | Path, run_id: str) -> pd.DataFrame:
+    """Every label saved on a run, oldest first, in the columns a labels file is imported from:
+    item_id, rule, metric, component, label, note, author, origin, created_at."""
+    return store.query(path, """
+        SELECT item_id, rule, metric, component_idx AS component, label, note, author, origin, created_at
+        FROM labels WHERE run_id = ? ORDER BY created_at, item_id""", [run_id])

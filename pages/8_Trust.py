@@ -87,6 +87,10 @@ with tab_agree:
             st.dataframe(pd.DataFrame({f"people: {call}": [c.tp, c.fn], f"people: not {call}": [c.fp, c.tn]},
                                       index=[f"judge: {call}", f"judge: not {call}"]), key=f"confusion_{t.target}")
 
+    st.download_button("Download every label of this run (CSV)",
+                       ui.read(queries.run_labels, run_id).to_csv(index=False).encode("utf-8"),
+                       file_name=f"labels_{run_id}.csv", mime="text/csv", key="labels_csv")
+
     st.subheader("Disagreements")
     if not report.disagreements:
         st.caption("None: every labelled call agrees with the judge." if labelled else "No labels yet.")

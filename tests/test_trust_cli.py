@@ -113,3 +113,40 @@ def test_the_review_queue_puts_unsure_then_thin_then_random_and_skips_labelled(d
     assert "q03" not in set(labelling.review_queue(db, RUN, {})["item_id"])
     # Seeded: the same run gives the same queue.
     assert labelling.review_queue(db, RUN, {}).equals(labelling.review_queue(db, RUN, {}))
+
+
+def test_labels_of_two_people_saving_at_once_are_both_kept(db: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from evaluators import access, store\n"
+            "from evaluators.records import Label\n"
+            "me = access.User(None, access.TRIAGER)\n"
+            "for k in range(10):\n"
+            "    access.save_labels(me, sys.argv[1], 'weak-retriever', [Label('q01', k % 2, rule='T2.5')],\n"
+            "                       sys.argv[2], deadline_s=20)\n")
+    root = Path(__file__).resolve().parents[1]
+    people = [subprocess.Popen([sys.executable, "-c", code, str(db), who], cwd=root, stderr=subprocess.PIPE,
+                               text=True) for who in ("ana", "ben")]
+    for p in people:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    saved = store.query(db, "SELECT author, count(*) AS n FROM labels GROUP BY author ORDER BY author")
+    assert saved.values.tolist() == [["ana", 10], ["ben", 10]]
+
+
+def test_labels_export_with_the_run_and_import_back(db: Path, tmp_path: Path) -> None:
+    from evaluators.records import Label
+
+    store.add_labels(db, RUN, [Label("q01", 1, rule="T2.5", note="a, \"quoted\" note", author="ana"),
+                               Label("q02", 0, metric="gr", component_idx=0, author="ben")])
+    out, labels_out = tmp_path / "scores.csv", tmp_path / "labels.csv"
+    assert main(["export", "--db", str(db), "--run", RUN, "--out", str(out), "--labels-out", str(labels_out)]) == 0
+    with open(labels_out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["item_id"], r["rule"], r["metric"], r["component"], r["label"], r["author"]) for r in rows] == [
+        ("q01", "T2.5", "", "", "1", "ana"), ("q02", "", "gr", "0", "0", "ben")]
+    assert rows[0]["note"] == 'a, "quoted" note'
+    # The file reads back into another copy of the run as the same labels.
+    assert main(["trust", "--db", str(db), "--run", RUN, "--labels", str(labels_out),
+                 "--out", str(tmp_path / "t.csv")]) == 0
+    assert int(store.query(db, "SELECT count(*) AS n FROM labels")["n"][0]) == 4
