@@ -30,11 +30,10 @@ def _fmt(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
-def _save(labels: list[Label], outcome_key: str) -> None:
+def _save(labels: list[Label], author: str, outcome_key: str) -> None:
     """Save labels as the current user; the outcome shows on the next run, whatever happened."""
     try:
-        access.save_labels(ui.user(), str(path), run_id, labels, st.session_state.get("label_author", ""),
-                           deadline_s=ui.SAVE_DEADLINE_S)
+        access.save_labels(ui.user(), str(path), run_id, labels, author, deadline_s=ui.SAVE_DEADLINE_S)
     except access.Refused as exc:
         st.session_state[outcome_key] = ("error", str(exc))
     except store.StoreBusy:
@@ -59,9 +58,12 @@ def _can_label() -> bool:
     if not me.can(access.TRIAGER):
         st.info(f"You are a {me.role}: saving labels needs the triager role (ask an admin).")
         return False
-    if not me.email:  # with login the author is the login email
-        st.text_input("Your name", key="label_author")
     return True
+
+
+def _author(key: str) -> str:
+    """Inside a form: the author's name field, unless the login email names them."""
+    return "" if ui.user().email else st.text_input("Your name", key=key)
 
 
 can_label = _can_label()
@@ -133,12 +135,13 @@ with tab_next:
                                         "No rule fires. Rules that should have (none: quiet is right)",
                                         [r for r in RULES if r not in fired], key="q_missed")
                 note = st.text_input("Note", key="q_note")
+                author = _author("q_author")
                 if st.form_submit_button("Save and show the next item", key="queue_save"):
                     labels = [Label(item_id, int(v == "right"), rule=rid, note=note) for rid, v in verdicts.items()
                               if v != "skip"]
                     labels += [Label(item_id, int(rid in missed), rule=rid, note=note)
                                for rid in RULES if rid not in fired]
-                    _save(labels, "queue_outcome")
+                    _save(labels, author, "queue_outcome")
                     st.rerun()
         queue_view = queue.assign(open=[ui.item_url(run_id, i) for i in queue["item_id"]])
         st.dataframe(queue_view, hide_index=True, key="queue_table", width="stretch", column_config={
@@ -149,8 +152,11 @@ with tab_import:
     st.caption("A JSONL or CSV file from a labelling team: `item_id, rule, label` or `item_id, metric, component, "
                "label` (label 1 or 0, component the component's index), optional `note`. All rows or none are saved.")
     if can_label:
-        upload = st.file_uploader("Labels file", type=["jsonl", "csv"], key="labels_file")
-        if upload is not None and st.button("Import", key="import_labels"):
+        with st.form("import_form"):
+            upload = st.file_uploader("Labels file", type=["jsonl", "csv"], key="labels_file")
+            author = _author("import_author")
+            send = st.form_submit_button("Import", key="import_labels")
+        if upload is not None and send:
             items, components = ui.read(queries.label_targets, run_id)
             with tempfile.TemporaryDirectory() as tmp:
                 file = Path(tmp) / Path(upload.name).name
@@ -161,7 +167,7 @@ with tab_import:
                     st.error("\n\n".join(ui.md(p.replace(str(file), upload.name)) for p in exc.problems[:20]))
                     labels = []
             if labels:
-                _save(labels, "import_outcome")
+                _save(labels, author, "import_outcome")
                 st.rerun()
 
 with tab_pairs:

@@ -23,7 +23,7 @@ def test_labelling_the_next_item_moves_the_trust_figures(db: Path) -> None:
     for radio in at.radio:
         if radio.key and radio.key.startswith("q_T2"):
             radio.set_value("wrong")
-    at.text_input(key="label_author").set_value("Ana")
+    at.text_input(key="q_author").set_value("Ana")
     at.button(key="queue_save").click()
     at.run()
     assert not at.exception, [e.value for e in at.exception]
