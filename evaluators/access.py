@@ -26,12 +26,12 @@ This module holds no Streamlit code: evaluators/ui.py hands it the secrets and t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from evaluators import store
-from evaluators.records import Item
+from evaluators.records import Item, Label
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
 # The [roles] lists in secrets.toml, one per role; any other key is a typo that would grant nothing.
@@ -206,6 +206,19 @@ def save_note(user: User, db: str, run_id: str, item_id: str, label: str, compon
     if not author:
         raise ValueError("Enter your name so the team knows who triaged this item.")
     store.add_triage(db, run_id, item_id, label, component, note, author, deadline_s=deadline_s)
+    return author
+
+
+def save_labels(user: User, db: str, run_id: str, labels: Sequence[Label], author: str, deadline_s: float) -> str:
+    """Save labels of the judge as this user (a triager or above), all or none; returns the author recorded.
+
+    Raises Refused, ValueError (no name) or store.StoreBusy, like save_note.
+    """
+    require(user, TRIAGER, "label the judge's verdicts")
+    author = user.email or author.strip()
+    if not author:
+        raise ValueError("Enter your name so the team knows who labelled this.")
+    store.add_labels(db, run_id, [replace(label, author=author) for label in labels], deadline_s=deadline_s)
     return author
 
 

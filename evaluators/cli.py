@@ -1,4 +1,4 @@
-"""The command line: evaluate, export, diagnose, runs, delete-run. A stable contract others rely on.
+"""The command line: evaluate, export, diagnose, trust, agreement, runs, delete-run. A stable contract others rely on.
 
 Every path and number option is checked before any work (evaluators/options.py): a bad one is
 one line naming the option, and nothing is written.
@@ -95,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--run", required=True)
     ex.add_argument("--out", required=True, type=options.output_file)
     ex.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
+    ex.add_argument("--labels-out", type=options.output_file,
+                    help="also write the run's labels of the judge (a CSV that `trust --labels` reads back)")
 
     dg = sub.add_parser("diagnose", help="one CSV row per item and fired Table-2 rule")
     dg.add_argument("--db", required=True, type=options.database)
@@ -104,6 +106,28 @@ def _parser() -> argparse.ArgumentParser:
                     help="per-metric thresholds, e.g. sqc=0.75,gr=0.9 (defaults: "
                          + ",".join(f"{k}={v}" for k, v in diagnosis.DEFAULT_THRESHOLDS.items()) + ")")
     dg.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
+
+    tr = sub.add_parser("trust", help="how far the judge agrees with people's labels: one CSV row per metric and rule")
+    tr.add_argument("--db", required=True, type=options.database, help="DuckDB file")
+    tr.add_argument("--run", required=True, help="run name")
+    tr.add_argument("--labels", type=options.input_file,
+                    help="JSONL or CSV of labels to import into the run first: item_id,rule,label or "
+                         "item_id,metric,component,label (label 1 or 0; optional note)")
+    tr.add_argument("--author", default="", help="who the imported labels are from (default: the OS user)")
+    tr.add_argument("--thresholds", type=options.thresholds, default="",
+                    help="Table 2 thresholds a rule fires at, e.g. sqc=0.75,gr=0.9 (default: Table 2's)")
+    tr.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
+    tr.add_argument("--out", required=True, type=options.output_file, help="CSV file to write")
+
+    ag = sub.add_parser("agreement", help="pairwise validation: how often the judge scores the better variant higher")
+    ag.add_argument("--pairs", required=True, type=options.input_file,
+                    help="JSONL: per line metric, and better and worse objects with an item's fields")
+    ag.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
+    ag.add_argument("--run", required=True, help="run to evaluate the pairs' sides into (resumed if unfinished)")
+    ag.add_argument("--judge", default=runner.OFFLINE, help="as for evaluate")
+    ag.add_argument("--api-base", help="base URL for an OpenAI-compatible endpoint")
+    ag.add_argument("--concurrency", type=options.count, default=8, help="max judge calls in flight")
+    ag.add_argument("--out", type=options.output_file, help="CSV file to write (default: print only)")
 
     rs = sub.add_parser("runs", help="list the runs in a database")
     rs.add_argument("--db", required=True, type=options.database)
@@ -192,6 +216,11 @@ def _export(args: argparse.Namespace) -> int:
     header = ["item_id", *metrics, "n_failed"]
     _write_csv(args.out, header, [[_cell(v) for v in row] for row in wide[header].itertuples(index=False)])
     print(f"wrote {len(wide)} items to {args.out}")
+    if args.labels_out:
+        store.migrate(args.db)  # a database written before labels existed has none, and gets the table
+        labels = queries.run_labels(args.db, args.run)
+        labels.to_csv(args.labels_out, index=False)
+        print(f"wrote {len(labels)} labels to {args.labels_out}")
     return 0
 
 
@@ -204,6 +233,67 @@ def _diagnose(args: argparse.Namespace) -> int:
         rows += [[record["item_id"], rule.id, rule.components] for rule in diagnosis.diagnose(scores, args.thresholds)]
     _write_csv(args.out, ["item_id", "rule", "components"], rows)
     print(f"wrote {len(rows)} fired rules for {len(wide)} items to {args.out}")
+    return 0
+
+
+def _trust(args: argparse.Namespace) -> int:
+    from evaluators import labelling, trust
+    from evaluators.ingest import InputError, load_labels
+
+    _check_run(args.db, args.run)
+    store.migrate(args.db)  # a database written before labels existed gets the table
+    if args.labels:
+        items, components = queries.label_targets(args.db, args.run)
+        try:
+            labels = load_labels(args.labels, set(diagnosis.RULES), set(THELMA), items, components,
+                                 author=args.author or store.os_user())
+        except InputError as exc:
+            print(exc, file=sys.stderr)  # one located line per bad row; nothing was written
+            return 2
+        store.add_labels(args.db, args.run, labels)
+        print(f"imported {len(labels)} labels into run {args.run}")
+    result = labelling.report(args.db, args.run, args.thresholds, args.band)
+    _write_csv(args.out, trust.CSV_COLUMNS, [[_cell(v) for v in t.row().values()] for t in result.rows])
+    labelled = [t for t in result.rows if t.n_labelled]
+    print(f"wrote {len(result.rows)} targets to {args.out}: {len(labelled)} with labels, "
+          f"{len(result.disagreements)} disagreements")
+    for suggestion in result.suggestions:
+        if suggestion.best is not None:
+            print(f"suggested threshold: {suggestion.metric}={suggestion.best:g} ({suggestion.why})")
+    return 0
+
+
+def _agreement(args: argparse.Namespace) -> int:
+    from evaluators import pairs
+    from evaluators.ingest import InputError, load_pairs
+    from evaluators.judge import JudgeFatal
+
+    try:
+        loaded = load_pairs(args.pairs, set(registry.METRICS))
+    except InputError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    metrics = sorted({m for joined, _, _ in loaded for m in joined.split(",")}, key=list(registry.METRICS).index)
+    items = [side for _, better, worse in loaded for side in (better, worse)]
+    try:
+        runner.evaluate(items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
+                        concurrency=args.concurrency, on_progress=None)
+    except JudgeFatal as exc:
+        return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
+    except (store.RunConflict, store.InputChanged) as exc:
+        return _fail(f"{exc}; choose another --run name")
+    except store.RunBusy as exc:
+        return _fail(str(exc), 6)
+    outcomes = queries.pair_scores(args.db, args.run)
+    tallies = pairs.tally([(r.metric, None if r.better != r.better else r.better,
+                            None if r.worse != r.worse else r.worse) for r in outcomes.itertuples(index=False)])
+    rows = [tallies[m].row(m) for m in metrics if m in tallies]
+    for metric, n, agree, ties, disagree, failed, rate in rows:
+        shown = "–" if rate is None else f"{rate:.2f}"
+        print(f"{metric:<24} agreement {shown} ({agree} of {n - failed} scored pairs; {ties} ties, "
+              f"{disagree} reversed, {failed} failed)")
+    if args.out:
+        _write_csv(args.out, pairs.CSV_COLUMNS, [[_cell(v) for v in row] for row in rows])
     return 0
 
 
@@ -229,7 +319,8 @@ def _delete_run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
-    handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "runs": _runs,
+    handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "trust": _trust, "agreement": _agreement,
+                "runs": _runs,
                 "delete-run": _delete_run}
     try:
         args = _parser().parse_args(argv)  # opens --db read-only to check it: it may be busy

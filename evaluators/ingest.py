@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evaluators.records import Item
+from evaluators.records import Item, Label
 
 MAX_TEXT_BYTES = 1_000_000
 """Largest accepted text field (query, each source, response, reference), in UTF-8 bytes."""
@@ -107,6 +107,145 @@ def load_items(path: str | Path) -> list[Item]:
     text, decode_problems = _decode(raw, name)
     rows, parse_problems = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, name)
     return _build(rows, decode_problems + parse_problems, name, json_cells=suffix == ".csv")
+
+
+def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set[str],
+                components: set[tuple[str, str, int]], author: str = "") -> list[Label]:
+    """Read a labelling team's file (.jsonl or .csv) for one run: one label per row, either
+    `item_id, rule, label` or `item_id, metric, component, label`, label 1 or 0, optional `note`.
+
+    `items` and `components` ((item, metric, component index) triples) are what the run holds.
+    Raises InputError listing every problem, located as FILE:LINE with the field.
+    """
+    path = Path(path)
+    name = str(path)
+    if path.suffix.lower() not in (".jsonl", ".csv"):
+        raise InputError([f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; expected .jsonl or .csv"])
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError([f"{name}: {exc.strerror.lower() if exc.strerror else 'cannot read'}"]) from None
+    text, problems = _decode(raw, name)
+    rows, parse_problems = (_jsonl_rows if path.suffix.lower() == ".jsonl" else _csv_rows)(text, name)
+    problems += parse_problems
+    labels: list[Label] = []
+    for line, where, row in rows:
+        label, row_problems = _label(row, where, rules, metrics, author)
+        if label is not None and label.item_id not in items:
+            row_problems.append(f"{where}: field item_id: the run has no item {label.item_id!r}")
+        elif label is not None and label.metric and (label.item_id, label.metric, label.component_idx) not in components:
+            row_problems.append(f"{where}: field component: item {label.item_id!r} has no {label.metric} "
+                                f"component {label.component_idx}")
+        problems += [(line, p) for p in row_problems]
+        if label is not None and not row_problems:
+            labels.append(label)
+    if not rows and not problems:
+        problems.append((0, f"{name}: no labels (the file is empty)"))
+    if problems:
+        raise InputError([text for _, text in sorted(problems, key=lambda p: p[0])])
+    return labels
+
+
+def _label(row: Any, where: str, rules: set[str], metrics: set[str], author: str) -> tuple[Label | None, list[str]]:
+    """One label row checked field by field: (the label, or None, and its problems)."""
+    if not isinstance(row, dict):
+        return None, [f"{where}: expected an object with item_id and label, got {_type(row)}"]
+    problems = []
+    item_id, rule, metric, component = (row.get(k) for k in ("item_id", "rule", "metric", "component"))
+    if _is_missing(item_id) or not str(item_id).strip():
+        problems.append(f"{where}: field item_id: missing")
+    value = str(row.get("label", "")).strip()
+    if value not in ("0", "1", "0.0", "1.0", "True", "False", "true", "false"):
+        problems.append(f"{where}: field label: must be 1 or 0, got {row.get('label')!r}")
+    has_rule, has_metric = not _is_missing(rule), not _is_missing(metric)
+    if has_rule == has_metric:
+        problems.append(f"{where}: give either rule or metric and component, not {'both' if has_rule else 'neither'}")
+    elif has_rule and str(rule).strip().upper() not in rules:
+        problems.append(f"{where}: field rule: unknown rule {rule!r}; known: {', '.join(sorted(rules))}")
+    elif has_metric:
+        if str(metric).strip().lower() not in metrics:
+            problems.append(f"{where}: field metric: unknown metric {metric!r}; known: {', '.join(sorted(metrics))}")
+        try:
+            index = int(str(component).strip())
+            if index < 0 or str(index) != str(component).strip():
+                raise ValueError
+        except ValueError:
+            problems.append(f"{where}: field component: must be the component's index (0, 1, ...), got {component!r}")
+    if problems:
+        return None, problems
+    note = row.get("note")
+    return Label(item_id=str(item_id).strip(), label=int(value in ("1", "1.0", "True", "true")),
+                 rule=str(rule).strip().upper() if has_rule else None,
+                 metric=str(metric).strip().lower() if has_metric else None,
+                 component_idx=int(str(component).strip()) if has_metric else None,
+                 note="" if _is_missing(note) else str(note), author=author, origin="import"), []
+
+
+PAIR_SIDES = ("better", "worse")
+
+
+def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Item]]:
+    """Read a .jsonl file of validation pairs: per line `metric` (or `metrics`, a list), and `better`
+    and `worse` objects with an item's fields; fields given at the top (say `query` and `sources`)
+    are shared by both sides. `id` names the pair (default: `pairN` from its line).
+
+    Returns (metrics joined by ',', better item, worse item) per pair, the sides' ids `ID:better` and
+    `ID:worse` with metadata {pair, side, metrics}, so a run of them can be tallied again later.
+    Raises InputError listing every problem as FILE:LINE.
+    """
+    path = Path(path)
+    name = str(path)
+    if path.suffix.lower() != ".jsonl":
+        raise InputError([f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; expected .jsonl"])
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError([f"{name}: {exc.strerror.lower() if exc.strerror else 'cannot read'}"]) from None
+    text, problems = _decode(raw, name)
+    rows, parse_problems = _jsonl_rows(text, name)
+    problems += parse_problems
+    pairs: list[tuple[str, Item, Item]] = []
+    seen: dict[str, str] = {}
+    for line, where, row in rows:
+        if not isinstance(row, dict):
+            problems.append((line, f"{where}: expected a JSON object, got {_type(row)}"))
+            continue
+        wanted = row.get("metrics", row.get("metric"))
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        if not isinstance(wanted, list) or not wanted or not all(isinstance(m, str) for m in wanted):
+            problems.append((line, f"{where}: field metric: missing (the metric the better side should win on)"))
+            continue
+        unknown = [m for m in wanted if m.strip().lower() not in metrics]
+        if unknown:
+            problems.append((line, f"{where}: field metric: unknown metric {unknown[0]!r}; known: "
+                                   f"{', '.join(sorted(metrics))}"))
+            continue
+        pair_id = str(row.get("id") or f"pair{line}")
+        if pair_id in seen:
+            problems.append((line, f"{where}: field id: duplicate pair id {pair_id!r}, first at {seen[pair_id]}"))
+            continue
+        seen[pair_id] = where
+        shared = {k: v for k, v in row.items() if k in _NAMES and k not in ("id", "metadata")}
+        joined = ",".join(m.strip().lower() for m in wanted)
+        sides: list[Item] = []
+        for side in PAIR_SIDES:
+            given = row.get(side)
+            if not isinstance(given, dict):
+                problems.append((line, f"{where}: field {side}: missing (an object with the item's fields)"))
+                continue
+            item, side_problems = _normalise({**shared, **given, "id": f"{pair_id}:{side}",
+                                              "metadata": {"pair": pair_id, "side": side, "metrics": joined}},
+                                             f"{where}: {side}", json_cells=False)
+            problems += [(line, p) for p in side_problems]
+            if item is not None:
+                sides.append(item)
+        if len(sides) == 2:
+            pairs.append((joined, sides[0], sides[1]))
+    if not rows and not problems:
+        problems.append((0, f"{name}: no pairs (the file is empty)"))
+    if problems:
+        raise InputError([text for _, text in sorted(problems, key=lambda p: p[0])])
+    return pairs
 
 
 def items_from_frame(df: pd.DataFrame, origin: str = "<dataframe>") -> list[Item]:

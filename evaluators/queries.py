@@ -446,3 +446,104 @@ def preference_agreement(better: pd.DataFrame, worse: pd.DataFrame, metrics: Seq
         SELECT metric, count(*) AS n_pairs, count(*) FILTER (WHERE a > b) AS agree,
                count(*) FILTER (WHERE a = b) AS ties, count(*) FILTER (WHERE a < b) AS disagree
         FROM pairs GROUP BY metric""", {"a": better, "b": worse})
+
+
+# ---------------------------------------------------------------- people's labels of the judge
+
+def rule_labels(path: str | Path, run_id: str) -> pd.DataFrame:
+    """The latest rule label per (item, rule), as saved: item_id, rule, label, origin, author, created_at.
+
+    Triage notes become rule labels in trust.rule_pairs, which knows which rules fire.
+    """
+    return store.query(path, """
+        SELECT item_id, rule, arg_max(label, created_at) AS label, arg_max(origin, created_at) AS origin,
+               arg_max(author, created_at) AS author, max(created_at) AS created_at
+        FROM labels WHERE run_id = ? AND rule IS NOT NULL
+        GROUP BY item_id, rule ORDER BY item_id, rule""", [run_id])
+
+
+def triage_verdicts(path: str | Path, run_id: str) -> pd.DataFrame:
+    """The latest confirmed / false-alarm triage note per item: item_id, label (1 confirmed, 0 false alarm)."""
+    return store.query(path, """
+        SELECT item_id, arg_max(CASE label WHEN 'confirmed' THEN 1 ELSE 0 END, created_at) AS label
+        FROM triage WHERE run_id = ? AND label IN ('confirmed', 'false alarm')
+        GROUP BY item_id ORDER BY item_id""", [run_id])
+
+
+def verdict_corrections(path: str | Path, run_id: str) -> pd.DataFrame:
+    """The latest correction per (item, metric, component) beside the judge's verdict for it.
+
+    Columns item_id, metric, component_idx, label, judge, note, author, created_at. `judge` is the
+    component's value: for SQC, 1 when any source (or the whole set) covers the sub-question; NULL
+    when a verdict it depends on failed, or the component no longer exists.
+    """
+    return store.query(path, f"""
+        WITH latest AS (
+            SELECT item_id, metric, component_idx, arg_max(label, created_at) AS label,
+                   arg_max(note, created_at) AS note, arg_max(author, created_at) AS author,
+                   max(created_at) AS created_at
+            FROM labels WHERE run_id = $run AND metric IS NOT NULL GROUP BY ALL),
+        judged AS (
+            SELECT item_id, metric, component_idx,
+                   CASE WHEN max(value) FILTER (WHERE status = 'ok') = 1 THEN 1
+                        WHEN count(*) FILTER (WHERE status NOT IN {NOT_FAILED}) = 0
+                             AND count(*) FILTER (WHERE status = 'ok') > 0 THEN 0 END AS judge
+            FROM verdicts WHERE run_id = $run AND component_idx >= 0 GROUP BY ALL)
+        SELECT l.item_id, l.metric, l.component_idx, l.label, j.judge, l.note, l.author, l.created_at
+        FROM latest l LEFT JOIN judged j USING (item_id, metric, component_idx)
+        ORDER BY l.item_id, l.metric, l.component_idx""", {"run": run_id})
+
+
+def label_targets(path: str | Path, run_id: str) -> tuple[set[str], set[tuple[str, str, int]]]:
+    """What labels of this run may name: its item ids, and its (item, metric, component) triples."""
+    with store.reading(path):
+        items = store.query(path, "SELECT item_id FROM items WHERE run_id = ?", [run_id])
+        parts = store.query(path, """SELECT DISTINCT item_id, metric, component_idx FROM verdicts
+                                     WHERE run_id = ? AND component_idx >= 0""", [run_id])
+    return set(items["item_id"]), set(parts.itertuples(index=False, name=None))
+
+
+def pair_scores(path: str | Path, run_id: str) -> pd.DataFrame:
+    """The scores of a run of validation pairs (items whose metadata names a pair and a side):
+    pair, metric, better, worse (NULL when that side was not scored), one row per pair and metric
+    the pair was written for."""
+    return store.query(path, """
+        WITH sides AS (
+            SELECT item_id, json_extract_string(metadata, '$.pair') AS pair,
+                   json_extract_string(metadata, '$.side') AS side,
+                   unnest(string_split(json_extract_string(metadata, '$.metrics'), ',')) AS metric
+            FROM items WHERE run_id = $run AND json_extract_string(metadata, '$.pair') IS NOT NULL)
+        SELECT s.pair, s.metric,
+               max(sc.value) FILTER (WHERE s.side = 'better' AND NOT isnan(sc.value)) AS better,
+               max(sc.value) FILTER (WHERE s.side = 'worse' AND NOT isnan(sc.value)) AS worse
+        FROM sides s LEFT JOIN scores sc ON sc.run_id = $run AND sc.item_id = s.item_id AND sc.metric = s.metric
+        GROUP BY s.pair, s.metric ORDER BY s.metric, s.pair""", {"run": run_id})
+
+
+def unsure_counts(path: str | Path, run_id: str, bands: Mapping[str, tuple[float, float]]) -> pd.DataFrame:
+    """Items with OK verdicts whose p lies inside their kind's band: item_id, n_unsure, most unsure first."""
+    if not bands:
+        return pd.DataFrame({"item_id": pd.Series(dtype=str), "n_unsure": pd.Series(dtype=int)})
+    inside = " OR ".join(f"(p_kind = '{kind}' AND p > {float(lo)!r} AND p < {float(hi)!r})"
+                         for kind, (lo, hi) in bands.items() if kind.isidentifier())  # kinds are our constants
+    return store.query(path, f"""
+        SELECT item_id, count(*) AS n_unsure FROM verdicts
+        WHERE run_id = ? AND status = 'ok' AND ({inside})
+        GROUP BY item_id ORDER BY n_unsure DESC, min(abs(p - 0.5)), item_id""", [run_id])
+
+
+def labelled_items(path: str | Path, run_id: str) -> list[str]:
+    """Items of a run that carry a label or a confirmed / false-alarm triage note."""
+    frame = store.query(path, """
+        SELECT item_id FROM labels WHERE run_id = $run
+        UNION SELECT item_id FROM triage WHERE run_id = $run AND label IN ('confirmed', 'false alarm')""",
+                        {"run": run_id})
+    return sorted(frame["item_id"])
+
+
+def run_labels(path: str | Path, run_id: str) -> pd.DataFrame:
+    """Every label saved on a run, oldest first, in the columns a labels file is imported from:
+    item_id, rule, metric, component, label, note, author, origin, created_at."""
+    return store.query(path, """
+        SELECT item_id, rule, metric, component_idx AS component, label, note, author, origin, created_at
+        FROM labels WHERE run_id = ? ORDER BY created_at, item_id""", [run_id])

@@ -196,3 +196,23 @@ class Judge(Protocol):
     name: str
 
     async def ask(self, prompt: str, **variables: Any) -> Answer: ...
+
+
+@dataclass(frozen=True)
+class Label:
+    """A person's judgement of the judge, on one item: a Table-2 rule or one verdict.
+
+    A rule label says whether `rule` names the component to fix (1) or not (0). A verdict correction
+    gives the right value (1 supported / covered / essential, 0 not) of `metric`'s component
+    `component_idx`. `origin` is "review" (the Item page), "import" (a labelling team's file) or
+    "triage" (a triage note read as rule labels).
+    """
+
+    item_id: str
+    label: int
+    rule: str | None = None
+    metric: str | None = None
+    component_idx: int | None = None
+    note: str = ""
+    author: str = ""
+    origin: str = "review"

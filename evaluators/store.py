@@ -201,6 +201,22 @@ MIGRATIONS: list[str] = [
     ALTER TABLE verdicts ADD COLUMN tier VARCHAR;
     ALTER TABLE scores ADD COLUMN n_unsure INTEGER DEFAULT 0;
     """,
+    # 7: people's labels of the judge: a Table-2 rule right or wrong on an item, or one verdict
+    # corrected. Appended, never updated: the latest label per target counts, the history stays.
+    """
+    CREATE TABLE labels (
+        run_id VARCHAR NOT NULL,
+        item_id VARCHAR NOT NULL,
+        rule VARCHAR,                     -- a rule label: 'T2.5'; else NULL
+        metric VARCHAR,                   -- a verdict correction: the metric and component index
+        component_idx INTEGER,
+        label INTEGER NOT NULL,           -- 1 or 0
+        note VARCHAR NOT NULL,
+        author VARCHAR NOT NULL,
+        origin VARCHAR NOT NULL,          -- review | import
+        created_at TIMESTAMP NOT NULL
+    );
+    """,
 ]
 
 
@@ -654,7 +670,7 @@ def _insert_run(con: Any, run: Run, n_items: int) -> None:
     con.execute("""INSERT INTO runs (run_id, judge, params, prompt_hashes, status, n_items, created_at, started_by)
                    VALUES (?, ?, ?, ?, 'running', ?, now()::TIMESTAMP, ?)""",
                 [run.name, run.judge, json.dumps(run.params, sort_keys=True),
-                 json.dumps(run.prompt_hashes, sort_keys=True), n_items, _STARTED_BY.get() or _os_user()])
+                 json.dumps(run.prompt_hashes, sort_keys=True), n_items, _STARTED_BY.get() or os_user()])
 
 
 def _check_same_run(run: Run, row: Sequence[Any]) -> None:
@@ -743,7 +759,22 @@ def add_triage(path: str | Path, run_id: str, item_id: str, label: str, componen
                     [run_id, item_id, label, component, note, author])
 
 
-def _os_user() -> str:
+def add_labels(path: str | Path, run_id: str, labels: Sequence[Label], deadline_s: float = 20.0) -> None:
+    """Append labels to a run in ONE transaction: all of them or, on any error, none.
+
+    Raises StoreBusy if the file stays locked past the deadline.
+    """
+    frame = _with_run(run_id, _frame(labels, ["item_id", "rule", "metric", "component_idx", "label", "note",
+                                             "author", "origin"]))
+    frame["component_idx"] = frame["component_idx"].astype("Int64")
+    frame["created_at"] = pd.Timestamp.now(tz="UTC").tz_localize(None)
+    with connect(path, deadline_s=deadline_s) as con:
+        with _transaction(con):
+            _insert(con, "labels", frame)
+
+
+def os_user() -> str:
+    """The OS login name, or '' where there is none."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # a container user without a passwd entry or login name

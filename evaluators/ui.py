@@ -53,6 +53,7 @@ PAGES: dict[str, PageFile] = {
     "triage": PageFile("pages/5_Triage.py", "Triage", "Triage"),
     "evaluate": PageFile("pages/6_Evaluate.py", "Evaluate", "Evaluate"),
     "robustness": PageFile("pages/7_Robustness.py", "Robustness", "Robustness"),
+    "trust": PageFile("pages/8_Trust.py", "Trust", "Trust"),
 }
 LABELS = ("confirmed", "false alarm", "fixed")
 SAVE_DEADLINE_S = 5.0  # how long a triage save retries a locked file before saying "busy"

@@ -1,0 +1,111 @@
+"""The owner's labels of one run, put to work: the trust report, threshold suggestions, a review queue.
+
+Reads through evaluators/queries.py and computes with evaluators/trust.py; the CLI's `trust` command
+and the Trust page both call these, so they always agree. Nothing here calls a judge.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import pandas as pd
+
+from evaluators import diagnosis, queries, store, trust
+from evaluators.confidence import DEFAULT_BANDS, Band, band_for
+from evaluators.records import LABEL, Score
+from evaluators.vocabulary import THELMA
+
+RULE_IDS = tuple(diagnosis.RULES)
+QUEUE_REASONS = ("unsure verdicts", "rule on thin evidence", "random")
+THIN = 2  # a metric decided from this many scored verdicts or fewer is thin evidence for a rule
+
+
+@dataclass(frozen=True)
+class Report:
+    """A run's trust figures: a row per THELMA metric then per rule, the disagreements, and suggestions."""
+
+    rows: list[trust.Trust]
+    disagreements: list[trust.Pair]
+    suggestions: list[trust.Suggestion]
+
+
+def _scores(path: str | Path, run_id: str, band: Band | None) -> dict[str, dict[str, Score | None]]:
+    """Each item's THELMA scores with their counts, at the band: what the quiet diagnosis reads."""
+    wide = store.run_scores_wide(path, run_id, list(THELMA), queries.scores_sql(band))
+    return {r["item_id"]: {m: queries.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
+
+
+def _value(score: Score | None) -> float | None:
+    return None if score is None else score.value
+
+
+def _fires(scores: Mapping[str, Score | None], thresholds: Mapping[str, float]) -> set[str]:
+    return {rule.id for rule in diagnosis.diagnose(scores, thresholds)}
+
+
+def _reads(rule: str, metric: str) -> bool:
+    """Whether a rule's conditions read this metric (directly or through a reading such as "sp")."""
+    return any(metric in diagnosis.READINGS.get(m, (m,)) for m, _ in diagnosis.CONDITIONS[rule])
+
+
+def report(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None) -> Report:
+    """Every label on the run against the judge at these thresholds and uncertainty band.
+
+    A rule's call of interest is "fired" (its precision: how often a fired rule was right); a metric's
+    is the "low" verdict, 0 (how often a verdict of "not supported / not covered" was right).
+    """
+    th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
+    with store.reading(path):
+        scores = _scores(path, run_id, band)
+        saved = queries.rule_labels(path, run_id)
+        triage = queries.triage_verdicts(path, run_id)
+        corrections = queries.verdict_corrections(path, run_id).dropna(subset=["judge"])
+    fired = {item: _fires(s, th) for item, s in scores.items()}
+    rule_labels = list(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None))
+    pairs = trust.rule_pairs(rule_labels, dict(zip(triage["item_id"], triage["label"])), fired, RULE_IDS)
+    pairs += [trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
+              for r in corrections.itertuples(index=False)]
+    rows = trust.report(pairs, [*THELMA, *RULE_IDS], {m: 0 for m in THELMA})
+    labelled_rules = [(p.item_id, p.target, p.human) for p in pairs if p.target in diagnosis.RULES]
+    suggestions = [trust.suggest_threshold(m, {item: _value(s.get(m)) for item, s in scores.items()},
+                                           [l for l in labelled_rules if _reads(l[1], m)], th,
+                                           lambda item, at: _fires(scores[item], at))
+                   for m in THELMA]
+    return Report(rows, trust.disagreements(pairs), suggestions)
+
+
+def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None,
+                 limit: int = 50, seed: int = 0) -> pd.DataFrame:
+    """Items in the order where one label teaches the most, leaving out items already labelled:
+
+    1. items with unsure verdicts (p inside the band, or each judge kind's default), most unsure first;
+    2. items where a rule fired on thin evidence (a metric it needs decided from THIN verdicts or fewer);
+    3. the rest at random (seeded by the run), so labels also give an unbiased agreement estimate.
+    Columns: item_id, reason, detail.
+    """
+    th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
+    bands = {kind: band_for(kind, band) for kind in DEFAULT_BANDS if kind != LABEL}
+    with store.reading(path):
+        unsure = queries.unsure_counts(path, run_id, bands)
+        scores = _scores(path, run_id, band)
+        done = set(queries.labelled_items(path, run_id))
+    queue: list[tuple[str, str, str]] = []
+    seen = set(done)
+    for row in unsure.itertuples(index=False):
+        if row.item_id not in seen:
+            queue.append((row.item_id, QUEUE_REASONS[0], f"{row.n_unsure} unsure verdict(s)"))
+            seen.add(row.item_id)
+    for item in sorted(set(scores) - seen):
+        thin = [f"{rule.id} ({metric.upper()} from {score.n_scored} verdicts)"
+                for rule in diagnosis.diagnose(scores[item], th) for metric in THELMA
+                if _reads(rule.id, metric) and (score := scores[item].get(metric)) is not None
+                and score.value is not None and score.n_scored <= THIN]
+        if thin:
+            queue.append((item, QUEUE_REASONS[1], "; ".join(thin)))
+            seen.add(item)
+    rest = sorted(set(scores) - seen)
+    random.Random(f"{run_id}:{seed}").shuffle(rest)
+    queue += [(item, QUEUE_REASONS[2], "") for item in rest]
+    return pd.DataFrame(queue[:limit], columns=["item_id", "reason", "detail"])

@@ -1,0 +1,56 @@
+"""The Trust page (AppTest): label the next item, see the trust figure move, apply a suggested threshold."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from evaluators import labelling, store
+from evaluators.records import Label
+from tests.test_pages import frame_with, open_page
+
+RUN = "weak-retriever"
+
+
+def _row(at, target_prefix: str):
+    table = frame_with(at, "labelled")
+    return table[table["target"].str.startswith(target_prefix)].iloc[0]
+
+
+def test_labelling_the_next_item_moves_the_trust_figures(db: Path) -> None:
+    at = open_page("pages/8_Trust.py", run=RUN)
+    assert _row(at, "T2.2")["labelled"] == 0
+    first = frame_with(at, "reason")["item_id"].iloc[0]
+    # Mark every fired rule of the first queued item wrong, and save.
+    for radio in at.radio:
+        if radio.key and radio.key.startswith("q_T2"):
+            radio.set_value("wrong")
+    at.text_input(key="q_author").set_value("Ana")
+    at.button(key="queue_save").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Saved" in str(s.value) for s in at.success)
+    saved = store.query(db, "SELECT count(*) AS n FROM labels WHERE item_id = ?", [first])
+    assert int(saved["n"][0]) >= 1
+    # The next item follows, and every rule now has one label more.
+    assert frame_with(at, "reason")["item_id"].iloc[0] != first
+    assert _row(at, "T2.2")["labelled"] == 1
+
+
+def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
+    # RP scores spread out, and people who call RP "low" up to 0.6: T2.5 (RP low, SP1 high) is right on
+    # q01, q05 and q06, and T2.1 (SD low, RP high) is wrong on q06. At today's 0.5 the judge misses two.
+    rp = {"q01": 0.6, "q02": 0.8, "q03": 0.9, "q04": 0.7, "q05": 0.3, "q06": 0.55}
+    with store.connect(db) as con:
+        for item, value in rp.items():
+            con.execute("UPDATE scores SET value = ? WHERE run_id = ? AND item_id = ? AND metric = 'rp'",
+                        [value, RUN, item])
+    store.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05", "q06")), rule="T2.5") for i in rp]
+                     + [Label(i, 0, rule="T2.1") for i in rp])
+    at = open_page("pages/8_Trust.py", run=RUN)
+    (link,) = [link for link in at.get("page_link") if "Apply RP" in link.proto.label]
+    # 0.65 and 0.75 both agree fully (q04 never fires T2.5: its SP1 is low); the tie goes to the nearer one.
+    assert "th_rp=0.65" in link.proto.query_string
+    before = _row(at, "T2.5")
+    applied = open_page("pages/8_Trust.py", run=RUN, th_rp="0.65")
+    after = _row(applied, "T2.5")
+    assert before["agreement"] < 1.0 and after["agreement"] == 1.0
+    assert not [link for link in applied.get("page_link") if "Apply RP" in link.proto.label]
