@@ -58,13 +58,19 @@ class Thresholds:
     # query) and answers some sub-question (cosine plus focus words and answer type).
     topic_words: float = 0.5
     topic_cosine: float = 0.4
-    essential_score: float = 0.8
+    # On the development fault set (benchmarks/faults.py) 0.8 left most claims of grounded
+    # WikiEval answers extraneous (RP below 0.5 raised T2.5 on clean items); 0.65 keeps 81 % of
+    # them essential and 8 % of the facts added as extraneous.
+    essential_score: float = 0.65
     # SP1: a source is essential when its best sentence reaches this. On the development split
     # every good source's best sentence scored 0.87 or more and every other question's source
     # failed the topic check, so the threshold sits well below the good sources.
     source_score: float = 0.6
-    # Coverage: a sentence answers a sub-question when its score reaches this.
-    cover_score: float = 0.9
+    # Coverage: a sentence answers a sub-question when its score reaches this (and it has the
+    # answer type, adds words to the question's and does not refuse). 0.9 missed the answer
+    # whenever it does not repeat the question's focus words (T2.2 on 21 of 68 clean
+    # development items); 0.8 on the development fault set.
+    cover_score: float = 0.8
 
 
 THRESHOLDS = Thresholds()
@@ -281,16 +287,23 @@ def covers(passage_text: str, question: str, t: Thresholds = THRESHOLDS, respons
     q = _query(question)
     passage = _passage(passage_text)
     sims = passage.vectors @ q.whole
-    focus = content_stems(question) - q.topic or content_stems(question)
+    asked = content_stems(question)
+    focus = asked - q.topic or asked
     kind = answer_type(question)
     best = (-9.0, 0, "")
     for i, window in enumerate(passage.windows):
         score = float(sims[i]) + FOCUS_WEIGHT * share(focus, passage.stems[i])
         why = ""
+        # A window that refuses, lacks the kind of answer asked for (a date for "when"), or only
+        # restates the question's own words ("The main product of X is octopus" for "What is
+        # the main product of X Octopus?") answers nothing, however close it is: such windows
+        # sit one point lower, so any real answer wins over them.
         if refuses(window):
             score, why = score - 1.0, "it says the answer is not available"
         elif not has_answer_type(window, kind, question):
-            score, why = score - TYPE_PENALTY, f"no {kind} in it"
+            score, why = score - 1.0, f"no {kind} in it"
+        elif not passage.stems[i] - asked:
+            score, why = score - 1.0, "it only restates the question"
         if score > best[0]:
             best = (score, i, why)
     score, i, why = best
