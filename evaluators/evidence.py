@@ -25,8 +25,8 @@ import numpy as np
 from evaluators.embeddings import embed
 from evaluators.records import Answer, Status
 from evaluators.text import (answer_type, content_stems, date_words, has_answer_type, names, negated, numbers,
-                             question_topic, refuses, resolved_sentences, share, split_claims, split_questions,
-                             split_sentences, stem)
+                             question_topic, refuses, resolved_sentences, sentence_subject, share, split_claims,
+                             split_questions, split_sentences, stem)
 
 
 # ---------------------------------------------------------------- calibrated constants
@@ -298,12 +298,27 @@ def covers(passage_text: str, question: str, t: Thresholds = THRESHOLDS, respons
         if score > best[0]:
             best = (score, i, why)
     score, i, why = best
+    if response and not why and _answer_phrase(passage_text):
+        # A bare phrase ("a Brightwell Engineering client in the hospitality sector", "Tomas Reed")
+        # is written as the answer to the question asked: with the answer type, words the
+        # question lacks and no refusal, it answers, though its cosine to the question is low.
+        score, why = max(score, t.cover_score), "a short answer phrase"
     what = "response" if response else "source"
     detail = f"best {what} sentence {_quote(passage.windows[i])}: score {score:.2f} (cosine {float(sims[i]):.2f}" \
              f"{', ' + why if why else ''}{', wants a ' + kind if kind and not why else ''})"
     if score >= t.cover_score:
         return 1, _clip(score), f"answers: {detail}"
     return 0, _clip(score), f"does not answer: {detail} below {t.cover_score:.2f}"
+
+
+ANSWER_PHRASE_WORDS = 12  # a response this short without a subject and verb is an answer phrase
+
+
+def _answer_phrase(text: str) -> bool:
+    """Whether a response is one short phrase with no subject and verb of its own (an extractive answer)."""
+    sentences = split_sentences(text)
+    return (len(sentences) == 1 and len(text.split()) <= ANSWER_PHRASE_WORDS
+            and sentence_subject(sentences[0]) is None)
 
 
 # ---------------------------------------------------------------- prefetching

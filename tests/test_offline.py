@@ -156,3 +156,21 @@ def test_agreement_pairs_are_deterministic_and_keep_the_splits_apart() -> None:
     assert all(p.better.id != p.worse.id for p in held)
     dev_text = {s for r in rows[:20] for s in r["context_v1"]}
     assert not any(s in dev_text for p in held for s in p.worse.sources)
+
+
+@pytest.mark.parametrize("question,answer", [
+    ("Industry of 'Copperleaf Hotels'?", "a Brightwell Engineering client in the hospitality sector"),
+    ("Who does 'Mara Ellis' report to?", "Tomas Reed"),
+])
+def test_grammar_extractive_answers_address_the_question(question: str, answer: str) -> None:
+    """GRAMMAR's offline generator answers with the span it extracted: RQC counts it as answering."""
+    result = asyncio.run(metrics.evaluate_item(Item("span", question, ("A source.",), answer), pick("rqc"),
+                                               OfflineJudge()))
+    assert [s.value for s in result.scores] == [1.0]
+
+
+def test_an_answer_phrase_that_restates_or_refuses_does_not_address_the_question() -> None:
+    for answer in ("Copperleaf Hotels", "not available"):
+        result = asyncio.run(metrics.evaluate_item(Item("span", "Industry of 'Copperleaf Hotels'?", ("A source.",),
+                                                        answer), pick("rqc"), OfflineJudge()))
+        assert [s.value for s in result.scores] == [0.0], answer
