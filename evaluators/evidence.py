@@ -4,9 +4,10 @@ Every THELMA step has an offline counterpart, explained in its detail text so th
 - claims and sub-questions: the text module's splits;
 - support (GR): the best-matching source sentence or adjacent pair, checked for numbers, dates,
   names and negation that the sources do not back;
-- essentiality (RP, SP2, SP1): the component is about the query's topic and carries what a
+- essentiality (RP, SP2): the component is about the query's topic and carries what a
   sub-question asks for (its focus words or an answer of the right type);
-- coverage (SQC, RQC): some sentence carries an answer of the right type for the sub-question.
+- coverage (SQC, RQC, and SP1 per source): some sentence carries an answer of the right type for
+  the sub-question, adds to the question's words and does not refuse.
 
 Decisions are plain functions returning (value, evidence score, explanation); the `offline_*`
 functions wrap them as Answers for the registry's offline answer table.
@@ -24,8 +25,8 @@ import numpy as np
 from evaluators.embeddings import embed
 from evaluators.records import Answer, Status
 from evaluators.text import (answer_type, content_stems, date_words, has_answer_type, names, negated, numbers,
-                             question_topic, refuses, resolved_sentences, share, split_claims, split_questions,
-                             split_sentences, stem)
+                             question_topic, refuses, resolved_sentences, sentence_subject, share, split_claims,
+                             split_questions, split_sentences, stem)
 
 
 # ---------------------------------------------------------------- calibrated constants
@@ -50,6 +51,9 @@ class Thresholds:
     support_cosine: float = 0.45
     support_strong: float = 0.85
     support_words: float = 0.7
+    # An extractive claim needs only this cosine (by hand: THELMA's A.6 fact "Sayajirao Gaekwad
+    # III is of Baroda State" scores 0.44 against the sentence it is cut from).
+    support_extractive: float = 0.4
     # Numbers and dates of a claim must occur in one of its best-matching windows: among the
     # top few, within this much cosine of the best.
     support_windows: int = 3
@@ -58,13 +62,15 @@ class Thresholds:
     # query) and answers some sub-question (cosine plus focus words and answer type).
     topic_words: float = 0.5
     topic_cosine: float = 0.4
-    essential_score: float = 0.8
-    # SP1: a source is essential when its best sentence reaches this. On the development split
-    # every good source's best sentence scored 0.87 or more and every other question's source
-    # failed the topic check, so the threshold sits well below the good sources.
-    source_score: float = 0.6
-    # Coverage: a sentence answers a sub-question when its score reaches this.
-    cover_score: float = 0.9
+    # On the development fault set (benchmarks/faults.py) 0.8 left most claims of grounded
+    # WikiEval answers extraneous (RP below 0.5 raised T2.5 on clean items); 0.65 keeps 81 % of
+    # them essential and 8 % of the facts added as extraneous.
+    essential_score: float = 0.65
+    # Coverage: a sentence answers a sub-question when its score reaches this (and it has the
+    # answer type, adds words to the question's and does not refuse). 0.9 missed the answer
+    # whenever it does not repeat the question's focus words (T2.2 on 21 of 68 clean
+    # development items); 0.8 on the development fault set.
+    cover_score: float = 0.8
 
 
 THRESHOLDS = Thresholds()
@@ -197,7 +203,10 @@ def support(claim: str, sources: str, t: Thresholds = THRESHOLDS) -> Decision:
     if negated(claim) != negated(passage.windows[best]) and found >= t.support_words:
         side = "the claim" if negated(claim) else "the source"
         return 0, score * 0.5, f"contradicted: {side} negates the matching statement; {where}"
-    if cos >= t.support_strong or (score >= t.support_score and cos >= t.support_cosine):
+    # Every word of the claim in its best window (an extractive claim, such as a fact cut from a
+    # longer sentence) backs it at a lower cosine: the numbers, dates, names and negation were checked.
+    extractive = bool(words) and words <= passage.stems[best] and cos >= t.support_extractive
+    if cos >= t.support_strong or (score >= t.support_score and cos >= t.support_cosine) or extractive:
         return 1, score, f"supported: {where}"
     return 0, score, (f"unsupported: no source sentence matches closely enough (needs the mean of cosine and word "
                       f"share {t.support_score:.2f} with cosine {t.support_cosine:.2f}, or cosine "
@@ -251,28 +260,16 @@ def essential(fact: str, query: str, t: Thresholds = THRESHOLDS) -> Decision:
 
 
 def source_essential(source: str, query: str, t: Thresholds = THRESHOLDS) -> Decision:
-    """SP1: a source is essential when any of its sentences is essential to the query."""
+    """SP1: a source is essential when it answers some sub-question of the query (`covers`).
+
+    Being about the query's topic is not enough: in THELMA's A.1 a second source about the same
+    clock tower, holding neither its completion date nor its namesake, scores 0.
+    """
     q = _query(query)
-    passage = _passage(source)
-    n = (len(passage.windows) + 1) // 2  # the single sentences come first, then the pairs
-    sims = passage.vectors[:n] @ q.vectors.T
-    about_doc = len(q.topic & passage.all_stems) / len(q.topic) if q.topic else 1.0
-    best = (-1.0, 0, 0)
-    for i in range(n):
-        score, l = _relevance(passage.stems[i], sims[i], q, passage.windows[i])
-        about = len(q.topic & passage.stems[i]) / len(q.topic) if q.topic else 1.0
-        if about < t.topic_words and float(passage.vectors[i] @ q.whole) < t.topic_cosine and about_doc < t.topic_words:
-            continue
-        if score > best[0]:
-            best = (score, i, l)
-    score, i, l = best
-    if score < 0:
-        return 0, 0.0, (f"not essential: no sentence is about the query's topic ({about_doc:.0%} of topic words "
-                        "in the source)")
-    detail = f"best sentence {_quote(passage.windows[i])} for {_quote(q.questions[l])}: score {score:.2f}"
-    if score >= t.source_score:
-        return 1, _clip(score), f"essential: {detail}"
-    return 0, _clip(score), f"not essential: {detail} below {t.source_score:.2f}"
+    results = [covers(source, question, t) for question in q.questions]
+    l = max(range(len(results)), key=lambda k: (results[k][0], results[k][1]))
+    value, score, detail = results[l]
+    return value, score, f"{'essential' if value else 'not essential'} for {_quote(q.questions[l])}: {detail}"
 
 
 def covers(passage_text: str, question: str, t: Thresholds = THRESHOLDS, response: bool = False) -> Decision:
@@ -281,25 +278,47 @@ def covers(passage_text: str, question: str, t: Thresholds = THRESHOLDS, respons
     q = _query(question)
     passage = _passage(passage_text)
     sims = passage.vectors @ q.whole
-    focus = content_stems(question) - q.topic or content_stems(question)
+    asked = content_stems(question)
+    focus = asked - q.topic or asked
     kind = answer_type(question)
     best = (-9.0, 0, "")
     for i, window in enumerate(passage.windows):
         score = float(sims[i]) + FOCUS_WEIGHT * share(focus, passage.stems[i])
         why = ""
+        # A window that refuses, lacks the kind of answer asked for (a date for "when"), or only
+        # restates the question's own words ("The main product of X is octopus" for "What is
+        # the main product of X Octopus?") answers nothing, however close it is: such windows
+        # sit one point lower, so any real answer wins over them.
         if refuses(window):
             score, why = score - 1.0, "it says the answer is not available"
         elif not has_answer_type(window, kind, question):
-            score, why = score - TYPE_PENALTY, f"no {kind} in it"
+            score, why = score - 1.0, f"no {kind} in it"
+        elif not passage.stems[i] - asked:
+            score, why = score - 1.0, "it only restates the question"
         if score > best[0]:
             best = (score, i, why)
     score, i, why = best
+    if response and not why and _answer_phrase(passage_text):
+        # A bare phrase ("a Brightwell Engineering client in the hospitality sector", "Tomas Reed")
+        # is written as the answer to the question asked: with the answer type, words the
+        # question lacks and no refusal, it answers, though its cosine to the question is low.
+        score, why = max(score, t.cover_score), "a short answer phrase"
     what = "response" if response else "source"
     detail = f"best {what} sentence {_quote(passage.windows[i])}: score {score:.2f} (cosine {float(sims[i]):.2f}" \
              f"{', ' + why if why else ''}{', wants a ' + kind if kind and not why else ''})"
     if score >= t.cover_score:
         return 1, _clip(score), f"answers: {detail}"
     return 0, _clip(score), f"does not answer: {detail} below {t.cover_score:.2f}"
+
+
+ANSWER_PHRASE_WORDS = 12  # a response this short without a subject and verb is an answer phrase
+
+
+def _answer_phrase(text: str) -> bool:
+    """Whether a response is one short phrase with no subject and verb of its own (an extractive answer)."""
+    sentences = split_sentences(text)
+    return (len(sentences) == 1 and len(text.split()) <= ANSWER_PHRASE_WORDS
+            and sentence_subject(sentences[0]) is None)
 
 
 # ---------------------------------------------------------------- prefetching

@@ -269,8 +269,23 @@ def _clauses(sentence: str) -> list[str]:
     coordinated predicates ("was a queen and the first wife of ...")."""
     out: list[str] = []
     for part in re.split(r";\s+|,\s+(?:and|but|while)\s+(?=(?:he|she|it|they)\s)", sentence):
-        out.extend(_split_relative(part.strip()))
+        out.extend(c for clause in _split_relative(part.strip()) for c in _split_domain(clause))
     return [c for c in out if c]
+
+
+_DOMAIN = re.compile(r"(?<=\bof )((?:[A-Z][\w'’-]*\s+){1,3}(?:[A-Z][\w'’-]*|[IVX]+))\s+of\s+"
+                     r"((?:the\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,3})")
+
+
+def _split_domain(clause: str) -> list[str]:
+    """A person's name with their domain inside a clause ("the first wife of Sayajirao Gaekwad III
+    of Baroda State") states a second fact: the clause without the domain, and "Sayajirao Gaekwad
+    III is of Baroda State." Only names no English word is part of (not "Bank of America")."""
+    m = _DOMAIN.search(clause)
+    if not m or any(w.lower() in _vocabulary() for w in m.group(1).split() if not re.fullmatch(r"[IVX]+", w)):
+        return [clause]
+    name, domain = m.group(1), m.group(2)
+    return [_end(clause[: m.end(1)] + clause[m.end(2):]), _end(f"{name} is of {domain}")]
 
 
 def _end(text: str) -> str:
@@ -522,7 +537,9 @@ def answer_type(question: str) -> str | None:
     return None
 
 
+# Years, centuries, eras, clock times ("at 06:15" answers "when") and seasons.
 _DATE = re.compile(r"\b(?:1\d{3}|20\d{2})s?\b|\b\d{1,2}(?:st|nd|rd|th)? century\b|\b\d+\s*(?:AH|CE|BC|BCE|AD)\b"
+                   r"|\b(?:[01]?\d|2[0-3]):[0-5]\d\b|\b(?:spring|summer|autumn|winter)\b"
                    r"|\b(?:yesterday|today|tomorrow|annually|decades?|centur(?:y|ies))\b", re.I)
 _PLACE_CUE = frozenset("in at from near to into located based situated headquartered across throughout "
                        "between within outside state city country province region".split())
