@@ -41,9 +41,10 @@ if str(ROOT) not in sys.path:
 from benchmarks.agreement import (WIKIEVAL, answer_bearing, drop_part, judge_label, load_wikieval,  # noqa: E402
                                   paraphrase, sentences, words)
 from data.demo_runs import load_corpus, load_queries  # noqa: E402
-from evaluators import runner, store  # noqa: E402
+from evaluators import queries, runner, store  # noqa: E402
+from evaluators.confidence import Band, parse_band  # noqa: E402
 from evaluators.diagnosis import RULES, diagnose  # noqa: E402
-from evaluators.records import Item  # noqa: E402
+from evaluators.records import Item, Score  # noqa: E402
 from evaluators.vocabulary import THELMA  # noqa: E402
 
 SEED = 10
@@ -172,25 +173,23 @@ def splits() -> dict[str, list[Case]]:
 # ---------------------------------------------------------------- scoring and the rules
 
 def score(cases: Sequence[Case], judge: str, db: Path, api_base: str | None = None,
-          concurrency: int = 8) -> dict[str, dict[str, float | None]]:
-    """{item id: {metric: score or None}} from one engine run over the cases' items."""
+          concurrency: int = 8, band: Band | None = None) -> dict[str, dict[str, Score | None]]:
+    """{item id: {metric: Score with its counts, or None}} from one engine run over the cases' items,
+    read at `band` (None: each judge kind's default) as the dashboard reads them."""
     items = list({c.item.id: c.item for c in cases}.values())
-    runner.evaluate(items, db, f"{judge_label(judge)}/faults", judge=judge, api_base=api_base, metrics=THELMA,
-                    concurrency=concurrency)
-    frame = store.query(db, "SELECT item_id, metric, value FROM scores WHERE run_id = ?",
-                        [f"{judge_label(judge)}/faults"])
-    out: dict[str, dict[str, float | None]] = {}
-    for r in frame.itertuples(index=False):
-        out.setdefault(r.item_id, {})[r.metric] = None if r.value != r.value else float(r.value)
-    return out
+    run = f"{judge_label(judge)}/faults"
+    runner.evaluate(items, db, run, judge=judge, api_base=api_base, metrics=THELMA, concurrency=concurrency)
+    wide = store.run_scores_wide(db, run, list(THELMA), queries.scores_sql(band))
+    return {r["item_id"]: {m: queries.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
 
 
-def fired(scores: Mapping[str, float | None]) -> set[str]:
-    """The Table-2 rules one item's scores raise: the only place this benchmark reads the rules."""
+def fired(scores: Mapping[str, Score | None]) -> set[str]:
+    """The Table-2 rules one item's scores raise, quiet where the judge is unsure: the only place this
+    benchmark reads the rules."""
     return {rule.id for rule in diagnose(scores)}
 
 
-def report(name: str, cases: Sequence[Case], scores: Mapping[str, Mapping[str, float | None]],
+def report(name: str, cases: Sequence[Case], scores: Mapping[str, Mapping[str, Score | None]],
            verbose: bool = False) -> str:
     """The figures of one split: quiet clean items, named faults, false alarms per rule, hits per fault."""
     clean = [c for c in cases if c.expected is None]
@@ -217,7 +216,7 @@ def report(name: str, cases: Sequence[Case], scores: Mapping[str, Mapping[str, f
         for c in cases:
             got = rules[c.item.id]
             if (c.expected is None and got) or (c.expected is not None and c.expected not in got):
-                shown = " ".join(f"{m}={v:.2f}" if v is not None else f"{m}=-"
+                shown = " ".join(f"{m}={v.value:.2f}" if v is not None and v.value is not None else f"{m}=-"
                                  for m, v in sorted(scores.get(c.item.id, {}).items()))
                 lines.append(f"  {c.row} {c.fault}: {sorted(got) or 'none'}  {shown}")
     return "\n".join(lines)
@@ -230,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--split", choices=("dev", "held-out", "all"), default="all")
     p.add_argument("--db", type=Path, help="DuckDB file for the run and the judge cache (default: a temporary file)")
     p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--band", type=parse_band, default=None,
+                   help="uncertainty band LO,HI to read the verdicts at (default: each judge kind's own)")
     p.add_argument("--verbose", action="store_true", help="list every clean item with a rule and every missed fault")
     args = p.parse_args(argv)
     if not WIKIEVAL.exists():
@@ -238,9 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = {name: cases for name, cases in splits().items() if args.split in (name, "all")}
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "faults.duckdb"
-        scores = score([c for cs in chosen.values() for c in cs], args.judge, db, args.api_base, args.concurrency)
+        scores = score([c for cs in chosen.values() for c in cs], args.judge, db, args.api_base, args.concurrency,
+                       args.band)
     labels = {"dev": "development (WikiEval rows 0-19 + demo)", "held-out": "held out (WikiEval rows 20-49)"}
-    print(f"# Table-2 diagnosis on fault-injected items, judge {args.judge}\n")
+    print(f"# Table-2 diagnosis on fault-injected items, judge {args.judge}, band "
+          f"{'default per judge kind' if args.band is None else args.band}\n")
     print("\n\n".join(report(labels[name], cases, scores, args.verbose) for name, cases in chosen.items()))
     return 0
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from data.demo_runs import RUNS, RUNS_DIR
-from evaluators import store
+from evaluators import queries, store
 from evaluators.diagnosis import RULES, diagnose
 from evaluators.ingest import load_items
 from evaluators.records import Item
@@ -74,16 +74,16 @@ def stored_state(db: Path, runs: dict[str, list[Item]]) -> tuple[bool, bool]:
 
 
 def rule_counts(db: Path, runs: Sequence[str] = RUNS) -> dict[str, Counter[str]]:
-    """Per run: how many items fire each Table-2 rule at default thresholds, and, under
-    "missing", how many items lack a score on some metric."""
+    """Per run: how many items fire each Table-2 rule at default thresholds and bands, and, under
+    "missing", how many items lack a score on some metric (failed, empty or unsure)."""
     counts: dict[str, Counter[str]] = {}
     for run in runs:
         wide = store.run_scores_wide(db, run, METRICS)
         tally: Counter[str] = Counter({rid: 0 for rid in RULES})
         for row in wide.to_dict("records"):
-            scores = {m: row[m] for m in METRICS}
+            scores = {m: queries.wide_score(row, m) for m in METRICS}  # with counts: the quiet diagnosis
             tally.update(rule.id for rule in diagnose(scores))
-            tally["missing"] += any(v is None or v != v for v in scores.values())
+            tally["missing"] += any(s is None or s.value is None for s in scores.values())
         tally["items"] = len(wide)
         counts[run] = tally
     return counts

@@ -74,6 +74,10 @@ class Thresholds:
 
 
 THRESHOLDS = Thresholds()
+# A claim vetoed by a check (a number, date or name the sources lack, a negation) keeps this share of
+# its match score as evidence: a veto is strong evidence against support, so it sits below every
+# plain "no close match", where the calibration (fitted on development data) can tell them apart.
+VETO = 0.2
 FOCUS_WEIGHT = 0.3  # score = cosine + FOCUS_WEIGHT * share of the sub-question's focus words present
 TYPE_PENALTY = 0.3  # ... - TYPE_PENALTY when the text has no answer of the type the sub-question wants (by hand)
 
@@ -192,17 +196,17 @@ def support(claim: str, sources: str, t: Thresholds = THRESHOLDS) -> Decision:
         missing = sorted(claim_numbers - set().union(*(passage.numbers[i] for i in near)))
         shown = ", ".join(_show_number(x) for x in missing) or ", ".join(_show_number(x) for x in sorted(claim_numbers))
         elsewhere = " (they occur elsewhere, not with this fact)" if claim_numbers <= passage.all_numbers else ""
-        return 0, score * 0.5, f"unsupported: number {shown} not in the matching source sentences{elsewhere}; {where}"
+        return 0, score * VETO, f"unsupported: number {shown} not in the matching source sentences{elsewhere}; {where}"
     claim_dates = date_words(claim)
     if claim_dates and not any(claim_dates <= passage.dates[i] for i in near):
-        return 0, score * 0.5, (f"unsupported: date {', '.join(sorted(claim_dates))} not in the matching source "
+        return 0, score * VETO, (f"unsupported: date {', '.join(sorted(claim_dates))} not in the matching source "
                                 f"sentences; {where}")
     missing_names = {n for n in names(claim) if not _name_in(n, passage.all_names, passage.all_stems)}
     if missing_names:
-        return 0, score * 0.5, f"unsupported: {', '.join(sorted(missing_names))} never occurs in the sources; {where}"
+        return 0, score * VETO, f"unsupported: {', '.join(sorted(missing_names))} never occurs in the sources; {where}"
     if negated(claim) != negated(passage.windows[best]) and found >= t.support_words:
         side = "the claim" if negated(claim) else "the source"
-        return 0, score * 0.5, f"contradicted: {side} negates the matching statement; {where}"
+        return 0, score * VETO, f"contradicted: {side} negates the matching statement; {where}"
     # Every word of the claim in its best window (an extractive claim, such as a fact cut from a
     # longer sentence) backs it at a lower cosine: the numbers, dates, names and negation were checked.
     extractive = bool(words) and words <= passage.stems[best] and cos >= t.support_extractive

@@ -2,6 +2,10 @@
 
 The texts are the paper's, quoted with its PDF extraction artefacts repaired ("(1864,Äì1885), Ι gueen"
 reads "(1864–1885), a queen"). The paper's figures: SP1 0.5, SQC 0.5, RP 3/7, RQC 0.5, SD 1/3, GR 5/7.
+
+The paper's figures are the judge's decisions, every verdict counted: the band closed. At the default
+uncertainty band a verdict the calibrated judge is unsure of leaves the score and is counted as unsure,
+so there a score is the paper's or says how many of its verdicts were unsure.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from evaluators import metrics, registry
 from evaluators.offline import OfflineJudge
 from evaluators.records import Item
 
+CLOSED = (0.5, 0.5)  # no p lies strictly inside: every verdict counts as decided
 QUERY = "When was the Chimnabai Clock Tower completed, and who was it named after?"
 A1_SOURCES = (
     "The Chimnabai Clock Tower, also known as the Raopura Tower, is a clock tower situated in the Raopura area of "
@@ -67,6 +72,9 @@ def test_appendix_a_scores_as_the_paper_does(example: str, metric: str, sources:
                                              paper: float, tolerance: float) -> None:
     item = Item(example, QUERY, sources, response)
     result = asyncio.run(metrics.evaluate_item(item, {metric: registry.METRICS[metric]}, OfflineJudge()))
-    (score,) = result.scores
-    details = "\n".join(f"{v.component_idx}: {v.value} {v.detail}" for v in result.verdicts)
-    assert score.value == pytest.approx(paper, abs=tolerance), f"{example} {metric} = {score.value}\n{details}"
+    details = "\n".join(f"{v.component_idx}: {v.value} p={v.p} {v.detail}" for v in result.verdicts)
+    decided = metrics.rescore(example, result.verdicts, {metric: registry.METRICS[metric]}, CLOSED)[metric]
+    assert decided.value == pytest.approx(paper, abs=tolerance), f"{example} {metric} = {decided.value}\n{details}"
+    (shown,) = result.scores  # at the default band, as stored and shown
+    assert shown.n_scored + shown.n_unsure == decided.n_scored
+    assert shown.value == pytest.approx(paper, abs=tolerance) or shown.n_unsure > 0, details

@@ -25,12 +25,12 @@ def test_tally_counts_ties_and_failures_apart() -> None:
 
 def test_agreement_evaluates_both_sides_and_tallies(tmp_path: Path) -> None:
     rows = [
-        {"id": "grounded", "metric": "gr", "query": QUERY, "sources": [SOURCE],
-         "better": {"response": "The Eiffel Tower was completed in 1889."},
-         "worse": {"response": "The Eiffel Tower was completed in 1925 by Napoleon."}},
-        {"id": "same", "metric": "gr", "query": QUERY, "sources": [SOURCE],
+        {"id": "repeated", "metric": "sd", "query": QUERY, "sources": [SOURCE],
+         "better": {"response": "The Eiffel Tower was completed in 1889. It is 330 metres tall."},
+         "worse": {"response": "The Eiffel Tower was completed in 1889. The Eiffel Tower was completed in 1889."}},
+        {"id": "same", "metric": "sd", "query": QUERY, "sources": [SOURCE],
          "better": {"response": "It was completed in 1889."}, "worse": {"response": "It was completed in 1889."}},
-        {"id": "nothing", "metric": "gr", "query": QUERY, "sources": [SOURCE],
+        {"id": "nothing", "metric": "sd", "query": QUERY, "sources": [SOURCE],
          "better": {"response": "The tower was completed in 1889."}, "worse": {"response": "Yes."}},
     ]
     path = tmp_path / "pairs.jsonl"
@@ -40,7 +40,7 @@ def test_agreement_evaluates_both_sides_and_tallies(tmp_path: Path) -> None:
     assert main(["agreement", "--pairs", str(path), "--db", str(db), "--run", "pairs", "--out", str(out)]) == 0
     with open(out, newline="") as f:
         (row,) = list(csv.DictReader(f))
-    assert row == {"metric": "gr", "n_pairs": "3", "agree": "1", "ties": "1", "disagree": "0", "failed": "1",
+    assert row == {"metric": "sd", "n_pairs": "3", "agree": "1", "ties": "1", "disagree": "0", "failed": "1",
                    "agreement": "0.5"}
 
 
