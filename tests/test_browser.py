@@ -374,7 +374,7 @@ def test_sidebar_titles_and_deep_links_under_their_url_paths(page: Any) -> None:
     page.goto("/")
     check_page(page, "Runs")
     names = page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()
-    assert names == ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness"]
+    assert names == ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust"]
     links = {
         "/?run=weak-retriever": ("Runs", "Run weak-retriever"),
         "/Run?run=weak-retriever&rule=T2.2": ("Run", "1 matching items"),
@@ -384,6 +384,7 @@ def test_sidebar_titles_and_deep_links_under_their_url_paths(page: Any) -> None:
         "/Triage?run=weak-retriever": ("Triage", "triage notes"),
         "/Evaluate": ("Evaluate", "Items file"),
         "/Robustness": ("Robustness", "No GRAMMAR runs"),
+        "/Trust?run=weak-retriever": ("Trust", "labelled calls"),
     }
     for url, (title, shown) in links.items():
         page.goto(url)

@@ -9,7 +9,7 @@ import pytest
 
 from evaluators import metrics, prompts, registry
 from evaluators.offline import OfflineJudge
-from evaluators.records import Item, Status
+from evaluators.records import Item, Score, Status
 from evaluators.text import split_questions
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -32,6 +32,11 @@ def ask(prompt: str, **variables: object) -> object:
 
 def pick(*names: str) -> dict[str, metrics.Metric]:
     return {m: registry.METRICS[m] for m in names}
+
+
+def decided(item: Item, result: metrics.ItemResult, *names: str) -> dict[str, Score]:
+    """The judge's decisions, every verdict counted (the uncertainty band closed), by metric."""
+    return metrics.rescore(item.id, result.verdicts, pick(*names), (0.5, 0.5))
 
 
 # ---------------------------------------------------------------- verdicts
@@ -113,7 +118,7 @@ def test_appendix_a_response_scores_through_the_engine() -> None:
     scores = {}
     for item in (grounded, wrong):
         result = asyncio.run(metrics.evaluate_item(item, pick("gr", "rqc", "sqc"), OfflineJudge()))
-        scores[item.id] = {s.metric: s.value for s in result.scores}
+        scores[item.id] = {m: s.value for m, s in decided(item, result, "gr", "rqc", "sqc").items()}
     assert scores["a6-good"] == {"gr": 1.0, "rqc": 1.0, "sqc": 1.0}
     # Five claims (the name's domain, "Sayajirao Gaekwad III is of Baroda State", is one, as in the
     # paper's A.6): only the completion year 1856 is unsupported.
@@ -128,7 +133,8 @@ def test_wikieval_development_rows_grounded_beats_ungrounded() -> None:
         sides = [asyncio.run(metrics.evaluate_item(
             Item(f"{row['row_idx']}-{k}", row["question_text"], tuple(row["context_v1"]), row[k]), pick("gr"), judge))
             for k in ("answer_text", "ungrounded_answer")]
-        good, bad = (s.scores[0].value for s in sides)
+        good, bad = (decided(Item(f"{row['row_idx']}-{k}", "", (), ""), s, "gr")["gr"].value
+                     for k, s in zip(("answer_text", "ungrounded_answer"), sides))
         assert good > bad, row["row_idx"]
 
 
@@ -164,9 +170,9 @@ def test_agreement_pairs_are_deterministic_and_keep_the_splits_apart() -> None:
 ])
 def test_grammar_extractive_answers_address_the_question(question: str, answer: str) -> None:
     """GRAMMAR's offline generator answers with the span it extracted: RQC counts it as answering."""
-    result = asyncio.run(metrics.evaluate_item(Item("span", question, ("A source.",), answer), pick("rqc"),
-                                               OfflineJudge()))
-    assert [s.value for s in result.scores] == [1.0]
+    item = Item("span", question, ("A source.",), answer)
+    result = asyncio.run(metrics.evaluate_item(item, pick("rqc"), OfflineJudge()))
+    assert decided(item, result, "rqc")["rqc"].value == 1.0
 
 
 def test_an_answer_phrase_that_restates_or_refuses_does_not_address_the_question() -> None:

@@ -11,7 +11,7 @@ from evaluators import store
 from evaluators.records import Label
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 from tests.seed import seed
-from tests.test_browser import check_page, grid
+from tests.test_browser import check_page, grid, settle
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: `make browser` installs "
@@ -62,9 +62,11 @@ def test_apply_a_suggested_threshold_then_label_the_next_item(page: Any) -> None
     page.get_by_role("link", name="Apply RP = 0.65").click()
     page.wait_for_url(re.compile(r"th_rp=0\.65"))
     check_page(page, "Trust")
+    expect(page.get_by_role("link", name=re.compile("^Apply RP"))).to_have_count(0)  # the page ran at 0.65
+    page.wait_for_timeout(500)
+    settle(page)
     t25 = next(r for r in grid(page, "labelled") if r["target"].startswith("T2.5"))
-    assert t25["agreement"] == "1"
-    expect(page.get_by_role("link", name=re.compile("^Apply RP"))).to_have_count(0)
+    assert t25["agreement"] == "1", page.url
 
     before = _labelled(page, "T2.2")
     page.get_by_role("tab", name="Label next").click()
