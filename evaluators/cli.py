@@ -95,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--run", required=True)
     ex.add_argument("--out", required=True, type=options.output_file)
     ex.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
+    ex.add_argument("--corrected", action="store_true",
+                    help="scores with people's verdict corrections in place of the judge's verdicts")
     ex.add_argument("--labels-out", type=options.output_file,
                     help="also write the run's labels of the judge (a CSV that `trust --labels` reads back)")
 
@@ -212,7 +214,9 @@ def _cell(value: object) -> object:
 def _export(args: argparse.Namespace) -> int:
     _check_run(args.db, args.run)
     metrics = [*THELMA, *(m for m in _run_metrics(args.db, args.run) if m not in THELMA)]
-    wide = store.run_scores_wide(args.db, args.run, metrics, queries.scores_sql(args.band))
+    if args.corrected:
+        store.migrate(args.db)  # a database written before labels existed has no corrections, and gets the table
+    wide = store.run_scores_wide(args.db, args.run, metrics, queries.scores_sql(args.band, args.corrected))
     header = ["item_id", *metrics, "n_failed"]
     _write_csv(args.out, header, [[_cell(v) for v in row] for row in wide[header].itertuples(index=False)])
     print(f"wrote {len(wide)} items to {args.out}")

@@ -53,7 +53,7 @@ def _names(metrics: Sequence[str]) -> str:
     return "(" + ", ".join(f"'{column(m)[1:-1]}'" for m in metrics) + ")" if metrics else "(NULL)"
 
 
-def scores_sql(band: Band | None = None) -> str:
+def scores_sql(band: Band | None = None, corrected: bool = False) -> str:
     """The scores of run $run recomputed from its verdicts at `band`, as a relation with the scores
     table's columns: metrics.aggregate() in one generated SQL (tests/test_queries.py holds them equal).
 
@@ -61,15 +61,23 @@ def scores_sql(band: Band | None = None) -> str:
     is a mean or SQC's coverage are recomputed; any other (a rank-weighted precision, a metric this
     version does not know) keeps its stored score. Unsure verdicts are left out like failures; a
     score with nothing scored reads `unsure` when any verdict was unsure, else its most common failure.
+    `corrected`: every verdict of a component people corrected (the latest label) takes their value
+    as a decided verdict (labelling.corrected_verdicts in Python); the raw scores never change.
     """
-    if band is None:
+    if band is None and not corrected:
         return "scores"
     mean, cover = list(MEAN_METRICS), list(COVERAGE_METRICS)
     failure = "first(state ORDER BY n DESC, state) FILTER (WHERE state NOT IN ('ok', 'unsure'))"
-    return f"""(WITH v AS (
-            SELECT item_id, metric, component_idx, value,
+    judged = f"""SELECT item_id, metric, component_idx, value,
                    CASE WHEN status <> 'ok' THEN status WHEN {unsure_sql(band)} THEN 'unsure' ELSE 'ok' END AS state
-            FROM verdicts WHERE run_id = $run AND metric IN {_names(mean + cover)}),
+            FROM verdicts WHERE run_id = $run AND metric IN {_names(mean + cover)}"""
+    if corrected:
+        judged = f"""SELECT j.item_id, j.metric, j.component_idx, coalesce(c.label::DOUBLE, j.value) AS value,
+                   CASE WHEN c.label IS NOT NULL THEN 'ok' ELSE j.state END AS state
+            FROM ({judged}) j LEFT JOIN (
+                SELECT item_id, metric, component_idx, arg_max(label, created_at) AS label FROM labels
+                WHERE run_id = $run AND metric IS NOT NULL GROUP BY ALL) c USING (item_id, metric, component_idx)"""
+    return f"""(WITH v AS ({judged}),
         -- SQC folds each sub-question first: a confident 1 covers; all confident: 0; else unsure or failed
         per_state AS (SELECT item_id, metric, component_idx, state, count(*) AS n, bool_or(value = 1) AS has_one
                       FROM v WHERE metric IN {_names(cover)} GROUP BY ALL),
@@ -144,30 +152,30 @@ def _json_pointer(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
 
 
-def metric_overview(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+def metric_overview(path: str | Path, run_id: str, band: Band | None = None, corrected: bool = False) -> pd.DataFrame:
     """Per metric at the band: items in the run, items scored, items unsure, and the mean score."""
     return store.query(path, f"""
         SELECT metric, (SELECT count(*) FROM items WHERE run_id = $run) AS n_items,
                count(value) FILTER (WHERE NOT isnan(value)) AS n_scored,
                count(*) FILTER (WHERE status = 'unsure') AS n_unsure,
                avg(value) FILTER (WHERE NOT isnan(value)) AS mean
-        FROM {scores_sql(band)} WHERE run_id = $run GROUP BY metric""", {"run": run_id})
+        FROM {scores_sql(band, corrected)} WHERE run_id = $run GROUP BY metric""", {"run": run_id})
 
 
-def score_distribution(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+def score_distribution(path: str | Path, run_id: str, band: Band | None = None, corrected: bool = False) -> pd.DataFrame:
     """Scored values per metric at the band with their counts (exact values, grouped): histograms, the
     share below any threshold and the bootstrap all come from this one small table."""
     return store.query(path, f"""
-        SELECT metric, value, count(*) AS n FROM {scores_sql(band)}
+        SELECT metric, value, count(*) AS n FROM {scores_sql(band, corrected)}
         WHERE run_id = $run AND value IS NOT NULL AND NOT isnan(value)
         GROUP BY ALL ORDER BY metric, value""", {"run": run_id})
 
 
-def failure_counts(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+def failure_counts(path: str | Path, run_id: str, band: Band | None = None, corrected: bool = False) -> pd.DataFrame:
     """Failures per metric and status, from scores (items) and from verdicts: metric, grain, status, n.
     Unsure scores and verdicts at the band count here too, as status 'unsure'."""
     return store.query(path, f"""
-        SELECT metric, 'items' AS grain, status, count(*) AS n FROM {scores_sql(band)}
+        SELECT metric, 'items' AS grain, status, count(*) AS n FROM {scores_sql(band, corrected)}
         WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY ALL
         UNION ALL
         SELECT metric, 'verdicts' AS grain, CASE WHEN {unsure_sql(band)} THEN 'unsure' ELSE status END AS status,
@@ -206,7 +214,8 @@ def search_ids(path: str | Path, run_id: str, search: str = "",
     return store.query(path, f"SELECT item_id FROM items WHERE {' AND '.join(where)}", params)
 
 
-def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None = None) -> dict[str, pd.DataFrame]:
+def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None = None,
+                corrected: bool = False) -> dict[str, pd.DataFrame]:
     """Everything stored for one item: item, scores and verdicts at the band, and components (the judge
     calls behind them are read by judge_calls(), for the verdicts a page shows). A verdict unsure at
     the band reads status 'unsure', with its value, p, p_kind and the tier that decided it kept."""
@@ -215,7 +224,7 @@ def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None =
         item = store.query(path, "SELECT * FROM items WHERE run_id = $run AND item_id = $item", ids)
         scores = store.query(path, f"""SELECT item_id, metric, value, n_scored, n_total, status,
                                               coalesce(n_unsure, 0) AS n_unsure
-                                       FROM {scores_sql(band)} WHERE run_id = $run AND item_id = $item""", ids)
+                                       FROM {scores_sql(band, corrected)} WHERE run_id = $run AND item_id = $item""", ids)
         comps = store.query(path, """SELECT kind, idx, text, coalesce(parent, -1) AS parent, call_key
                                      FROM components WHERE run_id = $run AND item_id = $item
                                      ORDER BY kind, idx""", ids)

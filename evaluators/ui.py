@@ -240,10 +240,12 @@ def read(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ...], band: Band | None) -> pd.DataFrame:
+def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ...], band: Band | None,
+               corrected: bool) -> pd.DataFrame:
     # cache_resource hands out the same frame without a copy: callers must not modify it.
-    # At the default band the stored scores are read; another band recomputes them from the verdicts.
-    return store.run_scores_wide(path, run_id, metric_ids, queries.scores_sql(band))
+    # At the default band the stored scores are read; another band, or people's corrections,
+    # recompute them from the verdicts.
+    return store.run_scores_wide(path, run_id, metric_ids, queries.scores_sql(band, corrected))
 
 
 def _every_metric() -> tuple[str, ...]:
@@ -255,7 +257,7 @@ def run_table(run_id: str) -> pd.DataFrame:
     treat it as read-only."""
     path = db_path()
     try:
-        return _run_table(str(path), db_version(path), run_id, _every_metric(), band())
+        return _run_table(str(path), db_version(path), run_id, _every_metric(), band(), corrected())
     except store.StoreBusy:
         st.warning("The database is busy (a run or a save is writing), try again in a moment.")
         st.stop()
@@ -263,8 +265,8 @@ def run_table(run_id: str) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False, max_entries=128)
 def _derived(_fn: Callable[..., Any], name: str, path: str, version: float, every: tuple[str, ...],
-             band: Band | None, run_ids: tuple[str, ...], args: tuple, kwargs: tuple) -> Any:
-    tables = [_run_table(path, version, r, every, band) for r in run_ids]
+             band: Band | None, corrected: bool, run_ids: tuple[str, ...], args: tuple, kwargs: tuple) -> Any:
+    tables = [_run_table(path, version, r, every, band, corrected) for r in run_ids]
     return _fn(*tables, *args, **dict(kwargs))
 
 
@@ -276,7 +278,8 @@ def derived(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs
     with store.reading(path):  # the run tables this needs share one connection
         for run_id in run_ids:
             run_table(run_id)  # builds (or reports busy) outside the cached call
-    return _derived(fn, _name(fn), str(path), db_version(path), _every_metric(), band(), tuple(run_ids), args,
+    return _derived(fn, _name(fn), str(path), db_version(path), _every_metric(), band(), corrected(), tuple(run_ids),
+                    args,
                     tuple(sorted(kwargs.items())))
 
 
@@ -418,6 +421,24 @@ def band_control() -> Band | None:
         return None
 
 
+SCORES = ("raw", "corrected")  # ?scores=: the judge's verdicts, or people's corrections in their place
+
+
+def corrected() -> bool:
+    """Whether the URL asks for corrected scores (?scores=corrected); anything else reads raw."""
+    return st.query_params.get("scores") == "corrected"
+
+
+def scores_control() -> bool:
+    """A sidebar switch between the judge's scores and scores with people's corrections in place of
+    its verdicts, synced with ?scores=; returns True for corrected."""
+    choice = synced(st.sidebar.radio, "Scores", "scores", SCORES[0], options=list(SCORES), horizontal=True,
+                    format_func={"raw": "judge's", "corrected": "corrected by people"}.get, remember=True,
+                    help="Corrected: every verdict people corrected on the Item page or in an imported labels "
+                         "file counts with their value; the judge's own scores never change.")
+    return choice == "corrected"
+
+
 def current_run() -> tuple[str, list[str], dict[str, float]]:
     """The run picked in the sidebar or URL, its metrics and thresholds (and the band control); stops
     the page when there is none."""
@@ -428,6 +449,7 @@ def current_run() -> tuple[str, list[str], dict[str, float]]:
     metric_ids = metrics(run_id)
     th = thresholds(metric_ids)
     band_control()
+    scores_control()
     return run_id, metric_ids, th
 
 

@@ -26,6 +26,7 @@ run_id = ui.pick_run(runs)
 metric_ids = ui.metrics(run_id)
 th = ui.thresholds(metric_ids)
 band = ui.band_control()
+corrected = ui.scores_control()
 info = runs[runs["run_id"] == run_id].iloc[0]
 st.header(f"Run {ui.md(run_id)}")
 st.caption(f"judge **{ui.md(info['judge'])}** · status {ui.md(info['status'])} · created {info['created_at']:%Y-%m-%d %H:%M} · "
@@ -36,9 +37,9 @@ if not metric_ids:
     st.info("No scores in this run yet.")
     st.stop()
 
-overview, dist, fails = ui.read_all(ui.call(queries.metric_overview, run_id, band),
-                                    ui.call(queries.score_distribution, run_id, band),
-                                    ui.call(queries.failure_counts, run_id, band))
+overview, dist, fails = ui.read_all(ui.call(queries.metric_overview, run_id, band, corrected),
+                                    ui.call(queries.score_distribution, run_id, band, corrected),
+                                    ui.call(queries.failure_counts, run_id, band, corrected))
 overview = overview.set_index("metric")
 
 rows = []

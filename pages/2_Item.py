@@ -10,13 +10,14 @@ from __future__ import annotations
 import streamlit as st
 
 from evaluators import access, queries, store, ui
+from evaluators.records import Label
 from evaluators.vocabulary import THELMA, display_name
 
 path = ui.page("Item")
 run_id, metric_ids, th = ui.current_run()
 first = "" if st.query_params.get("item") else ui.read(queries.item_neighbours, run_id, "")[1]
 item_id = ui.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
-d, (prev_id, next_id), notes = ui.read_all(ui.call(queries.item_detail, run_id, item_id, ui.band()),
+d, (prev_id, next_id), notes = ui.read_all(ui.call(queries.item_detail, run_id, item_id, ui.band(), ui.corrected()),
                                            ui.call(queries.item_neighbours, run_id, item_id),
                                            ui.call(queries.triage_notes, run_id, item_id))
 if d["item"].empty:
@@ -112,12 +113,48 @@ with tab_r:
     exchanges_o = others[lo:hi]
     slot_o = st.container()
 
+def save_correction(db: str, run: str, item: str) -> None:
+    """The correction form's callback: one verdict's right value, as this user; the outcome shows above it."""
+    state = st.session_state
+    metric, _, idx = state["fix_component"]
+    label = Label(item, int(state["fix_value"] == "1"), metric=metric, component_idx=idx, note=state["fix_note"])
+    try:
+        access.save_labels(ui.user(), db, run, [label], state.get("fix_author", ""), deadline_s=ui.SAVE_DEADLINE_S)
+    except access.Refused as exc:
+        state["fix_outcome"] = ("error", str(exc))
+    except store.StoreBusy:
+        state["fix_outcome"] = ("warning", "The database is busy, try again in a moment: your correction is kept.")
+    except ValueError as exc:
+        state["fix_outcome"] = ("warning", str(exc))
+    else:
+        state["fix_note"] = ""
+        state["fix_outcome"] = ("success", f"Correction saved: {metric.upper()} component {idx} is {label.label}. "
+                                           "The judge's verdict stays; corrected scores use yours.")
+
+
 with tab_v:
     st.caption("Every verdict with p = P(match is 1), how p was obtained (p kind) and the judge tier that decided "
                "it. A verdict whose p lies inside the uncertainty band reads *? unsure*: left out of its score.")
     lo, hi = ui.pager("Verdicts", "verdict_page", len(verdicts), ui.VERDICT_PAGE)
     st.dataframe(ui.verdict_table(verdicts[lo:hi], texts),
                  hide_index=True, key="verdict_table", width="stretch")
+    fix_outcome = st.session_state.pop("fix_outcome", None)
+    if fix_outcome:
+        getattr(st, fix_outcome[0])(fix_outcome[1])
+    parts = sorted({(v["metric"], v["component_kind"], int(v["component_idx"])) for v in verdicts
+                    if v["metric"] in THELMA and int(v["component_idx"]) >= 0})
+    if parts and not ui.read_only() and ui.user().can(access.TRIAGER):
+        with st.expander("Correct a verdict"):
+            with st.form("fix_form"):
+                st.selectbox("Verdict", parts, key="fix_component",
+                             format_func=lambda mki: f"{mki[0].upper()} · {mki[1]} {mki[2]}: "
+                                                     f"{texts.get((mki[1], mki[2]), '')[:80]}")
+                st.radio("Its right value", ["1", "0"], key="fix_value", horizontal=True,
+                         help="1: supported / essential / covered / distinct; 0: not.")
+                st.text_input("Note", key="fix_note")
+                if not ui.user().email:
+                    st.text_input("Your name", key="fix_author")
+                st.form_submit_button("Save correction", on_click=save_correction, args=(str(path), run_id, item_id))
 
 sp1 = judged_on([{"kind": "source", "idx": j} for j in page_s], ("sp1",))
 sp2 = judged_on([f for j in page_s for f in facts_of.get(j, [])], ("sp2",))

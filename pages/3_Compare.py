@@ -23,6 +23,7 @@ if other == run_id:
 metric_ids = ui.metrics(run_id, other)
 th = ui.thresholds(metric_ids)
 band = ui.band_control()
+ui.scores_control()
 a, b = (runs[runs["run_id"] == r].iloc[0] for r in (run_id, other))
 if a["judge"] != b["judge"]:
     st.warning(f"⚠ Different judges: {ui.md(run_id)} used **{ui.md(a['judge'])}**, {ui.md(other)} used "

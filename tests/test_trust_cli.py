@@ -150,3 +150,19 @@ def test_labels_export_with_the_run_and_import_back(db: Path, tmp_path: Path) ->
     assert main(["trust", "--db", str(db), "--run", RUN, "--labels", str(labels_out),
                  "--out", str(tmp_path / "t.csv")]) == 0
     assert int(store.query(db, "SELECT count(*) AS n FROM labels")["n"][0]) == 4
+
+
+def test_export_corrected_writes_scores_with_corrections_and_leaves_the_raw_ones(db: Path, tmp_path: Path) -> None:
+    from evaluators.records import Label
+
+    idx, value = _gr_verdict(db, "q01")
+    store.add_labels(db, RUN, [Label("q01", 1 - value, metric="gr", component_idx=idx, author="ana")])
+    raw, fixed = tmp_path / "raw.csv", tmp_path / "fixed.csv"
+    assert main(["export", "--db", str(db), "--run", RUN, "--out", str(raw)]) == 0
+    assert main(["export", "--db", str(db), "--run", RUN, "--out", str(fixed), "--corrected"]) == 0
+    with open(raw, newline="") as f:
+        before = {r["item_id"]: r for r in csv.DictReader(f)}
+    with open(fixed, newline="") as f:
+        after = {r["item_id"]: r for r in csv.DictReader(f)}
+    assert float(after["q01"]["gr"]) != float(before["q01"]["gr"])
+    assert {i: r for i, r in after.items() if i != "q01"} == {i: r for i, r in before.items() if i != "q01"}

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from evaluators import labelling, store
 from evaluators.records import Label
 from tests.test_pages import frame_with, open_page
@@ -54,3 +56,30 @@ def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
     after = _row(applied, "T2.5")
     assert before["agreement"] < 1.0 and after["agreement"] == 1.0
     assert not [link for link in applied.get("page_link") if "Apply RP" in link.proto.label]
+
+
+def test_a_correction_changes_the_corrected_score_and_never_the_raw_one(db: Path) -> None:
+    from evaluators import queries
+
+    at = open_page("pages/2_Item.py", run=RUN, item="q01")
+    (gr,) = store.query(db, """SELECT component_idx, value FROM verdicts WHERE run_id = ? AND item_id = 'q01'
+                               AND metric = 'gr' AND status = 'ok' AND value = 0 LIMIT 1""", [RUN]).values.tolist()
+    at.selectbox(key="fix_component").set_value(("gr", "claim", int(gr[0])))
+    at.radio(key="fix_value").set_value("1")
+    at.text_input(key="fix_author").set_value("Ana")
+    at.button(key="FormSubmitter:fix_form-Save correction").click().run()
+    assert any("Correction saved" in s.value for s in at.success), [w.value for w in at.warning]
+    raw = store.query(db, "SELECT value FROM scores WHERE run_id = ? AND item_id = 'q01' AND metric = 'gr'", [RUN])
+    corrected = store.query(db, f"SELECT value FROM {queries.scores_sql(None, corrected=True)} "
+                                "WHERE item_id = 'q01' AND metric = 'gr'", {"run": RUN})
+    assert float(corrected["value"][0]) > float(raw["value"][0])
+    # The raw score is the one the judge gave: recomputing without corrections gives it back.
+    stored = store.query(db, "SELECT * FROM verdicts WHERE run_id = ? AND item_id = 'q01' AND metric = 'gr'", [RUN])
+    assert float(raw["value"][0]) == pytest.approx(float(stored.loc[stored["status"] == "ok", "value"].mean()))
+    # The pages read corrected scores behind the switch kept in the URL.
+    detail = queries.item_detail(db, RUN, "q01", None, True)["scores"].set_index("metric")
+    assert float(detail.loc["gr", "value"]) == pytest.approx(float(corrected["value"][0]))
+    shown = open_page("pages/1_Run.py", run=RUN, scores="corrected")
+    assert shown.radio(key="scores").value == "corrected"
+    table = next(e.value for e in shown.dataframe if "gr" in e.value.columns and "item_id" in e.value.columns)
+    assert float(table.set_index("item_id").loc["q01", "gr"]) == pytest.approx(float(corrected["value"][0]))
