@@ -24,7 +24,12 @@ from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, TYPE_CHECKING, Callable
+
+from evaluators.records import JudgeCall
+
+if TYPE_CHECKING:
+    from evaluators.judge import LLMJudge
 
 MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 GGUF_SIZE = 1_117_320_768
@@ -35,6 +40,9 @@ N_CTX = 4096
 # either is descheduled. Measured here: 1 thread generated a steady 3.8-5.1 tokens/s, 2 threads anywhere
 # from 0.5 to 8.5 (median 1.5). Set RAG_TRIAGE_LOCAL_THREADS=2 on an otherwise idle machine.
 N_THREADS = 1
+N_PARALLEL = 1
+CACHE_RAM_MIB = 2048  # ~70,000 cached prompt tokens: far more than a run's prompts share
+DRAFT_MATCH, DRAFT_TOKENS = 3, 8  # n-gram drafts: match the last 3 tokens, propose up to 8
 MAX_TOKENS = 1024  # server-side cap on a generated reply: a looping decomposition cannot run forever
 START_TIMEOUT_S = 180.0  # model load is ~2 s warm; a cold page cache on a slow disk takes longer
 _LOG_PREFIX = re.compile(r"^[\d.]+ [A-Z] ")
@@ -151,10 +159,11 @@ class LocalServer:
     litellm needs. If the server died during the block, leaving it raises LocalServerError.
     """
 
-    def __init__(self, n_ctx: int = N_CTX, n_threads: int | None = None,
+    def __init__(self, n_ctx: int = N_CTX, n_threads: int | None = None, n_parallel: int | None = None,
                  start_timeout: float = START_TIMEOUT_S) -> None:
-        self.n_ctx = n_ctx
+        self.n_ctx = n_ctx  # per slot
         self.n_threads = n_threads or int(os.environ.get("RAG_TRIAGE_LOCAL_THREADS") or N_THREADS)
+        self.n_parallel = n_parallel or int(os.environ.get("RAG_TRIAGE_LOCAL_PARALLEL") or N_PARALLEL)
         self.start_timeout = start_timeout
         self.model = f"openai/{MODEL}"
         self.base_url = ""
@@ -169,7 +178,8 @@ class LocalServer:
         gguf = ensure_model()
         self._log = tempfile.NamedTemporaryFile(prefix="rag-triage-llama-", suffix=".log")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluators.local_llm", str(gguf), str(self.n_ctx), str(self.n_threads)],
+            [sys.executable, "-m", "evaluators.local_llm", str(gguf), str(self.n_ctx), str(self.n_threads),
+             str(self.n_parallel)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             cwd=Path(__file__).resolve().parents[1], start_new_session=True)  # Ctrl-C reaches us, not it
         try:
@@ -226,6 +236,16 @@ class LocalServer:
         code = self.exit_code()
         if code is not None:
             raise LocalServerError(self._died_message(code, "during the run"))
+
+    def counters(self) -> dict[str, float]:
+        """The server's running totals from GET /metrics, without the `llamacpp:` prefix: prompt tokens
+        processed (`prompt_tokens_total`) and reused from the cache (`prompt_tokens_cached_total`),
+        tokens generated, and the seconds spent on each."""
+        with urllib.request.urlopen(self.base_url.removesuffix("/v1") + "/metrics", timeout=30) as reply:
+            text = reply.read().decode("utf-8")
+        return {name.removeprefix("llamacpp:"): float(value)
+                for name, _, value in (line.partition(" ") for line in text.splitlines())
+                if name.startswith("llamacpp:")}
 
     # ------------------------------------------------------------ internals
     def _died_message(self, code: int, when: str) -> str:
@@ -292,17 +312,41 @@ class LocalServer:
         raise LocalServerError(f"local judge: llama.cpp server not healthy within {self.start_timeout:.0f} s ({last})")
 
 
-def _serve(gguf: str, n_ctx: int, n_threads: int) -> None:
+def judge(server: LocalServer, timeout: float, cache: dict[str, JudgeCall] | None = None,
+          on_call: Callable[[JudgeCall], None] | None = None) -> LLMJudge:
+    """The judge for --judge local on a running server: logprob scoring, one call per free slot.
+
+    A 1.5B model on 2 CPU cores needs minutes for a long claim list: the timeout is at least 600 s.
+    """
+    from evaluators.judge import LLMJudge  # not in the server's child process: it needs no litellm
+
+    return LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=server.n_parallel,
+                    timeout=max(timeout, 600.0), cache=cache, on_call=on_call, logprob_binary=True,
+                    alive=server.check)
+
+
+def _serve(gguf: str, n_ctx: int, n_threads: int, n_parallel: int) -> None:
     """Child process: run the server, print its address, and live until stdin closes."""
     import xllamacpp
 
     params = xllamacpp.CommonParams()
     params.model.path = gguf
-    params.n_ctx = n_ctx
-    params.n_parallel = 1  # one slot: the whole context and its prompt cache serve each call
+    params.n_ctx = n_ctx * n_parallel  # each slot gets n_ctx
+    params.n_parallel = n_parallel
+    params.endpoint_metrics = True  # token and time counters for benchmarks/local_speed.py
     params.n_predict = MAX_TOKENS
     params.cpuparams.n_threads = n_threads
     params.cpuparams_batch.n_threads = n_threads
+    # Every prompt ever read stays in a host-RAM cache (~28 kB a token), and a call resumes from the
+    # cached prompt that shares its longest prefix: each prompt's instructions, and an item's source
+    # or response, are read once however the calls interleave.
+    params.cache_prompt = True
+    params.cache_ram_mib = CACHE_RAM_MIB
+    # Decompositions copy phrases of their input: draft the next tokens from n-grams already in the
+    # context and verify them in one step. Greedy verification gives exactly the reply without drafts.
+    params.speculative.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
+    params.speculative.ngram_simple.size_n = DRAFT_MATCH
+    params.speculative.ngram_simple.size_m = DRAFT_TOKENS
     params.hostnames = ["127.0.0.1"]
     params.port = 0
     params.ui = False
@@ -313,4 +357,4 @@ def _serve(gguf: str, n_ctx: int, n_threads: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
