@@ -88,11 +88,26 @@ def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]
     return {k: after[k] - before.get(k, 0.0) for k in after}
 
 
+Spent = list[tuple[JudgeCall, dict[str, float]]]
+
+
 async def suite(server: local_llm.LocalServer, items: list[Item], chosen: dict[str, metrics.Metric],
-                timeout: float) -> tuple[list[dict[str, Any]], list[JudgeCall], list[dict[str, Any]]]:
-    """Score each item in turn; per item its seconds, calls and the server's counters; all calls; all results."""
-    calls: list[JudgeCall] = []
-    judge = local_llm.judge(server, timeout, on_call=calls.append)
+                timeout: float) -> tuple[list[dict[str, Any]], Spent, list[dict[str, Any]]]:
+    """Score each item in turn: per item its seconds, calls and what the server's counters grew by;
+    each call with what they grew by since the call before; each item's verdicts and scores.
+
+    The counters are read as each call returns. With one slot the calls run one at a time, so
+    that is exactly the call's own work; with more slots the calls overlap and it is approximate.
+    """
+    calls: Spent = []
+    last = [server.counters()]
+
+    def on_call(call: JudgeCall) -> None:
+        now = server.counters()
+        calls.append((call, delta(last[0], now)))
+        last[0] = now
+
+    judge = local_llm.judge(server, timeout, on_call=on_call)
     rows, results = [], []
     for item in items:
         first_call, before = len(calls), server.counters()
@@ -102,7 +117,7 @@ async def suite(server: local_llm.LocalServer, items: list[Item], chosen: dict[s
         grew = delta(before, server.counters())
         mine = calls[first_call:]
         rows.append({"item": item.id, "seconds": seconds, "calls": len(mine),
-                     "prompt_tokens": sum(c.prompt_tokens for c in mine),
+                     "prompt_tokens": sum(c.prompt_tokens for c, _ in mine),
                      "processed": grew["prompt_tokens_total"], "cached": grew["prompt_tokens_cached_total"],
                      "prompt_s": grew["prompt_seconds_total"], "generated": grew["tokens_predicted_total"],
                      "generate_s": grew["tokens_predicted_seconds_total"], "load": os.getloadavg()[0]})
@@ -207,18 +222,30 @@ def main() -> int:
     warm = per_item[1:]
     warm_text = f"; after the first: {sum(r['seconds'] for r in warm) / len(warm):.0f} s" if warm else ""
     print(f"\nmean {mean:.0f} s per triplet{warm_text}; {len(calls) / len(items):.1f} judge calls and "
-          f"{sum(c.prompt_tokens for c in calls) / len(items):.0f} prompt tokens per triplet")
+          f"{sum(c.prompt_tokens for c, _ in calls) / len(items):.0f} prompt tokens per triplet")
 
-    by_prompt: dict[str, list[JudgeCall]] = defaultdict(list)
-    for c in calls:
-        by_prompt[c.prompt_name].append(c)
-    print("\n| prompt | kind | calls | mean prompt tokens | mean completion tokens | call seconds (sum) |")
-    print("|---|---|---|---|---|---|")
-    for name, group in sorted(by_prompt.items(), key=lambda kv: -sum(c.latency_ms for c in kv[1])):
+    by_prompt: dict[str, Spent] = defaultdict(list)
+    for call, grew in calls:
+        by_prompt[call.prompt_name].append((call, grew))
+    print("\n## Where the time goes, per prompt (all triplets)\n")
+    print("| prompt | kind | calls | mean prompt tokens | mean processed | mean from cache | prompt s (sum) "
+          "| mean completion tokens | generate s (sum) | call seconds (sum) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, group in sorted(by_prompt.items(), key=lambda kv: -sum(c.latency_ms for c, _ in kv[1])):
         kind = "logprob 0/1" if name in registry.BINARY_PROMPTS else "generated"
-        print(f"| {name} | {kind} | {len(group)} | {sum(c.prompt_tokens for c in group) / len(group):.0f} | "
-              f"{sum(c.completion_tokens for c in group) / len(group):.1f} | "
-              f"{sum(c.latency_ms for c in group) / 1000:.0f} |")
+        n = len(group)
+
+        def total(key: str) -> float:
+            return sum(g[key] for _, g in group)
+
+        print(f"| {name} | {kind} | {n} | {sum(c.prompt_tokens for c, _ in group) / n:.0f} | "
+              f"{total('prompt_tokens_total') / n:.0f} | {total('prompt_tokens_cached_total') / n:.0f} | "
+              f"{total('prompt_seconds_total'):.0f} | {sum(c.completion_tokens for c, _ in group) / n:.1f} | "
+              f"{total('tokens_predicted_seconds_total'):.0f} | {sum(c.latency_ms for c, _ in group) / 1000:.0f} |")
+    drafted = sum(g["spec_decode_num_draft_tokens_total"] for _, g in calls)
+    accepted = sum(g["spec_decode_num_accepted_tokens_total"] for _, g in calls)
+    if drafted:
+        print(f"\nn-gram drafts: {accepted:.0f} of {drafted:.0f} drafted tokens accepted")
     print(load())
     if args.save:
         args.save.write_text(json.dumps(results, indent=1))

