@@ -242,10 +242,6 @@ def main() -> int:
               f"{total('prompt_tokens_total') / n:.0f} | {total('prompt_tokens_cached_total') / n:.0f} | "
               f"{total('prompt_seconds_total'):.0f} | {sum(c.completion_tokens for c, _ in group) / n:.1f} | "
               f"{total('tokens_predicted_seconds_total'):.0f} | {sum(c.latency_ms for c, _ in group) / 1000:.0f} |")
-    drafted = sum(g["spec_decode_num_draft_tokens_total"] for _, g in calls)
-    accepted = sum(g["spec_decode_num_accepted_tokens_total"] for _, g in calls)
-    if drafted:
-        print(f"\nn-gram drafts: {accepted:.0f} of {drafted:.0f} drafted tokens accepted")
     print(load())
     if args.save:
         args.save.write_text(json.dumps(results, indent=1))

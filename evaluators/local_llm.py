@@ -10,8 +10,10 @@ hosted provider; `judge(server, ...)` builds the LLMJudge the runner uses.
 Speed on 2 CPU cores comes from reading as few tokens as possible: the prompts put their long shared
 parts first (instructions and examples, then the source or response) and the claim or question
 last; the server keeps every prompt it read in a host-RAM cache and resumes each call from the
-longest cached prefix, so an item's calls read only what differs; decompositions, which copy phrases
-of their input, are generated with n-gram drafts. `benchmarks/local_speed.py` measures it.
+longest cached prefix, so an item's calls read only what differs. `benchmarks/local_speed.py`
+measures it. Not used, by measurement: n-gram draft decoding (its verify steps cost more than they
+saved on 2 shared cores: 29-43% of drafts accepted, generation 16% slower side by side), a second
+slot (see N_PARALLEL) and a second thread (see N_THREADS).
 """
 from __future__ import annotations
 
@@ -52,7 +54,6 @@ N_THREADS = 1
 # it all again, and both waited 36 s instead of 3. One slot with the host-RAM cache reuses every prefix.
 N_PARALLEL = 1
 CACHE_RAM_MIB = 2048  # ~70,000 cached prompt tokens: far more than a run's prompts share
-DRAFT_MATCH, DRAFT_TOKENS = 3, 8  # n-gram drafts: match the last 3 tokens, propose up to 8
 MAX_TOKENS = 1024  # server-side cap on a generated reply: a looping decomposition cannot run forever
 START_TIMEOUT_S = 180.0  # model load is ~2 s warm; a cold page cache on a slow disk takes longer
 _LOG_PREFIX = re.compile(r"^[\d.]+ [A-Z] ")
@@ -352,13 +353,6 @@ def _serve(gguf: str, n_ctx: int, n_threads: int, n_parallel: int) -> None:
     # or response, are read once however the calls interleave.
     params.cache_prompt = True
     params.cache_ram_mib = CACHE_RAM_MIB
-    # Decompositions copy phrases of their input: draft the next tokens from n-grams already in the
-    # context and verify them in one step (greedy, so the reply is the undrafted one up to rounding in
-    # the batched step). Measured: a source's 221-token claim list in 76 s instead of 149 s under a load
-    # of 10; over whole triplets at that load about 43% of drafts were accepted and the time was even.
-    params.speculative.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
-    params.speculative.ngram_simple.size_n = DRAFT_MATCH
-    params.speculative.ngram_simple.size_m = DRAFT_TOKENS
     params.hostnames = ["127.0.0.1"]
     params.port = 0
     params.ui = False

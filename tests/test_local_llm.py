@@ -147,8 +147,6 @@ def test_decompositions_are_generated(server: local_llm.LocalServer) -> None:
     assert subqs.value and all(q.endswith("?") for q in subqs.value), subqs.value
     # Both parts are asked; the model may put each in its own <output> block.
     assert "completed" in subqs.raw and "named" in subqs.raw, subqs.raw
-    # Claims copy phrases of their text: n-gram drafts from the context are proposed and accepted.
-    assert server.counters()["spec_decode_num_accepted_tokens_total"] > 0
 
 
 @pytest.mark.local
