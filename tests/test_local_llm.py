@@ -1,8 +1,9 @@
 """The optional local judge for real: Qwen2.5-Coder-1.5B served by llama.cpp, reached through litellm.
 
-Tests marked `local` run only when the extra is installed (`make local`); together they make
-fewer than 30 judge calls. Timeouts are generous because on two CPU cores shared with other work
-one long prompt can take minutes. The missing-extra message is checked everywhere.
+Tests marked `local` run only when the extra is installed (`make test` installs it, as `make local`
+does); together they make about 35 judge calls, most of them reading only a claim's few tokens past
+a cached prefix. Timeouts are generous because on two CPU cores shared with other work one long
+prompt can take minutes. The missing-extra message is checked everywhere.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import pytest
 
 from evaluators import local_llm, runner, store
 from evaluators.judge import LLMJudge
-from evaluators.records import Answer, Item, Status
+from evaluators.records import LABEL, LOGPROB, Answer, Item, Status
+from evaluators.vocabulary import THELMA
 
 MISSING = local_llm.available()
 needs_extra = pytest.mark.skipif(MISSING is not None, reason=f"local judge extra not installed: {MISSING}")
@@ -33,11 +35,11 @@ UNSUPPORTED = ["The Chimnabai Clock Tower was completed in 1950.", "The Chimnaba
 
 
 def judge_for(server: local_llm.LocalServer, **overrides: Any) -> LLMJudge:
-    """The judge exactly as the runner builds it for --judge local."""
-    options: dict[str, Any] = {"api_base": server.base_url, "api_key": "local", "concurrency": 1,
-                               "timeout": TIMEOUT, "logprob_binary": True}
-    options.update(overrides)
-    return LLMJudge(server.model, **options)
+    """The judge exactly as the runner builds it for --judge local, with some of its attributes changed."""
+    judge = local_llm.judge(server, TIMEOUT)
+    for name, value in overrides.items():
+        setattr(judge, name, value)  # timeout, max_attempts and alive are plain attributes of LLMJudge
+    return judge
 
 
 def ask(judge: LLMJudge, prompt: str, **variables: Any) -> Answer:
@@ -119,6 +121,22 @@ def test_groundedness_probabilities_separate_supported_from_unsupported(server: 
 
 @pytest.mark.local
 @needs_extra
+def test_calls_sharing_a_prompt_and_source_read_only_what_differs(server: local_llm.LocalServer) -> None:
+    judge = judge_for(server)
+    source = SOURCE + " Its clock was made in England and has four faces."
+    first = ask(judge, "groundedness", sources=[source], claim=SUPPORTED[0])
+    # Another prompt in between: its reply must not cost the groundedness prefix its cache.
+    ask(judge, "essential", query="When was the Chimnabai Clock Tower completed?", response=SUPPORTED[0])
+    before = server.counters()
+    second = ask(judge, "groundedness", sources=[source], claim=UNSUPPORTED[0])
+    grew = {k: v - before[k] for k, v in server.counters().items()}
+    assert first.value == 1 and second.value == 0, (first, second)
+    # The instructions, the examples and the source come first: only the claim and the closing tags are read.
+    assert grew["prompt_tokens_cached_total"] > 600 and grew["prompt_tokens_total"] < 40, grew
+
+
+@pytest.mark.local
+@needs_extra
 def test_decompositions_are_generated(server: local_llm.LocalServer) -> None:
     judge = judge_for(server)
     claims = ask(judge, "claims", input="The Chimnabai Clock Tower, completed in 1896, stands in Vadodara.")
@@ -147,6 +165,34 @@ def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
     assert len(calls) <= 10 and set(calls["model"]) == {f"openai/{local_llm.MODEL}"}
     # The calls are cached under the name the runner looks them up by: a rerun would make none.
     assert len(store.load_cache(db, runner.judge_name(runner.LOCAL))) == len(calls)
+
+
+@pytest.mark.local
+@needs_extra
+def test_a_small_triplet_gets_the_whole_suite_from_logprobs(tmp_path: Path) -> None:
+    item = Item("clock", "When was the Chimnabai Clock Tower completed, and where is it?", (SOURCE,),
+                "The Chimnabai Clock Tower was completed in 1896. It stands in Vadodara, India.")
+    db = tmp_path / "suite.duckdb"
+    started = time.monotonic()
+    summary = runner.evaluate([item], db, "r", runner.LOCAL, metrics=list(THELMA), timeout=TIMEOUT)
+    seconds = time.monotonic() - started
+    assert summary.metrics == {m: {"ok": 1} for m in THELMA}, summary.metrics
+    scores = store.query(db, "SELECT metric, value FROM scores WHERE run_id = 'r'")
+    scores = dict(zip(scores["metric"], scores["value"]))
+    # A grounded, on-topic answer from the one relevant source: every claim supported, the source used.
+    assert scores["gr"] == 1.0 and scores["sp1"] == 1.0 and scores["sd"] == 1.0, scores
+    assert scores["rqc"] >= 0.5 and scores["sqc"] >= 0.5 and scores["rp"] >= 0.5, scores
+    verdicts = store.query(db, "SELECT metric, value, p, p_kind, tier FROM verdicts "
+                               "WHERE run_id = 'r' AND metric <> 'sd'")
+    assert len(verdicts) >= 6 and set(verdicts["tier"]) == {f"openai/{local_llm.MODEL}"}
+    # The 0/1 matches carry P("1") from the first-token logprobs; essentiality (SP2, RP) is a generated
+    # label (Essential or Extraneous), so its p is the label itself.
+    logprob = verdicts[verdicts["metric"].isin(["sp1", "sqc", "rqc", "gr"])]
+    assert len(logprob) >= 4 and set(logprob["p_kind"]) == {LOGPROB}
+    assert logprob["p"].between(0.0, 1.0).all() and ((logprob["p"] >= 0.5) == (logprob["value"] == 1.0)).all()
+    assert set(verdicts[verdicts["metric"].isin(["sp2", "rp"])]["p_kind"]) == {LABEL}
+    calls = store.query(db, "SELECT count(*) AS n FROM judge_calls")["n"][0]
+    print(f"full suite on one small triplet: {seconds:.0f} s, {calls} judge calls")
 
 
 @pytest.mark.local
@@ -220,7 +266,8 @@ def test_a_killed_server_is_a_clear_failure() -> None:
             deadline = time.monotonic() + 10
             while running.exit_code() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
-            answer = ask(judge_for(running, timeout=10.0, max_attempts=1), "groundedness",
+            # Without the server check the runner adds, the call itself must fail visibly.
+            answer = ask(judge_for(running, timeout=10.0, max_attempts=1, alive=None), "groundedness",
                          sources=[SOURCE], claim=SUPPORTED[0])
             assert answer.status is Status.ERROR and answer.value is None  # visible, never a silent 0/1
             with pytest.raises(local_llm.LocalServerError, match="killed by signal 9"):
