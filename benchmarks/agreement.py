@@ -34,6 +34,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from evaluators import registry, runner, store  # noqa: E402
+from evaluators.pairs import Tally  # noqa: E402
+from evaluators.pairs import tally as count_pairs  # noqa: E402
 from evaluators.records import Item  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
@@ -284,40 +286,12 @@ def score(items_by_metric: dict[str, list[Item]], judge: str, db: Path, dataset:
     return out
 
 
-@dataclass
-class Tally:
-    """Outcome counts for one pair set."""
-
-    agree: int = 0
-    ties: int = 0
-    disagree: int = 0
-    failed: int = 0
-
-    @property
-    def scored(self) -> int:
-        return self.agree + self.ties + self.disagree
-
-    def rate(self) -> float | None:
-        return self.agree / self.scored if self.scored else None
-
-
 def tally(pairs: Sequence[Pair], scores: dict[tuple[str, str], float | None], metric_of: dict[str, str] | None = None
           ) -> dict[str, Tally]:
     """Per pair set: better strictly higher (agree), equal (tie), lower, or unscored (failed)."""
-    out: dict[str, Tally] = {}
-    for p in pairs:
-        metric = (metric_of or {}).get(p.metric, p.metric)
-        t = out.setdefault(p.pair_set, Tally())
-        a, b = scores.get((p.better.id, metric)), scores.get((p.worse.id, metric))
-        if a is None or b is None:
-            t.failed += 1
-        elif a > b:
-            t.agree += 1
-        elif a == b:
-            t.ties += 1
-        else:
-            t.disagree += 1
-    return out
+    metric = (metric_of or {}).get
+    return count_pairs([(p.pair_set, scores.get((p.better.id, metric(p.metric, p.metric))),
+                         scores.get((p.worse.id, metric(p.metric, p.metric)))) for p in pairs])
 
 
 def _fmt(x: float | None) -> str:

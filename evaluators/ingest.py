@@ -117,17 +117,8 @@ def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set
     `items` and `components` ((item, metric, component index) triples) are what the run holds.
     Raises InputError listing every problem, located as FILE:LINE with the field.
     """
-    path = Path(path)
     name = str(path)
-    if path.suffix.lower() not in (".jsonl", ".csv"):
-        raise InputError([f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; expected .jsonl or .csv"])
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError([f"{name}: {exc.strerror.lower() if exc.strerror else 'cannot read'}"]) from None
-    text, problems = _decode(raw, name)
-    rows, parse_problems = (_jsonl_rows if path.suffix.lower() == ".jsonl" else _csv_rows)(text, name)
-    problems += parse_problems
+    rows, problems = _file_rows(Path(path), (".jsonl", ".csv"))
     labels: list[Label] = []
     for line, where, row in rows:
         label, row_problems = _label(row, where, rules, metrics, author)
@@ -144,6 +135,22 @@ def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set
     if problems:
         raise InputError([text for _, text in sorted(problems, key=lambda p: p[0])])
     return labels
+
+
+def _file_rows(path: Path, suffixes: tuple[str, ...]) -> tuple[list[_Row], list[_Problem]]:
+    """The located rows of a small .jsonl or .csv file and the problems reading it; InputError for a
+    file of another type or one that cannot be read."""
+    name = str(path)
+    if path.suffix.lower() not in suffixes:
+        raise InputError([f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; "
+                          f"expected {' or '.join(suffixes)}"])
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError([f"{name}: {exc.strerror.lower() if exc.strerror else 'cannot read'}"]) from None
+    text, problems = _decode(raw, name)
+    rows, parse_problems = (_jsonl_rows if path.suffix.lower() == ".jsonl" else _csv_rows)(text, name)
+    return rows, problems + parse_problems
 
 
 def _label(row: Any, where: str, rules: set[str], metrics: set[str], author: str) -> tuple[Label | None, list[str]]:
@@ -193,17 +200,8 @@ def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Ite
     `ID:worse` with metadata {pair, side, metrics}, so a run of them can be tallied again later.
     Raises InputError listing every problem as FILE:LINE.
     """
-    path = Path(path)
     name = str(path)
-    if path.suffix.lower() != ".jsonl":
-        raise InputError([f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; expected .jsonl"])
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError([f"{name}: {exc.strerror.lower() if exc.strerror else 'cannot read'}"]) from None
-    text, problems = _decode(raw, name)
-    rows, parse_problems = _jsonl_rows(text, name)
-    problems += parse_problems
+    rows, problems = _file_rows(Path(path), (".jsonl",))
     pairs: list[tuple[str, Item, Item]] = []
     seen: dict[str, str] = {}
     for line, where, row in rows:

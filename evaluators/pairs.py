@@ -35,7 +35,8 @@ class Tally:
 
 
 def tally(outcomes: Sequence[tuple[str, float | None, float | None]]) -> dict[str, Tally]:
-    """Per metric, from (metric, better side's score, worse side's score); None is a side not scored."""
+    """Per key (a metric, or a set of pairs), from (key, better side's score, worse side's score); None
+    is a side not scored."""
     out: dict[str, Tally] = {}
     for metric, a, b in outcomes:
         t = out.setdefault(metric, Tally())

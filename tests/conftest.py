@@ -44,6 +44,11 @@ def db(seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     """A private copy of the seeded database, configured as the app's DB, with a cold cache."""
     path = tmp_path / "triage.duckdb"
     shutil.copy(seeded, path)
+    yield from app_db(path, monkeypatch)
+
+
+def app_db(path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Serve `path` as the app's database (writable) with a cold cache for one test: `yield from` it."""
     monkeypatch.setenv("RAG_TRIAGE_DB", str(path))
     monkeypatch.delenv("RAG_TRIAGE_READ_ONLY", raising=False)
     st.cache_data.clear()

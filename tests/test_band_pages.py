@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from evaluators import registry, store, ui
 from evaluators.confidence import CALIBRATED
 from evaluators.metrics import rescore
 from evaluators.records import Component, Item, Run, Status, Verdict
+from tests.conftest import app_db
 from tests.test_bad_db import new_app
 
 RUN, ITEM = "calibrated", "x"
@@ -35,13 +35,7 @@ def band_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     specs = {m: registry.METRICS[m] for m in ("sqc", "rqc")}
     store.write_batch(path, RUN, items=[Item(ITEM, "When does the ferry leave?", ("Parking.",), "Ferries are nice.")],
                       components=comps, verdicts=verdicts, scores=list(rescore(ITEM, verdicts, specs).values()))
-    monkeypatch.setenv("RAG_TRIAGE_DB", str(path))
-    monkeypatch.delenv("RAG_TRIAGE_READ_ONLY", raising=False)
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield path
-    st.cache_data.clear()
-    st.cache_resource.clear()
+    yield from app_db(path, monkeypatch)
 
 
 def open_page(page: str, **params: str) -> AppTest:
