@@ -151,7 +151,7 @@ with tab_v:
                                                      f"{texts.get((mki[1], mki[2]), '')[:80]}")
                 st.radio("Its right value", ["1", "0"], key="fix_value", horizontal=True,
                          help="1: supported / essential / covered / distinct; 0: not.")
-                st.text_input("Note", key="fix_note")
+                st.text_input("Why the judge was wrong", key="fix_note")
                 if not ui.user().email:
                     st.text_input("Your name", key="fix_author")
                 st.form_submit_button("Save correction", on_click=save_correction, args=(str(path), run_id, item_id))

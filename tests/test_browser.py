@@ -317,7 +317,7 @@ def test_triage_note_survives_a_reload_and_is_listed(page: Any) -> None:
     page.goto("/Item?run=weak-retriever&item=q03")
     check_page(page, "Item")
     page.get_by_role("tab", name="Triage").click()
-    form = page.get_by_test_id("stForm")
+    form = page.get_by_test_id("stForm").filter(has_text="Save triage note")
     pick(page, form, "Label", "false alarm")
     pick(page, form, "Component to blame", "Generator")
     form.get_by_label("Note").fill(note)
