@@ -13,8 +13,8 @@ from typing import Mapping
 import pandas as pd
 
 from evaluators import diagnosis, queries, store, trust
-from evaluators.confidence import DEFAULT_BANDS, Band, band_for
-from evaluators.records import LABEL, Score
+from evaluators.confidence import Band
+from evaluators.records import Score
 from evaluators.vocabulary import THELMA
 
 RULE_IDS = tuple(diagnosis.RULES)
@@ -86,9 +86,8 @@ def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float],
     Columns: item_id, reason, detail.
     """
     th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
-    bands = {kind: band_for(kind, band) for kind in DEFAULT_BANDS if kind != LABEL}
     with store.reading(path):
-        unsure = queries.unsure_counts(path, run_id, bands)
+        unsure = queries.unsure_counts(path, run_id, band)
         scores = _scores(path, run_id, band)
         done = set(queries.labelled_items(path, run_id))
     queue: list[tuple[str, str, str]] = []

@@ -529,15 +529,11 @@ def pair_scores(path: str | Path, run_id: str) -> pd.DataFrame:
         GROUP BY s.pair, s.metric ORDER BY s.metric, s.pair""", {"run": run_id})
 
 
-def unsure_counts(path: str | Path, run_id: str, bands: Mapping[str, tuple[float, float]]) -> pd.DataFrame:
-    """Items with OK verdicts whose p lies inside their kind's band: item_id, n_unsure, most unsure first."""
-    if not bands:
-        return pd.DataFrame({"item_id": pd.Series(dtype=str), "n_unsure": pd.Series(dtype=int)})
-    inside = " OR ".join(f"(p_kind = '{kind}' AND p > {float(lo)!r} AND p < {float(hi)!r})"
-                         for kind, (lo, hi) in bands.items() if kind.isidentifier())  # kinds are our constants
+def unsure_counts(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+    """Items with verdicts unsure at `band` (unsure_sql): item_id, n_unsure, most unsure first."""
     return store.query(path, f"""
         SELECT item_id, count(*) AS n_unsure FROM verdicts
-        WHERE run_id = ? AND status = 'ok' AND ({inside})
+        WHERE run_id = ? AND {unsure_sql(band)}
         GROUP BY item_id ORDER BY n_unsure DESC, min(abs(p - 0.5)), item_id""", [run_id])
 
 
