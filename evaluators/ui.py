@@ -439,6 +439,34 @@ def scores_control() -> bool:
     return choice == "corrected"
 
 
+def save(outcome_key: str, write: Callable[[], Any], busy: str, done: str) -> bool:
+    """Run one of the user's saves (a form's callback); its outcome waits in the session for show_outcome().
+
+    A refused, busy or invalid save says why (`busy` ends the busy message) and the form keeps what
+    the user typed; returns whether it saved.
+    """
+    try:
+        write()
+    except access.Refused as exc:
+        st.session_state[outcome_key] = ("error", str(exc))
+    except store.StoreBusy:
+        st.session_state[outcome_key] = ("warning", f"The database is busy, try again in a moment: {busy}")
+    except ValueError as exc:
+        st.session_state[outcome_key] = ("warning", str(exc))
+    else:
+        st.session_state[outcome_key] = ("success", done)
+        return True
+    return False
+
+
+def show_outcome(outcome_key: str) -> tuple[str, str] | None:
+    """Show (once) the outcome save() left under this key, and return it."""
+    outcome = st.session_state.pop(outcome_key, None)
+    if outcome:
+        getattr(st, outcome[0])(outcome[1])
+    return outcome
+
+
 def current_run() -> tuple[str, list[str], dict[str, float]]:
     """The run picked in the sidebar or URL, its metrics and thresholds (and the band control); stops
     the page when there is none."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators import access, queries, store, ui
+from evaluators import access, queries, ui
 from evaluators.records import Label
 from evaluators.vocabulary import THELMA, display_name
 
@@ -118,18 +118,12 @@ def save_correction(db: str, run: str, item: str) -> None:
     state = st.session_state
     metric, _, idx = state["fix_component"]
     label = Label(item, int(state["fix_value"] == "1"), metric=metric, component_idx=idx, note=state["fix_note"])
-    try:
-        access.save_labels(ui.user(), db, run, [label], state.get("fix_author", ""), deadline_s=ui.SAVE_DEADLINE_S)
-    except access.Refused as exc:
-        state["fix_outcome"] = ("error", str(exc))
-    except store.StoreBusy:
-        state["fix_outcome"] = ("warning", "The database is busy, try again in a moment: your correction is kept.")
-    except ValueError as exc:
-        state["fix_outcome"] = ("warning", str(exc))
-    else:
+    if ui.save("fix_outcome", lambda: access.save_labels(ui.user(), db, run, [label], state.get("fix_author", ""),
+                                                         deadline_s=ui.SAVE_DEADLINE_S),
+               busy="your correction is kept.",
+               done=f"Correction saved: {metric.upper()} component {idx} is {label.label}. "
+                    "The judge's verdict stays; corrected scores use yours."):
         state["fix_note"] = ""
-        state["fix_outcome"] = ("success", f"Correction saved: {metric.upper()} component {idx} is {label.label}. "
-                                           "The judge's verdict stays; corrected scores use yours.")
 
 
 with tab_v:
@@ -138,9 +132,7 @@ with tab_v:
     lo, hi = ui.pager("Verdicts", "verdict_page", len(verdicts), ui.VERDICT_PAGE)
     st.dataframe(ui.verdict_table(verdicts[lo:hi], texts),
                  hide_index=True, key="verdict_table", width="stretch")
-    fix_outcome = st.session_state.pop("fix_outcome", None)
-    if fix_outcome:
-        getattr(st, fix_outcome[0])(fix_outcome[1])
+    ui.show_outcome("fix_outcome")
     parts = sorted({(v["metric"], v["component_kind"], int(v["component_idx"])) for v in verdicts
                     if v["metric"] in THELMA and int(v["component_idx"]) >= 0})
     if parts and not ui.read_only() and ui.user().can(access.TRIAGER):
@@ -223,25 +215,16 @@ def save_note(db: str, run: str, item: str) -> None:
     """The triage form's callback: the note is cleared only once it is saved; a refused or failed save
     keeps everything the user typed, with the reason above the form."""
     state = st.session_state
-    try:
-        access.save_note(ui.user(), db, run, item, state["triage_label"], state["triage_component"],
-                         state["triage_note"], state.get("triage_author", ""), deadline_s=ui.SAVE_DEADLINE_S)
-    except access.Refused as exc:
-        state["triage_outcome"] = ("error", str(exc))
-    except store.StoreBusy:
-        state["triage_outcome"] = ("warning", "The database is busy, try again in a moment: your note is kept.")
-    except ValueError as exc:
-        state["triage_outcome"] = ("warning", str(exc))
-    else:
+    if ui.save("triage_outcome", lambda: access.save_note(
+            ui.user(), db, run, item, state["triage_label"], state["triage_component"], state["triage_note"],
+            state.get("triage_author", ""), deadline_s=ui.SAVE_DEADLINE_S),
+            busy="your note is kept.", done="Triage note saved."):
         state["triage_note"] = ""
-        state["triage_outcome"] = ("success", "Triage note saved.")
 
 
 with tab_t:
     me = ui.user()
-    outcome = st.session_state.pop("triage_outcome", None)
-    if outcome:
-        getattr(st, outcome[0])(outcome[1])
+    outcome = ui.show_outcome("triage_outcome")
     if ui.read_only():
         st.info("Read-only mode: triage notes cannot be saved here.")
     elif not me.can(access.TRIAGER):

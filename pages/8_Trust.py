@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from evaluators import access, labelling, pairs, queries, store, ui
+from evaluators import access, labelling, pairs, queries, ui
 from evaluators.diagnosis import RULES, diagnose
 from evaluators.ingest import InputError, load_labels
 from evaluators.records import Label
@@ -33,22 +33,9 @@ def _fmt(x: float | None) -> str:
 
 def _save(labels: list[Label], author: str, outcome_key: str) -> None:
     """Save labels as the current user; the outcome shows on the next run, whatever happened."""
-    try:
-        access.save_labels(ui.user(), str(path), run_id, labels, author, deadline_s=ui.SAVE_DEADLINE_S)
-    except access.Refused as exc:
-        st.session_state[outcome_key] = ("error", str(exc))
-    except store.StoreBusy:
-        st.session_state[outcome_key] = ("warning", "The database is busy, try again in a moment: nothing was saved.")
-    except ValueError as exc:
-        st.session_state[outcome_key] = ("warning", str(exc))
-    else:
-        st.session_state[outcome_key] = ("success", f"Saved {len(labels)} label(s).")
-
-
-def _outcome(key: str) -> None:
-    outcome = st.session_state.pop(key, None)
-    if outcome:
-        getattr(st, outcome[0])(outcome[1])
+    ui.save(outcome_key, lambda: access.save_labels(ui.user(), str(path), run_id, labels, author,
+                                                    deadline_s=ui.SAVE_DEADLINE_S),
+            busy="nothing was saved.", done=f"Saved {len(labels)} label(s).")
 
 
 def _can_label() -> bool:
@@ -116,7 +103,7 @@ with tab_agree:
                      icon="🎯")
 
 with tab_next:
-    _outcome("queue_outcome")
+    ui.show_outcome("queue_outcome")
     queue = ui.read(labelling.review_queue, run_id, th, band)
     if queue.empty:
         st.success("Every item of this run carries a label.")
@@ -150,7 +137,7 @@ with tab_next:
             "open": st.column_config.LinkColumn("open", display_text="🔎")})
 
 with tab_import:
-    _outcome("import_outcome")
+    ui.show_outcome("import_outcome")
     st.caption("A JSONL or CSV file from a labelling team: `item_id, rule, label` or `item_id, metric, component, "
                "label` (label 1 or 0, component the component's index), optional `note`. All rows or none are saved.")
     if can_label:
