@@ -130,11 +130,17 @@ def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set
         problems += [(line, p) for p in row_problems]
         if label is not None and not row_problems:
             labels.append(label)
-    if not rows and not problems:
-        problems.append((0, f"{name}: no labels (the file is empty)"))
+    _raise_problems(problems, empty=None if rows else f"{name}: no labels (the file is empty)")
+    return labels
+
+
+def _raise_problems(problems: list[_Problem], empty: str | None) -> None:
+    """Raise InputError with every problem in line order; `empty` is the problem of a file with no
+    rows, reported when nothing else was found."""
+    if empty and not problems:
+        problems.append((0, empty))
     if problems:
         raise InputError([text for _, text in sorted(problems, key=lambda p: p[0])])
-    return labels
 
 
 def _file_rows(path: Path, suffixes: tuple[str, ...]) -> tuple[list[_Row], list[_Problem]]:
@@ -239,10 +245,7 @@ def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Ite
                 sides.append(item)
         if len(sides) == 2:
             pairs.append((joined, sides[0], sides[1]))
-    if not rows and not problems:
-        problems.append((0, f"{name}: no pairs (the file is empty)"))
-    if problems:
-        raise InputError([text for _, text in sorted(problems, key=lambda p: p[0])])
+    _raise_problems(problems, empty=None if rows else f"{name}: no pairs (the file is empty)")
     return pairs
 
 
@@ -274,10 +277,7 @@ def _build(rows: list[_Row], problems: list[_Problem], origin: str,
         else:
             first_seen[item.id] = where
             items.append(item)
-    if not rows and not problems:
-        problems.append((0, f"{origin}: no items (the input is empty)"))
-    if problems:
-        raise InputError([text for _, text in sorted(problems, key=lambda p: p[0])])
+    _raise_problems(problems, empty=None if rows else f"{origin}: no items (the input is empty)")
     return items
 
 
