@@ -13,17 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.big_input import PARAGRAPH, QUERY, SOURCE
 from evaluators import evidence, runner, store
 from evaluators.metrics import SD_BLOCK, Cosines, sd_verdicts
 from evaluators.records import Item
 from evaluators.vocabulary import THELMA
 
-QUERY = "When was the Chimnabai Clock Tower completed? And who was it named after?"
-SOURCE = ("The Chimnabai Clock Tower is a clock tower in Vadodara, India. It was completed in 1896. "
-          "It was named in memory of Chimnabai I, a queen of Baroda State.")
-PARAGRAPH = ("The Chimnabai Clock Tower was completed in 1896. It was named after Chimnabai I. "
-             "Chimnabai I was a queen of Baroda State. The tower was a stop for horse drawn trams. "
-             "Vadodara is known for its gardens. ")
 
 
 def with_small_items(big: Item) -> list[Item]:
