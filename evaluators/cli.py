@@ -214,14 +214,13 @@ def _cell(value: object) -> object:
 def _export(args: argparse.Namespace) -> int:
     _check_run(args.db, args.run)
     metrics = [*THELMA, *(m for m in _run_metrics(args.db, args.run) if m not in THELMA)]
-    if args.corrected:
-        store.migrate(args.db)  # a database written before labels existed has no corrections, and gets the table
+    if args.corrected or args.labels_out:
+        store.migrate(args.db)  # a database written before labels existed has none, and gets the table
     wide = store.run_scores_wide(args.db, args.run, metrics, queries.scores_sql(args.band, args.corrected))
     header = ["item_id", *metrics, "n_failed"]
     _write_csv(args.out, header, [[_cell(v) for v in row] for row in wide[header].itertuples(index=False)])
     print(f"wrote {len(wide)} items to {args.out}")
     if args.labels_out:
-        store.migrate(args.db)  # a database written before labels existed has none, and gets the table
         labels = queries.run_labels(args.db, args.run)
         labels.to_csv(args.labels_out, index=False)
         print(f"wrote {len(labels)} labels to {args.labels_out}")
