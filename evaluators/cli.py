@@ -1,9 +1,11 @@
-"""The command line: evaluate, export, diagnose, trust, agreement, runs, delete-run. A stable contract others rely on.
+"""The command line: evaluate, export, diagnose, trust, agreement, gate, export-suite, runs, delete-run. A stable
+contract others rely on.
 
 Every path and number option is checked before any work (evaluators/options.py): a bad one is
 one line naming the option, and nothing is written.
 
-Exit codes: 0 done, every judge step scored; 2 bad input or options (one line per problem, no
+Exit codes: 0 done, every judge step scored; 1 `gate`: a metric regressed, `evaluate --expect`: an expectation
+broke; 2 bad input or options (one line per problem, no
 traceback), the run was evaluated on other content, or a litellm judge lacks its key or endpoint;
 3 the judge refused the requests (400/401), stayed rate limited past --rate-limit-patience, or the
 run could not finish; 4 the database is busy; 5 the run finished with failed judge steps; 6 another
@@ -89,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="print the calls, tokens and cost; call nothing (a cascade: what its offline tier "
                          "escalates, and the cost against its last tier alone)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.add_argument("--expect", action="store_true",
+                    help="the input is a regression suite (export-suite): after evaluating, check every item's "
+                         "expectations and print each broken one; exit 1 if any broke")
 
     ex = sub.add_parser("export", help="one CSV row per item with every metric of a run")
     ex.add_argument("--db", required=True, type=options.database)
@@ -131,6 +136,32 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("--concurrency", type=options.count, default=8, help="max judge calls in flight")
     ag.add_argument("--out", type=options.output_file, help="CSV file to write (default: print only)")
 
+    gt = sub.add_parser("gate", help="CI gate: exit 1 when the candidate run regresses on the baseline run")
+    gt.add_argument("--db", required=True, type=options.database)
+    gt.add_argument("--baseline", required=True, help="the run to compare against (e.g. the main branch's)")
+    gt.add_argument("--candidate", required=True, help="the run under test (e.g. the pull request's)")
+    gt.add_argument("--max-drop", default="", metavar="METRIC=DROP,...",
+                    help="per-metric drop allowed before it counts, e.g. gr=0.02,rp=0.05 (default 0): a metric "
+                         "regresses when the upper end of the paired bootstrap 95%% interval of "
+                         "(candidate - baseline) lies below -DROP")
+    gt.add_argument("--metrics", default=None, help="comma-separated metric ids (default: every metric both runs scored)")
+    gt.add_argument("--thresholds", type=options.thresholds, default="",
+                    help="thresholds for the items that crossed one, e.g. gr=0.9 (default: Table 2's)")
+    gt.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
+    gt.add_argument("--markdown", type=options.output_file, metavar="FILE",
+                    help="also write a pull-request comment (links into the dashboard when RAG_TRIAGE_URL is set)")
+
+    su = sub.add_parser("export-suite", help="write a run's items with their expectations as a regression suite (JSONL)")
+    su.add_argument("--db", required=True, type=options.database)
+    su.add_argument("--run", required=True)
+    pick = su.add_mutually_exclusive_group()
+    pick.add_argument("--items", help="comma-separated item ids")
+    pick.add_argument("--triaged", action="store_true", help="the items with a triage note or a label")
+    pick.add_argument("--rule", help="the items a Table-2 rule fires on, e.g. T2.5")
+    pick.add_argument("--filter", metavar="METRIC<VALUE,...",
+                      help="the items whose scores meet every condition, e.g. gr<0.8,sqc<0.75 (<, <=, >, >=)")
+    su.add_argument("--out", required=True, type=options.output_file, help="JSONL file to write")
+
     rs = sub.add_parser("runs", help="list the runs in a database")
     rs.add_argument("--db", required=True, type=options.database)
 
@@ -158,6 +189,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         return 2
     except ValueError as exc:
         return _fail(str(exc))
+    if args.expect and not any(isinstance(i.metadata.get("expect"), dict) for i in items):
+        return _fail(f"--expect: {args.input} has no item with an expect field (write one with export-suite)")
     if args.dry_run:
         plan = dryrun.plan(items, args.db, args.run, args.judge, metrics, args.per_component, args.sd_threshold,
                            args.decompose_with)
@@ -183,6 +216,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     print(summary.text())
+    if args.expect:
+        from evaluators import suite
+
+        broken = suite.check(args.db, args.run, items, suite.item_lines(args.input, items))
+        for line in broken:
+            print(line)
+        n = sum(len(v) for i in items for k, v in (i.metadata.get("expect") or {}).items() if isinstance(v, list))
+        print(f"expectations: {n - len(broken)} of {n} hold, {len(broken)} broke")
+        if broken:
+            return 1
     if summary.failed_items:
         return _fail(f"run {args.run} {summary.status}; rerun the same command with --retry-failed "
                      "to ask the failed steps again", 5)
@@ -300,6 +343,40 @@ def _agreement(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gate(args: argparse.Namespace) -> int:
+    import os
+
+    from evaluators import gate
+
+    try:
+        gate.check_runs(args.db, args.baseline, args.candidate)
+        metrics = gate.gated_metrics(args.db, args.baseline, args.candidate, args.metrics)
+        result = gate.run_gate(args.db, args.baseline, args.candidate, metrics,
+                               gate.parse_max_drop(args.max_drop, metrics), args.band, args.thresholds)
+    except gate.GateInput as exc:
+        return _fail(str(exc))
+    print(gate.table(result))
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(gate.markdown(result, os.environ.get("RAG_TRIAGE_URL") or None))
+        print(f"wrote {args.markdown}")
+    return result.exit_code
+
+
+def _export_suite(args: argparse.Namespace) -> int:
+    from evaluators import suite
+
+    _check_run(args.db, args.run)
+    store.migrate(args.db)  # a database written before labels existed gets the table: corrections are read
+    conditions = suite.parse_filter(args.filter) if args.filter is not None else ()
+    wide = store.run_scores_wide(args.db, args.run, list(THELMA))
+    ids = suite.select_items(args.db, args.run, wide, ids=args.items, triaged=args.triaged, rule=args.rule,
+                             conditions=conditions)
+    n_items, n_expect = suite.export(args.db, args.run, args.out, ids, wide)
+    print(f"wrote {n_items} items with {n_expect} expectations to {args.out}")
+    return 0
+
+
 def _runs(args: argparse.Namespace) -> int:
     frame = store.runs(args.db)
     if frame.empty:
@@ -323,7 +400,7 @@ def _delete_run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "trust": _trust, "agreement": _agreement,
-                "runs": _runs,
+                "gate": _gate, "export-suite": _export_suite, "runs": _runs,
                 "delete-run": _delete_run}
     try:
         args = _parser().parse_args(argv)  # opens --db read-only to check it: it may be busy

@@ -7,7 +7,8 @@ Every format goes through the same row normaliser, so the rules are the same eve
 - RAGAS names (`user_input`, `retrieved_contexts`) and DeepEval names (`input`,
   `retrieval_context`, `actual_output`, `expected_output`) are accepted for the same fields;
 - in CSV, Parquet and DataFrame cells, `sources` and `metadata` may be JSON text;
-- unknown fields are ignored; texts are kept exactly as given.
+- `expect` (optional, an object: a regression suite's expectations) is kept in the metadata under "expect";
+- other unknown fields are ignored; texts are kept exactly as given.
 
 Bad input raises InputError with every problem found, one line each, located as
 `FILE:LINE` (JSONL: physical line; CSV: the line a data row starts on, header = line 1) or
@@ -346,6 +347,20 @@ def _normalise(row: Any, where: str, json_cells: bool) -> tuple[Item | None, lis
                 metadata = json.loads(text.encode("utf-8"))
             except (TypeError, ValueError) as exc:
                 problems.append(f"{where}: field metadata: cannot be kept as JSON ({exc})")
+
+    if not _is_missing(row.get("expect")):
+        # A regression suite's expectations (evaluators/suite.py) travel with the item in its metadata.
+        expect, error = row["expect"], None
+        if json_cells and isinstance(expect, str):
+            expect, error = _parse_json(expect)
+        if error:
+            problems.append(f"{where}: field expect: expected a JSON object, got text that is not JSON ({error})")
+        elif not isinstance(expect, dict):
+            problems.append(f"{where}: field expect: expected an object, got {_type(expect)}")
+        elif (bad := _non_finite(expect, "expect")) is not None:
+            problems.append(f"{where}: field {bad}: NaN and Infinity are not JSON numbers")
+        else:
+            metadata = {**metadata, "expect": json.loads(json.dumps(expect, default=_plain))}
 
     item_id: str | None = None
     if "id" in given:

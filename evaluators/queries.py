@@ -552,3 +552,88 @@ def run_labels(path: str | Path, run_id: str) -> pd.DataFrame:
     return store.query(path, """
         SELECT item_id, rule, metric, component_idx AS component, label, note, author, origin, created_at
         FROM labels WHERE run_id = ? ORDER BY created_at, item_id""", [run_id])
+
+
+# ---------------------------------------------------------------- flips, the CI gate and regression suites
+
+# The metrics whose verdicts belong to one component each (a claim, a sub-question, a source): the
+# ones a flip or an expectation can name.
+COMPONENT_METRICS = ("sp1", "sqc", "rp", "rqc", "gr")
+
+
+def _component_states_sql(band: Band | None) -> str:
+    """CTEs `states`: per run in $runs, item, metric and component, its text (`norm`: lower case,
+    whitespace collapsed) and its verdict folded over the targets it was judged against, as SQC's
+    coverage folds it: a confident 1 anywhere makes 1, all confident makes 0, else unsure or the failure."""
+    failure = "first(state ORDER BY state) FILTER (WHERE state NOT IN ('ok', 'unsure'))"
+    return f"""v AS (
+            SELECT run_id, item_id, metric, component_kind AS kind, component_idx AS idx, value, p,
+                   CASE WHEN status <> 'ok' THEN status WHEN {unsure_sql(band)} THEN 'unsure' ELSE 'ok' END AS state
+            FROM verdicts WHERE list_contains($runs, run_id) AND metric IN {_names(COMPONENT_METRICS)}
+                  AND component_idx >= 0),
+        folded AS (
+            SELECT run_id, item_id, metric, kind, idx,
+                   CASE WHEN bool_or(state = 'ok' AND value = 1) THEN 1 WHEN bool_and(state = 'ok') THEN 0 END AS value,
+                   CASE WHEN bool_or(state = 'ok' AND value = 1) OR bool_and(state = 'ok') THEN 'ok'
+                        WHEN bool_or(state = 'unsure') THEN 'unsure' ELSE {failure} END AS state,
+                   max(p) AS p
+            FROM v GROUP BY ALL),
+        states AS (
+            SELECT f.*, c.text, lower(regexp_replace(trim(c.text), '\\s+', ' ', 'g')) AS norm
+            FROM folded f JOIN components c
+              ON c.run_id = f.run_id AND c.item_id = f.item_id AND c.kind = f.kind AND c.idx = f.idx)"""
+
+
+def component_states(path: str | Path, run_id: str, band: Band | None = None,
+                     item_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every claim, sub-question and source of a run with its verdict per metric (COMPONENT_METRICS),
+    folded over targets: item_id, metric, kind, idx, text, value (1, 0 or NULL), state ('ok',
+    'unsure' at the band, or the failure status), p (the highest p behind it). `item_ids`: only these."""
+    return store.query(path, f"""WITH {_component_states_sql(band)}
+        SELECT item_id, metric, kind, idx, text, value, state, p FROM states
+        WHERE $items IS NULL OR list_contains($items, item_id)
+        ORDER BY item_id, metric, idx""", {"runs": [run_id], "items": None if item_ids is None else list(item_ids)})
+
+
+def flip_rows(path: str | Path, run_a: str, run_b: str, band: Band | None = None) -> dict[str, pd.DataFrame]:
+    """The components of the items both runs hold, matched across runs by normalised text (the n-th
+    copy of a text with the n-th), per metric.
+
+    rows: every matched pair that is not the same confident verdict in both runs, and every
+    component found in one run only: item_id, metric, kind, then idx, text, value, state and p for
+    each side (suffix _a, _b; NULL where the side has no such component). same: per metric, how
+    many matched pairs kept the same confident verdict (n)."""
+    joined = f"""WITH shared AS (SELECT item_id FROM items WHERE run_id = $a
+                               INTERSECT SELECT item_id FROM items WHERE run_id = $b),
+        {_component_states_sql(band)},
+        s AS (SELECT *, row_number() OVER (PARTITION BY run_id, item_id, metric, norm ORDER BY idx) AS occ
+              FROM states WHERE item_id IN (SELECT item_id FROM shared)),
+        a AS (SELECT * FROM s WHERE run_id = $a), b AS (SELECT * FROM s WHERE run_id = $b),
+        j AS (SELECT coalesce(a.item_id, b.item_id) AS item_id, coalesce(a.metric, b.metric) AS metric,
+                     coalesce(a.kind, b.kind) AS kind,
+                     a.idx AS idx_a, a.text AS text_a, a.value AS value_a, a.state AS state_a, a.p AS p_a,
+                     b.idx AS idx_b, b.text AS text_b, b.value AS value_b, b.state AS state_b, b.p AS p_b,
+                     coalesce(a.state = 'ok' AND b.state = 'ok' AND a.value = b.value, FALSE) AS same
+              FROM a FULL OUTER JOIN b
+                ON a.item_id = b.item_id AND a.metric = b.metric AND a.norm = b.norm AND a.occ = b.occ)"""
+    params = {"a": run_a, "b": run_b, "runs": [run_a, run_b]}
+    with store.reading(path):
+        rows = store.query(path, f"""{joined}
+            SELECT * EXCLUDE (same) FROM j WHERE NOT same ORDER BY item_id, metric, idx_a NULLS LAST, idx_b""", params)
+        same = store.query(path, f"{joined} SELECT metric, count(*) AS n FROM j WHERE same GROUP BY metric", params)
+    return {"rows": rows, "same": same}
+
+
+def item_inputs(path: str | Path, run_ids: Sequence[str], item_ids: Sequence[str]) -> pd.DataFrame:
+    """The query, sources and response of these items in these runs: run_id, item_id, query, sources,
+    response, reference, metadata (JSON text)."""
+    return store.query(path, """SELECT run_id, item_id, query, sources, response, reference, metadata FROM items
+                                WHERE list_contains($runs, run_id) AND list_contains($items, item_id)
+                                ORDER BY run_id, item_id""", {"runs": list(run_ids), "items": list(item_ids)})
+
+
+def shared_item_count(path: str | Path, run_a: str, run_b: str) -> int:
+    """How many item ids two runs both hold."""
+    frame = store.query(path, """SELECT count(*) AS n FROM (SELECT item_id FROM items WHERE run_id = $a
+                                 INTERSECT SELECT item_id FROM items WHERE run_id = $b)""", {"a": run_a, "b": run_b})
+    return int(frame["n"].iloc[0])

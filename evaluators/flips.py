@@ -1,0 +1,181 @@
+"""Why verdicts flipped between two runs of the same items: pure attribution over rows read by
+queries.flip_rows() and queries.item_inputs().
+
+A flip is a claim (RP, GR), sub-question (SQC, RQC) or source (SP1) whose confident verdict changed
+between the runs. Its cause is read from the item's inputs, not from the judge:
+- the retrieved sources changed (other texts, or the same in another order): the retriever or the chunking;
+- the sources stayed the same and the response changed: the prompt or the generator;
+- neither changed: the judge (noise, or another judge or prompt).
+Components are matched by normalised text in SQL (claims are decomposed per run, so the same claim
+can sit at another index); what is left unmatched is matched here by word overlap. A verdict that is
+unsure or failed in either run is no flip: it is counted apart, as are components found in one run only.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pandas as pd
+
+SOURCES, RESPONSE, JUDGE = "retriever or chunking", "prompt or generator", "judge"
+CAUSES = (SOURCES, RESPONSE, JUDGE)
+UNDECIDED, UNMATCHED, SAME = "unsure or failed", "in one run only", "unchanged"
+# Two leftover components are the same one when at least this share of their words is shared (Jaccard).
+MIN_OVERLAP = 0.5
+WHAT = {"claim": "claim", "subquestion": "sub-question", "source": "source"}
+
+_WORD = re.compile(r"\w+")
+
+
+def source_key(text: str) -> str:
+    """A source's key in the source ledger: the first 12 hex digits of sha256 of its whitespace-normalised text."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:12]
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _words(text: Any) -> set[str]:
+    return set(_WORD.findall(str(text).lower())) if isinstance(text, str) else set()
+
+
+def cause(sources_a: Sequence[str], sources_b: Sequence[str], response_a: str, response_b: str) -> str:
+    """The cause of an item's flips from its inputs in the two runs (whitespace differences ignored)."""
+    if [_plain(s) for s in sources_a] != [_plain(s) for s in sources_b]:
+        return SOURCES
+    if _plain(response_a) != _plain(response_b):
+        return RESPONSE
+    return JUDGE
+
+
+def _pair_leftovers(rows: pd.DataFrame) -> pd.DataFrame:
+    """Match the components found in one run only with those of the other run, per item and metric,
+    by word overlap (best pairs first); a pair becomes one row with both sides."""
+    sides = ["idx", "text", "value", "state", "p"]
+    only_a = rows[rows["idx_b"].isna() & rows["idx_a"].notna()]
+    only_b = rows[rows["idx_a"].isna() & rows["idx_b"].notna()]
+    if only_a.empty or only_b.empty:
+        return rows
+    merged, used = [], set()
+    for (item, metric), group_a in only_a.groupby(["item_id", "metric"], sort=False):
+        group_b = only_b[(only_b["item_id"] == item) & (only_b["metric"] == metric)]
+        scored = []
+        for ia, ra in group_a.iterrows():
+            for ib, rb in group_b.iterrows():
+                wa, wb = _words(ra["text_a"]), _words(rb["text_b"])
+                overlap = len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+                if overlap >= MIN_OVERLAP:
+                    scored.append((overlap, ia, ib))
+        for _, ia, ib in sorted(scored, key=lambda s: (-s[0], s[1], s[2])):
+            if ia in used or ib in used:
+                continue
+            used |= {ia, ib}
+            row = rows.loc[ia].copy()
+            for col in sides:
+                row[f"{col}_b"] = rows.loc[ib, f"{col}_b"]
+            merged.append(row)
+    if not merged:
+        return rows
+    return pd.concat([rows.drop(index=list(used)), pd.DataFrame(merged)]).reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Flips:
+    """The attribution of two runs' flips.
+
+    components: one row per flip: item_id, metric, what (claim, sub-question, source), text, before,
+      after (1 or 0), p_before, p_after, cause.
+    items: one row per item with a flip: item_id, cause, flips, lost (1 to 0), gained (0 to 1),
+      metrics ('gr 2, rp 1'), sources_removed and sources_added (texts; with keys in source_changes).
+    rollup: one row per metric: compared (matched components), the flips per cause, unchanged,
+      unsure or failed (no flip: an unsure or failed verdict in either run), in one run only.
+    source_changes: per item with a flip caused by its sources, every source present in one run
+      only: item_id, run ('a' the run it was removed from, 'b' the run it was added in), text, key.
+    """
+
+    components: pd.DataFrame
+    items: pd.DataFrame
+    rollup: pd.DataFrame
+    source_changes: pd.DataFrame
+
+    @property
+    def n_flips(self) -> int:
+        """How many components flipped."""
+        return len(self.components)
+
+    def for_item(self, item_id: str) -> pd.DataFrame:
+        """The flips of one item."""
+        return self.components[self.components["item_id"] == item_id].reset_index(drop=True)
+
+    def cause_counts(self) -> dict[str, int]:
+        """Flips per cause, every cause listed."""
+        counts = self.components["cause"].value_counts()
+        return {c: int(counts.get(c, 0)) for c in CAUSES}
+
+
+def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: str, run_b: str,
+              metrics: Sequence[str] | None = None) -> Flips:
+    """Attribute the flips between run_a and run_b.
+
+    flip_rows: queries.flip_rows(); inputs: queries.item_inputs() for both runs and (at least) the
+    items of those rows; metrics: the metrics to report (default: every one with a row).
+    """
+    rows = _pair_leftovers(flip_rows["rows"])
+    same = dict(zip(flip_rows["same"]["metric"], flip_rows["same"]["n"].astype(int)))
+    matched = rows["idx_a"].notna() & rows["idx_b"].notna()
+    decided = matched & (rows["state_a"] == "ok") & (rows["state_b"] == "ok")
+    flipped = rows[decided & (rows["value_a"] != rows["value_b"])]
+    extra_same = rows[decided & (rows["value_a"] == rows["value_b"])]  # pairs matched by word overlap
+    undecided = rows[matched & ~decided]
+    one_side = rows[~matched]
+
+    by_run = {run: frame.set_index("item_id") for run, frame in inputs.groupby("run_id")}
+    empty = pd.DataFrame(columns=["sources", "response"])
+    ins_a, ins_b = by_run.get(run_a, empty), by_run.get(run_b, empty)
+    item_cause = {item: cause(list(ins_a.loc[item, "sources"]), list(ins_b.loc[item, "sources"]),
+                              ins_a.loc[item, "response"], ins_b.loc[item, "response"])
+                  for item in flipped["item_id"].unique()}
+
+    components = pd.DataFrame({
+        "item_id": flipped["item_id"], "metric": flipped["metric"],
+        "what": flipped["kind"].map(lambda k: WHAT.get(k, k)),
+        "text": flipped["text_b"].where(flipped["text_b"].notna(), flipped["text_a"]),
+        "before": flipped["value_a"].astype(int), "after": flipped["value_b"].astype(int),
+        "p_before": flipped["p_a"], "p_after": flipped["p_b"],
+        "cause": flipped["item_id"].map(item_cause)}).sort_values(["item_id", "metric"]).reset_index(drop=True)
+
+    changes, item_rows = [], []
+    for item, group in components.groupby("item_id", sort=True):
+        removed = added = []
+        if item_cause[item] == SOURCES:
+            before = [_plain(s) for s in ins_a.loc[item, "sources"]]
+            after = [_plain(s) for s in ins_b.loc[item, "sources"]]
+            removed = [s for s in ins_a.loc[item, "sources"] if _plain(s) not in after]
+            added = [s for s in ins_b.loc[item, "sources"] if _plain(s) not in before]
+            changes += [{"item_id": item, "run": "a", "text": s, "key": source_key(s)} for s in removed]
+            changes += [{"item_id": item, "run": "b", "text": s, "key": source_key(s)} for s in added]
+        per_metric = group["metric"].value_counts()
+        item_rows.append({
+            "item_id": item, "cause": item_cause[item], "flips": len(group),
+            "lost": int((group["after"] < group["before"]).sum()),
+            "gained": int((group["after"] > group["before"]).sum()),
+            "metrics": ", ".join(f"{m} {per_metric[m]}" for m in sorted(per_metric.index)),
+            "sources_removed": len(removed), "sources_added": len(added)})
+    items = pd.DataFrame(item_rows, columns=["item_id", "cause", "flips", "lost", "gained", "metrics",
+                                             "sources_removed", "sources_added"])
+
+    wanted = list(metrics) if metrics is not None else sorted(set(rows["metric"]) | set(same))
+    rollup = []
+    for m in wanted:
+        f = components[components["metric"] == m]
+        n_same = same.get(m, 0) + int((extra_same["metric"] == m).sum())
+        counts = {c: int((f["cause"] == c).sum()) for c in CAUSES}
+        n_undecided = int((undecided["metric"] == m).sum())
+        rollup.append({"metric": m, "compared": len(f) + n_same + n_undecided, "flipped": len(f), **counts,
+                       SAME: n_same, UNDECIDED: n_undecided, UNMATCHED: int((one_side["metric"] == m).sum())})
+    columns = ["metric", "compared", "flipped", *CAUSES, SAME, UNDECIDED, UNMATCHED]
+    return Flips(components, items, pd.DataFrame(rollup, columns=columns),
+                 pd.DataFrame(changes, columns=["item_id", "run", "text", "key"]))
