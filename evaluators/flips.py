@@ -1,5 +1,5 @@
-"""Why verdicts flipped between two runs of the same items: pure attribution over rows read by
-queries.flip_rows() and queries.item_inputs().
+"""Why verdicts flipped between two runs of the same items: attribution (pure, `attribute`) over rows
+read by queries.flip_rows() and queries.item_inputs() (`between` reads them).
 
 A flip is a claim (RP, GR), sub-question (SQC, RQC) or source (SP1) whose confident verdict changed
 between the runs. Its cause is read from the item's inputs, not from the judge:
@@ -15,9 +15,13 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
+
+from evaluators import queries, store
+from evaluators.confidence import Band
 
 SOURCES, RESPONSE, JUDGE = "retriever or chunking", "prompt or generator", "judge"
 CAUSES = (SOURCES, RESPONSE, JUDGE)
@@ -179,3 +183,12 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
     columns = ["metric", "compared", "flipped", *CAUSES, SAME, UNDECIDED, UNMATCHED]
     return Flips(components, items, pd.DataFrame(rollup, columns=columns),
                  pd.DataFrame(changes, columns=["item_id", "run", "text", "key"]))
+
+
+def between(path: str | Path, run_a: str, run_b: str, band: Band | None = None,
+            metrics: Sequence[str] | None = None) -> Flips:
+    """attribute() over the two runs' rows as stored (read at `band`): what Compare and the gate show."""
+    with store.reading(path):
+        rows = queries.flip_rows(path, run_a, run_b, band)
+        inputs = queries.item_inputs(path, [run_a, run_b], sorted(set(rows["rows"]["item_id"])))
+    return attribute(rows, inputs, run_a, run_b, metrics)

@@ -148,8 +148,6 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
     with store.reading(db):
         a = store.run_scores_wide(db, baseline, metrics, scores)
         b = store.run_scores_wide(db, candidate, metrics, scores)
-        raw = queries.flip_rows(db, baseline, candidate, band)
-        inputs = queries.item_inputs(db, [baseline, candidate], sorted(set(raw["rows"]["item_id"])))
         judges = store.runs(db).set_index("run_id")["judge"]
     compared = queries.compare_tables(a, b, metrics, th)
     summary, dist = compared["summary"].set_index("metric"), compared["deltas"]
@@ -174,8 +172,7 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
     if all(r.verdict == NO_DATA for r in results):
         raise GateInput(f"--candidate: no item is scored in both {baseline!r} and {candidate!r} "
                         f"on {', '.join(metrics)}")
-    attributed = flips_mod.attribute(raw, inputs, baseline, candidate,
-                                     [m for m in metrics if m in queries.COMPONENT_METRICS])
+    attributed = flips_mod.between(db, baseline, candidate, band, [m for m in metrics if m in queries.COMPONENT_METRICS])
     return GateResult(baseline, candidate, n_shared, results, band,
                       (str(judges.get(baseline, "")), str(judges.get(candidate, ""))), attributed)
 

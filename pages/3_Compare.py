@@ -3,11 +3,12 @@ a claim-level diff for one item, and a pairwise-preference mode."""
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
 
-from evaluators import charts, queries, ui
+from evaluators import charts, flips, queries, ui
 from evaluators.stats import bootstrap_ci
 
 ui.page("Compare")
@@ -97,3 +98,33 @@ if ui.synced(st.toggle, "Preference mode: one run is declared the better variant
     st.dataframe(agree.sort_values("metric"), hide_index=True, key="preference_table", width="stretch")
     st.caption(f"Agreement: share of items where {ui.md(better)} scores strictly higher than {ui.md(worse)} "
                "(THELMA Table 1). Ties are counted apart.")
+
+# ---------------------------------------------------------------- why verdicts flipped (evaluators/flips.py)
+st.subheader("Why verdicts flipped")
+flipped = ui.read(flips.between, run_id, other, band, tuple(m for m in metric_ids if m in queries.COMPONENT_METRICS))
+causes = flipped.cause_counts()
+st.markdown(f"**{flipped.n_flips}** verdicts flipped: " + " · ".join(f"**{n}** {c}" for c, n in causes.items()))
+st.caption("A claim (RP, GR), sub-question (SQC, RQC) or source (SP1) whose confident verdict changed, matched "
+           "across runs by its text. Cause: the item's retrieved sources changed → retriever or chunking; the "
+           "sources stayed the same and the response changed → prompt or generator; neither → judge (noise, or "
+           "another judge or prompt). A verdict unsure or failed in either run is not a flip, and a component "
+           "found in one run only cannot flip: both are counted apart.")
+st.dataframe(flipped.rollup, hide_index=True, key="flip_rollup", width="stretch")
+if not flipped.items.empty:
+    flip_items = flipped.items.sort_values(["flips", "item_id"], ascending=[False, True])
+    flip_items.insert(0, "open", [ui.item_url(other, i) for i in flip_items["item_id"]])
+    st.dataframe(flip_items, hide_index=True, key="flip_items", width="stretch",
+                 column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")})
+if item_id:
+    mine = flipped.for_item(item_id)
+    st.markdown(f"**Flips of {ui.md(item_id)}**" + ("" if len(mine) else ": none"))
+    if len(mine):
+        st.dataframe(mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other}),
+                     hide_index=True, key="item_flips", width="stretch")
+        moved = flipped.source_changes[flipped.source_changes["item_id"] == item_id]
+        for change in moved.itertuples(index=False):
+            run = run_id if change.run == "a" else other
+            verb = f"removed (was in {ui.md(run_id)})" if change.run == "a" else f"added (in {ui.md(other)})"
+            shown = change.text if len(change.text) <= 80 else change.text[:80] + "…"
+            st.markdown(f"Source {verb}: [{ui.md(shown)}](Sources?{urlencode({'run': run, 'source': change.key})}) "
+                        f"`{change.key}`")
