@@ -127,7 +127,12 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
     flip_rows: queries.flip_rows(); inputs: queries.item_inputs() for both runs and (at least) the
     items of those rows; metrics: the metrics to report (default: every one with a row).
     """
-    rows = _pair_leftovers(flip_rows["rows"])
+    rows = _pair_leftovers(flip_rows["rows"]).copy()
+    # plain floats and strings: a nullable column turns every comparison with a missing side into NA
+    for col in ("idx_a", "idx_b", "value_a", "value_b", "p_a", "p_b"):
+        rows[col] = pd.to_numeric(rows[col], errors="coerce").astype(float)
+    for col in ("state_a", "state_b"):
+        rows[col] = rows[col].astype(object).where(rows[col].notna(), "").astype(str)
     same = dict(zip(flip_rows["same"]["metric"], flip_rows["same"]["n"].astype(int)))
     matched = rows["idx_a"].notna() & rows["idx_b"].notna()
     decided = matched & (rows["state_a"] == "ok") & (rows["state_b"] == "ok")

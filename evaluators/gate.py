@@ -191,6 +191,9 @@ def table(result: GateResult) -> str:
         ci = "–" if r.low is None else f"[{r.low:+.3f}, {r.high:+.3f}]"
         lines.append(f"{r.metric:<24} {r.n:>6} {_num(r.mean_baseline):>9} {_num(r.mean_candidate):>9} "
                      f"{_num(r.delta, True):>7} {ci:>17} {r.max_drop:>8.3f}  {r.verdict}")
+    for r in result.metrics:
+        if r.verdict == NO_DATA:
+            lines.append(f"warning: {r.metric} is not gated: no item has a score in both runs (unsure or failed)")
     if result.judges[0] != result.judges[1]:
         lines.append(f"warning: different judges ({result.judges[0]} / {result.judges[1]}): "
                      "deltas mix a pipeline change with a judge change")
@@ -220,6 +223,10 @@ def markdown(result: GateResult, base_url: str | None = None) -> str:
     out = [f"## RAG Triage gate: `{esc(b)}` against `{esc(a)}`", "", head, "",
            f"{result.n_shared} items in both runs. A metric regresses when the upper end of the paired bootstrap "
            "95% interval of (candidate − baseline) lies below −max drop."]
+    unscored = [r.metric for r in result.metrics if r.verdict == NO_DATA]
+    if unscored:
+        out += ["", "⚠ Not gated, no item has a score in both runs (unsure or failed): "
+                + ", ".join(f"`{m}`" for m in unscored)]
     if result.judges[0] != result.judges[1]:
         out += ["", f"⚠ Different judges (`{esc(result.judges[0])}` / `{esc(result.judges[1])}`): deltas mix a "
                     "pipeline change with a judge change."]

@@ -154,12 +154,12 @@ DEMO = ROOT / "data" / "demo" / "runs" / "better_retriever.jsonl"
 
 def test_real_runs_with_the_offline_judge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A CI job's steps: evaluate the main branch's outputs and the pull request's, then gate."""
-    rows = [json.loads(line) for line in DEMO.read_text().splitlines()[:8]]
+    rows = [json.loads(line) for line in DEMO.read_text().splitlines()[:12]]
     base, cand = tmp_path / "base.jsonl", tmp_path / "cand.jsonl"
     base.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    # the pull request's generator invents a figure in every answer: its claims lose their support
-    broken = [dict(r, response=r["response"].rstrip(".") + ", and it was 97 years ago in 1927 in Zurich.")
-              for r in rows]
+    # the pull request's generator gets every figure wrong: the same claims lose their support
+    rows = [r for r in rows if re.search(r"\d", r["response"])]
+    broken = [dict(r, response=re.sub(r"\d", lambda d: str((int(d.group()) + 3) % 10), r["response"])) for r in rows]
     cand.write_text("".join(json.dumps(r) + "\n" for r in broken))
     db = tmp_path / "ci.duckdb"
     for name, path in (("main", base), ("pr", cand), ("main-again", base)):
@@ -168,8 +168,14 @@ def test_real_runs_with_the_offline_judge(tmp_path: Path, capsys: pytest.Capture
     code, out, _ = _gate(db, capsys, "--baseline", "main", "--candidate", "main-again", "--metrics", "gr,rp,sp1")
     assert code == 0 and "no metric regressed" in out  # the same outputs never regress
     md = tmp_path / "pr.md"
+    # at the default band the offline judge is unsure of every wrong figure (p about 0.37): GR has no
+    # score in the candidate, which the gate says rather than reading it as no change
+    code, out, _ = _gate(db, capsys, "--baseline", "main", "--candidate", "pr", "--metrics", "gr,sp1")
+    assert code == 0 and _row(out, "gr")[1:2] == ["0"] and _row(out, "gr")[-3:] == ["no", "shared", "scores"]
+    assert "warning: gr is not gated: no item has a score in both runs" in out
+    # a band that decides them: every claim that lost its figure flipped, and the gate fails
     code, out, _ = _gate(db, capsys, "--baseline", "main", "--candidate", "pr", "--metrics", "gr,sp1",
-                         "--markdown", str(md))
+                         "--band", "0.5,0.5", "--markdown", str(md))
     assert code == 1 and _row(out, "gr")[-1] == "regressed" and _row(out, "sp1")[-1] == "ok"
     text = md.read_text()
     found = re.search(r"(\d+) verdict\(s\) flipped: (\d+) retriever or chunking, (\d+) prompt or generator", text)
