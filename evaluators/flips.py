@@ -141,11 +141,10 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
     undecided = rows[matched & ~decided]
     one_side = rows[~matched]
 
-    by_run = {run: frame.set_index("item_id") for run, frame in inputs.groupby("run_id")}
-    empty = pd.DataFrame(columns=["sources", "response"])
-    ins_a, ins_b = by_run.get(run_a, empty), by_run.get(run_b, empty)
-    item_cause = {item: cause(list(ins_a.loc[item, "sources"]), list(ins_b.loc[item, "sources"]),
-                              ins_a.loc[item, "response"], ins_b.loc[item, "response"])
+    # {(run, item): (sources, response)}: plain dicts, one lookup per item (a frame's .loc per item is slow)
+    ins = {(r, i): (list(s), resp) for r, i, s, resp in zip(inputs["run_id"], inputs["item_id"], inputs["sources"],
+                                                            inputs["response"])}
+    item_cause = {item: cause(ins[run_a, item][0], ins[run_b, item][0], ins[run_a, item][1], ins[run_b, item][1])
                   for item in flipped["item_id"].unique()}
 
     components = pd.DataFrame({
@@ -156,25 +155,27 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
         "p_before": flipped["p_a"], "p_after": flipped["p_b"],
         "cause": flipped["item_id"].map(item_cause)}).sort_values(["item_id", "metric"]).reset_index(drop=True)
 
-    changes, item_rows = [], []
-    for item, group in components.groupby("item_id", sort=True):
-        removed = added = []
-        if item_cause[item] == SOURCES:
-            before = [_plain(s) for s in ins_a.loc[item, "sources"]]
-            after = [_plain(s) for s in ins_b.loc[item, "sources"]]
-            removed = [s for s in ins_a.loc[item, "sources"] if _plain(s) not in after]
-            added = [s for s in ins_b.loc[item, "sources"] if _plain(s) not in before]
-            changes += [{"item_id": item, "run": "a", "text": s, "key": source_key(s)} for s in removed]
-            changes += [{"item_id": item, "run": "b", "text": s, "key": source_key(s)} for s in added]
-        per_metric = group["metric"].value_counts()
-        item_rows.append({
-            "item_id": item, "cause": item_cause[item], "flips": len(group),
-            "lost": int((group["after"] < group["before"]).sum()),
-            "gained": int((group["after"] > group["before"]).sum()),
-            "metrics": ", ".join(f"{m} {per_metric[m]}" for m in sorted(per_metric.index)),
-            "sources_removed": len(removed), "sources_added": len(added)})
-    items = pd.DataFrame(item_rows, columns=["item_id", "cause", "flips", "lost", "gained", "metrics",
-                                             "sources_removed", "sources_added"])
+    changes, moved = [], {}
+    for item in sorted(i for i, c in item_cause.items() if c == SOURCES):
+        before, after = ins[run_a, item][0], ins[run_b, item][0]
+        kept_a, kept_b = {_plain(s) for s in before}, {_plain(s) for s in after}
+        removed = [s for s in before if _plain(s) not in kept_b]
+        added = [s for s in after if _plain(s) not in kept_a]
+        changes += [{"item_id": item, "run": "a", "text": s, "key": source_key(s)} for s in removed]
+        changes += [{"item_id": item, "run": "b", "text": s, "key": source_key(s)} for s in added]
+        moved[item] = (len(removed), len(added))
+    per_item = components.assign(lost=components["after"] < components["before"],
+                                 gained=components["after"] > components["before"]).groupby("item_id", sort=True)
+    counts = per_item.agg(flips=("metric", "size"), lost=("lost", "sum"), gained=("gained", "sum"))
+    per_metric: dict[str, list[str]] = {}
+    for (item, m), n in components.groupby(["item_id", "metric"], sort=True).size().items():
+        per_metric.setdefault(item, []).append(f"{m} {n}")
+    items = pd.DataFrame({
+        "item_id": counts.index, "cause": counts.index.map(item_cause), "flips": counts["flips"].to_numpy(),
+        "lost": counts["lost"].astype(int).to_numpy(), "gained": counts["gained"].astype(int).to_numpy(),
+        "metrics": [", ".join(per_metric[i]) for i in counts.index],
+        "sources_removed": [moved.get(i, (0, 0))[0] for i in counts.index],
+        "sources_added": [moved.get(i, (0, 0))[1] for i in counts.index]})
 
     wanted = list(metrics) if metrics is not None else sorted(set(rows["metric"]) | set(same))
     rollup = []

@@ -591,8 +591,8 @@ def component_states(path: str | Path, run_id: str, band: Band | None = None,
     'unsure' at the band, or the failure status), p (the highest p behind it). `item_ids`: only these."""
     return store.query(path, f"""WITH {_component_states_sql(band)}
         SELECT item_id, metric, kind, idx, text, value, state, p FROM states
-        WHERE $items IS NULL OR list_contains($items, item_id)
-        ORDER BY item_id, metric, idx""", {"runs": [run_id], "items": None if item_ids is None else list(item_ids)})
+        WHERE $all OR item_id IN (SELECT unnest($items))
+        ORDER BY item_id, metric, idx""", {"runs": [run_id], "all": item_ids is None, "items": list(item_ids or [])})
 
 
 def flip_rows(path: str | Path, run_a: str, run_b: str, band: Band | None = None) -> dict[str, pd.DataFrame]:
@@ -609,18 +609,23 @@ def flip_rows(path: str | Path, run_a: str, run_b: str, band: Band | None = None
         s AS (SELECT *, row_number() OVER (PARTITION BY run_id, item_id, metric, norm ORDER BY idx) AS occ
               FROM states WHERE item_id IN (SELECT item_id FROM shared)),
         a AS (SELECT * FROM s WHERE run_id = $a), b AS (SELECT * FROM s WHERE run_id = $b),
-        j AS (SELECT coalesce(a.item_id, b.item_id) AS item_id, coalesce(a.metric, b.metric) AS metric,
+        j AS MATERIALIZED (SELECT coalesce(a.item_id, b.item_id) AS item_id, coalesce(a.metric, b.metric) AS metric,
                      coalesce(a.kind, b.kind) AS kind,
                      a.idx AS idx_a, a.text AS text_a, a.value AS value_a, a.state AS state_a, a.p AS p_a,
                      b.idx AS idx_b, b.text AS text_b, b.value AS value_b, b.state AS state_b, b.p AS p_b,
                      coalesce(a.state = 'ok' AND b.state = 'ok' AND a.value = b.value, FALSE) AS same
               FROM a FULL OUTER JOIN b
                 ON a.item_id = b.item_id AND a.metric = b.metric AND a.norm = b.norm AND a.occ = b.occ)"""
-    params = {"a": run_a, "b": run_b, "runs": [run_a, run_b]}
-    with store.reading(path):
-        rows = store.query(path, f"""{joined}
-            SELECT * EXCLUDE (same) FROM j WHERE NOT same ORDER BY item_id, metric, idx_a NULLS LAST, idx_b""", params)
-        same = store.query(path, f"{joined} SELECT metric, count(*) AS n FROM j WHERE same GROUP BY metric", params)
+    # one pass: the rows that differ, then one row per metric counting the same ones (item_id NULL)
+    both = store.query(path, f"""{joined}
+        SELECT * EXCLUDE (same), NULL::BIGINT AS n_same FROM j WHERE NOT same
+        UNION ALL
+        SELECT NULL, metric, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, count(*)
+        FROM j WHERE same GROUP BY metric""", {"a": run_a, "b": run_b, "runs": [run_a, run_b]})
+    counted = both["item_id"].isna()
+    rows = both[~counted].drop(columns="n_same").sort_values(["item_id", "metric", "idx_a", "idx_b"],
+                                                             na_position="last").reset_index(drop=True)
+    same = both.loc[counted, ["metric", "n_same"]].rename(columns={"n_same": "n"}).reset_index(drop=True)
     return {"rows": rows, "same": same}
 
 
@@ -628,7 +633,7 @@ def item_inputs(path: str | Path, run_ids: Sequence[str], item_ids: Sequence[str
     """The query, sources and response of these items in these runs: run_id, item_id, query, sources,
     response, reference, metadata (JSON text)."""
     return store.query(path, """SELECT run_id, item_id, query, sources, response, reference, metadata FROM items
-                                WHERE list_contains($runs, run_id) AND list_contains($items, item_id)
+                                WHERE list_contains($runs, run_id) AND item_id IN (SELECT unnest($items))
                                 ORDER BY run_id, item_id""", {"runs": list(run_ids), "items": list(item_ids)})
 
 

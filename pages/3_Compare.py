@@ -11,6 +11,7 @@ import streamlit as st
 from evaluators import charts, flips, queries, ui
 from evaluators.stats import bootstrap_ci
 
+FLIPS_AT_ONCE = 20_000  # runs up to this many items show why verdicts flipped without being asked
 ui.page("Compare")
 runs = ui.runs()
 if len(runs) < 2:
@@ -101,6 +102,11 @@ if ui.synced(st.toggle, "Preference mode: one run is declared the better variant
 
 # ---------------------------------------------------------------- why verdicts flipped (evaluators/flips.py)
 st.subheader("Why verdicts flipped")
+# It reads every verdict of both runs (seconds per 10k items): big runs ask for it, small ones show it.
+big = max(len(ui.run_table(run_id)), len(ui.run_table(other))) > FLIPS_AT_ONCE
+if big and not ui.synced(st.toggle, "Explain why verdicts flipped (reads every verdict of both runs)", "why", False,
+                         lambda s: s in ("1", "True")):
+    st.stop()
 flipped = ui.read(flips.between, run_id, other, band, tuple(m for m in metric_ids if m in queries.COMPONENT_METRICS))
 causes = flipped.cause_counts()
 st.markdown(f"**{flipped.n_flips}** verdicts flipped: " + " · ".join(f"**{n}** {c}" for c, n in causes.items()))
