@@ -33,8 +33,9 @@ WHAT = {"claim": "claim", "subquestion": "sub-question", "source": "source"}
 _WORD = re.compile(r"\w+")
 
 
-def source_key(text: str) -> str:
-    """A source's key in the source ledger: the first 12 hex digits of sha256 of its whitespace-normalised text."""
+def _source_key(text: str) -> str:
+    """A source's key in the source ledger (ledger.source_key's formula): the first 12 hex digits of the
+    sha256 of its whitespace-normalised text."""
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:12]
 
 
@@ -161,8 +162,8 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
         kept_a, kept_b = {_plain(s) for s in before}, {_plain(s) for s in after}
         removed = [s for s in before if _plain(s) not in kept_b]
         added = [s for s in after if _plain(s) not in kept_a]
-        changes += [{"item_id": item, "run": "a", "text": s, "key": source_key(s)} for s in removed]
-        changes += [{"item_id": item, "run": "b", "text": s, "key": source_key(s)} for s in added]
+        changes += [{"item_id": item, "run": "a", "text": s, "key": _source_key(s)} for s in removed]
+        changes += [{"item_id": item, "run": "b", "text": s, "key": _source_key(s)} for s in added]
         moved[item] = (len(removed), len(added))
     per_item = components.assign(lost=components["after"] < components["before"],
                                  gained=components["after"] > components["before"]).groupby("item_id", sort=True)

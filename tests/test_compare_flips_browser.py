@@ -10,7 +10,7 @@ import pytest
 from evaluators import flips
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 from tests.test_browser import check_page, grid, settle, shot
-from tests.test_flips import BASE, CAND, SRC, write_run
+from tests.test_flips import BASE, CAND, SRC, ledger_key, write_run
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: `make browser` installs "
@@ -59,7 +59,7 @@ def test_a_flipped_claim_explains_itself_and_links_its_source(page: Any) -> None
     assert (claim["metric"], claim["base"], claim["cand"], claim["cause"]) == ("gr", "1", "0", flips.SOURCES)
 
     removed = page.get_by_role("link", name=SRC[0])
-    key = flips.source_key(SRC[0])
+    key = ledger_key(SRC[0])
     assert removed.get_attribute("href").endswith(f"Sources?run=base&source={key}")
     page.get_by_text("Flips of retr").scroll_into_view_if_needed()
     shot(page, "compare_flips")
