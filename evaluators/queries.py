@@ -562,9 +562,10 @@ COMPONENT_METRICS = ("sp1", "sqc", "rp", "rqc", "gr")
 
 
 def _component_states_sql(band: Band | None) -> str:
-    """CTEs `states`: per run in $runs, item, metric and component, its text (`norm`: lower case,
-    whitespace collapsed) and its verdict folded over the targets it was judged against, as SQC's
-    coverage folds it: a confident 1 anywhere makes 1, all confident makes 0, else unsure or the failure."""
+    """CTEs `states`: per run in $runs, item, metric and component, a hash of its text (`norm`: lower
+    case, whitespace collapsed; a hash, so joins and partitions compare numbers, not long source texts)
+    and its verdict folded over the targets it was judged against, as SQC's coverage folds it: a
+    confident 1 anywhere makes 1, all confident makes 0, else unsure or the failure."""
     failure = "first(state ORDER BY state) FILTER (WHERE state NOT IN ('ok', 'unsure'))"
     return f"""v AS (
             SELECT run_id, item_id, metric, component_kind AS kind, component_idx AS idx, value, p,
@@ -579,7 +580,7 @@ def _component_states_sql(band: Band | None) -> str:
                    max(p) AS p
             FROM v GROUP BY ALL),
         states AS (
-            SELECT f.*, c.text, lower(regexp_replace(trim(c.text), '\\s+', ' ', 'g')) AS norm
+            SELECT f.*, hash(lower(regexp_replace(trim(c.text), '\\s+', ' ', 'g'))) AS norm
             FROM folded f JOIN components c
               ON c.run_id = f.run_id AND c.item_id = f.item_id AND c.kind = f.kind AND c.idx = f.idx)"""
 
@@ -590,9 +591,10 @@ def component_states(path: str | Path, run_id: str, band: Band | None = None,
     folded over targets: item_id, metric, kind, idx, text, value (1, 0 or NULL), state ('ok',
     'unsure' at the band, or the failure status), p (the highest p behind it). `item_ids`: only these."""
     return store.query(path, f"""WITH {_component_states_sql(band)}
-        SELECT item_id, metric, kind, idx, text, value, state, p FROM states
-        WHERE $all OR item_id IN (SELECT unnest($items))
-        ORDER BY item_id, metric, idx""", {"runs": [run_id], "all": item_ids is None, "items": list(item_ids or [])})
+        SELECT s.item_id, s.metric, s.kind, s.idx, c.text, s.value, s.state, s.p FROM states s
+        JOIN components c ON c.run_id = s.run_id AND c.item_id = s.item_id AND c.kind = s.kind AND c.idx = s.idx
+        WHERE $all OR s.item_id IN (SELECT unnest($items))
+        ORDER BY s.item_id, s.metric, s.idx""", {"runs": [run_id], "all": item_ids is None, "items": list(item_ids or [])})
 
 
 def flip_rows(path: str | Path, run_a: str, run_b: str, band: Band | None = None) -> dict[str, pd.DataFrame]:
@@ -611,14 +613,21 @@ def flip_rows(path: str | Path, run_a: str, run_b: str, band: Band | None = None
         a AS (SELECT * FROM s WHERE run_id = $a), b AS (SELECT * FROM s WHERE run_id = $b),
         j AS MATERIALIZED (SELECT coalesce(a.item_id, b.item_id) AS item_id, coalesce(a.metric, b.metric) AS metric,
                      coalesce(a.kind, b.kind) AS kind,
-                     a.idx AS idx_a, a.text AS text_a, a.value AS value_a, a.state AS state_a, a.p AS p_a,
-                     b.idx AS idx_b, b.text AS text_b, b.value AS value_b, b.state AS state_b, b.p AS p_b,
+                     a.idx AS idx_a, a.value AS value_a, a.state AS state_a, a.p AS p_a,
+                     b.idx AS idx_b, b.value AS value_b, b.state AS state_b, b.p AS p_b,
                      coalesce(a.state = 'ok' AND b.state = 'ok' AND a.value = b.value, FALSE) AS same
               FROM a FULL OUTER JOIN b
                 ON a.item_id = b.item_id AND a.metric = b.metric AND a.norm = b.norm AND a.occ = b.occ)"""
-    # one pass: the rows that differ, then one row per metric counting the same ones (item_id NULL)
+    # one pass: the rows that differ, with their texts, then one row per metric counting the same
+    # ones (item_id NULL); texts are read for the differing rows only
     both = store.query(path, f"""{joined}
-        SELECT * EXCLUDE (same), NULL::BIGINT AS n_same FROM j WHERE NOT same
+        SELECT j.item_id, j.metric, j.kind, j.idx_a, ca.text AS text_a, j.value_a, j.state_a, j.p_a,
+               j.idx_b, cb.text AS text_b, j.value_b, j.state_b, j.p_b, NULL::BIGINT AS n_same
+        FROM j LEFT JOIN components ca ON ca.run_id = $a AND ca.item_id = j.item_id AND ca.kind = j.kind
+                                          AND ca.idx = j.idx_a
+               LEFT JOIN components cb ON cb.run_id = $b AND cb.item_id = j.item_id AND cb.kind = j.kind
+                                          AND cb.idx = j.idx_b
+        WHERE NOT j.same
         UNION ALL
         SELECT NULL, metric, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, count(*)
         FROM j WHERE same GROUP BY metric""", {"a": run_a, "b": run_b, "runs": [run_a, run_b]})

@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -257,3 +258,25 @@ def test_compare_shows_why_verdicts_flipped(pair_db: Path, monkeypatch: pytest.M
     at = _compare(pair_db, monkeypatch, run="base", other="cand", item="judge")
     assert set(_frame(at, "p_before")["cause"]) == {flips.JUDGE}
     assert not [m.value for m in at.markdown if m.value.startswith("Source ")]
+
+
+def test_compare_asks_before_explaining_the_flips_of_big_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "big.duckdb"
+    write_run(db, "base", BASE)
+    write_run(db, "cand", CAND)
+    n = 20_001  # one more than Compare explains without being asked
+    ids = [f"x{k:05d}" for k in range(n)]
+    store.write_frames(db, {
+        "items": pd.DataFrame({"run_id": "cand", "item_id": ids, "query": "Q?", "sources": [["S."]] * n,
+                               "response": "R.", "reference": None, "metadata": "{}"}),
+        "scores": pd.DataFrame({"run_id": "cand", "item_id": ids, "metric": "gr", "value": 1.0, "n_scored": 1,
+                                "n_total": 1, "status": "ok"})})
+    at = _compare(db, monkeypatch, run="base", other="cand", item="retr")
+    assert "Why verdicts flipped" in [s.value for s in at.subheader]
+    assert not any(m.value.endswith("judge") and "verdicts flipped" in m.value for m in at.markdown)
+    assert [t.label for t in at.toggle][-1].startswith("Explain why verdicts flipped")
+    at.toggle(key="why").set_value(True).run()
+    assert not at.exception
+    assert "**5** verdicts flipped: **2** retriever or chunking · **1** prompt or generator · **2** judge" in \
+        [m.value for m in at.markdown]
+    assert at.query_params["why"] == "True"
