@@ -1,9 +1,10 @@
 """How fast the offline judge scores the full THELMA suite on WikiEval-sized triplets.
 
 Measures, after the model is loaded and one warm-up item is scored:
-- the engine in process (`evaluate_item` with the offline judge, all seven metrics), and
+- the engine in process (`evaluate_item` with the offline judge, all seven metrics), one item
+  at a time and 16 items side by side (as many as the runner keeps in flight), and
 - the same items end to end through `runner.evaluate` into a temporary DuckDB file,
-each time with an empty embedding cache, on distinct triplets (question, context_v1, answer) of
+each time with empty caches (embeddings and every per-text split), on distinct triplets (question, context_v1, answer) of
 ../shared/datasets/wikieval. Prints triplets per second, CPU seconds per triplet and the start-up
 time (import plus model load).
 
@@ -37,10 +38,24 @@ WIKIEVAL = ROOT.parent / "shared" / "datasets" / "wikieval" / "wikieval.jsonl"
 CHECK_ROWS = 20  # WikiEval's development rows: 20-49 are held out
 CHECK_RESPONSES = ("answer", "ungrounded_answer", "poor_answer")
 TOLERANCE = 1e-6
+RUNNER_ITEMS = 16  # items the runner keeps in flight at its default concurrency (8)
 # What identifies a stored verdict or score, what must match exactly, and what within TOLERANCE.
 VERDICT_KEY = ("run", "item_id", "metric", "component_kind", "component_idx", "target")
 SCORE_KEY = ("run", "item_id", "metric")
 NUMBERS = ("value", "evidence", "p")
+
+
+def clear_caches() -> None:
+    """Empty the offline judge's per-text caches (embeddings, passages, splits), as in a new process;
+    MiniLM's word list stays."""
+    from evaluators import embeddings, evidence, text
+
+    embeddings._EMBED_CACHE.clear()
+    evidence._PASSAGES.clear()
+    for module in (evidence, text):
+        for name, function in vars(module).items():
+            if hasattr(function, "cache_clear") and name != "_vocabulary":
+                function.cache_clear()
 
 
 def check_set() -> dict[str, list]:
@@ -79,7 +94,7 @@ class _OneAtATime:
             return await self.judge.ask(prompt, **variables)
 
 
-def evaluate_check_set(tmp: Path) -> list[dict]:
+def evaluate_check_set(tmp: Path, sets: dict[str, list] | None = None) -> list[dict]:
     """The check set evaluated by the offline judge through the runner into a fresh DuckDB.
 
     MiniLM runs in bfloat16 on CPUs with AMX, where a text's vector moves by up to about 0.004
@@ -91,7 +106,7 @@ def evaluate_check_set(tmp: Path) -> list[dict]:
     from evaluators import metrics, offline, registry, runner
     from evaluators.vocabulary import THELMA
 
-    sets = check_set()
+    sets = check_set() if sets is None else sets
     judge = _OneAtATime(offline.OfflineJudge())
     for items in sets.values():
         for item in items:
@@ -138,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check(args.write_verdicts, args.check_against)
 
     t0, c0 = time.perf_counter(), time.process_time()
-    from evaluators import embeddings, evidence, metrics, offline, registry, runner
+    from evaluators import embeddings, metrics, offline, registry, runner
     from evaluators.records import Item
     from evaluators.vocabulary import THELMA
 
@@ -150,34 +165,39 @@ def main(argv: Sequence[str] | None = None) -> int:
              for r in rows for field in args.responses.split(",")]
     judge = offline.OfflineJudge()
 
-    async def score(batch: Sequence[Item]) -> None:
-        for item in batch:
-            await metrics.evaluate_item(item, registry.THELMA_METRICS, judge)
+    async def score(batch: Sequence[Item], side_by_side: int = 1) -> None:
+        slots = asyncio.Semaphore(side_by_side)
+
+        async def one(item: Item) -> None:
+            async with slots:
+                await metrics.evaluate_item(item, registry.THELMA_METRICS, judge)
+
+        await asyncio.gather(*(one(item) for item in batch))
 
     asyncio.run(score(items[:1]))  # warm-up: first-call costs are not steady state
 
-    def cold() -> None:
-        embeddings._EMBED_CACHE.clear()
-        evidence._PASSAGES.clear()
-        evidence._query.cache_clear()
+    measured: list[tuple[str, float, float]] = []
+    for label, side_by_side in (("engine, 1 item at a time", 1), (f"engine, {RUNNER_ITEMS} items at a time",
+                                                                   RUNNER_ITEMS)):
+        clear_caches()
+        w, c = time.perf_counter(), time.process_time()
+        asyncio.run(score(items, side_by_side))
+        measured.append((label, time.perf_counter() - w, time.process_time() - c))
 
-    cold()
-    w, c = time.perf_counter(), time.process_time()
-    asyncio.run(score(items))
-    engine = time.perf_counter() - w, time.process_time() - c
-
-    cold()
+    clear_caches()
     with tempfile.TemporaryDirectory() as tmp:
         w, c = time.perf_counter(), time.process_time()
         runner.evaluate(items, Path(tmp) / "speed.duckdb", "speed", judge=runner.OFFLINE, metrics=THELMA)
-        stored = time.perf_counter() - w, time.process_time() - c
+        measured.append(("runner into DuckDB", time.perf_counter() - w, time.process_time() - c))
 
     n = len(items)
     print(f"offline judge, full THELMA suite (sp1 sp2 sqc rp rqc sd gr), {n} WikiEval triplets, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(f"  start-up (import + model load): {startup[0]:.1f} s wall, {startup[1]:.1f} s CPU")
-    for label, (wall, cpu) in (("engine in process", engine), ("runner into DuckDB", stored)):
-        print(f"  {label:<20} {n / wall:6.1f} triplets/s  ({wall:.1f} s wall, {cpu / n:.2f} CPU s per triplet)")
+    for label, wall, cpu in measured:
+        print(f"  {label:<26} {n / wall:6.1f} triplets/s  ({wall:.1f} s wall, {cpu / n:.2f} CPU s per triplet, "
+              f"{cpu / wall:.1f} cores busy)")
+    print(f"  load average after: {os.getloadavg()[0]:.1f}")
     return 0
 
 
