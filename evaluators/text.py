@@ -169,7 +169,7 @@ def split_sentences(text: str) -> list[str]:
 # The judge's prompts about one item split, tokenise and scan the same texts many times over: the
 # pure functions below keep their results (as immutable values, copied out where callers get
 # mutable ones), so each text is read once per item.
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _sentences(text: str) -> tuple[str, ...]:
     pieces: list[str] = []
     for part in _SENTENCE_END.split(text.strip()):
@@ -371,7 +371,7 @@ def split_claims(text: str) -> list[str]:
     return list(_claims(text))
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _claims(text: str) -> tuple[str, ...]:
     text = re.sub(r"^\s*answer\s*:\s*", "", text, flags=re.I)
     clauses = [c for sentence in split_sentences(text) if not _is_heading(sentence) for c in _clauses(sentence)]
