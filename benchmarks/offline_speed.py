@@ -4,9 +4,10 @@ Measures, after the model is loaded and one warm-up item is scored:
 - the engine in process (`evaluate_item` with the offline judge, all seven metrics), one item
   at a time and 16 items side by side (as many as the runner keeps in flight), and
 - the same items end to end through `runner.evaluate` into a temporary DuckDB file,
-each time with empty caches (embeddings and every per-text split), on distinct triplets (question, context_v1, answer) of
-../shared/datasets/wikieval. Prints triplets per second, CPU seconds per triplet and the start-up
-time (import plus model load).
+each time with empty caches (embeddings and every per-text split), on distinct triplets
+(question, context_v1, answer) of ../shared/datasets/wikieval. Prints triplets per second, CPU
+seconds per triplet, the cores kept busy (CPU over wall time: compare it with the load average
+on this shared machine) and the start-up time (import plus model load).
 
 With --write-verdicts FILE or --check-against FILE it also evaluates the development check set
 through the runner (WikiEval rows 0-19 with answer, ungrounded_answer and poor_answer, and the
