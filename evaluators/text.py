@@ -163,6 +163,14 @@ _ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|Mr|Mrs|Ms|Dr|Prof|St|No|Inc|Ltd|
 
 def split_sentences(text: str) -> list[str]:
     """Split on sentence terminators (. ! ?) and line breaks, keeping abbreviations, initials and decimals whole."""
+    return list(_sentences(text))
+
+
+# The judge's prompts about one item split, tokenise and scan the same texts many times over: the
+# pure functions below keep their results (as immutable values, copied out where callers get
+# mutable ones), so each text is read once per item.
+@lru_cache(maxsize=1024)
+def _sentences(text: str) -> tuple[str, ...]:
     pieces: list[str] = []
     for part in _SENTENCE_END.split(text.strip()):
         part = part.strip()
@@ -172,7 +180,7 @@ def split_sentences(text: str) -> list[str]:
             pieces[-1] = f"{pieces[-1]} {part}"
         else:
             pieces.append(part)
-    return pieces
+    return tuple(pieces)
 
 
 def _is_heading(sentence: str) -> bool:
@@ -211,6 +219,7 @@ def _is_verb(word: str) -> bool:
     return w in _AUX or w in _IRREGULAR or (w.endswith("ed") and len(w) > 4 and w not in _NOT_VERB)
 
 
+@lru_cache(maxsize=16384)
 def sentence_subject(sentence: str) -> str | None:
     """The words before the first verb, when they look like a subject (1-8 words, no leading preposition)."""
     words = _ALIAS.sub("", sentence).split()
@@ -226,6 +235,7 @@ def sentence_subject(sentence: str) -> str | None:
 _NOT_PERSON_BEFORE = frozenset("the in at from near into across of to".split())
 
 
+@lru_cache(maxsize=16384)
 def _person(sentence: str) -> str | None:
     """The last run of two or more capitalized words not after "the", "in", "at", ...: a likely person's name."""
     words = sentence.split()
@@ -358,9 +368,14 @@ def resolve_pronouns(units: list[str]) -> list[str]:
 def split_claims(text: str) -> list[str]:
     """Standalone claims: sentences split into clauses, a leading pronoun resolved to the subject
     of the clause before it, headings and fragments dropped."""
+    return list(_claims(text))
+
+
+@lru_cache(maxsize=1024)
+def _claims(text: str) -> tuple[str, ...]:
     text = re.sub(r"^\s*answer\s*:\s*", "", text, flags=re.I)
     clauses = [c for sentence in split_sentences(text) if not _is_heading(sentence) for c in _clauses(sentence)]
-    return resolve_pronouns(clauses)
+    return tuple(resolve_pronouns(clauses))
 
 
 # ---------------------------------------------------------------- sub-questions
@@ -450,6 +465,11 @@ def split_questions(text: str) -> list[str]:
 def numbers(text: str) -> set[float]:
     """Every number a text states: digits (with thousands separators, times, ordinals), number
     words, and scale words ("4.8 billion" is 4.8e9; "1990s" is 1990)."""
+    return set(_numbers(text))
+
+
+@lru_cache(maxsize=16384)
+def _numbers(text: str) -> frozenset[float]:
     found: set[float] = set()
     tokens = re.findall(r"\d+(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|[A-Za-z]+", text.replace("−", "-"))
     for k, token in enumerate(tokens):
@@ -469,7 +489,7 @@ def numbers(text: str) -> set[float]:
         elif nxt in ("st", "nd", "rd", "th") and token[0].isdigit():
             value = -value
         found.add(round(value, 6))
-    return found
+    return frozenset(found)
 
 
 def date_words(text: str) -> set[str]:
@@ -484,6 +504,11 @@ def names(text: str) -> set[str]:
     """Lowercased capitalized words that look like names: any capitalized word inside a sentence,
     and one opening a sentence (or following a colon) that is not an ordinary English word.
     Acronyms lose their dots ("U.S." is "us")."""
+    return set(_names(text))
+
+
+@lru_cache(maxsize=16384)
+def _names(text: str) -> frozenset[str]:
     out: set[str] = set()
     vocab = _vocabulary()
     for sentence in split_sentences(text):
@@ -505,7 +530,7 @@ def names(text: str) -> set[str]:
             for piece in re.split(r"[-/]", low):
                 if len(piece) > 1 and piece.isalpha():
                     out.add(piece)
-    return out
+    return frozenset(out)
 
 
 def negated(text: str) -> bool:
@@ -513,6 +538,7 @@ def negated(text: str) -> bool:
     return bool(_NEGATION.search(text))
 
 
+@lru_cache(maxsize=16384)
 def refuses(text: str) -> bool:
     """Whether a sentence says the answer is not available ("not provided", "I do not have information")."""
     return bool(_REFUSAL.search(text))
@@ -560,6 +586,7 @@ def _capital_runs(text: str) -> list[tuple[set[str], list[str]]]:
     return runs
 
 
+@lru_cache(maxsize=65536)
 def has_answer_type(text: str, kind: str | None, question: str) -> bool:
     """Whether a text carries an answer of the kind a sub-question wants.
 
