@@ -96,7 +96,8 @@ def detect(suffix: str, rows: list[Row]) -> str:
     if "span_kind" in keys or "context.span_id" in keys or (
             isinstance(first.get("context"), dict) and "span_id" in first["context"]):
         return OPENINFERENCE
-    if keys & _RAGAS_OLD or keys & RAGAS_METRICS:
+    # The new RAGAS names are also our items format's aliases: only scores beside them make a RAGAS file.
+    if keys & _RAGAS_OLD or (keys & RAGAS_METRICS and keys & {"user_input", "retrieved_contexts"}):
         return RAGAS
     return ITEMS
 
@@ -138,19 +139,16 @@ def _number(value: Any) -> float | None | str:
     """A score as a float, None for no score (empty, NaN, null), or a string saying why it is not one."""
     if _missing(value) or (isinstance(value, str) and not value.strip()):
         return None
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str)):
+        return f"expected a number, got {value!r}" if isinstance(value, bool) else \
+            f"expected a number, got {type(value).__name__}"
+    try:
+        number = float(value)
+    except ValueError:
         return f"expected a number, got {value!r}"
-    if isinstance(value, numbers.Real):
-        return None if math.isnan(float(value)) else float(value) if math.isfinite(float(value)) \
-            else f"expected a finite number, got {value!r}"
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return f"expected a number, got {value!r}"
-        return None if math.isnan(number) else number if math.isfinite(number) \
-            else f"expected a finite number, got {value!r}"
-    return f"expected a number, got {type(value).__name__}"
+    if math.isnan(number):
+        return None
+    return number if math.isfinite(number) else f"expected a finite number, got {value!r}"
 
 
 def _text_list(value: Any, where: str, field: str) -> list[str]:
@@ -189,7 +187,7 @@ def _message_text(value: Any) -> str | None:
             first = value["choices"][0]
             return _message_text(first.get("message", first) if isinstance(first, dict) else first)
         for key in ("content", "query", "question", "input", "user_input", "output", "answer", "response", "text",
-                    "message"):
+                    "message", "messages"):
             if key in value:
                 found = _message_text(value[key])
                 if found is not None:
@@ -441,7 +439,7 @@ def _ragas(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
         for column, value in record.items():
             ours = _RAGAS_FIELDS.get(column)
             if ours is not None:
-                if _missing(value) or (isinstance(value, str) and not value.strip() and ours != "query"):
+                if _missing(value):
                     continue
                 if ours in row:
                     raise _Bad(where, ours, f"given under more than one name (one of them {column!r})")
@@ -463,7 +461,8 @@ def _ragas(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
                 metadata = json.loads(row["metadata"])
             except ValueError:
                 raise _Bad(where, "metadata", "expected a JSON object") from None
-        row["metadata"] = {**metadata, "format": RAGAS, **({IMPORTED: {RAGAS: scores}} if scores else {})}
+        # No format mark: a RAGAS file without scores reads as the same items as through our own format.
+        row["metadata"] = {**metadata, **({IMPORTED: {RAGAS: scores}} if scores else {})}
         return row
 
     return _collect(rows, build)

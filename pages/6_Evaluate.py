@@ -1,7 +1,7 @@
-"""Evaluate: upload JSONL, CSV or Parquet items (or a Phoenix, Langfuse, RAGAS or DeepEval export, its
-format detected), pick a judge an admin listed (or a cascade that escalates
-the offline or local judge's unsure verdicts to another judge) and metrics, and run them into a new run
-of the database. Admins can also delete a run here."""
+"""Evaluate: upload JSONL, CSV or Parquet items, or a Phoenix, Langfuse, RAGAS or DeepEval export (its
+format detected, and changeable), pick a judge an admin listed (or a cascade that escalates the offline
+or local judge's unsure verdicts to another judge) and metrics, and run them into a new run of the
+database. Admins can also delete a run here."""
 from __future__ import annotations
 
 import dataclasses

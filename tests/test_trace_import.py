@@ -63,6 +63,14 @@ def test_each_fixture_is_detected_by_suffix_and_shape(tmp_path: Path) -> None:
         "ragas_dataset.jsonl": "ragas", "ragas_results.csv": "ragas", "deepeval_test_run.json": "deepeval"}
     plain = write_lines(tmp_path / "plain.jsonl", [{"query": "q", "sources": ["s"], "response": "r"}])
     assert detect_format(plain) == "items"
+    # RAGAS's new names are our own aliases: without scores beside them the file stays our format, read as
+    # before; with scores it is a RAGAS result, and the same items carry the scores.
+    row = {"user_input": "q", "retrieved_contexts": ["s"], "response": "r"}
+    aliases = write_lines(tmp_path / "aliases.jsonl", [row])
+    scored = write_lines(tmp_path / "scored.jsonl", [{**row, "faithfulness": 0.5}])
+    assert (detect_format(aliases), detect_format(scored)) == ("items", "ragas")
+    assert load_items(aliases) == load_items(scored) and load_items(aliases)[0].metadata == {}
+    assert load_items(scored)[0].metadata == {"imported_scores": {"ragas": {"faithfulness": 0.5}}}
     # A Langfuse export with one trace per line is found by its observations.
     lines = write_lines(tmp_path / "traces.jsonl", json.loads(LANGFUSE.read_text()))
     assert detect_format(lines) == "langfuse"
