@@ -195,13 +195,13 @@ def _message_text(value: Any) -> str | None:
     return None
 
 
-def _collect(rows: list[Row], build: Callable[[int, str, Any], dict[str, Any]]) -> tuple[list[Row], list[Problem]]:
+def _collect(rows: list[Row], build: Callable[[str, Any], dict[str, Any]]) -> tuple[list[Row], list[Problem]]:
     """Map each located record with `build`; a record that fails becomes its problem."""
     out: list[Row] = []
     problems: list[Problem] = []
     for line, where, record in rows:
         try:
-            out.append((line, where, build(line, where, record)))
+            out.append((line, where, build(where, record)))
         except _Bad as bad:
             problems.append((line, str(bad)))
     return out, problems
@@ -375,7 +375,7 @@ def _documents(output: Any, where: str, field: str) -> tuple[list[str], list[str
 
 
 def _langfuse(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
-    def build(line: int, where: str, trace: Any) -> dict[str, Any]:
+    def build(where: str, trace: Any) -> dict[str, Any]:
         if not isinstance(trace, dict):
             raise _Bad(where, None, f"expected a Langfuse trace object, got {type(trace).__name__}")
         trace_id = trace.get("id")
@@ -431,7 +431,7 @@ def _langfuse(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
 # ---------------------------------------------------------------- RAGAS
 
 def _ragas(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
-    def build(line: int, where: str, record: Any) -> dict[str, Any]:
+    def build(where: str, record: Any) -> dict[str, Any]:
         if not isinstance(record, dict):
             raise _Bad(where, None, f"expected an object, got {type(record).__name__}")
         row: dict[str, Any] = {}
@@ -483,7 +483,7 @@ def _deepeval(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
         return [], [(0, f"{name}: not a DeepEval test run: expected a testCases (or test_results) list")]
     cases = [(n, f"{name}:$.{key}[{n}]", case) for n, case in enumerate(document[key])]
 
-    def build(line: int, where: str, case: Any) -> dict[str, Any]:
+    def build(where: str, case: Any) -> dict[str, Any]:
         if not isinstance(case, dict):
             raise _Bad(where, None, f"expected a test case object, got {type(case).__name__}")
         row: dict[str, Any] = {}

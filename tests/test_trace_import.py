@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from evaluators import cli, queries, store, traces
+from evaluators import cli, queries, store
 from evaluators.ingest import InputError, detect_format, load_items
 from tests.conftest import app_db
 from tests.test_pages import open_page
