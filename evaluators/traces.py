@@ -408,14 +408,19 @@ def _langfuse(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
         if response is None:
             raise _Bad(where, f"{generations[-1][0]}.output" if generations else "output",
                        f"trace {trace_id}: no response text (a GENERATION's output or the trace's output)")
-        scores = {}
+        given: dict[str, list[float | None]] = {}
         for score in trace.get("scores") or []:
             # Categorical scores are labels, not peer scores (their value is only an index).
             if isinstance(score, dict) and isinstance(score.get("name"), str) and score.get("dataType") != "CATEGORICAL":
                 value = _number(score.get("value"))
                 if isinstance(value, str):  # a text value is a label too
                     continue
-                scores[score["name"]] = value
+                given.setdefault(score["name"], []).append(value)
+        # Several scores of one name (feedback from several users): their mean.
+        scores: dict[str, float | None] = {}
+        for score_name, values in given.items():
+            known = [v for v in values if v is not None]
+            scores[score_name] = sum(known) / len(known) if known else None
         metadata = {"format": LANGFUSE, "trace_id": str(trace_id), "timestamp": _plain(trace.get("timestamp")),
                     "name": trace.get("name"), "session_id": trace.get("sessionId"), "user_id": trace.get("userId"),
                     "tags": _plain(trace.get("tags")) or [], "source_ids": ids,
@@ -505,6 +510,8 @@ def _deepeval(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
             score = _number(metric.get("score"))
             if isinstance(score, str):
                 raise _Bad(where, f"metricsData[{n}].score", score)
+            if metric["name"] in scores:
+                raise _Bad(where, f"metricsData[{n}].name", f"{metric['name']!r} is given twice")
             scores[metric["name"]] = score  # None: the metric errored (its error is in DeepEval's report)
         test_name = case.get("name")
         if isinstance(test_name, str) and test_name.strip():

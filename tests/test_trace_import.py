@@ -185,8 +185,8 @@ def test_langfuse_traces_become_items_with_their_scores(tmp_path: Path) -> None:
     second = items.loc["lf-trace-002"]  # a span named retriever, documents under {"documents": [...]}
     assert (second["query"], tuple(second["sources"]), second["response"]) == (OFFICES_Q, OFFICES_SOURCES, OFFICES_A)
     assert json.loads(second["metadata"])["source_ids"] == ["kb/offices.md#1", None]
-    # The numeric score is a peer score; the categorical one is a label and is not.
-    assert imported(db, "langfuse") == {("lf-trace-001", "langfuse", "user-feedback"): 1.0}
+    # Numeric scores are peer scores (two of one name: their mean); the categorical one is a label and is not.
+    assert imported(db, "langfuse") == {("lf-trace-001", "langfuse", "user-feedback"): 0.75}
 
 
 def test_langfuse_bad_traces_are_located_by_json_path(tmp_path: Path) -> None:
@@ -288,11 +288,17 @@ def test_deepeval_bad_cases_are_located_and_nothing_is_written(tmp_path: Path, c
     run = json.loads(DEEPEVAL.read_text())
     del run["testCases"][1]["retrievalContext"]
     run["testCases"][0]["metricsData"][1]["score"] = "0.8x"
+    run["testCases"][1]["metricsData"].append(dict(run["testCases"][1]["metricsData"][0]))
     path = tmp_path / "run.json"
     path.write_text(json.dumps(run))
     assert problems(path) == [f"{path}:$.testCases[0]: field metricsData[1].score: expected a number, got '0.8x'",
                               f"{path}:$.testCases[1]: field retrievalContext: missing (the retrieved sources: a "
                               "RAG test case needs them)"]
+    run["testCases"][1]["retrievalContext"] = ["Our offices close on public holidays."]
+    path.write_text(json.dumps(run))
+    assert problems(path)[1] == f"{path}:$.testCases[1]: field metricsData[1].name: 'Faithfulness' is given twice"
+    del run["testCases"][1]["retrievalContext"]
+    path.write_text(json.dumps(run))
     db = tmp_path / "t.duckdb"
     assert evaluate(path, db, "bad") == 2
     assert f"{path}:$.testCases[1]: field retrievalContext" in capsys.readouterr().err
@@ -372,7 +378,7 @@ def test_evaluate_page_detects_the_format_and_keeps_peer_scores(imported_db: Pat
     next(b for b in at.button if b.key == "evaluate").click().run(timeout=120)
     assert not at.exception, [e.value for e in at.exception]
     assert any("Run from-langfuse finished: 2 items" in s.value for s in at.success)
-    assert imported(imported_db, "from-langfuse") == {("lf-trace-001", "langfuse", "user-feedback"): 1.0}
+    assert imported(imported_db, "from-langfuse") == {("lf-trace-001", "langfuse", "user-feedback"): 0.75}
 
 
 def test_evaluate_page_shows_a_bad_export_s_located_problems(imported_db: Path) -> None:
