@@ -392,3 +392,29 @@ def test_evaluate_page_shows_a_bad_export_s_located_problems(imported_db: Path) 
     assert any("cannot be evaluated" in e.value for e in at.error)
     assert "run.json:$.testCases[0]: field actualOutput: missing" in " ".join(c.value for c in at.code)
     assert sorted(store.runs(imported_db)["run_id"]) == ["deepeval", "ragas-results"]  # nothing was written
+
+
+def test_imported_scores_in_a_real_browser(tmp_path: Path) -> None:
+    """Run page, then Item page, served by `streamlit run` and read in Chromium."""
+    from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+    from tests.test_browser import TIMEOUT_MS, check_page, grid
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed")
+    db = tmp_path / "imported.duckdb"
+    assert evaluate(RAGAS_RESULTS, db, "ragas-results") == 0 and evaluate(DEEPEVAL, db, "deepeval") == 0
+    with streamlit_server(db, tmp_path / "streamlit.log") as url, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(base_url=url)
+            page.set_default_timeout(TIMEOUT_MS)
+            sync_api.expect.set_options(timeout=TIMEOUT_MS)
+            page.goto("/Run?run=ragas-results")
+            check_page(page, "Run")
+            rows = {r["imported"]: r for r in grid(page, "imported")}
+            assert rows["imported: ragas faithfulness"]["mean"] == "0.75"
+            assert rows["imported: ragas answer_relevancy"]["n scored"] == "1 of 2"
+            page.goto("/Item?run=deepeval&item=test_case_0")
+            check_page(page, "Item")
+            sync_api.expect(page.get_by_text("imported: deepeval Contextual Precision 0.83")).to_be_visible()
+        finally:
+            browser.close()
