@@ -217,15 +217,16 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
     """OpenInference attributes nested ({"retrieval": {"documents": [...]}}), flat with lists
     ("retrieval.documents": [{"document.content": ...}]) or fully flat
     ("retrieval.documents.0.document.content") all become the fully flat form."""
-    value = _plain(value)
+    if isinstance(value, np.ndarray):  # Parquet lists; their elements are converted as they are walked
+        value = list(value)
     if isinstance(value, dict) and value:
         for key, child in value.items():
             _flatten(child, f"{prefix}.{key}" if prefix else str(key), out)
-    elif isinstance(value, list) and value and all(isinstance(v, (dict, list)) for v in value):
+    elif isinstance(value, list) and value and all(isinstance(v, (dict, list, np.ndarray)) for v in value):
         for n, child in enumerate(value):
             _flatten(child, f"{prefix}.{n}", out)
     else:
-        out[prefix] = value
+        out[prefix] = _plain(value)  # a leaf: only leaves are converted, once
 
 
 def _span(where: str, record: Any) -> dict[str, Any]:
