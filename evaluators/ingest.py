@@ -9,6 +9,10 @@ Every format goes through the same row normaliser, so the rules are the same eve
 - in CSV, Parquet and DataFrame cells, `sources` and `metadata` may be JSON text;
 - unknown fields are ignored; texts are kept exactly as given.
 
+Other tools' exports (Phoenix spans, Langfuse traces, RAGAS files, DeepEval test runs, a .json file
+among them) are detected by `detect_format` and mapped onto these fields by evaluators/traces.py,
+then checked by the same rules; a JSON document's problems are located by JSON path (`FILE:$[2]`).
+
 Bad input raises InputError with every problem found, one line each, located as
 `FILE:LINE` (JSONL: physical line; CSV: the line a data row starts on, header = line 1) or
 `FILE:row N` (Parquet and DataFrame, 1-based). This module only reads.
