@@ -461,12 +461,20 @@ def _ragas(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
                         raise _Bad(where, column, number)
                     continue  # some other column: not a score
                 scores[column] = number
-        metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
-        if isinstance(row.get("metadata"), str):
+        metadata = row.get("metadata", {})
+        if isinstance(metadata, str):
             try:
-                metadata = json.loads(row["metadata"])
+                metadata = json.loads(metadata)
             except ValueError:
-                raise _Bad(where, "metadata", "expected a JSON object") from None
+                metadata = None
+        if not isinstance(metadata, dict):
+            raise _Bad(where, "metadata", "expected a JSON object")
+        ids = record.get("retrieved_context_ids")
+        if not _missing(ids):  # the ids of the retrieved contexts, for the source ledger
+            ids = [str(i) for i in _text_list(ids, where, "retrieved_context_ids")]
+            if len(ids) != len(row.get("sources", ids)):
+                raise _Bad(where, "retrieved_context_ids", f"{len(ids)} ids for {len(row['sources'])} contexts")
+            metadata = {**metadata, "source_ids": ids}
         # No format mark: a RAGAS file without scores reads as the same items as through our own format.
         row["metadata"] = {**metadata, **({IMPORTED: {RAGAS: scores}} if scores else {})}
         return row

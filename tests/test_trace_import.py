@@ -265,6 +265,11 @@ def test_ragas_bad_rows_are_located(tmp_path: Path) -> None:
         f"{path}:2: field faithfulness: expected a number, got 'high'",
         f"{path}:3: field contexts: expected a list of texts (JSON or a Python list), got text that is neither",
         f"{path}:4: field response: missing (also accepted as actual_output)"]
+    rows = [{"user_input": REFUND_Q, "retrieved_contexts": list(REFUND_SOURCES), "response": REFUND_A,
+             "retrieved_context_ids": ["kb/refunds.md#2", "kb/offices.md#1"], "faithfulness": 1}]
+    path = write_lines(tmp_path / "ids.jsonl", [*rows, {**rows[0], "retrieved_context_ids": ["kb/refunds.md#2"]}])
+    assert problems(path) == [f"{path}:2: field retrieved_context_ids: 1 ids for 2 contexts"]
+    assert load_items(write_lines(path, rows))[0].metadata["source_ids"] == ["kb/refunds.md#2", "kb/offices.md#1"]
 
 
 # ---------------------------------------------------------------- DeepEval
