@@ -18,7 +18,7 @@ import csv
 import sys
 from typing import NoReturn, Sequence
 
-from evaluators import confidence, diagnosis, dryrun, options, queries, registry, runner, store
+from evaluators import confidence, diagnosis, dryrun, options, queries, registry, runner, store, traces
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
@@ -56,7 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     ev = sub.add_parser("evaluate", help="evaluate a file of (query, sources, response) triplets into a run")
-    ev.add_argument("input", type=options.input_file, help="JSONL, CSV or Parquet file")
+    ev.add_argument("input", type=options.input_file,
+                    help="JSONL, CSV or Parquet file of items, or another tool's export (see --format)")
+    ev.add_argument("--format", default=None, choices=traces.FORMATS,
+                    help="the input's format (default: detected from its suffix and shape): items, openinference "
+                         "(Phoenix span export, JSONL or Parquet), langfuse (trace export, JSON or JSONL), ragas "
+                         "(dataset or result file: its scores are kept as imported peer scores), deepeval (test "
+                         "run JSON)")
     ev.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
     ev.add_argument("--run", required=True, help="run name; an unfinished run of this name is resumed")
     ev.add_argument("--judge", default=runner.OFFLINE, type=options.judge,
@@ -183,7 +189,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     try:
         metrics = runner.check_metrics(args.metrics.split(","))
         runner.check_chain(args.judge, args.decompose_with)
-        items = load_items(args.input)
+        items = load_items(args.input, args.format)
     except InputError as exc:
         print(exc, file=sys.stderr)  # one line per problem, capped for huge files
         return 2

@@ -10,6 +10,10 @@ Every format goes through the same row normaliser, so the rules are the same eve
 - `expect` (optional, an object: a regression suite's expectations) is kept in the metadata under "expect";
 - other unknown fields are ignored; texts are kept exactly as given.
 
+Other tools' exports (Phoenix spans, Langfuse traces, RAGAS files, DeepEval test runs, a .json file
+among them) are detected by `detect_format` and mapped onto these fields by evaluators/traces.py,
+then checked by the same rules; a JSON document's problems are located by JSON path (`FILE:$[2]`).
+
 Bad input raises InputError with every problem found, one line each, located as
 `FILE:LINE` (JSONL: physical line; CSV: the line a data row starts on, header = line 1) or
 `FILE:row N` (Parquet and DataFrame, 1-based). This module only reads.
@@ -30,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evaluators import traces
 from evaluators.records import Item, Label
 
 MAX_TEXT_BYTES = 1_000_000
@@ -76,8 +81,9 @@ class InputError(ValueError):
         super().__init__("\n".join(lines))
 
 
-def load_items(path: str | Path) -> list[Item]:
-    """Read the items of a .jsonl, .csv or .parquet file (chosen by suffix).
+def load_items(path: str | Path, fmt: str | None = None) -> list[Item]:
+    """Read the items of a .jsonl, .csv or .parquet file (chosen by suffix), or another tool's
+    export (.json too): `fmt` is one of traces.FORMATS, None to detect it from the file's shape.
 
     Raises InputError listing every problem when the file is missing, unreadable, empty,
     of an unknown type, or has any bad row.
@@ -86,6 +92,8 @@ def load_items(path: str | Path) -> list[Item]:
     name = str(path)
     suffix = path.suffix.lower()
     file_problems = []
+    if suffix == ".json" or (fmt not in (None, traces.ITEMS) and suffix in _SUFFIXES):
+        return _load_export(path, fmt)
     if suffix not in _SUFFIXES:
         file_problems.append(f"{name}: unknown file type {suffix or '(no suffix)'!r}; "
                         f"expected one of {', '.join(_SUFFIXES)}")
@@ -94,6 +102,8 @@ def load_items(path: str | Path) -> list[Item]:
     if file_problems:
         raise InputError(file_problems)
 
+    if fmt is None and detect_format(path) != traces.ITEMS:
+        return _load_export(path, None)
     if suffix == ".parquet":
         try:
             frame = pd.read_parquet(path)
@@ -108,6 +118,79 @@ def load_items(path: str | Path) -> list[Item]:
     text, decode_problems = _decode(raw, name)
     rows, parse_problems = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, name)
     return _build(rows, decode_problems + parse_problems, name, json_cells=suffix == ".csv")
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of an input file (one of traces.FORMATS), from its suffix and its first record (a
+    CSV's header, a Parquet file's columns); "items" when nothing marks it as another tool's export or
+    it cannot be read (loading then says why)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    first: Any = None
+    try:
+        if suffix == ".json":
+            return traces.detect(suffix, _export_rows(path)[0])
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq  # the schema alone: no rows are read
+
+            first = dict.fromkeys(pq.read_schema(path).names)
+        elif suffix in (".jsonl", ".csv"):
+            with path.open("rb") as f:
+                line = b""
+                while not line.strip() and (line := f.readline()) and suffix == ".jsonl":
+                    pass  # the first non-blank line, however long
+            text = line.decode("utf-8", errors="replace").lstrip("\ufeff")
+            if suffix == ".jsonl":
+                first, _ = _parse_json(text)
+            else:
+                first = dict.fromkeys(c.strip() for c in next(csv.reader([text]), []))
+    except (OSError, ValueError, InputError):
+        return traces.ITEMS
+    return traces.detect(suffix, [(1, str(path), first)] if first is not None else [])
+
+
+def _export_rows(path: Path) -> tuple[list[_Row], list[_Problem]]:
+    """The located records of another tool's export: one JSON document (located at the file), JSONL
+    lines, CSV rows, or Parquet rows (a Phoenix frame's span id index becomes its column again)."""
+    name, suffix = str(path), path.suffix.lower()
+    if suffix == ".parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:
+            raise InputError([f"{name}: cannot read as Parquet: {exc}"]) from None
+        if any(frame.index.names):
+            frame = frame.reset_index()
+        return [(n, f"{name}:row {n}", r) for n, r in enumerate(frame.to_dict("records"), start=1)], []
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError([f"{name}: cannot read: {exc.strerror}"]) from None
+    text, problems = _decode(raw, name)
+    if suffix != ".json":
+        rows, parse_problems = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, name)
+        return rows, problems + parse_problems
+    if problems:
+        raise InputError([p for _, p in problems])
+    try:
+        return [(0, name, json.loads(text, parse_constant=_NotFinite))], []
+    except json.JSONDecodeError as exc:
+        raise InputError([f"{name}:{exc.lineno}: malformed JSON: {exc.msg} at column {exc.colno}"]) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError([f"{name}: malformed JSON: {type(exc).__name__}: {exc}"]) from None
+
+
+def _load_export(path: Path, fmt: str | None) -> list[Item]:
+    """Items from another tool's export (traces.FORMATS), detected when `fmt` is None."""
+    name = str(path)
+    if not path.exists():
+        raise InputError([f"{name}: no such file"])
+    rows, problems = _export_rows(path)
+    fmt = fmt or traces.detect(path.suffix.lower(), rows)
+    if fmt == traces.ITEMS:  # only a .json file comes here as items
+        raise InputError([f"{name}: neither a Langfuse trace export (traces with observations) nor a DeepEval "
+                          "test run (testCases); items go in .jsonl, .csv or .parquet"])
+    converted, convert_problems = traces.convert(fmt, rows, name)
+    return _build(converted, problems + convert_problems, name, json_cells=False)
 
 
 def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set[str],

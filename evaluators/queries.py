@@ -651,3 +651,20 @@ def shared_item_count(path: str | Path, run_a: str, run_b: str) -> int:
     frame = store.query(path, """SELECT count(*) AS n FROM (SELECT item_id FROM items WHERE run_id = $a
                                  INTERSECT SELECT item_id FROM items WHERE run_id = $b)""", {"a": run_a, "b": run_b})
     return int(frame["n"].iloc[0])
+# ---------------------------------------------------------------- imported peer scores
+
+def imported_summary(path: str | Path, run_id: str) -> pd.DataFrame:
+    """Per imported peer score (origin, metric): its mean over the items that have one, n_scored of
+    n_total (the run's items). Kept apart from our metrics: nothing else reads this table."""
+    return store.query(path, """
+        SELECT s.origin, s.metric, avg(s.value) AS mean, count(s.value) AS n_scored,
+               (SELECT count(*) FROM items WHERE run_id = $run) AS n_total
+        FROM imported_scores s JOIN items i ON i.run_id = s.run_id AND i.item_id = s.item_id
+        WHERE s.run_id = $run GROUP BY s.origin, s.metric ORDER BY s.origin, s.metric""", {"run": run_id})
+
+
+def imported_item_scores(path: str | Path, run_id: str, item_id: str) -> pd.DataFrame:
+    """One item's imported peer scores: origin, metric, value (NULL: the peer tool gave no score)."""
+    return store.query(path, """SELECT origin, metric, value FROM imported_scores
+                                WHERE run_id = $run AND item_id = $item ORDER BY origin, metric""",
+                       {"run": run_id, "item": item_id})

@@ -28,6 +28,7 @@ from typing import Any, Iterator, NamedTuple, Sequence
 import duckdb
 import pandas as pd
 
+from evaluators import traces
 from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
 from evaluators.vocabulary import THELMA, order_metrics
 
@@ -215,6 +216,18 @@ MIGRATIONS: list[str] = [
         author VARCHAR NOT NULL,
         origin VARCHAR NOT NULL,          -- review | import
         created_at TIMESTAMP NOT NULL
+    );
+    """,
+    # 8: peer scores imported with a run's input (RAGAS result columns, DeepEval metric results,
+    # Langfuse scores), kept beside ours and never mixed into them. Written with their item's row.
+    """
+    CREATE TABLE imported_scores (
+        run_id VARCHAR NOT NULL,
+        item_id VARCHAR NOT NULL,
+        origin VARCHAR NOT NULL,          -- ragas | deepeval | langfuse
+        metric VARCHAR NOT NULL,          -- the peer tool's own metric name
+        value DOUBLE,                     -- NULL: the peer tool gave no score
+        PRIMARY KEY (run_id, item_id, origin, metric)
     );
     """,
 ]
@@ -495,6 +508,10 @@ def write_batch(
                 _insert(con, table, frame)
 
 
+# The tables holding an item's results: a replaced or removed item's rows go from all of them.
+_ITEM_TABLES = ("items", "components", "verdicts", "scores", "imported_scores")
+
+
 def _batch_frames(run_id: str, items: Sequence[Item], components: Sequence[Component], verdicts: Sequence[Verdict],
                   scores: Sequence[Score], calls: Sequence[JudgeCall]) -> list[tuple[str, pd.DataFrame]]:
     """The tables of one write, judge calls first."""
@@ -506,6 +523,7 @@ def _batch_frames(run_id: str, items: Sequence[Item], components: Sequence[Compo
             "evidence", "call_key", "detail", "p", "p_kind", "tier"]))),
         ("scores", _with_run(run_id, _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status",
                                                      "n_unsure"]))),
+        ("imported_scores", imported_frame(run_id, items)),
         ("items", _items_frame(run_id, items)),
     ]
     for _, frame in frames:
@@ -647,7 +665,7 @@ def _claim(con: Any, run: Run, hashes: dict[str, str], owner: Owner, heartbeat_s
         removed = [i for i in recorded if i not in hashes]
         if (changed or added or removed) and not update:
             raise InputChanged(run.name, changed, added, removed)
-        for table in ("items", "components", "verdicts", "scores") if removed else ():
+        for table in _ITEM_TABLES if removed else ():
             con.execute(f"DELETE FROM {table} WHERE run_id = ? AND list_contains(?, item_id)", [run.name, removed])
     if recorded != hashes:
         con.execute("DELETE FROM run_inputs WHERE run_id = ?", [run.name])
@@ -741,7 +759,7 @@ def write_results(
             owned = bool(rows) and rows[0][0] == owner.token
             if owned:
                 stale = [i.id for i in items if i.id in replace]
-                for table in ("items", "components", "verdicts", "scores") if stale else ():
+                for table in _ITEM_TABLES if stale else ():
                     con.execute(f"DELETE FROM {table} WHERE run_id = ? AND list_contains(?, item_id)", [run_id, stale])
                 con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP WHERE run_id = ?", [run_id])
             for table, frame in frames if owned else frames[:1]:
@@ -1105,3 +1123,21 @@ def grammar_group_items(path: str | Path, run_id: str, groups: Sequence[str]) ->
         FROM grammar_correctness g JOIN items i ON i.run_id = g.run_id AND i.item_id = g.item_id
         WHERE g.run_id = ? AND g.group_id IN (SELECT unnest(?::VARCHAR[]))
         ORDER BY g.group_id, g.text_template, g.item_id""", [run_id, list(groups)])
+
+
+# ---------------------------------------------------------------- imported peer scores
+
+def imported_frame(run_id: str, items: Sequence[Item]) -> pd.DataFrame:
+    """The imported_scores rows of these items, from their metadata (traces.IMPORTED: {origin: {metric:
+    value or None}}); written in the transaction of the items' rows. Values that are not numbers are
+    left out: a plain input's own metadata may use the key for something else."""
+    rows = []
+    for item in items:
+        imported = item.metadata.get(traces.IMPORTED)
+        for origin, scores in imported.items() if isinstance(imported, dict) else ():
+            for metric, value in scores.items() if isinstance(scores, dict) else ():
+                if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+                    rows.append((run_id, item.id, str(origin), str(metric), value))
+    frame = pd.DataFrame(rows, columns=["run_id", "item_id", "origin", "metric", "value"])
+    frame["value"] = frame["value"].astype("float64")
+    return frame

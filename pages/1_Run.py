@@ -70,3 +70,14 @@ if picked and picked[0] < len(frame):
 with st.expander("Metric correlations across all items of the run", expanded=False):
     st.plotly_chart(charts.heatmap(ui.derived(queries.correlations, [run_id], metric_ids), metric_ids),
                     key="corr_heatmap", config=charts.PLOT_CONFIG)
+
+# Peer scores that came with the input (RAGAS result columns, DeepEval metrics, Langfuse scores):
+# shown beside ours, never read by our metrics, thresholds or Table 2.
+imported = ui.read(queries.imported_summary, run_id)
+if not imported.empty:
+    st.markdown("**Imported peer scores** · from the input file, not computed here and never mixed into our "
+                "metrics or Table 2")
+    st.dataframe({"imported": [f"imported: {o} {m}" for o, m in zip(imported["origin"], imported["metric"])],
+                  "mean": [ui.fmt_score(v) for v in imported["mean"]],
+                  "n scored": [f"{int(n)} of {int(t)}" for n, t in zip(imported["n_scored"], imported["n_total"])]},
+                 hide_index=True, key="imported_scores", width="stretch")

@@ -45,6 +45,13 @@ for col, m in zip(cols, metric_ids):
     else:
         col.metric(m.upper(), "–", help="not evaluated for this item")
 
+# Peer scores that came with the input: shown apart, never part of our metrics or Table 2.
+imported = ui.read(queries.imported_item_scores, run_id, item_id)
+if not imported.empty:
+    st.caption("Imported peer scores (from the input file, not ours): " + " · ".join(
+        f"imported: {ui.md(o)} {ui.md(m)} {ui.fmt_score(v)}"  # – : the peer tool gave no score
+        for o, m, v in zip(imported["origin"], imported["metric"], imported["value"])))
+
 found, fired = ui.rules_table(ui.item_scores(d["scores"]), th)
 if fired.empty:
     st.success("No Table-2 rule fires for this item at the current thresholds and band (a rule reads only "

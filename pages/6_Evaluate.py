@@ -1,6 +1,7 @@
-"""Evaluate: upload JSONL, CSV or Parquet items, pick a judge an admin listed (or a cascade that escalates
-the offline or local judge's unsure verdicts to another judge) and metrics, and run them into a new run
-of the database. Admins can also delete a run here."""
+"""Evaluate: upload JSONL, CSV or Parquet items, or a Phoenix, Langfuse, RAGAS or DeepEval export (its
+format detected, and changeable), pick a judge an admin listed (or a cascade that escalates the offline
+or local judge's unsure verdicts to another judge) and metrics, and run them into a new run of the
+database. Admins can also delete a run here."""
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,23 @@ except access.ConfigError as exc:
     st.error(f"The judges listed in .streamlit/secrets.toml are malformed: {ui.md(exc)}")
     st.stop()
 
-upload = st.file_uploader("Items file (JSONL, CSV or Parquet)", type=["jsonl", "csv", "parquet"],
-                          key="upload")
+upload = st.file_uploader("Items file (JSONL, CSV or Parquet), or a Phoenix, Langfuse, RAGAS or DeepEval export",
+                          type=["jsonl", "csv", "parquet", "json"], key="upload")
+fmt = None
+if upload is not None:
+    from evaluators import traces
+    from evaluators.ingest import detect_format
+
+    with tempfile.TemporaryDirectory() as tmp:
+        peek = Path(tmp) / Path(upload.name).name
+        peek.write_bytes(upload.getvalue())
+        detected = detect_format(peek)
+    fmt = st.selectbox("Format", traces.FORMATS, index=traces.FORMATS.index(detected), format_func=traces.LABELS.get,
+                       key=f"format:{upload.name}",
+                       help="Detected from the file's suffix and its first record; choose another to override.")
+    st.caption(f"Detected format: **{traces.LABELS[detected]}**"
+               + (". Its peer scores are kept as imported scores, beside ours." if detected in
+                  (traces.RAGAS, traces.DEEPEVAL, traces.LANGFUSE) else "."))
 judge = st.selectbox("Judge", list(judges), key="judge",
                      help="The embedded offline judge, the local LLM when installed, and the judges an admin "
                           "lists in .streamlit/secrets.toml (each at its own API base, with a key kept on the "
@@ -62,7 +78,7 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
         file = Path(tmp) / Path(upload.name).name
         file.write_bytes(upload.getvalue())
         try:
-            items = load_items(file)
+            items = load_items(file, fmt)
         except InputError as exc:
             st.error(f"{ui.md(upload.name)} cannot be evaluated:")
             st.code("\n".join(exc.problems) or str(exc), language=None, wrap_lines=True)
