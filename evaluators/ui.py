@@ -245,7 +245,7 @@ def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ..
     # cache_resource hands out the same frame without a copy: callers must not modify it.
     # At the default band the stored scores are read; another band, or people's corrections,
     # recompute them from the verdicts.
-    return store.run_table(path, run_id, metric_ids, queries.scores_sql(band, corrected))
+    return store.run_scores_wide(path, run_id, metric_ids, queries.scores_sql(band, corrected))
 
 
 def _every_metric() -> tuple[str, ...]:
