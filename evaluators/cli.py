@@ -1,4 +1,4 @@
-"""The command line: evaluate, export, diagnose, trust, agreement, runs, delete-run. A stable contract others rely on.
+"""The command line: evaluate, export, diagnose, trust, agreement, ledger, runs, delete-run. A stable contract others rely on.
 
 Every path and number option is checked before any work (evaluators/options.py): a bad one is
 one line naming the option, and nothing is written.
@@ -16,7 +16,7 @@ import csv
 import sys
 from typing import NoReturn, Sequence
 
-from evaluators import confidence, diagnosis, dryrun, options, queries, registry, runner, store
+from evaluators import confidence, diagnosis, dryrun, ledger, options, queries, registry, runner, store
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
@@ -137,8 +137,33 @@ def _parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("delete-run", help="delete a run with its items, scores and triage notes (one transaction)")
     dr.add_argument("--db", required=True, type=options.database)
     dr.add_argument("--run", required=True)
+    ld = sub.add_parser("ledger", help="one CSV row per retrieved source: how often retrieved, essential, "
+                                       "supporting claims, beside unsupported claims")
+    ld.add_argument("--db", required=True, type=options.database)
+    ld.add_argument("--run", required=True, action="append", help="run name; repeat for several runs")
+    ld.add_argument("--out", required=True, type=options.output_file)
+    ld.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
+    ld.add_argument("--min-retrieved", type=options.count, default=ledger.DEFAULT_THRESHOLDS.min_retrieved,
+                    help="retrievals a source needs to be listed as dead weight or stale (default %(default)s)")
+    ld.add_argument("--dead-max-essential", type=_share, default=ledger.DEFAULT_THRESHOLDS.dead_max_essential,
+                    help="dead weight: SP1 essential share at most this (default %(default)s)")
+    ld.add_argument("--stale-min-unsupported", type=_share, default=ledger.DEFAULT_THRESHOLDS.stale_min_unsupported,
+                    help="possibly stale: share of retrievals beside an unsupported claim at least this "
+                         "(default %(default)s)")
+    ld.set_defaults(handler=_ledger)
     grammar_cli.add_commands(sub)  # grammar-generate, grammar-run, grammar-eval, grammar-demo
     return p
+
+
+def _share(text: str) -> float:
+    """A share within [0, 1] (the ledger's list thresholds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must lie within [0, 1], got {text!r}")
+    return value
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -297,6 +322,23 @@ def _agreement(args: argparse.Namespace) -> int:
               f"{disagree} reversed, {failed} failed)")
     if args.out:
         _write_csv(args.out, pairs.CSV_COLUMNS, [[_cell(v) for v in row] for row in rows])
+    return 0
+
+
+LEDGER_COLUMNS = ("source", "source_id", "text_key", "n_retrieved", "n_runs", "sp1_essential", "sp1_not", "sp1_unsure",
+                  "sp1_failed", "sp1_missing", "essential_share", "claims_supported", "claims_source_unknown",
+                  "beside_unsupported", "gr_decided", "unsupported_share", "dead_weight", "stale", "text")
+
+
+def _ledger(args: argparse.Namespace) -> int:
+    runs = list(dict.fromkeys(args.run))
+    for run in runs:
+        _check_run(args.db, run)
+    th = ledger.Thresholds(args.min_retrieved, args.dead_max_essential, args.stale_min_unsupported)
+    frame = queries.source_ledger(args.db, runs, th, args.band, limit=None)
+    _write_csv(args.out, list(LEDGER_COLUMNS), [[_cell(v) for v in row] for row in frame[list(LEDGER_COLUMNS)].itertuples(index=False)])
+    print(f"wrote {len(frame)} sources of {len(runs)} run{'s' if len(runs) > 1 else ''} to {args.out}: "
+          f"{int(frame['dead_weight'].sum())} dead weight, {int(frame['stale'].sum())} possibly stale")
     return 0
 
 
