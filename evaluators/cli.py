@@ -325,18 +325,14 @@ def _agreement(args: argparse.Namespace) -> int:
     return 0
 
 
-LEDGER_COLUMNS = ("source", "source_id", "text_key", "n_retrieved", "n_runs", "sp1_essential", "sp1_not", "sp1_unsure",
-                  "sp1_failed", "sp1_missing", "essential_share", "claims_supported", "claims_source_unknown",
-                  "beside_unsupported", "gr_decided", "unsupported_share", "dead_weight", "stale", "text")
-
-
 def _ledger(args: argparse.Namespace) -> int:
     runs = list(dict.fromkeys(args.run))
     for run in runs:
         _check_run(args.db, run)
     th = ledger.Thresholds(args.min_retrieved, args.dead_max_essential, args.stale_min_unsupported)
     frame = queries.source_ledger(args.db, runs, th, args.band, limit=None)
-    _write_csv(args.out, list(LEDGER_COLUMNS), [[_cell(v) for v in row] for row in frame[list(LEDGER_COLUMNS)].itertuples(index=False)])
+    with open(args.out, "w", newline="", encoding="utf-8") as f:
+        f.write(ledger.to_csv(frame))
     print(f"wrote {len(frame)} sources of {len(runs)} run{'s' if len(runs) > 1 else ''} to {args.out}: "
           f"{int(frame['dead_weight'].sum())} dead weight, {int(frame['stale'].sum())} possibly stale")
     return 0

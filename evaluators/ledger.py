@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+import pandas as pd
+
 KEY_LENGTH = 12
 # Python's str.split() splits on every character whose isspace() is true; the SQL key must too.
 _SPACES = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
@@ -109,3 +111,14 @@ def is_stale(n_retrieved: int, n_beside_unsupported: int, n_gr_decided: int,
     """Present when claims go unsupported: a source whose text may be out of date or misleading."""
     return (n_retrieved >= th.min_retrieved and n_gr_decided > 0
             and n_beside_unsupported / n_gr_decided >= th.stale_min_unsupported)
+
+
+# The export's columns (the CLI's `ledger` command and the Sources page's download write the same file).
+CSV_COLUMNS = ("source", "source_id", "text_key", "n_retrieved", "n_runs", "sp1_essential", "sp1_not", "sp1_unsure",
+               "sp1_failed", "sp1_missing", "essential_share", "claims_supported", "claims_source_unknown",
+               "beside_unsupported", "gr_decided", "unsupported_share", "dead_weight", "stale", "text")
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    """A ledger (queries.source_ledger without a limit) as CSV text: a share with nothing decided is empty."""
+    return frame[list(CSV_COLUMNS)].to_csv(index=False, lineterminator="\n")
