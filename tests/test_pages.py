@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from evaluators import queries, store, ui
+from tests.conftest import app_db
 from tests.seed import INJECTION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,8 +67,33 @@ def test_home_lists_runs_with_judge_and_prompt_hashes(db: Path) -> None:
     runs = frame_with(at, "judge")
     assert list(runs["run_id"]) == ["llm-judge", "better-retriever", "weak-retriever"]
     assert runs.set_index("run_id").loc["llm-judge", "judge"] == "openai/qwen2.5-coder-1.5b"
-    assert "claims:c9f8e7d6" in runs.set_index("run_id").loc["llm-judge", "prompts"]
+    # prompt files read as names; the hash is on hover (the column's tooltip), ✎ marks the run whose differ
+    assert "claims ✎" in list(runs.set_index("run_id").loc["llm-judge", "prompts"])
+    assert "claims: c1a2b3c4d5e6 (✎ other runs: c9f8e7d6c5b4)" in column_help(at, "prompts")
     assert runs.set_index("run_id").loc["weak-retriever", "items"] == "6 of 6"
+
+
+def column_help(at: AppTest, column: str) -> str:
+    """The tooltip of a dataframe column's header (its column_config help)."""
+    for element in at.dataframe:
+        config = json.loads(element.proto.columns or "{}")
+        if column in config:
+            return config[column].get("help", "")
+    raise AssertionError(f"no column config for {column!r}")
+
+
+def test_home_prompts_read_as_names_not_hashes(db: Path) -> None:
+    runs = frame_with(open_page("app.py"), "prompts").set_index("run_id")
+    assert list(runs.loc["weak-retriever", "prompts"]) == ["claims", "essential", "groundedness"]
+    assert not any(re.search(r"[0-9a-f]{8}", name) for cell in runs["prompts"] for name in cell)
+
+
+def test_home_explains_how_to_read_it(db: Path) -> None:
+    at = open_page("app.py")
+    how = next(e for e in at.expander if e.label == "How to read this")
+    text = " ".join(m.value for m in how.markdown)
+    for needle in ("**SP1**", "**SP2**", "**SQC**", "**RP**", "**RQC**", "**SD**", "**GR**", "**Table 2**", "**Unsure**"):
+        assert needle in text
 
 
 def test_home_headline_counts_failures_apart_from_scores(db: Path) -> None:
@@ -463,3 +490,34 @@ def test_links_name_the_run_and_navigation_keeps_it(db: Path) -> None:
     at.query_params.clear()  # the sidebar navigation drops the query string
     at.switch_page("pages/4_Diagnosis.py").run()
     assert not at.exception and at.query_params["run"] == "weak-retriever"
+
+
+# ---------------------------------------------------------------- first visit on the demo
+
+@pytest.fixture(scope="module")
+def demo_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo database (three THELMA runs, then two GRAMMAR runs, the newest)."""
+    from data import build_demo
+
+    db = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    build_demo.build(db, emit=lambda _: None)
+    return db
+
+
+@pytest.fixture
+def demo(demo_built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(demo_built.read_bytes())
+    yield from app_db(path, monkeypatch)
+
+
+def test_home_and_pickers_open_on_the_newest_thelma_run_not_a_grammar_one(demo: Path) -> None:
+    newest = list(store.runs(demo)["run_id"])
+    assert newest[0] in store.grammar_runs(demo)  # the newest run is a GRAMMAR one: not what to open on
+    at = open_page("app.py")
+    assert at.query_params["run"] == "verbose_generator"
+    assert "verbose\\_generator" in at.header[0].value
+    compare = open_page("pages/3_Compare.py")
+    assert (compare.query_params["run"], compare.query_params["other"]) == ("verbose_generator", "better_retriever")
+    assert open_page("pages/1_Run.py").query_params["run"] == "verbose_generator"
+    assert open_page("app.py", run="grammar-bm25").query_params["run"] == "grammar-bm25"  # asked for: kept
