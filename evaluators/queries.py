@@ -557,9 +557,13 @@ def run_labels(path: str | Path, run_id: str) -> pd.DataFrame:
 # ---------------------------------------------------------------- the source ledger (evaluators/ledger.py)
 
 def _norm_sql(expr: str) -> str:
-    """ledger.normalise() as SQL: whitespace runs (Python's str.split() set) collapsed, ends trimmed."""
+    """ledger.normalise() as SQL: whitespace runs (Python's str.split() set) collapsed, ends trimmed.
+    Most texts are already normal (single spaces, none at the ends): one match test passes them as they
+    are, three times faster than the two replacements."""
     ws = ledger.WHITESPACE_CLASS
-    return f"regexp_replace(regexp_replace({expr}, '^{ws}+|{ws}+$', '', 'g'), '{ws}+', ' ', 'g')"
+    odd = "[" + ws[1:-1].replace("\\x{0020}", "") + "]|  |^ | $"
+    return (f"CASE WHEN regexp_matches({expr}, '{odd}') THEN "
+            f"regexp_replace(regexp_replace({expr}, '^{ws}+|{ws}+$', '', 'g'), '{ws}+', ' ', 'g') ELSE {expr} END")
 
 
 def _quote_sql() -> str:
@@ -600,8 +604,10 @@ def _ledger_rows_sql(band: Band | None, keyed: bool) -> str:
         gr AS (SELECT run_id, item_id, component_idx, state,
                       CASE WHEN state = 'yes' THEN {_quote_sql()} END AS quote
                FROM judged WHERE metric = 'gr'),
-        matches AS (SELECT g.run_id, g.item_id, g.component_idx, k.idx
-                    FROM gr g JOIN keyed k USING (run_id, item_id) WHERE contains(k.norm, g.quote)),
+        matches AS MATERIALIZED (
+            SELECT g.run_id, g.item_id, g.component_idx, k.idx
+            FROM (SELECT * FROM gr WHERE quote IS NOT NULL) g JOIN keyed k USING (run_id, item_id)
+            WHERE contains(k.norm, g.quote)),
         supports AS (SELECT run_id, item_id, idx, count(*) AS supports, list(component_idx ORDER BY component_idx) AS claims
                      FROM matches GROUP BY ALL),
         gr_item AS (SELECT g.run_id, g.item_id, count(*) FILTER (WHERE g.state = 'no') AS n_unsupported,

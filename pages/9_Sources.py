@@ -9,7 +9,7 @@ import streamlit as st
 
 from evaluators import ledger, queries, ui
 
-ui.page("Sources")
+path = ui.page("Sources")
 runs = ui.runs()
 if runs.empty:
     st.info("The database has no runs yet.")
@@ -128,5 +128,5 @@ for name, title, why in LISTS:
         show(rows, f"{name.replace(' ', '_')}_table")
 st.caption(ATTRIBUTION)
 st.download_button("Download the whole ledger (CSV)", lambda: ledger.to_csv(
-    queries.source_ledger(ui.db_path(), chosen, th, band, limit=None)), file_name="source_ledger.csv",
+    queries.source_ledger(path, chosen, th, band, limit=None)), file_name="source_ledger.csv",
     mime="text/csv", key="ledger_csv", on_click="ignore")

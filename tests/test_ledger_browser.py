@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import ledger
+from evaluators import cli, ledger
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 from tests.test_browser import charts_drawn, check_page, grid, settle
 from tests.test_ledger import RUN, B, build_ledger_db
@@ -23,11 +23,15 @@ KEY = ledger.source_key(B)
 
 
 @pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The app over one database holding the ledger's hand-built run and the trend runs."""
-    tmp = tmp_path_factory.mktemp("ledger_browser")
-    db = build_trend_db(build_ledger_db(tmp / "ledger.duckdb"))
-    with streamlit_server(db, tmp / "streamlit.log") as url:
+def served_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One database holding the ledger's hand-built run and the trend runs."""
+    return build_trend_db(build_ledger_db(tmp_path_factory.mktemp("ledger_browser") / "ledger.duckdb"))
+
+
+@pytest.fixture(scope="module")
+def base_url(served_db: Path) -> Iterator[str]:
+    """The app over served_db."""
+    with streamlit_server(served_db, served_db.with_name("streamlit.log")) as url:
         yield url
 
 
@@ -93,3 +97,16 @@ def test_trends_render_with_a_baseline(page: Any) -> None:
     rows = grid(page, "point")
     assert [r["point"] for r in rows] == ["base", "fixed", "same"]
     assert [r["real"] for r in rows] == ["", "✓ real", "noise (CI spans 0)"]
+
+
+def test_the_download_is_the_clis_export(page: Any, served_db: Path, tmp_path: Path) -> None:
+    page.goto(f"/Sources?run={RUN}&lr_min=2")
+    check_page(page, "Sources")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the whole ledger (CSV)").click()
+    got = tmp_path / "page.csv"
+    download.value.save_as(got)
+    out = tmp_path / "cli.csv"
+    assert cli.main(["ledger", "--db", str(served_db), "--run", RUN, "--min-retrieved", "2", "--out", str(out)]) == 0
+    assert got.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+    assert f"{KEY},," in got.read_text(encoding="utf-8")
