@@ -478,9 +478,10 @@ def test_every_page_opens_from_its_file_with_its_title(db: Path) -> None:
 def test_navigation_titles_and_url_paths(db: Path) -> None:
     at = open_page("app.py")
     pages = {info["url_pathname"]: info for info in at._registered_pages.values()}  # st.navigation's registry
-    assert list(pages) == ["", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust"]
+    assert list(pages) == ["", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust",
+                           "Sources", "Trends"]
     assert [p["page_name"] for p in pages.values()] == [
-        "Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust"]
+        "Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust", "Sources", "Trends"]
 
 
 def test_links_name_the_run_and_navigation_keeps_it(db: Path) -> None:
