@@ -388,7 +388,8 @@ def prompt_names(prompt_hashes: Sequence[str]) -> tuple[list[list[str]], str]:
     for i, hashes in enumerate(runs):
         for name, digest in hashes.items():
             by_name.setdefault(name, []).append((i, digest))
-    usual = {n: max(set(d for _, d in seen), key=[d for _, d in seen].count) for n, seen in by_name.items()}
+    # the hash most runs used; on a tie the newest run's (runs are listed newest first, max keeps the first)
+    usual = {n: max(dict.fromkeys(d for _, d in seen), key=[d for _, d in seen].count) for n, seen in by_name.items()}
     cells = []
     for hashes in runs:
         names: dict[str, bool] = {}

@@ -88,6 +88,16 @@ def test_home_prompts_read_as_names_not_hashes(db: Path) -> None:
     assert not any(re.search(r"[0-9a-f]{8}", name) for cell in runs["prompts"] for name in cell)
 
 
+def test_prompt_names_fold_batch_forms_and_mark_the_run_whose_file_differs() -> None:
+    newest = json.dumps({"claims": "b" * 12, "claims_batch": "c" * 12, "groundedness": "g" * 12})
+    older = json.dumps({"claims": "a" * 12, "claims_batch": "c" * 12, "groundedness": "g" * 12})
+    cells, hover = ui.prompt_names([newest, older])
+    assert cells == [["claims", "groundedness"], ["claims ✎", "groundedness"]]  # a tie: the newest run's is usual
+    assert f"claims: {'b' * 12} (✎ other runs: {'a' * 12})" in hover and f"claims_batch: {'c' * 12}" in hover
+    cells, _ = ui.prompt_names([older, newest, newest])
+    assert cells == [["claims ✎", "groundedness"], ["claims", "groundedness"], ["claims", "groundedness"]]
+
+
 def test_home_explains_how_to_read_it(db: Path) -> None:
     at = open_page("app.py")
     how = next(e for e in at.expander if e.label == "How to read this")
