@@ -103,6 +103,29 @@ def test_supporting_quote_reads_the_offline_judges_detail() -> None:
     assert ledger.supporting_sources(SUPPORTED_A, [B, A, A + " more"]) == [1, 2]
 
 
+def test_the_sql_attribution_equals_supporting_sources(tmp_path: Path) -> None:
+    sources = ("The pier's café opens at 8. It closes at 6.", "Tickets cost 5 euros.\nChildren  ride free.",
+               "x" * 200 + " end.")
+    details = [
+        "supported: best source sentence \"The pier's café opens at 8.\" (cosine 0.9, 100% of claim words)",
+        "supported: best source sentence 'Children ride free.' (cosine 0.8, 90% of claim words)",
+        "supported: best source sentence 'Tickets cost 5 euros. Children ride free.' (cosine 0.8, 90% of claim words)",
+        f"supported: best source sentence '{'x' * 159}…' (cosine 0.7, 80% of claim words)",
+        "supported: best source sentence 'Nowhere to be found.' (cosine 0.7, 80% of claim words)",
+        "unsupported: best source sentence 'Tickets cost 5 euros.' (cosine 0.4, 20% of claim words)",
+        "1"]
+    db = tmp_path / "quotes.duckdb"
+    store.start_run(db, Run("q", "hand", {}, {}), 1)
+    store.write_batch(db, "q", items=[Item("x", "q", sources, "r")], verdicts=[
+        _verdict("x", "gr", i, 0.0 if d.startswith("unsupported") else 1.0, detail=d) for i, d in enumerate(details)])
+    want = Counter(i for d in details for i in ledger.supporting_sources(d, sources) if not d.startswith("un"))
+    assert want == Counter({0: 1, 1: 2, 2: 1})  # the quotes this test means to cover are all attributed
+    for i, text in enumerate(sources):
+        row = queries.source_retrievals(db, ["q"], ledger.source_key(text)).iloc[0]
+        assert row["supports"] == want[i]
+    assert row["n_unattributed"] == 2  # "Nowhere to be found." and the LLM judge's bare "1"
+
+
 # ---------------------------------------------------------------- counts on a hand-built run
 
 def test_hand_built_ledger_counts(hand_db: Path) -> None:
