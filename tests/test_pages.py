@@ -532,3 +532,18 @@ def test_home_and_pickers_open_on_the_newest_thelma_run_not_a_grammar_one(demo: 
     assert (compare.query_params["run"], compare.query_params["other"]) == ("verbose_generator", "better_retriever")
     assert open_page("pages/1_Run.py").query_params["run"] == "verbose_generator"
     assert open_page("app.py", run="grammar-bm25").query_params["run"] == "grammar-bm25"  # asked for: kept
+
+
+def test_readme_commands_are_plain_make_because_the_makefile_sets_the_environment() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Two commands for a fresh machine", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    assert [line for line in block.splitlines() if line and not line.startswith("#")] == ["make run", "make test"]
+    # a fresh shell with nothing set: the Makefile alone gives every recipe the offline environment
+    shown = subprocess.run(["make", "--no-print-directory", "--eval", "env-check: ; @env", "env-check"], cwd=ROOT,
+                           env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True).stdout
+    env = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+    assert {k: env.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
+                                    "LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_MODE")} == {
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
+    assert (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().endswith("make test")
