@@ -79,3 +79,31 @@ def quadrant(points: pd.DataFrame, x: str, y: str, th: Mapping[str, float], coun
         "layout": {"height": 320, "margin": {"l": 10, "r": 10, "t": 10, "b": 10}, "shapes": [_vline(tx), hline],
                    "annotations": notes, "xaxis": {"title": {"text": x.upper()}, "range": [-0.05, 1.05]},
                    "yaxis": {"title": {"text": y.upper()}, "range": [-0.05, 1.05]}}})
+
+
+def trend_chart(frame: pd.DataFrame, metric_ids: Sequence[str], order: Sequence[str]) -> go.Figure:
+    """Metric means over trend points (runs in time order, or time buckets) with their 95% intervals as
+    error bars; the baseline is a star, a real change against it a large diamond, and every point's
+    hover says "n scored of N"."""
+    data = []
+    for m in metric_ids:
+        rows = frame[(frame["metric"] == m) & frame["mean"].notna()].set_index("point").reindex(
+            [p for p in order if p in set(frame.loc[frame["metric"] == m, "point"])]).dropna(subset=["mean"])
+        if rows.empty:
+            continue
+        notes = [f"n scored {int(r.n_scored)} of {int(r.n_total)}" + (
+            " · baseline" if r.baseline else "" if pd.isna(r.delta) else
+            f" · change {r.delta:+.3f} [{r.delta_low:+.3f}, {r.delta_high:+.3f}] "
+            f"{'real' if r.real else 'noise'} ({r.test})") for r in rows.itertuples()]
+        data.append({"type": "scatter", "mode": "lines+markers", "name": m.upper(), "x": list(rows.index),
+                     "y": rows["mean"].tolist(), "text": notes,
+                     "error_y": {"type": "data", "symmetric": False, "array": (rows["high"] - rows["mean"]).tolist(),
+                                 "arrayminus": (rows["mean"] - rows["low"]).tolist()},
+                     "marker": {"size": [14 if b or r else 7 for b, r in zip(rows["baseline"], rows["real"])],
+                                "symbol": ["star" if b else "diamond" if r else "circle"
+                                           for b, r in zip(rows["baseline"], rows["real"])]},
+                     "hovertemplate": f"{m.upper()} %{{x}}: %{{y:.3f}}<br>%{{text}}<extra></extra>"})
+    return go.Figure({"data": data, "layout": {
+        "height": 380, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+        "xaxis": {"type": "category", "categoryorder": "array", "categoryarray": list(order)},
+        "yaxis": {"title": {"text": "mean (95% CI)"}, "range": [-0.05, 1.05]}}})

@@ -1,5 +1,5 @@
-"""The command line: evaluate, export, diagnose, trust, agreement, gate, export-suite, runs, delete-run. A stable
-contract others rely on.
+"""The command line: evaluate, export, diagnose, trust, agreement, gate, export-suite, ledger, runs, delete-run.
+A stable contract others rely on.
 
 Every path and number option is checked before any work (evaluators/options.py): a bad one is
 one line naming the option, and nothing is written.
@@ -18,7 +18,7 @@ import csv
 import sys
 from typing import NoReturn, Sequence
 
-from evaluators import confidence, diagnosis, dryrun, options, queries, registry, runner, store, traces
+from evaluators import confidence, diagnosis, dryrun, ledger, options, queries, registry, runner, store, traces
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
@@ -174,8 +174,32 @@ def _parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("delete-run", help="delete a run with its items, scores and triage notes (one transaction)")
     dr.add_argument("--db", required=True, type=options.database)
     dr.add_argument("--run", required=True)
+    ld = sub.add_parser("ledger", help="one CSV row per retrieved source: how often retrieved, essential, "
+                                       "supporting claims, beside unsupported claims")
+    ld.add_argument("--db", required=True, type=options.database)
+    ld.add_argument("--run", required=True, action="append", help="run name; repeat for several runs")
+    ld.add_argument("--out", required=True, type=options.output_file)
+    ld.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
+    ld.add_argument("--min-retrieved", type=options.count, default=ledger.DEFAULT_THRESHOLDS.min_retrieved,
+                    help="retrievals a source needs to be listed as dead weight or stale (default %(default)s)")
+    ld.add_argument("--dead-max-essential", type=_share, default=ledger.DEFAULT_THRESHOLDS.dead_max_essential,
+                    help="dead weight: SP1 essential share at most this (default %(default)s)")
+    ld.add_argument("--stale-min-unsupported", type=_share, default=ledger.DEFAULT_THRESHOLDS.stale_min_unsupported,
+                    help="possibly stale: share of retrievals beside an unsupported claim at least this "
+                         "(default %(default)s)")
     grammar_cli.add_commands(sub)  # grammar-generate, grammar-run, grammar-eval, grammar-demo
     return p
+
+
+def _share(text: str) -> float:
+    """A share within [0, 1] (the ledger's list thresholds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must lie within [0, 1], got {text!r}")
+    return value
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -383,6 +407,19 @@ def _export_suite(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ledger(args: argparse.Namespace) -> int:
+    runs = list(dict.fromkeys(args.run))
+    for run in runs:
+        _check_run(args.db, run)
+    th = ledger.Thresholds(args.min_retrieved, args.dead_max_essential, args.stale_min_unsupported)
+    frame = queries.source_ledger(args.db, runs, th, args.band, limit=None)
+    with open(args.out, "w", newline="", encoding="utf-8") as f:
+        f.write(ledger.to_csv(frame))
+    print(f"wrote {len(frame)} sources of {len(runs)} run{'s' if len(runs) > 1 else ''} to {args.out}: "
+          f"{int(frame['dead_weight'].sum())} dead weight, {int(frame['stale'].sum())} possibly stale")
+    return 0
+
+
 def _runs(args: argparse.Namespace) -> int:
     frame = store.runs(args.db)
     if frame.empty:
@@ -406,7 +443,7 @@ def _delete_run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     handlers = {"evaluate": _evaluate, "export": _export, "diagnose": _diagnose, "trust": _trust, "agreement": _agreement,
-                "gate": _gate, "export-suite": _export_suite, "runs": _runs,
+                "gate": _gate, "export-suite": _export_suite, "ledger": _ledger, "runs": _runs,
                 "delete-run": _delete_run}
     try:
         args = _parser().parse_args(argv)  # opens --db read-only to check it: it may be busy

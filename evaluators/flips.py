@@ -12,7 +12,6 @@ unsure or failed in either run is no flip: it is counted apart, as are component
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from evaluators import queries, store
+from evaluators import ledger, queries, store
 from evaluators.confidence import Band
 
 SOURCES, RESPONSE, JUDGE = "retriever or chunking", "prompt or generator", "judge"
@@ -31,12 +30,6 @@ MIN_OVERLAP = 0.5
 WHAT = {"claim": "claim", "subquestion": "sub-question", "source": "source"}
 
 _WORD = re.compile(r"\w+")
-
-
-def _source_key(text: str) -> str:
-    """A source's key in the source ledger (ledger.source_key's formula): the first 12 hex digits of the
-    sha256 of its whitespace-normalised text."""
-    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:12]
 
 
 def _plain(text: str) -> str:
@@ -162,8 +155,8 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
         kept_a, kept_b = {_plain(s) for s in before}, {_plain(s) for s in after}
         removed = [s for s in before if _plain(s) not in kept_b]
         added = [s for s in after if _plain(s) not in kept_a]
-        changes += [{"item_id": item, "run": "a", "text": s, "key": _source_key(s)} for s in removed]
-        changes += [{"item_id": item, "run": "b", "text": s, "key": _source_key(s)} for s in added]
+        changes += [{"item_id": item, "run": "a", "text": s, "key": ledger.source_key(s)} for s in removed]
+        changes += [{"item_id": item, "run": "b", "text": s, "key": ledger.source_key(s)} for s in added]
         moved[item] = (len(removed), len(added))
     per_item = components.assign(lost=components["after"] < components["before"],
                                  gained=components["after"] > components["before"]).groupby("item_id", sort=True)

@@ -18,13 +18,13 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from evaluators import registry, store
+from evaluators import ledger, registry, store
 from evaluators.confidence import DEFAULT_BANDS, LABEL, Band, band_for
 from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, LEVELS, MAX_UNSURE_SHARE, MIN_SCORED, READINGS
 from evaluators.metrics import aggregate_coverage, aggregate_mean
 from evaluators.records import Score, Status
 from evaluators.store import NOT_FAILED, column, count_column
-from evaluators.vocabulary import order_metrics
+from evaluators.vocabulary import THELMA, order_metrics
 
 _DEFAULT_THRESHOLD = 0.5
 # How scores_sql() recomputes a metric at another band: the mean of its verdicts, or SQC's coverage
@@ -668,3 +668,228 @@ def imported_item_scores(path: str | Path, run_id: str, item_id: str) -> pd.Data
     return store.query(path, """SELECT origin, metric, value FROM imported_scores
                                 WHERE run_id = $run AND item_id = $item ORDER BY origin, metric""",
                        {"run": run_id, "item": item_id})
+
+
+# ---------------------------------------------------------------- the source ledger (evaluators/ledger.py)
+
+def _norm_sql(expr: str) -> str:
+    """ledger.normalise() as SQL: whitespace runs (Python's str.split() set) collapsed, ends trimmed.
+    Most texts are already normal (single spaces, none at the ends): one match test passes them as they
+    are, three times faster than the two replacements."""
+    ws = ledger.WHITESPACE_CLASS
+    odd = "[" + ws[1:-1].replace("\\x{0020}", "") + "]|  |^ | $"
+    return (f"CASE WHEN regexp_matches({expr}, '{odd}') THEN "
+            f"regexp_replace(regexp_replace({expr}, '^{ws}+|{ws}+$', '', 'g'), '{ws}+', ' ', 'g') ELSE {expr} END")
+
+
+def _quote_sql() -> str:
+    """ledger.supporting_quote() over a verdicts row's detail as SQL: NULL when it names no source."""
+    found = ", ".join(f"nullif(regexp_extract(detail, '{p.replace(chr(39), chr(39) * 2)}', 1), '')"
+                      for p in ledger.QUOTE_PATTERNS)
+    quote = _norm_sql(f"regexp_replace(coalesce({found}), '…$', '')")
+    return (f"CASE WHEN starts_with(detail, '{ledger.SUPPORTED_PREFIX}') THEN nullif(left("
+            f"split_part({quote}, '{ledger.SENTENCE_END}', 1), {int(ledger.QUOTE_MATCH)}), '') END")
+
+
+def _ledger_rows_sql(band: Band | None, keyed: bool) -> str:
+    """CTEs ending in `rows`: one row per retrieval (run, item, source position) of the runs in $runs,
+    with the source's identity, SP1's state on it, the GR claims it supports and its item's GR counts.
+    keyed: only the retrievals of the source $source (its id or its text key), the other sources of
+    their items read too so that a claim another source supports is not counted as unattributed."""
+    runs = "run_id IN (SELECT unnest($runs::VARCHAR[]))"
+    only_items = ("WHERE (run_id, item_id) IN (SELECT run_id, item_id FROM hashed WHERE $source IN (source_id, text_key))"
+                  if keyed else "")
+    state = (f"CASE WHEN status <> 'ok' OR value IS NULL OR value NOT IN (0, 1) THEN 'failed' "
+             f"WHEN {unsure_sql(band)} THEN 'unsure' WHEN value = 1 THEN 'yes' ELSE 'no' END")
+    return f"""WITH src AS (
+            SELECT run_id, item_id, pos - 1 AS idx, text, {_norm_sql('text')} AS norm,
+                   CASE WHEN json_array_length(metadata, '$.source_ids') = len(sources)
+                        THEN json_extract_string(metadata, '$.source_ids[' || (pos - 1) || ']') END AS source_id
+            FROM (SELECT run_id, item_id, metadata, sources, unnest(sources) AS text,
+                         generate_subscripts(sources, 1) AS pos FROM items WHERE {runs})),
+        hashed AS (SELECT *, left(sha256(norm), {ledger.KEY_LENGTH}) AS text_key FROM src),
+        keyed AS MATERIALIZED (
+            SELECT *, coalesce(source_id, text_key) AS source FROM hashed
+            {only_items}),
+        judged AS (
+            SELECT run_id, item_id, metric, component_kind, component_idx, detail, {state} AS state
+            FROM verdicts WHERE {runs} AND metric IN ('sp1', 'gr')
+              {"AND (run_id, item_id) IN (SELECT run_id, item_id FROM keyed)" if keyed else ""}),
+        sp1 AS (SELECT run_id, item_id, component_idx AS idx, state AS sp1, detail AS sp1_detail
+                FROM judged WHERE metric = 'sp1' AND component_kind = 'source'),
+        gr AS (SELECT run_id, item_id, component_idx, state,
+                      CASE WHEN state = 'yes' THEN {_quote_sql()} END AS quote
+               FROM judged WHERE metric = 'gr'),
+        matches AS MATERIALIZED (
+            SELECT g.run_id, g.item_id, g.component_idx, k.idx
+            FROM (SELECT * FROM gr WHERE quote IS NOT NULL) g JOIN keyed k USING (run_id, item_id)
+            WHERE contains(k.norm, g.quote)),
+        supports AS (SELECT run_id, item_id, idx, count(*) AS supports, list(component_idx ORDER BY component_idx) AS claims
+                     FROM matches GROUP BY ALL),
+        gr_item AS (SELECT g.run_id, g.item_id, count(*) FILTER (WHERE g.state = 'no') AS n_unsupported,
+                           count(*) FILTER (WHERE g.state IN ('yes', 'no')) AS n_decided,
+                           count(*) FILTER (WHERE g.state = 'yes' AND m.component_idx IS NULL) AS n_unattributed
+                    FROM gr g LEFT JOIN (SELECT DISTINCT run_id, item_id, component_idx FROM matches) m
+                         USING (run_id, item_id, component_idx) GROUP BY ALL),
+        rows AS (SELECT k.run_id, k.item_id, k.idx, k.source, k.source_id, k.text_key, k.text, s.sp1, s.sp1_detail,
+                        coalesce(m.supports, 0) AS supports, m.claims, g.n_unsupported, g.n_decided, g.n_unattributed
+                 FROM keyed k LEFT JOIN sp1 s USING (run_id, item_id, idx) LEFT JOIN supports m USING (run_id, item_id, idx)
+                      LEFT JOIN gr_item g USING (run_id, item_id)
+                 {"WHERE $source IN (k.source_id, k.text_key)" if keyed else ""})"""
+
+
+_LEDGER_COLUMNS = """
+        count(*) AS n_retrieved, count(DISTINCT run_id) AS n_runs,
+        count(*) FILTER (WHERE sp1 = 'yes') AS sp1_essential, count(*) FILTER (WHERE sp1 = 'no') AS sp1_not,
+        count(*) FILTER (WHERE sp1 = 'unsure') AS sp1_unsure, count(*) FILTER (WHERE sp1 = 'failed') AS sp1_failed,
+        count(*) FILTER (WHERE sp1 IS NULL) AS sp1_missing,
+        sum(supports)::BIGINT AS claims_supported, coalesce(sum(n_unattributed), 0)::BIGINT AS claims_source_unknown,
+        count(*) FILTER (WHERE n_unsupported > 0) AS beside_unsupported,
+        count(*) FILTER (WHERE n_decided > 0) AS gr_decided"""
+
+
+def _ledger_flags(th: ledger.Thresholds) -> str:
+    """ledger.is_dead_weight and ledger.is_stale over a ledger row as SQL (tests hold them equal)."""
+    least = int(th.min_retrieved)
+    return (f"n_retrieved >= {least} AND sp1_essential + sp1_not > 0 AND "
+            f"sp1_essential / (sp1_essential + sp1_not) <= {_literal(th.dead_max_essential)} AS dead_weight, "
+            f"n_retrieved >= {least} AND gr_decided > 0 AND "
+            f"beside_unsupported / gr_decided >= {_literal(th.stale_min_unsupported)} AS stale")
+
+
+def _ledger_sql(band: Band | None, th: ledger.Thresholds) -> str:
+    """`ledger`: one row per source over the runs in $runs, with its counts, shares and list flags."""
+    return f"""{_ledger_rows_sql(band, keyed=False)},
+        grouped AS (SELECT source, any_value(source_id) AS source_id, any_value(text_key) AS text_key,
+                           left(any_value(text), 300) AS text, {_LEDGER_COLUMNS}
+                    FROM rows GROUP BY source),
+        ledger AS MATERIALIZED (
+            SELECT *, sp1_essential / nullif(sp1_essential + sp1_not, 0) AS essential_share,
+                   beside_unsupported / nullif(gr_decided, 0) AS unsupported_share, {_ledger_flags(th)}
+            FROM grouped)"""
+
+
+def source_ledger(path: str | Path, run_ids: Sequence[str], th: ledger.Thresholds = ledger.DEFAULT_THRESHOLDS,
+                  band: Band | None = None, limit: int | None = 100) -> pd.DataFrame:
+    """The source ledger of these runs, grouped in DuckDB.
+
+    With a limit: at most `limit` rows of each list, in a column `list`: 'retrieved' (most retrieved
+    first), 'dead weight' (most retrieved, then least essential first) and 'stale' (most often beside
+    unsupported claims first), with the whole ledger's counts n_sources, n_dead and n_stale on every row.
+    Without: every source, most retrieved first (the export).
+    """
+    params = {"runs": list(run_ids)}
+    if limit is None:
+        return store.query(path, f"""{_ledger_sql(band, th)}
+            SELECT * FROM ledger ORDER BY n_retrieved DESC, source""", params)
+    n = int(limit)
+    return store.query(path, f"""{_ledger_sql(band, th)},
+        lists AS (
+            (SELECT 'retrieved' AS list, * FROM ledger ORDER BY n_retrieved DESC, source LIMIT {n})
+            UNION ALL
+            (SELECT 'dead weight', * FROM ledger WHERE dead_weight
+             ORDER BY n_retrieved DESC, essential_share, source LIMIT {n})
+            UNION ALL
+            (SELECT 'stale', * FROM ledger WHERE stale
+             ORDER BY beside_unsupported DESC, unsupported_share DESC, source LIMIT {n}))
+        SELECT *, (SELECT count(*) FROM ledger) AS n_sources,
+               (SELECT count(*) FILTER (WHERE dead_weight) FROM ledger) AS n_dead,
+               (SELECT count(*) FILTER (WHERE stale) FROM ledger) AS n_stale
+        FROM lists""", params)
+
+
+def source_retrievals(path: str | Path, run_ids: Sequence[str], source: str, band: Band | None = None,
+                      limit: int = 500) -> pd.DataFrame:
+    """Where one source (its id or its text key) was retrieved in these runs: run_id, item_id, idx
+    (its position), the item's query, SP1's state and detail on it, the GR claims it supports (claim
+    indexes and texts), and its item's GR counts; with n_match, the number of retrievals, on every row."""
+    return store.query(path, f"""{_ledger_rows_sql(band, keyed=True)}
+        SELECT r.run_id, r.item_id, r.idx, r.source, r.source_id, r.text_key, r.text, i.query, r.sp1, r.sp1_detail,
+               r.supports, (SELECT list(c.text ORDER BY c.idx) FROM components c
+                            WHERE c.run_id = r.run_id AND c.item_id = r.item_id AND c.kind = 'claim'
+                              AND list_contains(r.claims, c.idx)) AS claims,
+               r.n_unsupported, r.n_decided, r.n_unattributed, count(*) OVER () AS n_match
+        FROM rows r JOIN items i USING (run_id, item_id)
+        ORDER BY r.run_id, r.item_id, r.idx LIMIT {int(limit)}""", {"runs": list(run_ids), "source": source})
+
+
+# ---------------------------------------------------------------- which runs a page opens on
+
+def thelma_runs(path: str | Path) -> list[str]:
+    """Runs with THELMA scores that are not GRAMMAR robustness runs (whose items carry `grammar_group`,
+    or which have GRAMMAR correctness stored), newest first: where a first visit should land."""
+    with store.reading(path):
+        has_grammar = store.query(path, """SELECT count(*) AS n FROM information_schema.tables
+                                           WHERE table_name = 'grammar_correctness'""")["n"].iloc[0]
+        frame = store.query(path, f"""
+            WITH grammar AS (
+                SELECT run_id FROM (SELECT run_id, any_value(metadata) AS m FROM items GROUP BY run_id)
+                WHERE json_exists(m, '$.grammar_group')
+                {"UNION SELECT run_id FROM grammar_correctness" if has_grammar else ""})
+            SELECT r.run_id FROM runs r
+            WHERE r.run_id IN (SELECT run_id FROM scores WHERE metric IN {_names(THELMA)})
+              AND r.run_id NOT IN (SELECT run_id FROM grammar)
+            ORDER BY r.created_at DESC, r.run_id""")
+    return list(frame["run_id"])
+
+
+# ---------------------------------------------------------------- trends (evaluators/trends.py)
+
+def _scored(relation: str) -> str:
+    return f"SELECT metric, value, count(*) AS n FROM {relation} WHERE run_id = $run AND value IS NOT NULL AND NOT isnan(value)"
+
+
+def trend_scores(path: str | Path, run_ids: Sequence[str], baseline: str | None = None,
+                 band: Band | None = None) -> dict[str, pd.DataFrame]:
+    """Per run (a trend point): its scored values grouped (dist: point, metric, value, n), its items
+    (totals: point, n_items) and, against `baseline`, the per-item deltas of the items both scored
+    (pairs: point, metric, delta rounded to 1e-3, n), all at the band."""
+    dist, totals, pairs = [], [], []
+    relation = scores_sql(band)
+    with store.reading(path):
+        for run in run_ids:
+            ids = {"run": run}
+            dist.append(store.query(path, f"SELECT $run AS point, * FROM ({_scored(relation)} GROUP BY ALL)", ids))
+            totals.append(store.query(path, "SELECT $run AS point, count(*) AS n_items FROM items WHERE run_id = $run", ids))
+            if baseline is not None and run != baseline:
+                # the same generated relation twice, one for each run: the baseline's reads $base
+                pairs.append(store.query(path, f"""
+                    SELECT $run AS point, a.metric, round(b.value - a.value, 3) AS delta, count(*) AS n
+                    FROM (SELECT * FROM {relation.replace('$run', '$base')}) a
+                         JOIN (SELECT * FROM {relation}) b USING (item_id, metric)
+                    WHERE a.run_id = $base AND b.run_id = $run AND NOT isnan(a.value) AND NOT isnan(b.value)
+                    GROUP BY ALL""", {"run": run, "base": baseline}))
+    empty = pd.DataFrame(columns=["point", "metric", "delta", "n"])
+    return {"dist": pd.concat(dist, ignore_index=True), "totals": pd.concat(totals, ignore_index=True),
+            "pairs": pd.concat(pairs, ignore_index=True) if pairs else empty}
+
+
+def _timestamp_sql(value: str) -> str:
+    """A metadata value as a UTC TIMESTAMP: ISO text (an offset or Z converted to UTC, none read as is),
+    or a number of seconds (milliseconds from 1e11 up) since the epoch; NULL otherwise. Numbers below
+    1e8 (before 1973) are counts, not timestamps."""
+    number = f"TRY_CAST({value} AS DOUBLE)"
+    return (f"CASE WHEN regexp_matches({value}, '(Z|[+-]\\d\\d:?\\d\\d)$') "
+            f"THEN TRY_CAST({value} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' "
+            f"WHEN {number} >= 1e8 THEN make_timestamp((CASE WHEN {number} >= 1e11 THEN {number} * 1e3 "
+            f"ELSE {number} * 1e6 END)::BIGINT) WHEN {number} IS NULL THEN TRY_CAST({value} AS TIMESTAMP) END")
+
+
+def trend_buckets(path: str | Path, run_id: str, key: str, unit: str, band: Band | None = None) -> dict[str, pd.DataFrame]:
+    """One run's items bucketed by the metadata timestamp `key`, truncated to `unit` ('day' or 'week',
+    weeks start on Monday): dist (point 'YYYY-MM-DD', metric, value, n) and totals (point, n_items),
+    where point NULL counts the items without a readable timestamp."""
+    if unit not in ("day", "week"):
+        raise ValueError(f"unit must be day or week, got {unit!r}")
+    params = {"run": run_id, "key": _json_pointer(key)}
+    buckets = f"""buckets AS (
+        SELECT item_id, strftime(date_trunc('{unit}', {_timestamp_sql('v')}), '%Y-%m-%d') AS point
+        FROM (SELECT item_id, json_extract_string(metadata, $key) AS v FROM items WHERE run_id = $run))"""
+    with store.reading(path):
+        dist = store.query(path, f"""WITH {buckets}
+            SELECT b.point, s.metric, s.value, count(*) AS n FROM {scores_sql(band)} s JOIN buckets b USING (item_id)
+            WHERE s.run_id = $run AND b.point IS NOT NULL AND s.value IS NOT NULL AND NOT isnan(s.value)
+            GROUP BY ALL ORDER BY b.point""", params)
+        totals = store.query(path, f"""WITH {buckets}
+            SELECT point, count(*) AS n_items FROM buckets GROUP BY ALL ORDER BY point NULLS LAST""", params)
+    return {"dist": dist, "totals": totals}

@@ -54,6 +54,8 @@ PAGES: dict[str, PageFile] = {
     "evaluate": PageFile("pages/6_Evaluate.py", "Evaluate", "Evaluate"),
     "robustness": PageFile("pages/7_Robustness.py", "Robustness", "Robustness"),
     "trust": PageFile("pages/8_Trust.py", "Trust", "Trust"),
+    "sources": PageFile("pages/9_Sources.py", "Sources", "Sources"),
+    "trends": PageFile("pages/10_Trends.py", "Trends", "Trends"),
 }
 LABELS = ("confirmed", "false alarm", "fixed")
 SAVE_DEADLINE_S = 5.0  # how long a triage save retries a locked file before saying "busy"
@@ -360,15 +362,56 @@ def csv_list(text: str) -> list[str]:
     return [p for p in text.split(",") if p]
 
 
+def default_run(ids: Sequence[str], skip: str | None = None) -> str:
+    """The run a picker opens on: the newest THELMA run (not a GRAMMAR robustness run) other than
+    `skip`, else the newest run other than `skip`. `ids` lists runs newest first."""
+    thelma = set(read(queries.thelma_runs))
+    return next((r for r in ids if r != skip and r in thelma), next((r for r in ids if r != skip), ids[0]))
+
+
 def pick_run(frame: pd.DataFrame, key: str = "run", label: str = "Run", skip: str | None = None,
              where: Any = None) -> str | None:
-    """A run selectbox synced with ?run= (default: the newest run, or the newest other than `skip`)."""
+    """A run selectbox synced with ?run= (default: default_run(), the newest THELMA run)."""
     ids = list(frame["run_id"])
     if not ids:
         return None
-    default = next((r for r in ids if r != skip), ids[0])
-    return synced((where or st.sidebar).selectbox, label, key, default, remember=True, explicit=True,
+    return synced((where or st.sidebar).selectbox, label, key, default_run(ids, skip), remember=True, explicit=True,
                   options=ids)
+
+
+def prompt_names(prompt_hashes: Sequence[str]) -> tuple[list[list[str]], str]:
+    """The runs' prompt files (runs.prompt_hashes JSON) as names a person reads: per run its prompt
+    names (a batched form folded into its name), a name marked ✎ when its hash differs from the one
+    most runs used; and a hover text with every name's hash, and which runs used another."""
+    runs = [json.loads(p) for p in prompt_hashes]
+    by_name: dict[str, list[tuple[int, str]]] = {}
+    for i, hashes in enumerate(runs):
+        for name, digest in hashes.items():
+            by_name.setdefault(name, []).append((i, digest))
+    # the hash most runs used; on a tie the newest run's (runs are listed newest first, max keeps the first)
+    usual = {n: max(dict.fromkeys(d for _, d in seen), key=[d for _, d in seen].count) for n, seen in by_name.items()}
+    cells = []
+    for hashes in runs:
+        names: dict[str, bool] = {}
+        for name, digest in sorted(hashes.items()):
+            base = name.removesuffix("_batch")
+            names[base] = names.get(base, False) or digest != usual[name]
+        cells.append([f"{n} ✎" if edited else n for n, edited in names.items()])
+    lines = [f"{n}: {usual[n][:12]}" + ("" if all(d == usual[n] for _, d in seen) else " (✎ other runs: "
+             + ", ".join(sorted({d[:12] for _, d in seen if d != usual[n]})) + ")")
+             for n, seen in sorted(by_name.items())]
+    return cells, "Prompt files (sha256, first 12 hex) most runs used; ✎ marks a run whose file differed:  \n" + \
+        "  \n".join(lines)
+
+
+def pick_runs(frame: pd.DataFrame, key: str = "runs", label: str = "Runs") -> list[str]:
+    """A multiselect of runs synced with ?runs=a,b (default: the run in ?run=, else default_run())."""
+    ids = list(frame["run_id"])
+    if not ids:
+        return []
+    first = st.query_params.get("run")
+    default = [first if first in ids else default_run(ids)]
+    return synced(st.sidebar.multiselect, label, key, default, csv_list, remember=True, explicit=True, options=ids)
 
 
 def unit(text: str) -> float:

@@ -1,13 +1,30 @@
 """Runs: every evaluation run, and for one run each metric's headline with its interval and failures."""
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import streamlit as st
 
 from evaluators import charts, queries, ui
 from evaluators.vocabulary import display_name
+
+HOW_TO_READ = """Each run scores (query, retrieved sources, response) triplets without a reference answer. A
+judge breaks a text into parts (claims, sub-questions, sentences) and answers 1 or 0 for each part; a
+metric is the share of 1s, from 0 to 1, higher is better.
+
+- **SP1** source precision: the share of retrieved sources that hold something essential to the query.
+- **SP2** source precision by fact: the share of the sources' facts that are essential.
+- **SQC** source query coverage: the share of the query's sub-questions the sources answer.
+- **RP** response precision: the share of the response's claims that are essential to the query.
+- **RQC** response query coverage: the share of sub-questions the response addresses.
+- **SD** self-distinctness: 1 minus the share of response sentences that repeat another one.
+- **GR** groundedness: the share of the response's claims the sources support.
+
+**Table 2** (the Diagnosis page) reads pairs of these: for example low SQC with low RQC means the sources
+lack the answer (fix the retriever or the source text), high SQC with low RQC means the answer was there
+but not used (fix the prompt or the generator). Each rule names the component to fix.
+
+**Unsure**: a verdict whose probability lies inside the uncertainty band (sidebar) is neither 1 nor 0; it is
+left out of the score like a judge failure and counted apart, so read every mean with its "n scored of N"."""
 
 ui.page("Runs")
 runs = ui.runs()
@@ -15,12 +32,16 @@ if runs.empty:
     st.info("The database has no runs yet. Evaluate a file on the Evaluate page or with the CLI.")
     st.stop()
 
+with st.expander("How to read this", expanded=False):
+    st.markdown(HOW_TO_READ)
+prompt_cells, prompt_help = ui.prompt_names(list(runs["prompt_hashes"]))
 table = runs.assign(
     items=[f"{d} of {n}" for d, n in zip(runs["n_done"], runs["n_items"])],
-    prompts=[", ".join(f"{k}:{v[:8]}" for k, v in json.loads(p).items()) for p in runs["prompt_hashes"]],
+    prompts=prompt_cells,
 )[["run_id", "judge", "status", "items", "created_at", "started_by", "prompts"]]
 st.dataframe(table, hide_index=True, key="runs_table", width="stretch",
-             column_config={"created_at": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm")})
+             column_config={"created_at": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
+                            "prompts": st.column_config.ListColumn("prompts", help=prompt_help)})
 
 run_id = ui.pick_run(runs)
 metric_ids = ui.metrics(run_id)

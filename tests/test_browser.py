@@ -374,7 +374,8 @@ def test_sidebar_titles_and_deep_links_under_their_url_paths(page: Any) -> None:
     page.goto("/")
     check_page(page, "Runs")
     names = page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()
-    assert names == ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust"]
+    assert names == ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust",
+                     "Sources", "Trends"]
     links = {
         "/?run=weak-retriever": ("Runs", "Run weak-retriever"),
         "/Run?run=weak-retriever&rule=T2.2": ("Run", "1 matching items"),
@@ -385,6 +386,8 @@ def test_sidebar_titles_and_deep_links_under_their_url_paths(page: Any) -> None:
         "/Evaluate": ("Evaluate", "Items file"),
         "/Robustness": ("Robustness", "No GRAMMAR runs"),
         "/Trust?run=weak-retriever": ("Trust", "labelled calls"),
+        "/Sources?run=weak-retriever": ("Sources", "Most retrieved"),
+        "/Trends?runs=weak-retriever,better-retriever": ("Trends", "difference of means"),
     }
     for url, (title, shown) in links.items():
         page.goto(url)

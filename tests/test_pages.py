@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from evaluators import queries, store, ui
+from tests.conftest import app_db
 from tests.seed import INJECTION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,8 +67,43 @@ def test_home_lists_runs_with_judge_and_prompt_hashes(db: Path) -> None:
     runs = frame_with(at, "judge")
     assert list(runs["run_id"]) == ["llm-judge", "better-retriever", "weak-retriever"]
     assert runs.set_index("run_id").loc["llm-judge", "judge"] == "openai/qwen2.5-coder-1.5b"
-    assert "claims:c9f8e7d6" in runs.set_index("run_id").loc["llm-judge", "prompts"]
+    # prompt files read as names; the hash is on hover (the column's tooltip), ✎ marks the run whose differ
+    assert "claims ✎" in list(runs.set_index("run_id").loc["llm-judge", "prompts"])
+    assert "claims: c1a2b3c4d5e6 (✎ other runs: c9f8e7d6c5b4)" in column_help(at, "prompts")
     assert runs.set_index("run_id").loc["weak-retriever", "items"] == "6 of 6"
+
+
+def column_help(at: AppTest, column: str) -> str:
+    """The tooltip of a dataframe column's header (its column_config help)."""
+    for element in at.dataframe:
+        config = json.loads(element.proto.columns or "{}")
+        if column in config:
+            return config[column].get("help", "")
+    raise AssertionError(f"no column config for {column!r}")
+
+
+def test_home_prompts_read_as_names_not_hashes(db: Path) -> None:
+    runs = frame_with(open_page("app.py"), "prompts").set_index("run_id")
+    assert list(runs.loc["weak-retriever", "prompts"]) == ["claims", "essential", "groundedness"]
+    assert not any(re.search(r"[0-9a-f]{8}", name) for cell in runs["prompts"] for name in cell)
+
+
+def test_prompt_names_fold_batch_forms_and_mark_the_run_whose_file_differs() -> None:
+    newest = json.dumps({"claims": "b" * 12, "claims_batch": "c" * 12, "groundedness": "g" * 12})
+    older = json.dumps({"claims": "a" * 12, "claims_batch": "c" * 12, "groundedness": "g" * 12})
+    cells, hover = ui.prompt_names([newest, older])
+    assert cells == [["claims", "groundedness"], ["claims ✎", "groundedness"]]  # a tie: the newest run's is usual
+    assert f"claims: {'b' * 12} (✎ other runs: {'a' * 12})" in hover and f"claims_batch: {'c' * 12}" in hover
+    cells, _ = ui.prompt_names([older, newest, newest])
+    assert cells == [["claims ✎", "groundedness"], ["claims", "groundedness"], ["claims", "groundedness"]]
+
+
+def test_home_explains_how_to_read_it(db: Path) -> None:
+    at = open_page("app.py")
+    how = next(e for e in at.expander if e.label == "How to read this")
+    text = " ".join(m.value for m in how.markdown)
+    for needle in ("**SP1**", "**SP2**", "**SQC**", "**RP**", "**RQC**", "**SD**", "**GR**", "**Table 2**", "**Unsure**"):
+        assert needle in text
 
 
 def test_home_headline_counts_failures_apart_from_scores(db: Path) -> None:
@@ -451,9 +488,10 @@ def test_every_page_opens_from_its_file_with_its_title(db: Path) -> None:
 def test_navigation_titles_and_url_paths(db: Path) -> None:
     at = open_page("app.py")
     pages = {info["url_pathname"]: info for info in at._registered_pages.values()}  # st.navigation's registry
-    assert list(pages) == ["", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust"]
+    assert list(pages) == ["", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust",
+                           "Sources", "Trends"]
     assert [p["page_name"] for p in pages.values()] == [
-        "Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust"]
+        "Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust", "Sources", "Trends"]
 
 
 def test_links_name_the_run_and_navigation_keeps_it(db: Path) -> None:
@@ -463,3 +501,49 @@ def test_links_name_the_run_and_navigation_keeps_it(db: Path) -> None:
     at.query_params.clear()  # the sidebar navigation drops the query string
     at.switch_page("pages/4_Diagnosis.py").run()
     assert not at.exception and at.query_params["run"] == "weak-retriever"
+
+
+# ---------------------------------------------------------------- first visit on the demo
+
+@pytest.fixture(scope="module")
+def demo_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo database (three THELMA runs, then two GRAMMAR runs, the newest)."""
+    from data import build_demo
+
+    db = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    build_demo.build(db, emit=lambda _: None)
+    return db
+
+
+@pytest.fixture
+def demo(demo_built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(demo_built.read_bytes())
+    yield from app_db(path, monkeypatch)
+
+
+def test_home_and_pickers_open_on_the_newest_thelma_run_not_a_grammar_one(demo: Path) -> None:
+    newest = list(store.runs(demo)["run_id"])
+    assert newest[0] in store.grammar_runs(demo)  # the newest run is a GRAMMAR one: not what to open on
+    at = open_page("app.py")
+    assert at.query_params["run"] == "verbose_generator"
+    assert "verbose\\_generator" in at.header[0].value
+    compare = open_page("pages/3_Compare.py")
+    assert (compare.query_params["run"], compare.query_params["other"]) == ("verbose_generator", "better_retriever")
+    assert open_page("pages/1_Run.py").query_params["run"] == "verbose_generator"
+    assert open_page("app.py", run="grammar-bm25").query_params["run"] == "grammar-bm25"  # asked for: kept
+
+
+def test_readme_commands_are_plain_make_because_the_makefile_sets_the_environment() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Two commands for a fresh machine", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    assert [line for line in block.splitlines() if line and not line.startswith("#")] == ["make run", "make test"]
+    # a fresh shell with nothing set: the Makefile alone gives every recipe the offline environment
+    shown = subprocess.run(["make", "--no-print-directory", "--eval", "env-check: ; @env", "env-check"], cwd=ROOT,
+                           env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True).stdout
+    env = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+    assert {k: env.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
+                                    "LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_MODE")} == {
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
+    assert (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().endswith("make test")

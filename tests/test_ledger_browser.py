@@ -1,0 +1,112 @@
+"""The Sources and Trends pages in real Chromium: from the dead-weight list to one source's retrievals
+(?source=) and on to an item that retrieved it; the trend chart over runs with a baseline."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from evaluators import cli, ledger
+from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+from tests.test_browser import charts_drawn, check_page, grid, settle
+from tests.test_ledger import RUN, B, build_ledger_db
+from tests.test_trends import build_trend_db
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: `make browser` installs "
+                                                                "Debian's chromium")]
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed")
+expect = sync_api.expect
+KEY = ledger.source_key(B)
+
+
+@pytest.fixture(scope="module")
+def served_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One database holding the ledger's hand-built run and the trend runs."""
+    return build_trend_db(build_ledger_db(tmp_path_factory.mktemp("ledger_browser") / "ledger.duckdb"))
+
+
+@pytest.fixture(scope="module")
+def base_url(served_db: Path) -> Iterator[str]:
+    """The app over served_db."""
+    with streamlit_server(served_db, served_db.with_name("streamlit.log")) as url:
+        yield url
+
+
+@pytest.fixture
+def page(base_url: str) -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        tab = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url).new_page()
+        tab.set_default_timeout(45_000)
+        expect.set_options(timeout=45_000)
+        yield tab
+        browser.close()
+
+
+def _open_first_row(page: Any, column: str, url: re.Pattern[str]) -> Any:
+    """Click the first row's 🔎 link (the first column) of the dataframe that has `column`: the link
+    opens in a new tab, which is returned once it shows `url`."""
+    canvas = page.get_by_test_id("stDataFrame").filter(has_text=column).first.get_by_test_id("data-grid-canvas")
+    for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
+        settle(page)
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        try:
+            with page.expect_popup(timeout=15_000) as opened:
+                page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)
+            break
+        except sync_api.TimeoutError:
+            if attempt == 2:
+                raise
+    tab = opened.value
+    tab.set_default_timeout(45_000)
+    tab.wait_for_url(url)
+    return tab
+
+
+def test_dead_weight_opens_the_source_and_then_its_item(page: Any) -> None:
+    page.goto(f"/Sources?run={RUN}&lr_min=2")
+    check_page(page, "Sources")
+    expect(page.get_by_test_id("stMetric").filter(has_text="Dead weight")).to_contain_text("1")
+    assert [r["source"] for r in grid(page, "source")] == [KEY]
+    source = _open_first_row(page, "source", re.compile(rf"/Sources\?.*source={KEY}"))
+    check_page(source, "Sources")
+    rows = grid(source, "item_id")
+    assert [r["item_id"] for r in rows] == ["i1", "i2", "i3"]
+    assert [r["essential"] for r in rows] == ["✗ not essential", "⚠ failed", "✗ not essential"]
+    expect(source.get_by_test_id("stMetric").filter(has_text="Retrieved")).to_contain_text("3")
+    item = _open_first_row(source, "item_id", re.compile(rf"/Item\?.*item=i1"))
+    check_page(item, "Item")
+    expect(item.get_by_text("What about alpha?").first).to_be_visible()
+
+
+def test_a_pasted_source_link_takes_the_id_or_the_text_key(page: Any) -> None:
+    page.goto(f"/Sources?run={RUN}&source=doc-a")
+    check_page(page, "Sources")
+    assert [r["item_id"] for r in grid(page, "item_id")] == ["i1"]
+    expect(page.get_by_text("Alpha text one. Alpha has more to say.")).to_be_visible()
+
+
+def test_trends_render_with_a_baseline(page: Any) -> None:
+    page.goto("/Trends?runs=base,fixed,same&base=base")
+    check_page(page, "Trends")
+    charts_drawn(page, 1)
+    rows = grid(page, "point")
+    assert [r["point"] for r in rows] == ["base", "fixed", "same"]
+    assert [r["real"] for r in rows] == ["", "✓ real", "noise (CI spans 0)"]
+
+
+def test_the_download_is_the_clis_export(page: Any, served_db: Path, tmp_path: Path) -> None:
+    page.goto(f"/Sources?run={RUN}&lr_min=2")
+    check_page(page, "Sources")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the whole ledger (CSV)").click()
+    got = tmp_path / "page.csv"
+    download.value.save_as(got)
+    out = tmp_path / "cli.csv"
+    assert cli.main(["ledger", "--db", str(served_db), "--run", RUN, "--min-retrieved", "2", "--out", str(out)]) == 0
+    assert got.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+    assert f"{KEY},," in got.read_text(encoding="utf-8")
