@@ -96,7 +96,7 @@ def measure(items: Path, db: Path, urls: list[str], logs: list[Path], level: int
     bound = calls * latency / level
     cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
     spread = " + ".join(str(len(found)) for found in per_log)
-    print(f"{level:>11} {calls:>6} {len(calls and digests):>8} {span:>7.2f} {bound:>7.2f} {bound / span:>6.2f} "
+    print(f"{level:>11} {calls:>6} {len(digests):>8} {span:>7.2f} {bound:>7.2f} {bound / span:>6.2f} "
           f"{wall:>7.2f} {cpu * 1000 / max(calls, 1):>12.1f}  {spread:<12} {before} -> {load()}", flush=True)
 
 

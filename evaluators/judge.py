@@ -27,9 +27,10 @@ import multiprocessing
 import random
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
 from evaluators import prompts, registry
@@ -398,8 +399,8 @@ class Replicas:
     """The endpoints of one judge, and which of them are live.
 
     `pick` spreads the calls (fewest in flight first) and passes over a replica that failed in the
-    last REPLICA_REST_S seconds while another is live; when all rest, the one resting longest is
-    tried. With one endpoint (or none: the provider's own) it always picks that one.
+    last REPLICA_REST_S seconds while another is live; when all rest, the one whose rest ends first
+    is tried. With one endpoint (or none: the provider's own) it always picks that one.
     """
 
     def __init__(self, endpoints: Sequence[str | None]) -> None:
@@ -421,9 +422,14 @@ class Replicas:
         return min(left, key=lambda e: (max(now, self.resting_until.get(e, 0.0)), self.in_flight[e],
                                         (self.endpoints.index(e) - turn) % n))
 
-    def busy(self, endpoint: str | None) -> "_Busy":
-        """A context counting one call in flight on `endpoint`."""
-        return _Busy(self.in_flight, endpoint)
+    @contextmanager
+    def busy(self, endpoint: str | None) -> Iterator[None]:
+        """Count one call in flight on `endpoint` for the context's duration."""
+        self.in_flight[endpoint] += 1
+        try:
+            yield
+        finally:
+            self.in_flight[endpoint] -= 1
 
     def failed(self, endpoint: str | None, retry_after: float = 0.0) -> None:
         """Rest `endpoint`: REPLICA_REST_S, or the Retry-After it sent if longer."""
@@ -432,17 +438,6 @@ class Replicas:
     def all_tried(self, tried: set[str | None]) -> bool:
         """Whether this round of a call has failed on every replica."""
         return all(e in tried for e in self.endpoints)
-
-
-class _Busy:
-    def __init__(self, counter: Counter[str | None], endpoint: str | None) -> None:
-        self.counter, self.endpoint = counter, endpoint
-
-    def __enter__(self) -> None:
-        self.counter[self.endpoint] += 1
-
-    def __exit__(self, *exc: object) -> None:
-        self.counter[self.endpoint] -= 1
 
 
 async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
