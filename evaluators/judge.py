@@ -25,6 +25,7 @@ import json
 import math
 import multiprocessing
 import random
+import signal
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -581,6 +582,8 @@ class ClientPool:
 
 def _serve(conn: Any) -> None:
     """A ClientPool worker: answer (id, kwargs) requests from the pipe until it sends None."""
+    # Ctrl-C reaches the whole process group: the judge's process stops its workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import litellm  # noqa: F401  (imported now, while the run gets ready, not at the first call)
 
     asyncio.run(_serve_async(conn))
