@@ -7,7 +7,9 @@ its short and long contexts), once per concurrency level, each into a fresh data
 cached. Start-up (imports, migrations, the run's claim) is excluded: the span measured runs from the
 first request's arrival to the last reply, both read from the server's log. The concurrency bound is
 calls x latency / concurrency; the ratio printed is bound / span (1.0 is an endpoint never idle
-below the bound). The machine's load average is printed before and after every level.
+below the bound). Beside it: the CLI's CPU per call (start-up and its worker processes included) and
+the loopback server's (it shares the machine's cores with the client), and the machine's load
+average before and after every level.
 
     .venv/bin/python benchmarks/endpoint.py [--latency 0.2] [--items 200] [--levels 32,64]
                                             [--replicas 1] [--extra "--per-component"]
@@ -64,6 +66,12 @@ def start_servers(n: int, latency: float, logs: list[Path]) -> tuple[list[subpro
     return procs, urls
 
 
+def cpu_s(pid: int) -> float:
+    """A process's user + system CPU seconds so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def read_log(path: Path) -> list[dict[str, float | str]]:
     """The server's log lines (one per answered request)."""
     if not path.exists():
@@ -71,8 +79,8 @@ def read_log(path: Path) -> list[dict[str, float | str]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def measure(items: Path, db: Path, urls: list[str], logs: list[Path], level: int, latency: float,
-            extra: list[str]) -> None:
+def measure(items: Path, db: Path, urls: list[str], logs: list[Path], servers: list[int], level: int,
+            latency: float, extra: list[str]) -> None:
     """Run the CLI once at `level` calls in flight and print its row."""
     for log in logs:
         log.unlink(missing_ok=True)
@@ -81,11 +89,13 @@ def measure(items: Path, db: Path, urls: list[str], logs: list[Path], level: int
            "--judge", MODEL, "--concurrency", str(level), "--quiet", *extra]
     for url in urls:
         cmd += ["--api-base", url]
+    server0 = sum(cpu_s(pid) for pid in servers)
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "x"}, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu = sum(cpu_s(pid) for pid in servers) - server0
     if done.returncode != 0:
         raise SystemExit(f"evaluate exited {done.returncode}: {done.stderr[-2000:]}")
     per_log = [read_log(log) for log in logs]
@@ -97,7 +107,8 @@ def measure(items: Path, db: Path, urls: list[str], logs: list[Path], level: int
     cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
     spread = " + ".join(str(len(found)) for found in per_log)
     print(f"{level:>11} {calls:>6} {len(digests):>8} {span:>7.2f} {bound:>7.2f} {bound / span:>6.2f} "
-          f"{wall:>7.2f} {cpu * 1000 / max(calls, 1):>12.1f}  {spread:<12} {before} -> {load()}", flush=True)
+          f"{wall:>7.2f} {cpu * 1000 / max(calls, 1):>15.1f} {server_cpu * 1000 / max(calls, 1):>18.1f}  "
+          f"{spread:<12} {before} -> {load()}", flush=True)
 
 
 def main() -> None:
@@ -120,10 +131,11 @@ def main() -> None:
             print(f"{args.items} WikiEval triplets through `python -m evaluators evaluate`, {args.latency * 1000:.0f} ms "
                   f"per call, {args.replicas} server(s) in their own process(es) {' '.join(args.extra.split())}")
             print(f"{'concurrency':>11} {'calls':>6} {'distinct':>8} {'span s':>7} {'bound':>7} {'ratio':>6} "
-                  f"{'CLI s':>7} {'CLI CPU ms/call':>12}  {'per server':<12} load before -> after")
+                  f"{'CLI s':>7} {'CLI CPU ms/call':>15} {'server CPU ms/call':>18}  {'per server':<12} "
+                  "load before -> after")
             for level in (int(x) for x in args.levels.split(",")):
-                measure(items, Path(tmp) / f"c{level}.duckdb", urls, logs, level, args.latency,
-                        shlex.split(args.extra))
+                measure(items, Path(tmp) / f"c{level}.duckdb", urls, logs, [p.pid for p in procs], level,
+                        args.latency, shlex.split(args.extra))
         finally:
             for proc in procs:
                 proc.terminate()
