@@ -101,6 +101,8 @@ class _TotalStats:
     def __getattr__(self, name: str) -> Any:
         if name == "waiting_until":  # the progress bar shows the longest rate-limit wait of any tier
             return max((p.waiting_until for p in self._parts), default=0.0)
+        if name == "endpoints":  # calls answered per endpoint, over every tier
+            return dict(sum((Counter(p.endpoints) for p in self._parts), Counter()))
         if name in _STAT_FIELDS:
             return sum(getattr(p, name) for p in self._parts)
         raise AttributeError(name)

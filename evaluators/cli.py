@@ -72,8 +72,12 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--decompose-with", default=None, metavar="TIER",
                     help="the tier of a --judge cascade that splits texts into claims and sub-questions "
                          "(default: the last)")
-    ev.add_argument("--api-base", default=None, help="base URL for an OpenAI-compatible endpoint (every litellm "
-                                                     "tier of a cascade)")
+    ev.add_argument("--api-base", action="append", default=None, metavar="URL",
+                    help="base URL for an OpenAI-compatible endpoint (every litellm tier of a cascade); repeat it "
+                         "for replicas of one model: calls are spread over them, a failing one is routed around")
+    ev.add_argument("--client-processes", type=options.count, default=1, metavar="N",
+                    help="send the judge calls from N worker processes (default 1: this one); litellm's CPU per "
+                         "call, not the endpoint, limits a large --concurrency on one process")
     ev.add_argument("--metrics", default=",".join(THELMA),
                     help=f"comma-separated metric ids (default {','.join(THELMA)}); "
                          f"also: {','.join(registry.SUITE_METRICS)}")
@@ -234,7 +238,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
             sd_threshold=args.sd_threshold, rate_limit_patience=args.rate_limit_patience * 60,
             update=args.update, retry_failed=args.retry_failed, decompose_with=args.decompose_with,
-            on_progress=None if args.quiet else runner.print_progress)
+            client_processes=args.client_processes, on_progress=None if args.quiet else runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except store.RunConflict as exc:

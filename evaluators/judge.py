@@ -7,19 +7,31 @@ reply is re-asked once, then reported as `unparsed` with the raw reply kept: nev
 A reply without a message (empty `choices`, no `content`) is a failed call, retried like a server
 error. Retry-After is honoured for the whole judge, and every error it records or raises has its
 secrets masked.
+
+A judge may stand behind several OpenAI-compatible endpoints (replicas of one model): each
+attempt goes to the live replica with the fewest calls in flight, a replica that fails (refused
+connection, timeout, server error) rests for a while and the attempt is repeated at once on
+another one, and the call records the endpoint that answered. Calls may also be sent from a
+ClientPool: worker processes that each run litellm on their own event loop, since litellm's
+per-call CPU on one loop, not the endpoint, bounds how busy a slow endpoint is kept.
 """
 from __future__ import annotations
 
 import asyncio
 import email.utils
 import hashlib
+import itertools
 import json
 import math
+import multiprocessing
 import random
+import signal
 import time
-from dataclasses import dataclass
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Sequence
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
 from evaluators import prompts, registry
@@ -37,6 +49,8 @@ _ENDPOINT_NAMES = ("_BASE", "_BASE_URL", "_ENDPOINT")
 # Providers whose SDK also finds credentials outside the environment (AWS profiles and instance
 # roles, Google application-default credentials): a missing variable proves nothing there.
 _AMBIENT_CREDENTIALS = ("bedrock", "sagemaker", "vertex_ai")
+# Seconds a replica that failed is passed over while another one is live (then it is tried again).
+REPLICA_REST_S = 10.0
 
 
 class JudgeFatal(RuntimeError):
@@ -51,6 +65,17 @@ class _BadReply(Exception):
     """A 200 reply with no message to read: a failed call, retried like a server error, never a verdict."""
 
 
+class _Failure(Exception):
+    """One attempt failed. kind: refused (this request only), fatal (every request), rate, timeout, server.
+
+    Plain data, so a ClientPool's worker process can send it back; `message` is not masked yet.
+    """
+
+    def __init__(self, kind: str, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.retry_after = kind, message, retry_after
+
+
 @dataclass
 class CallStats:
     """Running totals shown by the progress bar and stored on the run."""
@@ -62,12 +87,14 @@ class CallStats:
     cost: float = 0.0
     retries: int = 0
     failures: int = 0
+    # Calls answered per endpoint (api base), for a judge given one or more.
+    endpoints: dict[str, int] = field(default_factory=dict)
     # time.monotonic() before which the judge sends nothing (a 429, or a Retry-After): 0 when not waiting.
     waiting_until: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The totals stored on the run (the live rate-limit wait is not a total)."""
-        return {k: v for k, v in self.__dict__.items() if k != "waiting_until"}
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items() if k != "waiting_until"}
 
 
 def call_key(model: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
@@ -118,7 +145,7 @@ class LLMJudge:
     def __init__(
         self,
         model: str,
-        api_base: str | None = None,
+        api_base: str | Sequence[str] | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
         concurrency: int = 8,
@@ -129,10 +156,14 @@ class LLMJudge:
         logprob_binary: bool = False,
         temperature: float = 0.0,
         alive: Callable[[], None] | None = None,
+        pool: "ClientPool | None" = None,
     ) -> None:
         self.name = model
         self.model = model
-        self.api_base = api_base
+        # Several api bases are replicas of one model: any of them answers any call.
+        self.replicas = Replicas([api_base] if api_base is None or isinstance(api_base, str) else list(api_base))
+        self.api_base = self.replicas.endpoints[0]
+        self.pool = pool  # worker processes that send the calls; None: this process's event loop
         self.api_key = api_key
         self.timeout = timeout
         self.max_attempts = max_attempts
@@ -253,58 +284,65 @@ class LLMJudge:
 
     async def _call(self, key: str, spec: prompts.Prompt, messages: list[dict[str, str]],
                     params: dict[str, Any]) -> JudgeCall:
-        import litellm  # imported lazily: pages that never judge don't pay its 2.5 s import
-
-        litellm.suppress_debug_info = True
         attempt, started = 0, time.monotonic()
         error, status = "", Status.ERROR
+        endpoint: str | None = None
+        tried: set[str | None] = set()  # the replicas this round of the call already failed on
         while True:
-            attempt += 1
+            if not tried:
+                attempt += 1
             await self._hold()
+            endpoint = self.replicas.pick(tried)
             try:
                 async with self.limit:
                     t0 = time.monotonic()  # latency of the call itself, not of the wait for a slot
-                    response = await asyncio.wait_for(
-                        litellm.acompletion(
-                            model=self.model, messages=messages, api_base=self.api_base,
-                            api_key=self.api_key, timeout=self.timeout, max_retries=0, **params),
-                        timeout=self.timeout + 5)
+                    with self.replicas.busy(endpoint):
+                        kwargs = dict(model=self.model, messages=messages, api_base=endpoint, api_key=self.api_key,
+                                      timeout=self.timeout, max_retries=0, **params)
+                        reply = await (self.pool.send(kwargs) if self.pool is not None else send(kwargs))
                 self.limit.succeeded()
                 self._limited_since = None
-                return self._record(key, spec, messages, params, response, (time.monotonic() - t0) * 1000)
-            except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
-                # A 400 about this one request (too long, refused content): fail it, not the run.
-                error, status = self._describe(exc), Status.ERROR
-                break
-            except (litellm.BadRequestError, litellm.AuthenticationError, litellm.NotFoundError,
-                    litellm.PermissionDeniedError) as exc:
-                raise JudgeFatal(f"judge {self.model} refused the request: {self._describe(exc)}") from None
-            except litellm.RateLimitError as exc:
-                self.limit.throttled()
-                error, status = f"429 rate limited: {self._describe(exc)}", Status.ERROR
-                self._rate_limited(exc, attempt, error)
-                self.stats.retries += 1
-                continue  # _hold waits out the time the 429 set, for every call of this judge
-            except (litellm.Timeout, asyncio.TimeoutError) as exc:
-                error, status = f"timeout after {self.timeout:g} s: {self._describe(exc)}", Status.TIMEOUT
+                return self._record(key, spec, messages, params, reply, (time.monotonic() - t0) * 1000, endpoint)
+            except _Failure as failure:
+                text = _one_line(mask_secrets(failure.message, self.api_key))
+                if failure.kind == "refused":
+                    # A 400 about this one request (too long, refused content): fail it, not the run.
+                    error, status = text, Status.ERROR
+                    break
+                if failure.kind == "fatal":
+                    raise JudgeFatal(f"judge {self.model} refused the request: {text}") from None
+                if failure.kind == "rate":
+                    self.limit.throttled()
+                    error, status = f"429 rate limited: {text}", Status.ERROR
+                    self._rate_limited(failure.retry_after, attempt, error)
+                    self.stats.retries += 1
+                    tried.clear()
+                    continue  # _hold waits out the time the 429 set, for every call of this judge
+                if failure.kind == "timeout":
+                    error, status = f"timeout after {self.timeout:g} s: {text}", Status.TIMEOUT
+                else:
+                    error, status = text, Status.ERROR
                 self._check_alive()
+                if self.replicas.several:
+                    # Another replica takes the attempt at once; this one rests (longer if it asked to).
+                    self.replicas.failed(endpoint, failure.retry_after)
+                    tried.add(endpoint)
+                    if not self.replicas.all_tried(tried):
+                        self.stats.retries += 1
+                        continue
+                    tried.clear()  # every replica failed this round: back off, then try them all again
                 if attempt >= self.max_attempts:
                     break
-            except (litellm.APIConnectionError, litellm.InternalServerError,
-                    litellm.ServiceUnavailableError, litellm.APIError, _BadReply) as exc:
-                error, status = self._describe(exc), Status.ERROR
-                self._check_alive()
-                if attempt >= self.max_attempts:
-                    break
-                # A 503 may say when to come back: that holds every call of this judge, not just this one.
-                self._hold_until(time.monotonic() + retry_after_s(exc))
+                if not self.replicas.several:
+                    # A 503 may say when to come back: that holds every call of this judge, not just this one.
+                    self._hold_until(time.monotonic() + failure.retry_after)
             self.stats.retries += 1
             await asyncio.sleep(_backoff(attempt))
         self.stats.failures += 1
         return JudgeCall(key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
                          messages=messages, params=params, reply=None, status=status,
                          latency_ms=(time.monotonic() - started) * 1000,
-                         error=f"{error} (after {attempt} attempts)")
+                         error=f"{error} (after {attempt} attempts)", endpoint=endpoint)
 
     async def _hold(self) -> None:
         """Send nothing before the time a rate limit or a Retry-After set (it may move while we sleep)."""
@@ -314,7 +352,7 @@ class LLMJudge:
     def _hold_until(self, when: float) -> None:
         self.stats.waiting_until = max(self.stats.waiting_until, when)
 
-    def _rate_limited(self, exc: BaseException, attempt: int, error: str) -> None:
+    def _rate_limited(self, retry_after: float, attempt: int, error: str) -> None:
         """Hold the judge for max(backoff, Retry-After); stop the run once no answer came for the patience.
 
         The patience runs for the judge, not per call: a permanent 429 stops the run after it once,
@@ -323,7 +361,7 @@ class LLMJudge:
         now = time.monotonic()
         if self._limited_since is None:
             self._limited_since = now
-        resume = now + max(_backoff(attempt), retry_after_s(exc))
+        resume = now + max(_backoff(attempt), retry_after)
         if resume - self._limited_since > self.rate_limit_patience:
             raise JudgeFatal(f"judge {self.model} rate limited: no answer for {now - self._limited_since:.0f} s "
                              f"and the next try would be in {resume - now:.0f} s, past the rate-limit "
@@ -343,40 +381,245 @@ class LLMJudge:
                 raise JudgeFatal(self._describe(exc)) from None
 
     def _record(self, key: str, spec: prompts.Prompt, messages: list[dict[str, str]],
-                params: dict[str, Any], response: Any, latency_ms: float) -> JudgeCall:
-        import litellm
-
-        choices = getattr(response, "choices", None) or []
-        if not choices:
-            raise _BadReply("the reply has no choices")
-        choice = choices[0]
-        reply = getattr(getattr(choice, "message", None), "content", None)
-        if reply is None:
-            raise _BadReply("the reply has no message content")
-        if params.get("logprobs"):
-            # Keep the alternatives, not just the sampled token: they are the verdict.
-            content = getattr(getattr(choice, "logprobs", None), "content", None) or []
-            top: dict[str, float] = {}
-            for t in content[0].top_logprobs if content else []:
-                # "1" and " 1" are one answer: add their probabilities, don't let the later one win.
-                token = t.token.strip()
-                top[token] = math.log(math.exp(top[token]) + math.exp(t.logprob)) if token in top else t.logprob
-            reply = json.dumps({"token": reply, "top_logprobs": top})
-        usage = getattr(response, "usage", None)
-        # litellm already priced the call where it knows the model; None where it does not.
-        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-        cost = float(cost) if cost is not None else None
+                params: dict[str, Any], reply: dict[str, Any], latency_ms: float, endpoint: str | None) -> JudgeCall:
         call = JudgeCall(
             key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
-            messages=messages, params=params, reply=reply, status=Status.OK,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost=cost, latency_ms=latency_ms)
+            messages=messages, params=params, reply=reply["reply"], status=Status.OK,
+            prompt_tokens=reply["prompt_tokens"], completion_tokens=reply["completion_tokens"],
+            cost=reply["cost"], latency_ms=latency_ms, endpoint=endpoint)
         self.stats.calls += 1
         self.stats.prompt_tokens += call.prompt_tokens
         self.stats.completion_tokens += call.completion_tokens
-        self.stats.cost += cost or 0.0
+        self.stats.cost += call.cost or 0.0
+        if endpoint is not None:
+            self.stats.endpoints[endpoint] = self.stats.endpoints.get(endpoint, 0) + 1
         return call
+
+
+class Replicas:
+    """The endpoints of one judge, and which of them are live.
+
+    `pick` spreads the calls (fewest in flight first) and passes over a replica that failed in the
+    last REPLICA_REST_S seconds while another is live; when all rest, the one whose rest ends first
+    is tried. With one endpoint (or none: the provider's own) it always picks that one.
+    """
+
+    def __init__(self, endpoints: Sequence[str | None]) -> None:
+        if not endpoints:
+            raise ValueError("a judge needs at least one endpoint")
+        self.endpoints = list(dict.fromkeys(endpoints))  # the same URL twice is one replica
+        self.several = len(self.endpoints) > 1
+        self.in_flight: Counter[str | None] = Counter()
+        self.resting_until: dict[str | None, float] = {}
+        self._turn = itertools.count()  # breaks ties in turn, so idle replicas share the first calls
+
+    def pick(self, tried: set[str | None]) -> str | None:
+        """The replica for the next attempt, among those not in `tried` (all, when every one is)."""
+        if not self.several:
+            return self.endpoints[0]
+        now, turn = time.monotonic(), next(self._turn)
+        left = [e for e in self.endpoints if e not in tried] or self.endpoints
+        n = len(self.endpoints)
+        return min(left, key=lambda e: (max(now, self.resting_until.get(e, 0.0)), self.in_flight[e],
+                                        (self.endpoints.index(e) - turn) % n))
+
+    @contextmanager
+    def busy(self, endpoint: str | None) -> Iterator[None]:
+        """Count one call in flight on `endpoint` for the context's duration."""
+        self.in_flight[endpoint] += 1
+        try:
+            yield
+        finally:
+            self.in_flight[endpoint] -= 1
+
+    def failed(self, endpoint: str | None, retry_after: float = 0.0) -> None:
+        """Rest `endpoint`: REPLICA_REST_S, or the Retry-After it sent if longer."""
+        self.resting_until[endpoint] = time.monotonic() + max(REPLICA_REST_S, retry_after)
+
+    def all_tried(self, tried: set[str | None]) -> bool:
+        """Whether this round of a call has failed on every replica."""
+        return all(e in tried for e in self.endpoints)
+
+
+async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One attempt through litellm.acompletion(**kwargs): the reply as plain data, or raise _Failure.
+
+    The reply: {"reply", "prompt_tokens", "completion_tokens", "cost"}; with logprobs asked, `reply`
+    is JSON of the sampled token and its top alternatives. Runs in the judge's process or in a
+    ClientPool worker: what it returns or raises crosses a pipe.
+    """
+    import litellm  # imported lazily: pages that never judge don't pay its 2.5 s import
+
+    litellm.suppress_debug_info = True
+    try:
+        response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=kwargs["timeout"] + 5)
+        return _reply_data(response, bool(kwargs.get("logprobs")))
+    except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
+        raise _Failure("refused", str(exc)) from None
+    except (litellm.BadRequestError, litellm.AuthenticationError, litellm.NotFoundError,
+            litellm.PermissionDeniedError) as exc:
+        raise _Failure("fatal", str(exc)) from None
+    except litellm.RateLimitError as exc:
+        raise _Failure("rate", str(exc), retry_after_s(exc)) from None
+    except (litellm.Timeout, asyncio.TimeoutError) as exc:
+        raise _Failure("timeout", str(exc)) from None
+    except (litellm.APIConnectionError, litellm.InternalServerError,
+            litellm.ServiceUnavailableError, litellm.APIError, _BadReply) as exc:
+        raise _Failure("server", str(exc), retry_after_s(exc)) from None
+
+
+def _reply_data(response: Any, logprobs: bool) -> dict[str, Any]:
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        raise _BadReply("the reply has no choices")
+    choice = choices[0]
+    reply = getattr(getattr(choice, "message", None), "content", None)
+    if reply is None:
+        raise _BadReply("the reply has no message content")
+    if logprobs:
+        # Keep the alternatives, not just the sampled token: they are the verdict.
+        content = getattr(getattr(choice, "logprobs", None), "content", None) or []
+        top: dict[str, float] = {}
+        for t in content[0].top_logprobs if content else []:
+            # "1" and " 1" are one answer: add their probabilities, don't let the later one win.
+            token = t.token.strip()
+            top[token] = math.log(math.exp(top[token]) + math.exp(t.logprob)) if token in top else t.logprob
+        reply = json.dumps({"token": reply, "top_logprobs": top})
+    usage = getattr(response, "usage", None)
+    # litellm already priced the call where it knows the model; None where it does not.
+    cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+    return {"reply": reply, "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+            "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+            "cost": float(cost) if cost is not None else None}
+
+
+class ClientPool:
+    """Worker processes that send judge calls, each through litellm on its own event loop.
+
+    litellm spends milliseconds of CPU per call; on one event loop that, not the endpoint, caps
+    the calls in flight. The pool spreads that work over processes and keeps everything else
+    (cache, retries, replicas, records) in the judge. Use as a context manager: the workers start
+    on entry (importing litellm while the run gets ready) and stop on exit.
+    """
+
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self._conns: list[Any] = []
+        self._workers: list[Any] = []
+        self._pending: list[dict[int, asyncio.Future[dict[str, Any]]]] = []
+        self._ids = itertools.count()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __enter__(self) -> "ClientPool":
+        # spawn: a fork would copy the parent's event loop, threads and open database handles.
+        context = multiprocessing.get_context("spawn")
+        for _ in range(self.processes):
+            ours, theirs = context.Pipe()
+            worker = context.Process(target=_serve, args=(theirs,), daemon=True, name="judge-client")
+            worker.start()
+            theirs.close()
+            self._conns.append(ours)
+            self._workers.append(worker)
+            self._pending.append({})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for k, conn in enumerate(self._conns):
+            if self._loop is not None:
+                self._loop.remove_reader(conn.fileno())
+            try:
+                conn.send(None)  # finish what is in flight, then exit
+            except OSError:
+                pass
+            self._fail_pending(k, "the judge's client processes stopped")
+        for worker in self._workers:
+            worker.join(timeout=10)
+            if worker.is_alive():
+                worker.terminate()
+        for conn in self._conns:
+            conn.close()
+
+    async def send(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """As judge.send, in the worker with the fewest calls pending."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            for k, conn in enumerate(self._conns):
+                self._loop.add_reader(conn.fileno(), self._on_reply, k)
+        k = min(range(len(self._conns)), key=lambda i: len(self._pending[i]))
+        if not self._workers[k].is_alive():
+            raise _Failure("server", f"judge client process {self._workers[k].pid} exited")
+        call_id = next(self._ids)
+        future = self._loop.create_future()
+        self._pending[k][call_id] = future
+        try:
+            self._conns[k].send((call_id, kwargs))
+            return await future
+        finally:
+            self._pending[k].pop(call_id, None)
+
+    def _on_reply(self, k: int) -> None:
+        conn = self._conns[k]
+        try:
+            while conn.poll():
+                call_id, outcome, value = conn.recv()
+                future = self._pending[k].get(call_id)
+                if future is None or future.done():
+                    continue
+                if outcome == "ok":
+                    future.set_result(value)
+                else:
+                    future.set_exception(_Failure(*value))
+        except (EOFError, OSError):
+            assert self._loop is not None
+            self._loop.remove_reader(conn.fileno())
+            self._fail_pending(k, f"judge client process {self._workers[k].pid} exited")
+
+    def _fail_pending(self, k: int, why: str) -> None:
+        for future in self._pending[k].values():
+            if not future.done():
+                future.set_exception(_Failure("server", why))
+
+
+def _serve(conn: Any) -> None:
+    """A ClientPool worker: answer (id, kwargs) requests from the pipe until it sends None."""
+    # Ctrl-C reaches the whole process group: the judge's process stops its workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import litellm  # noqa: F401  (imported now, while the run gets ready, not at the first call)
+
+    asyncio.run(_serve_async(conn))
+
+
+async def _serve_async(conn: Any) -> None:
+    loop = asyncio.get_running_loop()
+    done = asyncio.Event()
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def answer(call_id: int, kwargs: dict[str, Any]) -> None:
+        try:
+            reply = ("ok", await send(kwargs))
+        except _Failure as failure:
+            reply = ("fail", (failure.kind, failure.message, failure.retry_after))
+        except Exception as exc:  # a bug here must reach the judge as a failed attempt, not a lost call
+            reply = ("fail", ("server", f"{type(exc).__name__}: {exc}", 0.0))
+        conn.send((call_id, *reply))
+
+    def readable() -> None:
+        try:
+            while conn.poll():
+                message = conn.recv()
+                if message is None:
+                    raise EOFError
+                task = loop.create_task(answer(*message))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        except (EOFError, OSError):
+            loop.remove_reader(conn.fileno())
+            done.set()
+
+    loop.add_reader(conn.fileno(), readable)
+    await done.wait()
+    if tasks:
+        await asyncio.wait(tasks)
 
 
 def _one_line(text: str) -> str:

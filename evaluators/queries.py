@@ -238,12 +238,12 @@ def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None =
 
 
 def judge_calls(path: str | Path, keys: Sequence[str]) -> pd.DataFrame:
-    """The stored judge calls with these keys: prompt, reply, status, tokens, cost, latency, error."""
+    """The stored judge calls with these keys: prompt, reply, status, tokens, cost, latency, error, endpoint."""
     if not keys:
         return pd.DataFrame(columns=["key"])
     marks = ", ".join("?" for _ in keys)  # an IN list of constants lets DuckDB use the primary-key index
     return store.query(path, f"""SELECT key, model, prompt_name, prompt_hash, messages, params, reply, status,
-                                        prompt_tokens, completion_tokens, cost, latency_ms, error
+                                        prompt_tokens, completion_tokens, cost, latency_ms, error, endpoint
                                  FROM judge_calls WHERE key IN ({marks})""", list(keys))
 
 

@@ -141,6 +141,7 @@ class JudgeCall:
     cost: float | None = None
     latency_ms: float = 0.0
     error: str = ""
+    endpoint: str | None = None  # the api base that answered (or was tried last); None: the provider's own
 
 
 @dataclass(frozen=True)

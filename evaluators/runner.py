@@ -24,7 +24,7 @@ from evaluators import cascade
 from evaluators import metrics as metrics_mod
 from evaluators import prompts, registry, store
 from evaluators.confidence import DEFAULT_BANDS, band_for
-from evaluators.judge import RATE_LIMIT_PATIENCE, CallStats, JudgeFatal, LLMJudge
+from evaluators.judge import RATE_LIMIT_PATIENCE, CallStats, ClientPool, JudgeFatal, LLMJudge
 from evaluators.masking import mask_secrets
 from evaluators.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
 from evaluators.vocabulary import THELMA
@@ -107,6 +107,8 @@ class RunSummary:
             failures = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s != Status.OK.value)
             lines.append(f"  {metric:<22} scored {counts.get(Status.OK.value, 0)} of {total}"
                          + (f"  ({failures})" if failures else ""))
+        if len(self.stats.get("endpoints") or {}) > 1:
+            lines.append("calls by endpoint: " + ", ".join(f"{e} {n}" for e, n in self.stats["endpoints"].items()))
         if self.tiers:
             lines.append("verdicts by tier: " + ", ".join(f"{tier} {n}" for tier, n in self.tiers.items()))
         if self.failed_items:
@@ -253,11 +255,14 @@ def check_chain(judge: str, decompose_with: str | None = None) -> tuple[list[str
     return tiers, cascade.decomposer(tiers, decompose_with)
 
 
-async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, concurrency: int,
+async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | Sequence[str] | None, concurrency: int,
                       timeout: float, cache: dict[str, JudgeCall], on_call: Callable[[JudgeCall], None],
-                      rate_limit_patience: float = RATE_LIMIT_PATIENCE) -> tuple[Judge, bool]:
+                      rate_limit_patience: float = RATE_LIMIT_PATIENCE,
+                      client_processes: int = 1) -> tuple[Judge, bool]:
     """The judge for a spec, and whether it must judge one component per call.
 
+    `api_base`: one endpoint, or several replicas of the model the calls are spread over.
+    `client_processes` above 1 sends a litellm judge's calls from that many worker processes.
     Raises JudgeUnavailable when a litellm judge lacks its key or endpoint, before any call.
     """
     if judge == OFFLINE:
@@ -273,17 +278,20 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | None, co
     llm = LLMJudge(judge, api_base=api_base, concurrency=concurrency, timeout=timeout,
                    rate_limit_patience=rate_limit_patience, cache=cache, on_call=on_call)
     llm.check_access()
+    if client_processes > 1:
+        llm.pool = stack.enter_context(ClientPool(client_processes))
     return llm, False
 
 
-async def open_chain(stack: AsyncExitStack, tiers: Sequence[str], decompose_with: str, api_base: str | None,
-                     concurrency: int, timeout: float, caches: dict[str, dict[str, JudgeCall]],
-                     on_call: Callable[[JudgeCall], None],
-                     rate_limit_patience: float = RATE_LIMIT_PATIENCE) -> tuple[Judge, bool]:
+async def open_chain(stack: AsyncExitStack, tiers: Sequence[str], decompose_with: str,
+                     api_base: str | Sequence[str] | None, concurrency: int, timeout: float,
+                     caches: dict[str, dict[str, JudgeCall]], on_call: Callable[[JudgeCall], None],
+                     rate_limit_patience: float = RATE_LIMIT_PATIENCE,
+                     client_processes: int = 1) -> tuple[Judge, bool]:
     """The judge for a chain of tiers (a single judge for a chain of one), and whether it must judge
     one component per call: when any tier must (the local judge reads one 0/1 token), all do."""
     opened = [await open_judge(stack, tier, api_base, concurrency, timeout, caches.get(tier, {}), on_call,
-                               rate_limit_patience) for tier in tiers]
+                               rate_limit_patience, client_processes) for tier in tiers]
     if len(opened) == 1:
         return opened[0]
     judge = cascade.CascadeJudge([(tier, j) for tier, (j, _) in zip(tiers, opened)], decompose_with)
@@ -311,12 +319,12 @@ class _Paused:
 
 
 async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
-                         api_base: str | None = None, metrics: Sequence[str] = THELMA,
+                         api_base: str | Sequence[str] | None = None, metrics: Sequence[str] = THELMA,
                          concurrency: int = 8, per_component: bool = False, timeout: float = 60.0,
                          sd_threshold: float = metrics_mod.SD_THRESHOLD,
                          rate_limit_patience: float = RATE_LIMIT_PATIENCE, update: bool = False,
                          retry_failed: bool = False, heartbeat_s: float | None = None,
-                         decompose_with: str | None = None,
+                         decompose_with: str | None = None, client_processes: int = 1,
                          on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
     """Evaluate `items` into run `run` of `db`; see `evaluate`."""
     metrics = check_metrics(metrics)
@@ -340,7 +348,7 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
     writer = _Writer(db, run, owner, heartbeat_s, report)
     async with AsyncExitStack() as stack:
         judge_obj, forced = await open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches,
-                                             writer.add_call, rate_limit_patience)
+                                             writer.add_call, rate_limit_patience, client_processes)
         stats = getattr(judge_obj, "stats", stats)  # a cascade's sums its tiers' as it is read
         per_component = per_component or forced
         used = sorted({p for metric in chosen.values() for p in metric.prompts})
@@ -412,8 +420,10 @@ def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLI
     `judge` is offline, local, a litellm model, or a chain of them ("offline>openai/gpt-4o-mini",
     see evaluators/cascade.py) whose tiers each decide what they are sure of; `decompose_with`
     names the chain's tier that decomposes (default: the last).
-    Options: api_base, metrics, concurrency, per_component, timeout, sd_threshold, rate_limit_patience
-    (seconds), update, retry_failed, heartbeat_s, decompose_with, on_progress. The run must be what `items` say: if
+    Options: api_base (one, or a list of replicas of the judge model: calls are spread over them and
+    a failing one is routed around), metrics, concurrency, per_component, timeout, sd_threshold,
+    rate_limit_patience (seconds), update, retry_failed, heartbeat_s, decompose_with,
+    client_processes (worker processes sending the calls), on_progress. The run must be what `items` say: if
     the run recorded other content, store.InputChanged names the changed, added and removed ids,
     unless `update` re-evaluates exactly those (and deletes the removed ones). `retry_failed` asks
     the failed steps again. store.RunBusy: another live process is evaluating the run (nothing was

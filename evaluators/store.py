@@ -230,6 +230,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, item_id, origin, metric)
     );
     """,
+    # 9: the endpoint (api base) that answered each judge call, for judges behind several replicas;
+    # NULL for the provider's own endpoint and for calls stored before.
+    """
+    ALTER TABLE judge_calls ADD COLUMN endpoint VARCHAR;
+    """,
 ]
 
 
@@ -460,7 +465,8 @@ def _insert(con: Any, table: str, frame: pd.DataFrame) -> None:
 def _calls_frame(calls: Sequence[JudgeCall]) -> pd.DataFrame:
     frame = _frame(calls, [
         "key", "model", "prompt_name", "prompt_hash", "messages", "params", "reply", "status",
-        "prompt_tokens", "completion_tokens", "cost", "latency_ms", "error"])
+        "prompt_tokens", "completion_tokens", "cost", "latency_ms", "error", "endpoint"])
+    frame["endpoint"] = frame["endpoint"].astype("object")
     frame["messages"] = frame["messages"].map(lambda m: json.dumps(m, ensure_ascii=False))
     frame["params"] = frame["params"].map(lambda p: json.dumps(p, sort_keys=True))
     frame["cost"] = frame["cost"].astype("float64")

@@ -815,7 +815,8 @@ def raw_exchange(verdict: Record, calls: Mapping[str, Record], seen: dict[str, s
     cost = "–" if call["cost"] is None or pd.isna(call["cost"]) else f"{call['cost']:.6f}"
     st.caption(f"model {md(call['model'])} · prompt {md(call['prompt_name'])} ({md(call['prompt_hash'])}) · "
                f"call status {md(call['status'])} · tokens {call['prompt_tokens']} in / "
-               f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}")
+               f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}"
+               + (f" · endpoint {md(call['endpoint'])}" if isinstance(call.get("endpoint"), str) else ""))
     messages = json.loads(call["messages"] or "[]")
     size = sum(len(str(m.get("content", ""))) for m in messages)
     if seen is not None and size >= REPEAT_CHARS and call["key"] in seen:

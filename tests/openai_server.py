@@ -16,11 +16,16 @@ by request index or by predicate:
 deterministic word-overlap rules (see its docstring), so a whole metrics pipeline can run against it.
 
 Run it standalone (e.g. to point the CLI at it):
-    python tests/openai_server.py [--latency 0.2] [--port 0]
+    python tests/openai_server.py [--latency 0.2] [--port 0] [--log FILE]
+
+`log` (a path) appends one JSON line per answered request: its arrival and finish times (time.time()),
+the status sent and a digest of its messages and sampling params, so a benchmark or a test with servers
+in other processes can count calls, see how busy the endpoint was, and find a request answered twice.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import re
@@ -56,7 +61,8 @@ class OpenAIServer:
     """A started-on-demand loopback chat-completions server. Use as a context manager or start()/stop()."""
 
     def __init__(self, responder: Responder | None = None, latency: float = 0.0,
-                 retry_after: float | str = 0.0, hang_seconds: float = 30.0, port: int = 0) -> None:
+                 retry_after: float | str = 0.0, hang_seconds: float = 30.0, port: int = 0,
+                 log: str | Path | None = None) -> None:
         self.responder: Responder = responder or format_aware
         self.latency = latency            # seconds slept before every reply (benchmarks)
         # The Retry-After header of a 429 or 503: seconds, or a string sent as is (an HTTP date).
@@ -69,8 +75,10 @@ class OpenAIServer:
         self.rules: list[tuple[Predicate, str]] = []  # (predicate(index, body), fault), first match wins
         self.replies: deque[str | Reply] = deque()  # scripted replies, used before the responder
         self.errors: list[Exception] = []  # exceptions raised by the responder (answered with a 500)
+        self.log = Path(log) if log is not None else None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._killed = threading.Event()
         self._port = port
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -101,6 +109,12 @@ class OpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def kill(self) -> None:
+        """Die as a crashed replica does: requests in flight get no reply (their connection is cut),
+        and new connections are refused. The log keeps only what was answered before."""
+        self._killed.set()
         self.stop()
 
     @property
@@ -148,6 +162,16 @@ class OpenAIServer:
         return fault, scripted
 
 
+    def _write_log(self, arrived: float, body: dict[str, Any], fault: str | None) -> None:
+        """Append the request's line to the log file (see the module docstring)."""
+        params = {k: v for k, v in body.items() if k not in ("messages", "model", "stream")}
+        blob = json.dumps([body.get("messages"), params], sort_keys=True, ensure_ascii=False)
+        line = json.dumps({"arrived": arrived, "finished": time.time(), "status": fault or "200",
+                           "digest": hashlib.sha256(blob.encode("utf-8")).hexdigest()})
+        with self._lock, open(self.log, "a", encoding="utf-8") as out:  # type: ignore[arg-type]
+            out.write(line + "\n")
+
+
 def _checked(fault: str) -> str:
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; known: {sorted(FAULTS)}")
@@ -187,18 +211,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error("request body is not JSON", "invalid_request_error"))
             return
         owner = self.server.owner
+        if owner._killed.is_set():
+            self.close_connection = True  # a dead server answers nothing
+            return
         fault, scripted = owner._admit(body, {k.lower(): v for k, v in self.headers.items()})
         if fault == "hang":
             # Wait past any client timeout; stop() releases us. The client is gone by then.
             owner._stopping.wait(owner.hang_seconds)
             self.close_connection = True
             return
+        arrived = time.time()
         if owner.latency:
             time.sleep(owner.latency)
+        if owner._killed.is_set():
+            self.close_connection = True  # killed while this request was in flight: cut, unanswered
+            return
         try:
             self._answer(owner, body, fault, scripted)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up first
+            return
+        if owner.log is not None:
+            owner._write_log(arrived, body, fault)
 
     def _answer(self, owner: OpenAIServer, body: dict[str, Any], fault: str | None,
                 scripted: str | Reply | None) -> None:
@@ -451,8 +485,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds slept before every reply")
+    parser.add_argument("--log", default=None, help="append one JSON line per answered request to this file")
     args = parser.parse_args()
-    with OpenAIServer(latency=args.latency, port=args.port) as server:
+    with OpenAIServer(latency=args.latency, port=args.port, log=args.log) as server:
         print(server.base_url, flush=True)
         try:
             threading.Event().wait()
