@@ -74,6 +74,7 @@ def _chunk(run_id: str, numbers: np.ndarray, quality: float, seed: int,
         "text": [text.format(i=i, j=j) for i in numbers for j in range(k)],
         "parent": np.tile(np.arange(k) // 2, n) if kind == "source_fact" else None, "call_key": None})
         for kind, k, text in KINDS], ignore_index=True)
+    comps = comps.sort_values("item_id", kind="stable", ignore_index=True)
     comps["parent"] = comps["parent"].astype("Int64")
     verdict_frames, call_frames = [], []
     item_skill = rng.beta(2 * quality, 2 * (1 - quality), size=n)  # items differ in difficulty
@@ -97,7 +98,8 @@ def _chunk(run_id: str, numbers: np.ndarray, quality: float, seed: int,
                 "params": "{}", "reply": "<output>1: 1\n2: 0</output>", "status": "ok", "prompt_tokens": 120,
                 "completion_tokens": 8, "cost": None, "latency_ms": rng.uniform(300, 1500, n), "error": "",
                 "created_at": pd.Timestamp("2026-11-01")}))
-    verdicts = pd.concat(verdict_frames, ignore_index=True)
+    # in item order, as the engine writes them (whole items per write): an item's rows lie together
+    verdicts = pd.concat(verdict_frames, ignore_index=True).sort_values("item_id", kind="stable", ignore_index=True)
     verdicts.loc[verdicts["metric"].isin(["rp", "gr", "sd"]), "call_key"] = None  # offline-style verdicts
     calls = pd.concat(call_frames, ignore_index=True)
     calls["cost"] = calls["cost"].astype("float64")

@@ -354,13 +354,16 @@ def filter_items(
         frames["ids"] = ids
         where.append("item_id IN (SELECT item_id FROM ids)")
     order = "item_id" if sort == "item_id" else ("n_failed" if sort == "n_failed" else column(sort))
-    # the page and the count apart: a count over the window would sort every match, the page alone is a top-N
+    # The count, the page's ids (a top-N that computes no rule flags unless a rule filter needs them),
+    # then the rules fired by the page's rows alone: a million items cost a scan, not a million flags.
     match = f"{_rules_cte(thresholds)} SELECT * FROM base WHERE {' AND '.join(where)}"
-    frame = store.frame_query(f"""
-        SELECT item_id, query, {''.join(f"{column(m)}, " for m in metrics)} n_failed, failed_metrics, rules
-        FROM ({match}) ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, item_id
-        LIMIT {int(limit)} OFFSET {int(offset)}""", frames)
+    ordered = f"ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, item_id"
     count = store.frame_query(f"SELECT count(*) AS n FROM ({match})", frames)
+    page = store.frame_query(f"SELECT item_id FROM ({match}) {ordered} LIMIT {int(limit)} OFFSET {int(offset)}",
+                             frames)
+    frame = store.frame_query(f"""{_rules_cte(thresholds)}
+        SELECT item_id, query, {''.join(f"{column(m)}, " for m in metrics)} n_failed, failed_metrics, rules
+        FROM base WHERE item_id IN (SELECT item_id FROM page) {ordered}""", {"wide": table, "page": page})
     return frame, int(count["n"].iloc[0])
 
 

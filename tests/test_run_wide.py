@@ -131,3 +131,34 @@ def test_banded_table_is_recomputed_not_stored(seeded_db: Path) -> None:
     band = (0.2, 0.8)
     grouped = store.run_scores_wide(seeded_db, "llm-judge", list(THELMA), queries.scores_sql(band))
     assert _rows(store.run_table(seeded_db, "llm-judge", THELMA, queries.scores_sql(band))) == _rows(grouped)
+
+
+def test_pages_and_summaries_in_the_file_equal_those_in_memory(seeded_db: Path) -> None:
+    """Every read over run tables answers the same from the stored table in the file (StoredRun) as from
+    the table in memory, and SQL paging returns each matching item once, in order, with the count."""
+    metrics = list(THELMA)
+    stored = {r: store.StoredRun(str(seeded_db), r, tuple(metrics)) for r in RUNS}
+    memory = {r: store.run_scores_wide(seeded_db, r, metrics) for r in RUNS}
+    th = {"sp1": 0.6}
+    for kw in ({}, {"sort": "gr", "descending": True}, {"rules": ["T2.2", "T2.5"]}, {"below": ["sqc"]},
+               {"failed_only": True}, {"levels": {"sqc": "low", "rqc": "high"}},
+               {"ids": pd.DataFrame({"item_id": ["q02", "q05"]})}):
+        for run_id in RUNS:
+            whole, total = queries.filter_items(memory[run_id], metrics, th, **kw)
+            got, n = queries.filter_items(stored[run_id], metrics, th, **kw)
+            assert (_rows(got), n) == (_rows(whole), total)
+            paged = [queries.filter_items(stored[run_id], metrics, th, limit=2, offset=o, **kw) for o in range(0, 8, 2)]
+            assert [i for frame, _ in paged for i in frame["item_id"]] == list(whole["item_id"])
+            assert {count for _, count in paged} == {total}
+    a, b = RUNS[0], RUNS[1]
+    for fn, args in ((queries.rule_counts, (th, [("sqc", "rqc")])), (queries.first_items, (th,)),
+                     (queries.sample_points, (metrics,)), (queries.correlations, (metrics,))):
+        got, want = fn(stored[a], *args), fn(memory[a], *args)
+        assert got == want if isinstance(want, dict) else sorted(_rows(got), key=str) == sorted(_rows(want), key=str)
+    for key in ("summary", "deltas"):
+        assert (_rows(queries.compare_tables(stored[a], stored[b], metrics, th)[key])
+                == _rows(queries.compare_tables(memory[a], memory[b], metrics, th)[key]))
+    assert (_rows(queries.crossed_items(stored[a], stored[b], "sp1", 0.5, "better"))
+            == _rows(queries.crossed_items(memory[a], memory[b], "sp1", 0.5, "better")))
+    assert (sorted(_rows(queries.preference_agreement(stored[b], stored[a], metrics)))
+            == sorted(_rows(queries.preference_agreement(memory[b], memory[a], metrics))))
