@@ -162,3 +162,15 @@ def test_pages_and_summaries_in_the_file_equal_those_in_memory(seeded_db: Path) 
             == _rows(queries.crossed_items(memory[a], memory[b], "sp1", 0.5, "better")))
     assert (sorted(_rows(queries.preference_agreement(stored[b], stored[a], metrics)))
             == sorted(_rows(queries.preference_agreement(memory[b], memory[a], metrics))))
+
+
+def test_text_search_matches_the_text_literally_in_any_case(tmp_path: Path) -> None:
+    """search_ids reads %, _ and \\ as themselves (not as patterns), in any case, as `in` does in Python."""
+    db = tmp_path / "s.duckdb"
+    store.start_run(db, Run("r", "m", {}, {}), 4)
+    texts = {"a": "Save 50% OFF_now", "b": "Save 50 percent off now", "c": "path C:\\Temp\\x", "d": "ÉCOLE ünïcode"}
+    for item_id, text in texts.items():
+        store.write_batch(db, "r", items=[Item(item_id, text, ("s",), "r.")])
+    for search in ("% off_", "50%", "_", "\\temp\\", "c:\\", "école", "ÜNÏ", "percent", "zzz"):
+        want = sorted(i for i, t in texts.items() if search.lower() in t.lower())
+        assert sorted(queries.search_ids(db, "r", search)["item_id"]) == want, search
