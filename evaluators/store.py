@@ -1100,6 +1100,7 @@ def _is_metric_id(metric: str) -> bool:
     return True
 
 
+_WIDE_FIXED = ("run_id", "item_id", "query", "n_failed", "failed_metrics")  # run_wide's own columns
 _INLINE_IDS = 1000  # up to this many ids go into the SQL as constants (an index lookup), more as a joined frame
 
 
@@ -1122,7 +1123,7 @@ def refresh_wide(con: Any, run_id: str, item_ids: Sequence[str] | None = None) -
     try:
         found = [m for (m,) in con.execute(f"SELECT DISTINCT metric FROM scores WHERE run_id = $run {mine}",
                                            params).fetchall()]
-        metrics = [m for m in found if _is_metric_id(m)]
+        metrics = [m for m in found if _is_metric_id(m) and m not in _WIDE_FIXED]
         present = {c for (c,) in con.execute("""SELECT column_name FROM duckdb_columns()
                                                WHERE schema_name = 'main' AND table_name = 'run_wide'""").fetchall()}
         for m in metrics:
