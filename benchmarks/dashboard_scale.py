@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -38,25 +39,42 @@ KINDS = [("subquestion", 2, "Sub-question {j} of query {i}?"), ("source", 2, "So
          ("sentence", 2, "Sentence {j} of response {i}.")]
 
 
+CHUNK = 100_000  # items generated and written per transaction: the build's peak memory is one chunk's
+
+
 def generate(path: Path, run_id: str, n: int, quality: float, seed: int) -> None:
-    """One run of n items: items, components, verdicts (with ~2% judge failures), scores and calls."""
+    """One run of n items: items, components, verdicts (with ~2% judge failures), scores and calls,
+    generated and written CHUNK items at a time so the build's memory does not grow with n."""
     rng = np.random.default_rng(seed)
-    ids = np.char.add("i", np.char.zfill(np.arange(n).astype(str), 6))
     store.start_run(path, Run(run_id, "openai/bench-judge", {"bench": True}, {"claims": f"{seed:012d}"}), n)
+    n_calls = 0
+    for lo in range(0, n, CHUNK):
+        frames = _chunk(run_id, np.arange(lo, min(lo + CHUNK, n)), quality, seed, rng)
+        n_calls += len(frames["judge_calls"])
+        store.write_frames(path, frames)
+    store.finish_run(path, run_id, "finished", {"calls": n_calls})
+
+
+def _chunk(run_id: str, numbers: np.ndarray, quality: float, seed: int,
+           rng: np.random.Generator) -> dict[str, pd.DataFrame]:
+    """The rows of the items numbered `numbers`, as frames for store.write_frames."""
+    n = len(numbers)
+    ids = np.char.add("i", np.char.zfill(numbers.astype(str), 6))
     topics = np.array(["billing", "account", "product", "company"])
     items = pd.DataFrame({
         "run_id": run_id, "item_id": ids,
-        "query": [f"What does item {i} ask about topic {i % 97}?" for i in range(n)],
-        "sources": [[f"Source 0 text for item {i}.", f"Source 1 text for item {i}."] for i in range(n)],
-        "response": [f"Sentence 0 of response {i}. Sentence 1 of response {i}." for i in range(n)],
+        "query": [f"What does item {i} ask about topic {i % 97}?" for i in numbers],
+        "sources": [[f"Source 0 text for item {i}.", f"Source 1 text for item {i}."] for i in numbers],
+        "response": [f"Sentence 0 of response {i}. Sentence 1 of response {i}." for i in numbers],
         "reference": None,
-        "metadata": [json.dumps({"topic": t}) for t in topics[np.arange(n) % 4]],
+        "metadata": [json.dumps({"topic": t}) for t in topics[numbers % 4]],
     })
     comps = pd.concat([pd.DataFrame({
         "run_id": run_id, "item_id": np.repeat(ids, k), "kind": kind, "idx": np.tile(np.arange(k), n),
-        "text": [text.format(i=i, j=j) for i in range(n) for j in range(k)],
+        "text": [text.format(i=i, j=j) for i in numbers for j in range(k)],
         "parent": np.tile(np.arange(k) // 2, n) if kind == "source_fact" else None, "call_key": None})
         for kind, k, text in KINDS], ignore_index=True)
+    comps = comps.sort_values("item_id", kind="stable", ignore_index=True)
     comps["parent"] = comps["parent"].astype("Int64")
     verdict_frames, call_frames = [], []
     item_skill = rng.beta(2 * quality, 2 * (1 - quality), size=n)  # items differ in difficulty
@@ -76,18 +94,17 @@ def generate(path: Path, run_id: str, n: int, quality: float, seed: int) -> None
                 "key": keys, "model": "openai/bench-judge", "prompt_name": f"{metric}_batch",
                 "prompt_hash": f"{seed:012d}",
                 "messages": [json.dumps([{"role": "user", "content": f"Judge item {i} for {metric}. " * 6}])
-                             for i in range(n)],
+                             for i in numbers],
                 "params": "{}", "reply": "<output>1: 1\n2: 0</output>", "status": "ok", "prompt_tokens": 120,
                 "completion_tokens": 8, "cost": None, "latency_ms": rng.uniform(300, 1500, n), "error": "",
                 "created_at": pd.Timestamp("2026-11-01")}))
-    verdicts = pd.concat(verdict_frames, ignore_index=True)
+    # in item order, as the engine writes them (whole items per write): an item's rows lie together
+    verdicts = pd.concat(verdict_frames, ignore_index=True).sort_values("item_id", kind="stable", ignore_index=True)
     verdicts.loc[verdicts["metric"].isin(["rp", "gr", "sd"]), "call_key"] = None  # offline-style verdicts
-    scores = _scores(verdicts)
     calls = pd.concat(call_frames, ignore_index=True)
     calls["cost"] = calls["cost"].astype("float64")
-    store.write_frames(path, {"items": items, "components": comps, "verdicts": verdicts, "scores": scores,
-                              "judge_calls": calls})
-    store.finish_run(path, run_id, "finished", {"calls": len(calls)})
+    return {"items": items, "components": comps, "verdicts": verdicts, "scores": _scores(verdicts),
+            "judge_calls": calls}
 
 
 def _scores(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -165,28 +182,40 @@ def bench(db: Path) -> list[tuple[str, str, tuple[float, float], tuple[float, fl
     return results
 
 
+def build(db: Path, items: int, reuse: bool) -> None:
+    """Generate the two-run scale DB at `db` (unless `reuse` and it exists) and print its size: bytes per
+    verdict, and the build's time and peak resident memory (this process: pandas and DuckDB both)."""
+    if not (reuse and db.exists()):
+        for p in (db, Path(f"{db}.wal")):
+            p.unlink(missing_ok=True)
+        start = time.perf_counter()
+        generate(db, "base", items, quality=0.7, seed=1)
+        generate(db, "candidate", items, quality=0.75, seed=2)
+        notes = [("base", f"i{i:06d}", ["confirmed", "false alarm", "fixed"][i % 3], "Retriever", f"note {i}",
+                  "bench") for i in range(0, items, max(items // 1000, 1))]
+        store.write_frames(db, {"triage": pd.DataFrame(
+            notes, columns=["run_id", "item_id", "label", "component", "note", "author"]).assign(
+            created_at=pd.Timestamp("2026-11-02"))})
+        peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+        print(f"generated in {time.perf_counter() - start:.1f} s, peak RSS {peak_gb:.2f} GB "
+              f"({CHUNK:,} items per write)")
+    counts = store.row_counts(db)
+    size = db.stat().st_size
+    print(f"DB {db}: {size / 1e6:.0f} MB, {counts['items']:,} items, {counts['verdicts']:,} verdicts, "
+          f"{counts['components']:,} components, {counts['judge_calls']:,} judge calls (2 runs); "
+          f"{size / counts['verdicts']:.0f} bytes per verdict (the whole file over its verdicts)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--db", type=Path, default=Path("/tmp/dashboard_scale.duckdb"))
     parser.add_argument("--reuse", action="store_true", help="reuse an existing generated DB")
+    parser.add_argument("--build-only", action="store_true", help="build the DB and stop")
     args = parser.parse_args()
-    if not (args.reuse and args.db.exists()):
-        for p in (args.db, Path(f"{args.db}.wal")):
-            p.unlink(missing_ok=True)
-        start = time.perf_counter()
-        generate(args.db, "base", args.items, quality=0.7, seed=1)
-        generate(args.db, "candidate", args.items, quality=0.75, seed=2)
-        notes = [("base", f"i{i:06d}", ["confirmed", "false alarm", "fixed"][i % 3], "Retriever", f"note {i}",
-                  "bench") for i in range(0, args.items, max(args.items // 1000, 1))]
-        store.write_frames(args.db, {"triage": pd.DataFrame(
-            notes, columns=["run_id", "item_id", "label", "component", "note", "author"]).assign(
-            created_at=pd.Timestamp("2026-11-02"))})
-        print(f"generated in {time.perf_counter() - start:.1f} s")
-    counts = store.row_counts(args.db)
-    size_mb = args.db.stat().st_size / 1e6
-    print(f"DB {args.db}: {size_mb:.0f} MB, {counts['items']:,} items, {counts['verdicts']:,} verdicts, "
-          f"{counts['components']:,} components, {counts['judge_calls']:,} judge calls (2 runs)")
+    build(args.db, args.items, args.reuse)
+    if args.build_only:
+        return
     load = os.getloadavg()[0]
     rows = bench(args.db)
     print(f"\nload average before: {load:.1f}, after: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

@@ -235,6 +235,19 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE judge_calls ADD COLUMN endpoint VARCHAR;
     """,
+    # 10: each run's scores kept pivoted, one row per item, so the dashboard reads a run of a million
+    # items without regrouping its scores and verdicts. Rewritten for the items of every write
+    # (refresh_wide); the metric columns are added as metrics appear: "m" (the score, NULL when
+    # unscored), "m:scored" and "m:unsure" (the verdicts behind it). migrate() fills it for old runs.
+    """
+    CREATE TABLE run_wide (
+        run_id VARCHAR NOT NULL,
+        item_id VARCHAR NOT NULL,
+        query VARCHAR NOT NULL,           -- the first 120 characters
+        n_failed BIGINT NOT NULL,         -- failed verdicts
+        failed_metrics VARCHAR NOT NULL   -- the unscored metrics with their status: 'gr:timeout, sqc:unsure'
+    );
+    """,
 ]
 
 
@@ -290,9 +303,18 @@ def migrate(path: str | Path) -> int:
         current = row[0] or 0
         for version in range(current + 1, len(MIGRATIONS) + 1):
             with _transaction(con):
+                had_wide = _has_table(con, "run_wide")
                 con.execute(MIGRATIONS[version - 1])
+                if not had_wide and _has_table(con, "run_wide"):  # the runs written before it
+                    for (run_id,) in con.execute("SELECT DISTINCT run_id FROM items").fetchall():
+                        refresh_wide(con, run_id)
                 con.execute("INSERT INTO schema_version VALUES (?)", [version])
         return len(MIGRATIONS)
+
+
+def _has_table(con: Any, table: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?",
+                            [table]).fetchone()[0])
 
 
 class Health(NamedTuple):
@@ -512,10 +534,11 @@ def write_batch(
         with _transaction(con):
             for table, frame in frames:
                 _insert(con, table, frame)
+            refresh_wide(con, run_id, _written_ids(frames[1:]))
 
 
 # The tables holding an item's results: a replaced or removed item's rows go from all of them.
-_ITEM_TABLES = ("items", "components", "verdicts", "scores", "imported_scores")
+_ITEM_TABLES = ("items", "components", "verdicts", "scores", "imported_scores", "run_wide")
 
 
 def _batch_frames(run_id: str, items: Sequence[Item], components: Sequence[Component], verdicts: Sequence[Verdict],
@@ -770,6 +793,8 @@ def write_results(
                 con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP WHERE run_id = ?", [run_id])
             for table, frame in frames if owned else frames[:1]:
                 _insert(con, table, frame)
+            if owned:
+                refresh_wide(con, run_id, _written_ids(frames[1:]))
     if not owned:
         raise RunBusy(f"run {run_id!r} was taken over by another process; this evaluation stopped "
                       "(its judge calls are stored)")
@@ -877,20 +902,27 @@ def reading(path: str | Path) -> Iterator[None]:
             _SHARED.reset(token)
 
 
+@contextmanager
+def _reader(path: str | Path, deadline_s: float = 10.0) -> Iterator[Any]:
+    """A read-only connection to `path`: the one reading() shares inside its block, else a new one."""
+    shared = _SHARED.get()
+    if shared is not None and shared["path"] == str(path):
+        if shared["con"] is None:
+            shared["con"] = shared["stack"].enter_context(connect(path, read_only=True, deadline_s=deadline_s))
+        yield shared["con"]
+        return
+    with connect(path, read_only=True, deadline_s=deadline_s) as con:
+        yield con
+
+
 def query(path: str | Path, sql: str, params: Mapping[str, Any] | Sequence[Any] = (),
           deadline_s: float = 10.0) -> pd.DataFrame:
     """Run one read-only query and return a DataFrame; named $params may be given as a dict.
 
     Inside reading(path) it runs on the block's shared connection.
     """
-    args = params if isinstance(params, Mapping) else list(params)
-    shared = _SHARED.get()
-    if shared is not None and shared["path"] == str(path):
-        if shared["con"] is None:
-            shared["con"] = shared["stack"].enter_context(connect(path, read_only=True, deadline_s=deadline_s))
-        return shared["con"].execute(sql, args).df()
-    with connect(path, read_only=True, deadline_s=deadline_s) as con:
-        return con.execute(sql, args).df()
+    with _reader(path, deadline_s) as con:
+        return con.execute(sql, params if isinstance(params, Mapping) else list(params)).df()
 
 
 # In-memory queries over DataFrames (the dashboard's cached run tables): a process-wide in-memory
@@ -899,9 +931,49 @@ _MEMORY: list[Any] = []
 _MEMORY_LOCK = threading.Lock()
 
 
-def frame_query(sql: str, frames: Mapping[str, pd.DataFrame], params: Mapping[str, Any] | Sequence[Any] = ()
-                ) -> pd.DataFrame:
-    """Run SQL over DataFrames registered under the given names, in memory."""
+class StoredRun(NamedTuple):
+    """A run's stored per-item score table (run_wide) in a database file, as a relation frame_query()
+    reads where it lies, with the columns of run_table() for these metrics."""
+
+    path: str
+    run_id: str
+    metrics: tuple[str, ...]
+
+
+def _stored_view(con: Any, name: str, run: StoredRun) -> None:
+    """A temporary view `name` on this connection: the run's rows of run_wide, a NULL column for a
+    metric no run has (so every run table has the same columns)."""
+    stored = {d[0] for d in con.execute("SELECT * FROM run_wide LIMIT 0").description}
+    cols = ", ".join(c if c.strip('"') in stored else f"NULL::{kind} AS {c}"
+                     for m in order_metrics([*run.metrics, *THELMA])
+                     for c, kind in ((column(m), "DOUBLE"), (count_column(m, "scored"), "INTEGER"),
+                                     (count_column(m, "unsure"), "INTEGER")))
+    literal = "'" + run.run_id.replace("'", "''") + "'"  # a view takes no parameters
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW {name} AS SELECT item_id, query, {cols}, n_failed, failed_metrics
+                    FROM run_wide WHERE run_id = {literal}""")
+
+
+def frame_query(sql: str, frames: Mapping[str, pd.DataFrame | StoredRun],
+                params: Mapping[str, Any] | Sequence[Any] = ()) -> pd.DataFrame:
+    """Run SQL over the relations given by name: DataFrames (in memory), or stored run tables, which
+    are read in their file (with the DataFrames beside them), never pulled into memory whole."""
+    stored = [f for f in frames.values() if isinstance(f, StoredRun)]
+    args = params if isinstance(params, Mapping) else list(params)
+    if stored:
+        with _reader(stored[0].path) as con:
+            for name, frame in frames.items():
+                if isinstance(frame, StoredRun):
+                    _stored_view(con, name, frame)
+                else:
+                    con.register(name, frame)
+            try:
+                return con.execute(sql, args).df()
+            finally:
+                for name, frame in frames.items():
+                    if isinstance(frame, StoredRun):
+                        con.execute(f"DROP VIEW IF EXISTS {name}")
+                    else:
+                        con.unregister(name)
     with _MEMORY_LOCK:
         if not _MEMORY:
             _MEMORY.append(duckdb.connect(":memory:", config=_CONFIG))
@@ -909,7 +981,7 @@ def frame_query(sql: str, frames: Mapping[str, pd.DataFrame], params: Mapping[st
     try:
         for name, frame in frames.items():
             cursor.register(name, frame)
-        return cursor.execute(sql, params if isinstance(params, Mapping) else list(params)).df()
+        return cursor.execute(sql, args).df()
     finally:
         cursor.close()
 
@@ -985,6 +1057,29 @@ def count_column(metric: str, count: str) -> str:
     return f'"{column(metric)[1:-1]}:{count}"'
 
 
+def _wide_sql(metrics: Sequence[str], scores: str, items: str = "") -> str:
+    """The per-item score table of run $run as SQL (run_scores_wide() describes its columns); `items`
+    narrows it to some items: a condition on the column {id}, added to every scan."""
+    cols = ",\n".join(
+        f"max(value) FILTER (WHERE metric = '{m}' AND NOT isnan(value)) AS {column(m)}, "  # ids checked
+        f"max(n_scored) FILTER (WHERE metric = '{m}') AS {count_column(m, 'scored')}, "
+        f"max(coalesce(n_unsure, 0)) FILTER (WHERE metric = '{m}') AS {count_column(m, 'unsure')}"
+        for m in metrics)
+    mine, theirs = items.format(id="item_id"), items.format(id="i.item_id")
+    return f"""
+        WITH s AS (SELECT * FROM {scores} WHERE run_id = $run {mine}),
+        wide AS (SELECT item_id{', ' + cols if cols else ''} FROM s GROUP BY item_id),
+        failed AS (SELECT item_id, string_agg(metric || ':' || status, ', ' ORDER BY metric) AS failed_metrics
+                   FROM s WHERE status NOT IN {NOT_FAILED} GROUP BY item_id),
+        verdicts_failed AS (SELECT item_id, count(*) AS n_failed FROM verdicts
+                            WHERE run_id = $run {mine} AND status NOT IN {NOT_FAILED} GROUP BY item_id)
+        SELECT i.item_id, left(i.query, 120) AS query, {'w.* EXCLUDE (item_id),' if cols else ''}
+               coalesce(v.n_failed, 0) AS n_failed, coalesce(f.failed_metrics, '') AS failed_metrics
+        FROM items i LEFT JOIN wide w ON w.item_id = i.item_id LEFT JOIN failed f ON f.item_id = i.item_id
+        LEFT JOIN verdicts_failed v ON v.item_id = i.item_id
+        WHERE i.run_id = $run {theirs} ORDER BY i.item_id"""
+
+
 def run_scores_wide(path: str | Path, run_id: str, metrics: Sequence[str], scores: str = "scores") -> pd.DataFrame:
     """One row per item of a run, grouped in DuckDB: item_id, a query snippet, one column per metric
     (THELMA's seven always, then `metrics`; NULL when unscored, NaN included), its counts "m:scored"
@@ -993,26 +1088,79 @@ def run_scores_wide(path: str | Path, run_id: str, metrics: Sequence[str], score
 
     `scores` is the relation the scores come from: the stored table (the default band), or
     queries.scores_sql(band), the same columns recomputed from the verdicts at another band ($run).
-    The CLI's export and diagnosis read it, and the dashboard caches it per run and answers filters,
-    sorting, Table 2 and Compare from it in memory (store.frame_query), without re-scanning the file.
+    The CLI's export and diagnosis read it; the dashboard reads run_table(), the same table kept
+    stored for the default band.
     """
-    cols = ",\n".join(
-        f"max(value) FILTER (WHERE metric = '{m}' AND NOT isnan(value)) AS {column(m)}, "  # ids checked
-        f"max(n_scored) FILTER (WHERE metric = '{m}') AS {count_column(m, 'scored')}, "
-        f"max(coalesce(n_unsure, 0)) FILTER (WHERE metric = '{m}') AS {count_column(m, 'unsure')}"
-        for m in order_metrics([*metrics, *THELMA]))
-    return query(path, f"""
-        WITH s AS (SELECT * FROM {scores} WHERE run_id = $run),
-        wide AS (SELECT item_id, {cols} FROM s GROUP BY item_id),
-        failed AS (SELECT item_id, string_agg(metric || ':' || status, ', ' ORDER BY metric) AS failed_metrics
-                   FROM s WHERE status NOT IN {NOT_FAILED} GROUP BY item_id),
-        verdicts_failed AS (SELECT item_id, count(*) AS n_failed FROM verdicts
-                            WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY item_id)
-        SELECT i.item_id, left(i.query, 120) AS query, w.* EXCLUDE (item_id),
-               coalesce(v.n_failed, 0) AS n_failed, coalesce(f.failed_metrics, '') AS failed_metrics
-        FROM items i LEFT JOIN wide w ON w.item_id = i.item_id LEFT JOIN failed f ON f.item_id = i.item_id
-        LEFT JOIN verdicts_failed v ON v.item_id = i.item_id
-        WHERE i.run_id = $run ORDER BY i.item_id""", {"run": run_id})
+    return query(path, _wide_sql(order_metrics([*metrics, *THELMA]), scores), {"run": run_id})
+
+
+def run_table(path: str | Path, run_id: str, metrics: Sequence[str], scores: str = "scores") -> pd.DataFrame:
+    """run_scores_wide()'s table for the dashboard, fetched through Arrow (a million rows in a tenth of
+    a second, where building Python rows takes seconds): from the stored run_wide at the default band,
+    recomputed from the verdicts for another relation `scores`. Columns as run_scores_wide(); numbers
+    come as floats, NULL as NaN or None: the dashboard queries it again in DuckDB (frame_query)."""
+    metrics = order_metrics([*metrics, *THELMA])
+    with _reader(path) as con:
+        if scores != "scores":
+            return con.sql(_wide_sql(metrics, scores), params={"run": run_id}).to_arrow_table().to_pandas()
+        _stored_view(con, "stored", StoredRun(str(path), run_id, tuple(metrics)))
+        try:
+            return con.sql("SELECT * FROM stored ORDER BY item_id").to_arrow_table().to_pandas()
+        finally:
+            con.execute("DROP VIEW IF EXISTS stored")
+
+
+def _written_ids(frames: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
+    """The item ids a write touched: those of its items, verdicts and scores rows."""
+    return sorted({i for table, frame in frames if table in ("items", "verdicts", "scores") and not frame.empty
+                   for i in frame["item_id"].unique()})
+
+
+def _is_metric_id(metric: str) -> bool:
+    try:
+        column(metric)
+    except ValueError:
+        return False
+    return True
+
+
+_WIDE_FIXED = ("run_id", "item_id", "query", "n_failed", "failed_metrics")  # run_wide's own columns
+_INLINE_IDS = 1000  # up to this many ids go into the SQL as constants (an index lookup), more as a joined frame
+
+
+def refresh_wide(con: Any, run_id: str, item_ids: Sequence[str] | None = None) -> None:
+    """Rewrite the run_wide rows of these items of a run (None: every item) from its stored items,
+    scores and verdicts, inside the caller's transaction: run_wide equals run_scores_wide() after
+    every write. A metric seen for the first time gets its columns; an id that is not a metric id
+    (a file from elsewhere) gets none and stays in the scores table only."""
+    if item_ids is not None and not item_ids:
+        return
+    params: dict[str, Any] = {"run": run_id}
+    items = ""
+    if item_ids is not None and len(item_ids) <= _INLINE_IDS:
+        params.update({f"i{k}": i for k, i in enumerate(item_ids)})
+        items = f"AND {{id}} IN ({', '.join(f'$i{k}' for k in range(len(item_ids)))})"
+    elif item_ids is not None:
+        con.register("_wide_ids", pd.DataFrame({"item_id": list(item_ids)}))
+        items = "AND {id} IN (SELECT item_id FROM _wide_ids)"
+    mine = items.format(id="item_id")
+    try:
+        found = [m for (m,) in con.execute(f"SELECT DISTINCT metric FROM scores WHERE run_id = $run {mine}",
+                                           params).fetchall()]
+        metrics = [m for m in found if _is_metric_id(m) and m not in _WIDE_FIXED]
+        present = {c for (c,) in con.execute("""SELECT column_name FROM duckdb_columns()
+                                               WHERE schema_name = 'main' AND table_name = 'run_wide'""").fetchall()}
+        for m in metrics:
+            for name, kind in ((column(m), "DOUBLE"), (count_column(m, "scored"), "INTEGER"),
+                               (count_column(m, "unsure"), "INTEGER")):
+                if name.strip('"') not in present:
+                    con.execute(f"ALTER TABLE run_wide ADD COLUMN {name} {kind}")
+        con.execute(f"DELETE FROM run_wide WHERE run_id = $run {mine}", params)
+        rows = _wide_sql(metrics, "scores", items)
+        con.execute(f"INSERT INTO run_wide BY NAME SELECT $run AS run_id, * FROM ({rows})", params)
+    finally:
+        if item_ids is not None and len(item_ids) > _INLINE_IDS:
+            con.unregister("_wide_ids")
 
 
 def write_frames(path: str | Path, frames: Mapping[str, pd.DataFrame]) -> None:
@@ -1027,6 +1175,9 @@ def write_frames(path: str | Path, frames: Mapping[str, pd.DataFrame]) -> None:
                 if table not in ("runs", "items", "components", "verdicts", "scores", "judge_calls", "triage"):
                     raise ValueError(f"unknown table {table!r}")
                 _insert(con, table, frame)
+            written = [(t, f) for t, f in frames.items() if t in ("items", "verdicts", "scores") and not f.empty]
+            for run_id in sorted({r for _, f in written for r in f["run_id"].unique()}):
+                refresh_wide(con, run_id, _written_ids([(t, f[f["run_id"] == run_id]) for t, f in written]))
 
 
 # ---------------------------------------------------------------- moved from runner, cli and grammar

@@ -245,9 +245,9 @@ def read(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ...], band: Band | None,
                corrected: bool) -> pd.DataFrame:
     # cache_resource hands out the same frame without a copy: callers must not modify it.
-    # At the default band the stored scores are read; another band, or people's corrections,
-    # recompute them from the verdicts.
-    return store.run_scores_wide(path, run_id, metric_ids, queries.scores_sql(band, corrected))
+    # At the default band the stored table is read; another band, or people's corrections,
+    # recompute it from the verdicts.
+    return store.run_table(path, run_id, metric_ids, queries.scores_sql(band, corrected))
 
 
 def _every_metric() -> tuple[str, ...]:
@@ -255,8 +255,9 @@ def _every_metric() -> tuple[str, ...]:
 
 
 def run_table(run_id: str) -> pd.DataFrame:
-    """A run's per-item score table at the URL's band (grouped in DuckDB once per DB version and band);
-    treat it as read-only."""
+    """A run's whole per-item score table at the URL's band, in memory (cached per DB version and band);
+    treat it as read-only. Summaries and pages of it go through derived(), which reads no more than
+    they need."""
     path = db_path()
     try:
         return _run_table(str(path), db_version(path), run_id, _every_metric(), band(), corrected())
@@ -265,24 +266,38 @@ def run_table(run_id: str) -> pd.DataFrame:
         st.stop()
 
 
+def _relation(path: str, version: float, run_id: str, every: tuple[str, ...], band: Band | None,
+              corrected: bool) -> pd.DataFrame | store.StoredRun:
+    """A run table for derived(): at the default band the stored one, queried in the file (a million
+    items are never pulled into memory); at another band or corrected, the cached recomputed frame."""
+    if band is None and not corrected:
+        return store.StoredRun(path, run_id, every)
+    return _run_table(path, version, run_id, every, band, corrected)
+
+
 @st.cache_data(show_spinner=False, max_entries=128)
 def _derived(_fn: Callable[..., Any], name: str, path: str, version: float, every: tuple[str, ...],
              band: Band | None, corrected: bool, run_ids: tuple[str, ...], args: tuple, kwargs: tuple) -> Any:
-    tables = [_run_table(path, version, r, every, band, corrected) for r in run_ids]
-    return _fn(*tables, *args, **dict(kwargs))
+    tables = [_relation(path, version, r, every, band, corrected) for r in run_ids]
+    with store.reading(path):  # the stored run tables of one call share a connection
+        return _fn(*tables, *args, **dict(kwargs))
 
 
 def derived(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs: Any) -> Any:
     """fn(*run tables of run_ids, *args, **kwargs), e.g. derived(queries.correlations, [run], metrics):
-    an in-memory computation over cached run tables (at the URL's band), itself cached, so a rerun for
-    an unrelated widget costs nothing."""
+    a computation over run tables (at the URL's band) in DuckDB, itself cached, so a rerun for an
+    unrelated widget costs nothing."""
     path = db_path()
-    with store.reading(path):  # the run tables this needs share one connection
-        for run_id in run_ids:
-            run_table(run_id)  # builds (or reports busy) outside the cached call
-    return _derived(fn, _name(fn), str(path), db_version(path), _every_metric(), band(), corrected(), tuple(run_ids),
-                    args,
-                    tuple(sorted(kwargs.items())))
+    try:
+        with store.reading(path):  # recomputed run tables share one connection
+            if band() is not None or corrected():
+                for run_id in run_ids:
+                    run_table(run_id)  # builds (or reports busy) outside the cached call
+            return _derived(fn, _name(fn), str(path), db_version(path), _every_metric(), band(), corrected(),
+                            tuple(run_ids), args, tuple(sorted(kwargs.items())))
+    except store.StoreBusy:
+        st.warning("The database is busy (a run or a save is writing), try again in a moment.")
+        st.stop()
 
 
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:

@@ -44,13 +44,13 @@ c7, c8, c9 = st.columns([2, 1, 1])
 sort = ui.synced(c7.selectbox, "Sort by", "sort", "item_id", options=["item_id", *metric_ids, "n_failed"],
                  format_func=lambda s: s.upper() if s in metric_ids else s)
 desc = ui.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "True"))
-table = ui.run_table(run_id)
-pages = max(1, -(-len(table) // PAGE_SIZE))
+n_items = int(ui.runs().set_index("run_id").loc[run_id, "n_done"])
+pages = max(1, -(-n_items // PAGE_SIZE))
 page_no = ui.synced(c9.number_input, "Page", "page", 1, ui.whole(1, pages), min_value=1, max_value=pages, step=1)
 ids = ui.read(queries.search_ids, run_id, search, meta) if search or meta else None
-frame, total = queries.filter_items(table, metric_ids, th, below=below, rules=rules, levels=levels,
-                                    failed_only=failed, ids=ids, sort=sort, descending=desc,
-                                    limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
+frame, total = ui.derived(queries.filter_items, [run_id], metric_ids, th, below=below, rules=rules, levels=levels,
+                          failed_only=failed, ids=ids, sort=sort, descending=desc,
+                          limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
 first = (page_no - 1) * PAGE_SIZE
 st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len(frame)}" if len(frame) else ""))
 # with a rule filter, the item opens onto that rule's evidence

@@ -1,0 +1,247 @@
+"""Scale benchmark in a real browser: every page of the dashboard on the two-run scale DB, in Chromium.
+
+    .venv/bin/python benchmarks/browser_scale.py [--items 100000] [--db /tmp/dashboard_scale.duckdb] [--reuse]
+    .venv/bin/python benchmarks/browser_scale.py --first-paint [--db data/demo.duckdb]
+
+Builds the scale DB of benchmarks/dashboard_scale.py (two runs of N items, ~20 verdicts each) unless
+--reuse finds it, serves the app with `streamlit run` on a free loopback port, and drives Debian's
+Chromium (Playwright). Per page it starts a fresh server, so the page is the server's first visit:
+
+- cold: time from navigation until `[data-testid=stApp]`'s `data-test-script-state` goes from
+  running to notRunning (nothing cached, nothing imported by a script run yet);
+- warm: the same page opened again in a new tab (a new session: cached reads);
+- interaction: one widget change on the page, from the input until the rerun is notRunning.
+
+Then it runs the AppTest benchmark (dashboard_scale.bench) on the same DB and prints its first render
+and interaction beside, with the machine's load average. Targets: ready <= 1.5 s, interaction <= 0.5 s.
+
+--first-paint: seconds from the server answering its health check until the Runs page shows its
+title, its runs table, and no grey skeleton left, on the demo DB; target 2 s.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import dashboard_scale  # noqa: E402
+from benchmarks.item_page import WATCH, ready_s  # noqa: E402
+from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
+
+READY_S, INTERACTION_S, FIRST_PAINT_S = 1.5, 0.5, 2.0
+TIMEOUT_MS = 300_000
+
+
+def _settled_after(page: Any, before: int) -> float:
+    """Seconds from the (already recorded) action time until a run started after state index `before`
+    has ended."""
+    page.wait_for_function("""(before) => {
+        const s = window.__states.slice(before);
+        const run = s.findIndex(x => x[1] === 'running');
+        return run >= 0 && s.slice(run).some(x => x[1] === 'notRunning');
+    }""", arg=before, timeout=TIMEOUT_MS, polling=20)
+    states, start = page.evaluate("() => [window.__states, window.__action]")
+    run = next(i for i in range(before, len(states)) if states[i][1] == "running")
+    done = next(t for t, s in states[run:] if s == "notRunning")
+    if page.get_by_test_id("stException").count():
+        raise RuntimeError(f"the page shows an exception after the interaction: {page.url}")
+    return (done - start) / 1000
+
+
+def interact_s(page: Any, prepare: Callable[[Any], None], act: Callable[[Any], None]) -> float:
+    """prepare(page) (open an expander, focus a field: not timed), then act(page), timed until its rerun ends."""
+    prepare(page)
+    page.wait_for_timeout(300)  # let a rerun the preparation caused (if any) finish and be recorded
+    page.wait_for_function("""() => {
+        const a = document.querySelector('[data-testid=stApp]');
+        return a && a.getAttribute('data-test-script-state') === 'notRunning'; }""", timeout=TIMEOUT_MS)
+    before = page.evaluate("() => { window.__action = performance.now(); return window.__states.length; }")
+    act(page)
+    return _settled_after(page, before)
+
+
+def _slider(label: str) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
+    """Open the sidebar's thresholds and focus the `label` slider; the action moves it one step."""
+    def prepare(page: Any) -> None:
+        page.get_by_test_id("stSidebar").get_by_text("Thresholds (low < threshold ≤ high)").click()
+        page.get_by_test_id("stSidebar").get_by_role("slider").nth(_SLIDERS.index(label)).focus()
+    return prepare, lambda page: page.keyboard.press("ArrowRight")
+
+
+_SLIDERS = ["SP1", "SP2", "SQC", "RQC", "RP", "GR", "SD"]  # THELMA's order in the sidebar
+
+
+def _type(label: str, text: str) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
+    """Type `text` into the text field `label` (not timed); the action is pressing Enter."""
+    def prepare(page: Any) -> None:
+        page.get_by_label(label, exact=True).first.fill(text)
+    return prepare, lambda page: page.get_by_label(label, exact=True).first.press("Enter")
+
+
+def _click_link(name: str) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
+    return (lambda page: None), (lambda page: page.get_by_role("link", name=name).first.click())
+
+
+def _multiselect(option: str) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
+    def prepare(page: Any) -> None:
+        page.get_by_test_id("stMultiSelect").first.click()
+    return prepare, lambda page: page.get_by_role("option", name=option).click()
+
+
+# (page, URL path and query, interaction label, interaction)
+CASES = [
+    ("Runs", "/?run=base", "SP1 threshold +0.01", _slider("SP1")),
+    ("Run", "/Run?run=base", "text search", _type("Search text (id, query, response)", "topic 42?")),
+    ("Item", "/Item?run=base&item=i050000", "next item", _click_link("Next")),
+    ("Compare", "/Compare?run=base&other=candidate", "claim diff of one item", _type("Item id to diff", "i000042")),
+    ("Diagnosis", "/Diagnosis?run=base", "SQC threshold +0.01", _slider("SQC")),
+    ("Triage", "/Triage", "label filter", _multiselect("confirmed")),
+    ("Trust", "/Trust?run=base", "SP1 threshold +0.01", _slider("SP1")),
+]
+# The AppTest case shown beside each page (dashboard_scale.bench's page file and interaction).
+APPTEST = {"Runs": ("app.py", None), "Run": ("pages/1_Run.py", "text search"), "Item": ("pages/2_Item.py", None),
+           "Compare": ("pages/3_Compare.py", "claim diff of one item"), "Diagnosis": ("pages/4_Diagnosis.py", None),
+           "Triage": ("pages/5_Triage.py", None), "Trust": (None, None)}
+
+
+def server_cpu_s(port: int) -> float:
+    """CPU seconds (user + system, every thread) the `streamlit run` process on `port` has used: its
+    work, whatever the machine's load, where wall times on a shared machine also hold the waits."""
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"streamlit" in b" ".join(args) and str(port).encode() in args:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    raise RuntimeError(f"no streamlit process on port {port}")
+
+
+Row = tuple[str, str, float, float, float, tuple[float, float, float]]
+
+
+def browse(db: Path, log: Path, pages: Sequence[str]) -> list[Row]:
+    """(page, interaction, cold s, warm s, interaction s, the server's CPU s for each) for these pages,
+    each on a freshly started server."""
+    from playwright.sync_api import sync_playwright
+
+    rows = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        for name, url, label, (prepare, act) in (c for c in CASES if c[0] in pages):
+            with streamlit_server(db, log, timeout_s=120) as base:
+                port = int(base.rsplit(":", 1)[1])
+                context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                context.add_init_script(WATCH)
+                context.set_default_timeout(TIMEOUT_MS)
+                cpu = [server_cpu_s(port)]
+                cold = ready_s(context.new_page(), base + url)
+                cpu.append(server_cpu_s(port))
+                page = context.new_page()
+                warm = ready_s(page, base + url)
+                cpu.append(server_cpu_s(port))
+                inter = interact_s(page, prepare, act)
+                cpu.append(server_cpu_s(port))
+                context.close()
+            used = tuple(b - a for a, b in zip(cpu, cpu[1:]))
+            rows.append((name, label, cold, warm, inter, used))
+            server = ", ".join(re.findall(r"page=\S* ms=([\d.]+)", log.read_text()))
+            print(f"  {name}: cold {cold:.2f} s, warm {warm:.2f} s, interaction {inter:.2f} s; server CPU "
+                  f"{used[0]:.2f} / {used[1]:.2f} / {used[2]:.2f} s; its script runs (wall ms): {server}", flush=True)
+        browser.close()
+    return rows
+
+
+# Marks the first time each sign of the Runs page shows, in ms since navigation started.
+PAINT = """window.__paint = {};
+new MutationObserver(() => {
+  const m = window.__paint, now = performance.now(), q = (s) => document.querySelector(s);
+  if (!m.title && q('h1')) m.title = now;
+  if (!m.table && q('[data-testid=stDataFrame] canvas')) m.table = now;
+  if (m.table && !m.whole && !q('[data-testid=stSkeleton]')) m.whole = now;
+}).observe(document, {subtree: true, childList: true, attributes: true});"""
+
+
+def first_paint(db: Path, log: Path) -> tuple[float, float, float]:
+    """Seconds from the server's health check answering until the Runs page shows its title, its runs
+    table, and nothing grey (no skeleton of an element whose code the browser is still loading)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.add_init_script(PAINT)
+        with streamlit_server(db, log, timeout_s=120) as base:
+            up = time.perf_counter()
+            page.goto(base + "/", wait_until="commit")
+            opened = time.perf_counter() - up  # navigation starts here: the marks count from it
+            page.wait_for_function("() => window.__paint.whole", timeout=TIMEOUT_MS, polling=20)
+            marks = page.evaluate("() => window.__paint")
+        browser.close()
+    return tuple(opened + marks[k] / 1000 for k in ("title", "table", "whole"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--db", type=Path, default=None, help="default: /tmp/dashboard_scale.duckdb, "
+                        "or data/demo.duckdb with --first-paint")
+    parser.add_argument("--reuse", action="store_true", help="reuse an existing generated DB")
+    parser.add_argument("--first-paint", action="store_true", help="time the Runs page's first paint only")
+    parser.add_argument("--no-apptest", action="store_true", help="skip the AppTest figures")
+    parser.add_argument("--pages", default=",".join(c[0] for c in CASES),
+                        help="the pages to time, comma-separated (default: all)")
+    args = parser.parse_args()
+    log = Path("/tmp/browser_scale_streamlit.log")
+    if args.first_paint:
+        db = args.db or ROOT / "data/demo.duckdb"
+        if not db.exists():
+            sys.exit(f"{db}: no database (build the demo with `make demo`)")
+        load = os.getloadavg()
+        print(f"the Runs page on {db}, seconds after the server is up: title / runs table / nothing grey "
+              f"(target <= {FIRST_PAINT_S:g} s)")
+        for _ in range(3):
+            title, table, whole = first_paint(db, log)
+            print(f"  {title:.2f} / {table:.2f} / {whole:.2f}")
+        print(f"load average {load[0]:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} cores")
+        return
+    db = args.db or Path("/tmp/dashboard_scale.duckdb")
+    dashboard_scale.build(db, args.items, args.reuse)
+    load_before = os.getloadavg()
+    print("Chromium, one fresh server per page:")
+    rows = browse(db, log, args.pages.split(","))
+    load_browser = os.getloadavg()
+    apptest = {} if args.no_apptest else {(p, label): (first, inter)
+                                          for p, label, first, inter in dashboard_scale.bench(db)}
+    print(f"\nload average (1, 5 min): {load_before[0]:.2f}, {load_before[1]:.2f} before the browser, "
+          f"{load_browser[0]:.2f}, {load_browser[1]:.2f} after it, {os.getloadavg()[0]:.2f} after AppTest; "
+          f"{os.cpu_count()} cores")
+    print(f"{'':<35} {'Chromium, wall s':^24} {'server CPU s':^20} {'AppTest wall / CPU s':^27}")
+    print(f"{'page':<10} {'interaction':<24} {'cold':>7} {'warm':>7} {'inter.':>8} {'cold':>6} {'warm':>6} "
+          f"{'inter.':>6}   {'first render':>12} {'interaction':>12}")
+    ok = ok_cpu = True
+    for name, label, cold, warm, inter, (c_cold, c_warm, c_inter) in rows:
+        path, at_label = APPTEST[name]
+        found = [v for (p, lab), v in apptest.items() if p == path and (at_label is None or lab == at_label)]
+        beside = (f"{found[0][0][0]:>5.2f} /{found[0][0][1]:>5.2f} {found[0][1][0]:>5.2f} /{found[0][1][1]:>5.2f}"
+                  if found else f"{'–':>12} {'–':>12}")
+        over = max(cold, warm) > READY_S or inter > INTERACTION_S
+        ok &= not over
+        ok_cpu &= max(c_cold, c_warm) <= READY_S and c_inter <= INTERACTION_S
+        print(f"{name:<10} {label:<24} {cold:>7.2f} {warm:>7.2f} {inter:>8.2f} {c_cold:>6.2f} {c_warm:>6.2f} "
+              f"{c_inter:>6.2f}   {beside}" + ("  OVER TARGET (wall)" if over else ""))
+    print(f"\ntargets: ready <= {READY_S} s cold and warm, interaction <= {INTERACTION_S} s: by the browser's wall "
+          f"time {'all met' if ok else 'NOT all met'}; by the server's CPU time {'all met' if ok_cpu else 'NOT all met'}"
+          + (" (the machine was shared: see the load average)" if load_browser[0] > (os.cpu_count() or 1) else ""))
+
+
+if __name__ == "__main__":
+    main()
