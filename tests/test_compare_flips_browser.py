@@ -1,5 +1,5 @@
 """Compare's "Why verdicts flipped" in real Chromium: open a flipped claim, see why it flipped, and
-follow the changed source to the source ledger (/Sources?run=RUN&source=KEY)."""
+follow the changed source to the source ledger (/Sources?run=RUN&source=KEY), which opens on it."""
 from __future__ import annotations
 
 import re
@@ -68,3 +68,8 @@ def test_a_flipped_claim_explains_itself_and_links_its_source(page: Any) -> None
     ledger = opened.value
     ledger.wait_for_load_state()
     assert re.search(rf"/Sources\?run=base&source={key}$", ledger.url), ledger.url
+    # The ledger opens on that source: its text and the base run's item that retrieved it.
+    check_page(ledger, "Sources")
+    expect(ledger.get_by_text(SRC[0]).first).to_be_visible()
+    settle(ledger)
+    assert ("base", "retr") in {(r["run_id"], r["item_id"]) for r in grid(ledger, "item_id")}
