@@ -103,7 +103,7 @@ if ui.synced(st.toggle, "Preference mode: one run is declared the better variant
 # ---------------------------------------------------------------- why verdicts flipped (evaluators/flips.py)
 st.subheader("Why verdicts flipped")
 # It reads every verdict of both runs (seconds per 10k items): big runs ask for it, small ones show it.
-big = max(int(a["n_items"]), int(b["n_items"])) > FLIPS_AT_ONCE
+big = max(int(a["n_done"]), int(b["n_done"])) > FLIPS_AT_ONCE
 if big and not ui.synced(st.toggle, "Explain why verdicts flipped (reads every verdict of both runs)", "why", False,
                          lambda s: s in ("1", "True")):
     st.stop()
