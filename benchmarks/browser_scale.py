@@ -112,14 +112,14 @@ APPTEST = {"Runs": ("app.py", None), "Run": ("pages/1_Run.py", "text search"), "
 
 
 def server_cpu_s(port: int) -> float:
-    """CPU seconds (user + system, every thread) the `streamlit run` process on `port` has used: its
+    """CPU seconds (user + system, every thread) the dashboard's server on `port` has used: its
     work, whatever the machine's load, where wall times on a shared machine also hold the waits."""
     for proc in Path("/proc").iterdir():
         try:
             args = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"streamlit" in b" ".join(args) and str(port).encode() in args:
+        if b"evaluators" in args and b"serve" in args and str(port).encode() in args:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     raise RuntimeError(f"no streamlit process on port {port}")
