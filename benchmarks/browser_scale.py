@@ -4,11 +4,13 @@
     .venv/bin/python benchmarks/browser_scale.py --first-paint [--db data/demo.duckdb]
 
 Builds the scale DB of benchmarks/dashboard_scale.py (two runs of N items, ~20 verdicts each) unless
---reuse finds it, serves the app with `streamlit run` on a free loopback port, and drives Debian's
-Chromium (Playwright). Per page it starts a fresh server, so the page is the server's first visit:
+--reuse finds it, serves the app with `python -m evaluators serve` (as `make run` does) on a free
+loopback port, and drives Debian's Chromium (Playwright). Per page it starts a fresh server, so the
+page is the server's first visit:
 
 - cold: time from navigation until `[data-testid=stApp]`'s `data-test-script-state` goes from
-  running to notRunning (nothing cached, nothing imported by a script run yet);
+  running to notRunning (no page has run yet: only what `serve` does at start, the imports and the
+  runs catalog, is done);
 - warm: the same page opened again in a new tab (a new session: cached reads);
 - interaction: one widget change on the page, from the input until the rerun is notRunning.
 
