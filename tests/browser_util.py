@@ -1,4 +1,4 @@
-"""Plumbing for the real-browser tests: a `streamlit run` server on a free loopback port, Debian's
+"""Plumbing for the real-browser tests: the dashboard's server on a free loopback port, Debian's
 Chromium driven by Playwright, request recording, and small waits for Streamlit's DOM.
 
 Playwright never downloads a browser here: it launches /usr/bin/chromium (apt) with the flags from
