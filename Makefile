@@ -32,8 +32,9 @@ browser:
 demo: setup
 	$(PY) -m data.build_demo --db $(DB)
 
+# The dashboard's server, its libraries imported before the first visit (`streamlit run app.py` works too).
 run: demo
-	$(PY) -m streamlit run app.py --server.port $(PORT)
+	$(PY) -m evaluators serve --port $(PORT)
 
 # The local judge's tests (tests/test_local_llm.py) run the real model: about 2 minutes of the suite.
 test: setup browser local

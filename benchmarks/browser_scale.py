@@ -4,11 +4,13 @@
     .venv/bin/python benchmarks/browser_scale.py --first-paint [--db data/demo.duckdb]
 
 Builds the scale DB of benchmarks/dashboard_scale.py (two runs of N items, ~20 verdicts each) unless
---reuse finds it, serves the app with `streamlit run` on a free loopback port, and drives Debian's
-Chromium (Playwright). Per page it starts a fresh server, so the page is the server's first visit:
+--reuse finds it, serves the app with `python -m evaluators serve` (as `make run` does) on a free
+loopback port, and drives Debian's Chromium (Playwright). Per page it starts a fresh server, so the
+page is the server's first visit:
 
 - cold: time from navigation until `[data-testid=stApp]`'s `data-test-script-state` goes from
-  running to notRunning (nothing cached, nothing imported by a script run yet);
+  running to notRunning (no page has run yet: only what `serve` does at start, the imports and the
+  runs catalog, is done);
 - warm: the same page opened again in a new tab (a new session: cached reads);
 - interaction: one widget change on the page, from the input until the rerun is notRunning.
 
@@ -112,14 +114,14 @@ APPTEST = {"Runs": ("app.py", None), "Run": ("pages/1_Run.py", "text search"), "
 
 
 def server_cpu_s(port: int) -> float:
-    """CPU seconds (user + system, every thread) the `streamlit run` process on `port` has used: its
+    """CPU seconds (user + system, every thread) the dashboard's server on `port` has used: its
     work, whatever the machine's load, where wall times on a shared machine also hold the waits."""
     for proc in Path("/proc").iterdir():
         try:
             args = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"streamlit" in b" ".join(args) and str(port).encode() in args:
+        if b"evaluators" in args and b"serve" in args and str(port).encode() in args:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     raise RuntimeError(f"no streamlit process on port {port}")

@@ -1,4 +1,4 @@
-"""The command line: evaluate, export, diagnose, trust, agreement, gate, export-suite, ledger, runs, delete-run.
+"""The command line: evaluate, export, diagnose, trust, agreement, gate, export-suite, ledger, runs, delete-run, serve.
 A stable contract others rely on.
 
 Every path and number option is checked before any work (evaluators/options.py): a bad one is
@@ -18,7 +18,7 @@ import csv
 import sys
 from typing import NoReturn, Sequence
 
-from evaluators import confidence, diagnosis, dryrun, ledger, options, queries, registry, runner, store, traces
+from evaluators import confidence, diagnosis, dryrun, ledger, options, queries, registry, runner, serve, store, traces
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
@@ -192,6 +192,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="possibly stale: share of retrievals beside an unsupported claim at least this "
                          "(default %(default)s)")
     grammar_cli.add_commands(sub)  # grammar-generate, grammar-run, grammar-eval, grammar-demo
+    serve.add_command(sub)  # the dashboard
     return p
 
 

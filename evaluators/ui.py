@@ -236,6 +236,19 @@ def read_all(*calls: Call) -> list[Any]:
         st.stop()
 
 
+def warm() -> int | None:
+    """Fill the cached reads that every page's first run needs and no view setting changes (the
+    database check, the runs catalog), outside any page run: for the server's start
+    (evaluators/serve.py). Keyed by the database's version like every read; raises store errors.
+    Returns the number of runs, or None when the database is not one the dashboard reads."""
+    path = db_path()
+    version = db_version(path)
+    if _health(str(path), version).state != "ok":
+        return None
+    with store.reading(path):
+        return len(_cached(queries.catalog, _name(queries.catalog), str(path), version, (), ())[0])
+
+
 def read(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """fn(db, *args, **kwargs) through the cache, e.g. read(queries.metadata_keys, run_id)."""
     return read_all((fn, args, kwargs))[0]

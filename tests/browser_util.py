@@ -1,4 +1,4 @@
-"""Plumbing for the real-browser tests: a `streamlit run` server on a free loopback port, Debian's
+"""Plumbing for the real-browser tests: the dashboard's server on a free loopback port, Debian's
 Chromium driven by Playwright, request recording, and small waits for Streamlit's DOM.
 
 Playwright never downloads a browser here: it launches /usr/bin/chromium (apt) with the flags from
@@ -34,18 +34,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(db: Path, log: Path, timeout_s: float = 60.0) -> Iterator[str]:
-    """Run `streamlit run app.py` on the database `db` and yield its base URL; stop it afterwards.
+def streamlit_server(db: Path, log: Path, timeout_s: float = 60.0, plain: bool = False) -> Iterator[str]:
+    """Serve the dashboard on the database `db` the way `make run` does (`python -m evaluators serve`:
+    libraries imported before the server answers), or with `plain` by `streamlit run app.py`, and
+    yield its base URL; stop it afterwards.
 
-    The file watcher is off: the app does not change during a test, and watching the repository
-    (.venv included) overflows inotify and costs seconds of CPU on a 2-core machine. Everything else,
-    telemetry included, comes from the app's own .streamlit/config.toml, which the tests thereby check.
+    Everything else comes from the app's own .streamlit/config.toml, which the tests thereby check:
+    telemetry off, loopback only, headless, and the file watcher off (the app does not change during a
+    test, and watching the repository, .venv included, overflows inotify and costs seconds of CPU).
     """
     port = free_port()
     env = {**os.environ, "RAG_TRIAGE_DB": str(db)}
     env.pop("RAG_TRIAGE_READ_ONLY", None)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.headless", "true", "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]
+    cmd = ([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)] if plain
+           else [sys.executable, "-m", "evaluators", "serve", "--port", str(port)])
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

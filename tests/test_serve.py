@@ -1,0 +1,72 @@
+"""`python -m evaluators serve` (the launcher `make run` and every browser test use) and plain
+`streamlit run app.py`, in real Chromium over the seeded DuckDB.
+
+The launcher reads the runs catalog into the dashboard's cache before the first visit; the cache is
+keyed by the database file's version, so a run written after that read must still show on the first
+visit (a stale catalog would leave it out of the run picker).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluators import cli, store
+from evaluators.records import Run
+from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+from tests.seed import seed
+
+sync_api = pytest.importorskip("playwright.sync_api")
+if not CHROMIUM.exists():
+    pytest.skip("Debian's chromium is not installed (make browser)", allow_module_level=True)
+
+TIMEOUT_MS = 60_000
+
+
+def _run_heading(page: Any, url: str, run_id: str) -> None:
+    """Open url and wait for the Runs page's header of run_id, with no exception on the page."""
+    page.goto(url)
+    sync_api.expect(page.get_by_role("heading", name=f"Run {run_id}", exact=True)).to_be_visible(timeout=TIMEOUT_MS)
+    page.wait_for_function("""() => document.querySelector('[data-testid=stApp]')
+        ?.getAttribute('data-test-script-state') === 'notRunning'""", timeout=TIMEOUT_MS)
+    assert page.get_by_test_id("stException").count() == 0
+
+
+def test_serve_is_a_cli_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["serve", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--port" in out and "--db" in out
+    assert cli.main(["serve", "--port", "eighty"]) == 2
+    assert "--port" in capsys.readouterr().err
+
+
+def test_warmed_catalog_still_shows_a_run_written_after_it(tmp_path: Path) -> None:
+    db = seed(tmp_path / "seed.duckdb")
+    log = tmp_path / "serve.log"
+    with streamlit_server(db, log) as base, sync_api.sync_playwright() as pw:
+        deadline = time.monotonic() + 60
+        while "dashboard cache warmed" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        assert "3 runs" in log.read_text()  # the seeded catalog was read before any visit
+        store.start_run(db, Run("late-run", "offline", {}, {}), 1)
+        store.finish_run(db, "late-run", "finished", {})
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        _run_heading(page, f"{base}/?run=late-run", "late-run")
+        sync_api.expect(page.get_by_text("No scores in this run yet.")).to_be_visible()
+        browser.close()
+    assert "Traceback" not in log.read_text()
+
+
+def test_plain_streamlit_run_still_serves_the_app(tmp_path: Path) -> None:
+    db = seed(tmp_path / "seed.duckdb")
+    log = tmp_path / "streamlit.log"
+    with streamlit_server(db, log, plain=True) as base, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        _run_heading(page, f"{base}/?run=weak-retriever", "weak-retriever")
+        browser.close()
+    assert "dashboard cache warmed" not in log.read_text()  # nothing of the launcher ran
