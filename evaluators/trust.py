@@ -7,8 +7,9 @@ labels saying whether it names the component to fix). Nothing here reads a datab
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 BOOTSTRAP_SAMPLES = 2000  # resamples for the kappa interval: the 2.5/97.5 percentiles settle to ~0.01
 CSV_COLUMNS = ("target", "n_labelled", "agreement", "kappa", "kappa_lo", "kappa_hi", "precision")
@@ -169,12 +170,16 @@ class Suggestion:
 
 def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: Sequence[tuple[str, str, int]],
                       thresholds: Mapping[str, float],
-                      fires: Callable[[str, Mapping[str, float]], set[str]]) -> Suggestion:
+                      fires: Callable[[str, Mapping[str, float]], set[str]],
+                      midpoints: Iterable[float] | None = None) -> Suggestion:
     """The threshold of `metric` whose fired rules agree best (highest kappa) with the rule labels.
 
-    `values` are the items' scores of this metric, `labels` (item, rule, label) for rules that read
-    it, and `fires(item, thresholds)` the rules that fire on an item. Candidates are the midpoints
-    between the items' distinct scores, so every way of splitting them is tried once.
+    `values` are the items' scores of this metric (at least every labelled item's: a label on an item
+    not in it is left out), `labels` (item, rule, label) for rules that read it, and
+    `fires(item, thresholds)` the rules that fire on an item. Candidates are the midpoints between the
+    run's consecutive distinct scores, rounded to 4 places, so every way of splitting them is tried
+    once: `midpoints` when given (a query computes them over the whole run, or per 0.0001 wide bucket
+    the least and greatest of them, which round to the same set), else taken from `values`.
     """
     current = thresholds[metric]
     labels = [l for l in labels if l[0] in values]
@@ -187,10 +192,20 @@ def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: S
         fired = {item: fires(item, at) for item in {l[0] for l in labels}}
         return kappa([int(rule in fired[item]) for item, rule, _ in labels], [h for _, _, h in labels])
 
-    distinct = sorted({float(v) for v in values.values() if v is not None})
-    candidates = sorted({round((a + b) / 2, 4) for a, b in zip(distinct, distinct[1:])} | {current})
+    if midpoints is None:
+        distinct = sorted({float(v) for v in values.values() if v is not None})
+        midpoints = [(a + b) / 2 for a, b in zip(distinct, distinct[1:])]
+    candidates = sorted({round(m, 4) for m in midpoints} | {current})
+    # A threshold moves the calls only where it passes a labelled item's score: candidates with the
+    # same labelled scores below them have one kappa, computed once.
+    labelled = sorted(float(v) for item in {l[0] for l in labels} if (v := values[item]) is not None)
+    by_side: dict[int, float | None] = {}
+    for t in candidates:
+        side = bisect_left(labelled, t)
+        if side not in by_side:
+            by_side[side] = kappa_at(t)
     now = kappa_at(current)
-    scored = [(k, t) for t in candidates if (k := kappa_at(t)) is not None]
+    scored = [(k, t) for t in candidates if (k := by_side[bisect_left(labelled, t)]) is not None]
     if not scored:
         return Suggestion(metric, current, len(labels), kappa_now=now,
                           why="kappa is undefined at every threshold: the labels or calls are all one class")
