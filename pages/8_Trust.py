@@ -109,8 +109,8 @@ with tab_next:
         st.success("Every item of this run carries a label.")
     else:
         item_id, reason, detail = queue.iloc[0].tolist()
-        row = ui.run_table(run_id).set_index("item_id").loc[item_id]
-        scores = {**row.to_dict(), "item_id": item_id}
+        row = ui.derived(queries.run_rows, [run_id], (item_id,)).iloc[0]
+        scores = row.to_dict()
         fired = [r.id for r in diagnose({m: queries.wide_score(scores, m) for m in THELMA}, th)]
         st.markdown(f"**Next: item {ui.md(item_id)}** ({reason}{': ' + ui.md(detail) if detail else ''})")
         st.caption(ui.md(row["query"]))
