@@ -11,6 +11,8 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 BOOTSTRAP_SAMPLES = 2000  # resamples for the kappa interval: the 2.5/97.5 percentiles settle to ~0.01
 CSV_COLUMNS = ("target", "n_labelled", "agreement", "kappa", "kappa_lo", "kappa_hi", "precision")
 
@@ -58,17 +60,35 @@ def confusion(judge: Sequence[int], human: Sequence[int], positive: int = 1) -> 
     )
 
 
+def _kappa(n: int, agree: int, judged: int, called: int) -> float | None:
+    observed = agree / n
+    p_judge, p_human = judged / n, called / n
+    chance = p_judge * p_human + (1 - p_judge) * (1 - p_human)
+    if chance >= 1.0:
+        return None  # both raters used one class only: agreement says everything, kappa nothing
+    return (observed - chance) / (1 - chance)
+
+
 def kappa(judge: Sequence[int], human: Sequence[int]) -> float | None:
     """Cohen's kappa of two 0/1 raters; None when undefined (no pairs, or chance agreement is 1)."""
     n = len(judge)
     if n == 0:
         return None
-    observed = sum(j == h for j, h in zip(judge, human, strict=True)) / n
-    p_judge, p_human = sum(judge) / n, sum(human) / n
-    chance = p_judge * p_human + (1 - p_judge) * (1 - p_human)
-    if chance >= 1.0:
-        return None  # both raters used one class only: agreement says everything, kappa nothing
-    return (observed - chance) / (1 - chance)
+    return _kappa(n, sum(j == h for j, h in zip(judge, human, strict=True)), sum(judge), sum(human))
+
+
+def _draws(rng: random.Random, n: int, count: int) -> np.ndarray:
+    """`count` successive rng.randrange(n), without a Python call each: CPython's randrange(n) takes the
+    top n.bit_length() bits of one 32-bit Mersenne Twister word and draws again while they are >= n,
+    and getrandbits(32 * m) is the next m such words, the first least significant."""
+    bits = n.bit_length()
+    found: list[np.ndarray] = []
+    while (have := sum(len(f) for f in found)) < count:
+        words = -(-(count - have) * 2 ** bits // n) + 64  # enough for the rejections, on average and then some
+        raw = np.frombuffer(rng.getrandbits(32 * words).to_bytes(4 * words, "little"), dtype="<u4")
+        drawn = raw >> np.uint32(32 - bits)
+        found.append(drawn[drawn < n])
+    return np.concatenate(found)[:count]
 
 
 def kappa_interval(judge: Sequence[int], human: Sequence[int], samples: int = BOOTSTRAP_SAMPLES,
@@ -76,18 +96,19 @@ def kappa_interval(judge: Sequence[int], human: Sequence[int], samples: int = BO
     """The bootstrap 95 % interval of kappa (percentile method, resampling pairs).
 
     Resamples where kappa is undefined are skipped; None when fewer than half of them are defined.
-    Seeded, so the same labels always give the same interval.
+    Seeded, so the same labels always give the same interval: resample i is the pairs at
+    random.Random(seed).randrange(n) drawn i * n to (i + 1) * n - 1, counted in numpy.
     """
-    pairs = list(zip(judge, human, strict=True))
-    if not pairs:
+    n = len(judge)
+    if not n:
         return None
-    rng = random.Random(seed)
-    values: list[float] = []
-    for _ in range(samples):
-        drawn = [pairs[rng.randrange(len(pairs))] for _ in pairs]
-        k = kappa([j for j, _ in drawn], [h for _, h in drawn])
-        if k is not None:
-            values.append(k)
+    j, h = np.asarray(judge, dtype=np.int64), np.asarray(human, dtype=np.int64)
+    if len(h) != n:
+        raise ValueError("judge and human differ in length")
+    picks = _draws(random.Random(seed), n, samples * n).reshape(samples, n)
+    agree, judged, called = ((j == h)[picks].sum(axis=1), j[picks].sum(axis=1), h[picks].sum(axis=1))
+    values = [k for a, jd, c in zip(agree.tolist(), judged.tolist(), called.tolist())
+              if (k := _kappa(n, a, jd, c)) is not None]
     if len(values) < samples / 2:
         return None
     values.sort()

@@ -167,3 +167,28 @@ def test_score_midpoints_give_the_candidates_of_every_score() -> None:
     fitted = trust.suggest_threshold("rp", values, labels, {"rp": 0.5}, fires, kept["midpoint"].tolist())
     assert fitted == trust.suggest_threshold("rp", values, labels, {"rp": 0.5}, fires)
     assert fitted.best == pytest.approx(0.575) and fitted.kappa_best == pytest.approx(1.0)
+
+
+def _interval_by_draws(judge: list[int], human: list[int], samples: int = 2000) -> tuple[float, float] | None:
+    """kappa_interval's definition: each resample drawn pair by pair with randrange."""
+    pairs = list(zip(judge, human))
+    rng = random.Random(0)
+    values = []
+    for _ in range(samples):
+        drawn = [pairs[rng.randrange(len(pairs))] for _ in pairs]
+        k = trust.kappa([a for a, _ in drawn], [b for _, b in drawn])
+        if k is not None:
+            values.append(k)
+    if len(values) < samples / 2:
+        return None
+    values.sort()
+    return values[int(0.025 * (len(values) - 1))], values[int(0.975 * (len(values) - 1))]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 16, 33, 100, 257])
+def test_the_kappa_interval_equals_its_draw_by_draw_definition(n: int) -> None:
+    rng = random.Random(n)
+    judge = [rng.randint(0, 1) for _ in range(n)]
+    human = [j if rng.random() < 0.7 else 1 - j for j in judge]
+    assert trust.kappa_interval(judge, human) == _interval_by_draws(judge, human)
+    assert trust.kappa_interval(judge, human, samples=50) == _interval_by_draws(judge, human, samples=50)
