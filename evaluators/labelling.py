@@ -57,36 +57,64 @@ def _reads(rule: str, metric: str) -> bool:
     return any(metric in diagnosis.READINGS.get(m, (m,)) for m, _ in diagnosis.CONDITIONS[rule])
 
 
-def report(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None) -> Report:
-    """Every label on the run against the judge at these thresholds and uncertainty band.
+@dataclass(frozen=True)
+class Labelled:
+    """A run's labels and what the trust report reads beside them that no threshold changes, so a
+    threshold change only diagnoses again (the dashboard caches this per run and band)."""
 
-    A rule's call of interest is "fired" (its precision: how often a fired rule was right); a metric's
-    is the "low" verdict, 0 (how often a verdict of "not supported / not covered" was right). Rules
-    are diagnosed on the labelled items alone, and threshold candidates come from one query over the
-    run: the cost follows the labels, not the run's size.
-    """
-    th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
+    rule_labels: tuple[tuple[str, str, int], ...]  # (item, rule, label): the latest per item and rule
+    triage: dict[str, int]  # the latest confirmed (1) / false alarm (0) triage note per item
+    corrections: tuple[trust.Pair, ...]  # verdict corrections beside the judge's verdict
+    scores: dict[str, dict[str, Score | None]]  # the THELMA scores of the run's rule-labelled items
+    midpoints: dict[str, list[float]]  # threshold candidates of the metrics that can have enough labels
+
+
+def labelled(path: str | Path, run_id: str, band: Band | None = None) -> Labelled:
+    """Read a run's labels, the labelled items' scores at the band, and the threshold candidates of each
+    metric that some thresholds could give enough rule labels (a triage note labels every rule that
+    fires): the midpoints of its distinct scores over the whole run, in one query."""
     with store.reading(path):
         saved = queries.rule_labels(path, run_id)
         triage = queries.triage_verdicts(path, run_id)
         corrections = queries.verdict_corrections(path, run_id).dropna(subset=["judge"])
-        rule_labels = list(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None))
+        rule_labels = tuple(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None))
         table = _table(path, run_id, band)
         scores = _scores(queries.run_rows(table, sorted({l[0] for l in rule_labels} | set(triage["item_id"]))))
-        fired = {item: _fires(s, th) for item, s in scores.items()}
-        pairs = trust.rule_pairs(rule_labels, dict(zip(triage["item_id"], triage["label"])), fired, RULE_IDS)
-        labelled_rules = [(p.item_id, p.target, p.human) for p in pairs if p.target in diagnosis.RULES]
-        reading = {m: [l for l in labelled_rules if _reads(l[1], m)] for m in THELMA}
-        enough = [m for m in THELMA if sum(l[0] in scores for l in reading[m]) >= trust.MIN_LABELS_TO_SUGGEST]
-        midpoints = queries.score_midpoints(table, enough)
-    pairs += [trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
-              for r in corrections.itertuples(index=False)]
+        noted = sum(item in scores for item in triage["item_id"])
+        possible = [m for m in THELMA
+                    if sum(item in scores and _reads(rule, m) for item, rule, _ in rule_labels)
+                    + noted * sum(_reads(rule, m) for rule in RULE_IDS) >= trust.MIN_LABELS_TO_SUGGEST]
+        midpoints = queries.score_midpoints(table, possible)
+    return Labelled(rule_labels, dict(zip(triage["item_id"], triage["label"])),
+                    tuple(trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
+                          for r in corrections.itertuples(index=False)),
+                    scores, {m: midpoints["midpoint"][midpoints["metric"] == m].tolist() for m in possible})
+
+
+def judged(labels: Labelled, thresholds: Mapping[str, float]) -> Report:
+    """Every label against the judge at these thresholds (labelled() read them at the band).
+
+    A rule's call of interest is "fired" (its precision: how often a fired rule was right); a metric's
+    is the "low" verdict, 0 (how often a verdict of "not supported / not covered" was right). Rules
+    are diagnosed on the labelled items alone: the cost follows the labels, not the run's size.
+    """
+    th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
+    scores = labels.scores
+    fired = {item: _fires(s, th) for item, s in scores.items()}
+    pairs = trust.rule_pairs(labels.rule_labels, labels.triage, fired, RULE_IDS)
+    labelled_rules = [(p.item_id, p.target, p.human) for p in pairs if p.target in diagnosis.RULES]
+    pairs += labels.corrections
     rows = trust.report(pairs, [*THELMA, *RULE_IDS], {m: 0 for m in THELMA})
-    suggestions = [trust.suggest_threshold(m, {item: _value(s.get(m)) for item, s in scores.items()}, reading[m], th,
-                                           lambda item, at: _fires(scores[item], at),
-                                           midpoints["midpoint"][midpoints["metric"] == m].tolist())
+    suggestions = [trust.suggest_threshold(m, {item: _value(s.get(m)) for item, s in scores.items()},
+                                           [l for l in labelled_rules if _reads(l[1], m)], th,
+                                           lambda item, at: _fires(scores[item], at), labels.midpoints.get(m, []))
                    for m in THELMA]
     return Report(rows, trust.disagreements(pairs), suggestions)
+
+
+def report(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None) -> Report:
+    """Every label on the run against the judge at these thresholds and uncertainty band (judged())."""
+    return judged(labelled(path, run_id, band), thresholds)
 
 
 def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None,

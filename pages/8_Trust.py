@@ -16,7 +16,7 @@ from evaluators.vocabulary import THELMA
 path = ui.page("Trust")
 run_id, metric_ids, th = ui.current_run()
 band = ui.band()
-report = ui.read(labelling.report, run_id, th, band)
+report = labelling.judged(ui.read(labelling.labelled, run_id, band), th)  # a threshold change reads nothing
 n_labels = sum(t.n_labelled for t in report.rows)
 st.caption(f"Run **{ui.md(run_id)}** · {n_labels} labelled calls. A rule's call is \"fired\" at the thresholds in "
            "the sidebar, a metric's call is its verdict; labels come from the review queue below, corrections on "
