@@ -201,6 +201,8 @@ def main() -> None:
     parser.add_argument("--no-apptest", action="store_true", help="skip the AppTest figures")
     parser.add_argument("--pages", default=",".join(c[0] for c in CASES),
                         help="the pages to time, comma-separated (default: all)")
+    parser.add_argument("--labels", type=int, default=200,
+                        help="rule labels and verdict corrections to add to run base (seeded; default 200 each)")
     args = parser.parse_args()
     log = Path("/tmp/browser_scale_streamlit.log")
     if args.first_paint:
@@ -217,6 +219,7 @@ def main() -> None:
         return
     db = args.db or Path("/tmp/dashboard_scale.duckdb")
     dashboard_scale.build(db, args.items, args.reuse)
+    dashboard_scale.add_labels(db, args.labels)
     load_before = os.getloadavg()
     print("Chromium, one fresh server per page:")
     rows = browse(db, log, args.pages.split(","))

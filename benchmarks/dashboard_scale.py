@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaluators import store  # noqa: E402
-from evaluators.records import Run  # noqa: E402
+from evaluators.records import Label, Run  # noqa: E402
 
 FIRST_RENDER_S, INTERACTION_S = 1.5, 0.5
 FAILURES = np.array(["unparsed", "error", "timeout"])
@@ -206,14 +206,36 @@ def build(db: Path, items: int, reuse: bool) -> None:
           f"{size / counts['verdicts']:.0f} bytes per verdict (the whole file over its verdicts)")
 
 
+def add_labels(db: Path, n: int, seed: int = 3) -> None:
+    """Give the run "base" people's labels, seeded, so the Trust page has work to do: n rule labels
+    and n verdict corrections on random items (none when the run already has labels)."""
+    from evaluators import diagnosis, queries  # noqa: PLC0415
+
+    if n <= 0 or not queries.run_labels(db, "base").empty:
+        return
+    rng = np.random.default_rng(seed)
+    items = int(queries.shared_item_count(db, "base", "base"))
+    ids = [f"i{i:06d}" for i in rng.choice(items, size=2 * n, replace=False)]
+    rules, metrics = list(diagnosis.RULES), ["sp1", "sqc", "rp", "gr"]
+    labels = [Label(item, int(rng.integers(2)), rule=rules[rng.integers(len(rules))], author="bench", origin="import")
+              for item in ids[:n]]
+    labels += [Label(item, int(rng.integers(2)), metric=metrics[rng.integers(len(metrics))],
+                     component_idx=int(rng.integers(2)), author="bench", origin="import") for item in ids[n:]]
+    store.add_labels(db, "base", labels)
+    print(f"labels: {n} rule labels and {n} verdict corrections on run base (seed {seed})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--db", type=Path, default=Path("/tmp/dashboard_scale.duckdb"))
     parser.add_argument("--reuse", action="store_true", help="reuse an existing generated DB")
     parser.add_argument("--build-only", action="store_true", help="build the DB and stop")
+    parser.add_argument("--labels", type=int, default=200,
+                        help="rule labels and verdict corrections to add to run base (seeded; default 200 each)")
     args = parser.parse_args()
     build(args.db, args.items, args.reuse)
+    add_labels(args.db, args.labels)
     if args.build_only:
         return
     load = os.getloadavg()[0]

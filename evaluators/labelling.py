@@ -31,10 +31,17 @@ class Report:
     suggestions: list[trust.Suggestion]
 
 
-def _scores(path: str | Path, run_id: str, band: Band | None) -> dict[str, dict[str, Score | None]]:
-    """Each item's THELMA scores with their counts, at the band: what the quiet diagnosis reads."""
-    wide = store.run_scores_wide(path, run_id, list(THELMA), queries.scores_sql(band))
-    return {r["item_id"]: {m: queries.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
+def _table(path: str | Path, run_id: str, band: Band | None) -> queries.RunTable:
+    """The run table at the band: the stored one at the default band, queried where it lies (a million
+    items stay in the file), else recomputed from the verdicts."""
+    if band is None:
+        return store.StoredRun(str(path), run_id, tuple(THELMA))
+    return store.run_table(path, run_id, list(THELMA), queries.scores_sql(band))
+
+
+def _scores(rows: pd.DataFrame) -> dict[str, dict[str, Score | None]]:
+    """Each row's THELMA scores with their counts: what the quiet diagnosis reads."""
+    return {r["item_id"]: {m: queries.wide_score(r, m) for m in THELMA} for r in rows.to_dict("records")}
 
 
 def _value(score: Score | None) -> float | None:
@@ -50,30 +57,64 @@ def _reads(rule: str, metric: str) -> bool:
     return any(metric in diagnosis.READINGS.get(m, (m,)) for m, _ in diagnosis.CONDITIONS[rule])
 
 
-def report(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None) -> Report:
-    """Every label on the run against the judge at these thresholds and uncertainty band.
+@dataclass(frozen=True)
+class Labelled:
+    """A run's labels and what the trust report reads beside them that no threshold changes, so a
+    threshold change only diagnoses again (the dashboard caches this per run and band)."""
 
-    A rule's call of interest is "fired" (its precision: how often a fired rule was right); a metric's
-    is the "low" verdict, 0 (how often a verdict of "not supported / not covered" was right).
-    """
-    th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
+    rule_labels: tuple[tuple[str, str, int], ...]  # (item, rule, label): the latest per item and rule
+    triage: dict[str, int]  # the latest confirmed (1) / false alarm (0) triage note per item
+    corrections: tuple[trust.Pair, ...]  # verdict corrections beside the judge's verdict
+    scores: dict[str, dict[str, Score | None]]  # the THELMA scores of the run's rule-labelled items
+    midpoints: dict[str, list[float]]  # threshold candidates of the metrics that can have enough labels
+
+
+def labelled(path: str | Path, run_id: str, band: Band | None = None) -> Labelled:
+    """Read a run's labels, the labelled items' scores at the band, and the threshold candidates of each
+    metric that some thresholds could give enough rule labels (a triage note labels every rule that
+    fires): the midpoints of its distinct scores over the whole run, in one query."""
     with store.reading(path):
-        scores = _scores(path, run_id, band)
         saved = queries.rule_labels(path, run_id)
         triage = queries.triage_verdicts(path, run_id)
         corrections = queries.verdict_corrections(path, run_id).dropna(subset=["judge"])
+        rule_labels = tuple(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None))
+        table = _table(path, run_id, band)
+        scores = _scores(queries.run_rows(table, sorted({l[0] for l in rule_labels} | set(triage["item_id"]))))
+        noted = sum(item in scores for item in triage["item_id"])
+        possible = [m for m in THELMA
+                    if sum(item in scores and _reads(rule, m) for item, rule, _ in rule_labels)
+                    + noted * sum(_reads(rule, m) for rule in RULE_IDS) >= trust.MIN_LABELS_TO_SUGGEST]
+        midpoints = queries.score_midpoints(table, possible)
+    return Labelled(rule_labels, dict(zip(triage["item_id"], triage["label"])),
+                    tuple(trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
+                          for r in corrections.itertuples(index=False)),
+                    scores, {m: midpoints["midpoint"][midpoints["metric"] == m].tolist() for m in possible})
+
+
+def judged(labels: Labelled, thresholds: Mapping[str, float]) -> Report:
+    """Every label against the judge at these thresholds (labelled() read them at the band).
+
+    A rule's call of interest is "fired" (its precision: how often a fired rule was right); a metric's
+    is the "low" verdict, 0 (how often a verdict of "not supported / not covered" was right). Rules
+    are diagnosed on the labelled items alone: the cost follows the labels, not the run's size.
+    """
+    th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
+    scores = labels.scores
     fired = {item: _fires(s, th) for item, s in scores.items()}
-    rule_labels = list(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None))
-    pairs = trust.rule_pairs(rule_labels, dict(zip(triage["item_id"], triage["label"])), fired, RULE_IDS)
-    pairs += [trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
-              for r in corrections.itertuples(index=False)]
-    rows = trust.report(pairs, [*THELMA, *RULE_IDS], {m: 0 for m in THELMA})
+    pairs = trust.rule_pairs(labels.rule_labels, labels.triage, fired, RULE_IDS)
     labelled_rules = [(p.item_id, p.target, p.human) for p in pairs if p.target in diagnosis.RULES]
+    pairs += labels.corrections
+    rows = trust.report(pairs, [*THELMA, *RULE_IDS], {m: 0 for m in THELMA})
     suggestions = [trust.suggest_threshold(m, {item: _value(s.get(m)) for item, s in scores.items()},
                                            [l for l in labelled_rules if _reads(l[1], m)], th,
-                                           lambda item, at: _fires(scores[item], at))
+                                           lambda item, at: _fires(scores[item], at), labels.midpoints.get(m, []))
                    for m in THELMA]
     return Report(rows, trust.disagreements(pairs), suggestions)
+
+
+def report(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None) -> Report:
+    """Every label on the run against the judge at these thresholds and uncertainty band (judged())."""
+    return judged(labelled(path, run_id, band), thresholds)
 
 
 def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None,
@@ -83,28 +124,31 @@ def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float],
     1. items with unsure verdicts (p inside the band, or each judge kind's default), most unsure first;
     2. items where a rule fired on thin evidence (a metric it needs decided from THIN verdicts or fewer);
     3. the rest at random (seeded by the run), so labels also give an unbiased agreement estimate.
-    Columns: item_id, reason, detail.
+    Columns: item_id, reason, detail. Each step asks for no more items than the queue has room for,
+    and runs only when the steps before it could not fill it.
     """
     th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
     with store.reading(path):
-        unsure = queries.unsure_counts(path, run_id, band)
-        scores = _scores(path, run_id, band)
         done = set(queries.labelled_items(path, run_id))
-    queue: list[tuple[str, str, str]] = []
-    seen = set(done)
-    for row in unsure.itertuples(index=False):
-        if row.item_id not in seen:
-            queue.append((row.item_id, QUEUE_REASONS[0], f"{row.n_unsure} unsure verdict(s)"))
-            seen.add(row.item_id)
-    for item in sorted(set(scores) - seen):
-        thin = [f"{rule.id} ({metric.upper()} from {score.n_scored} verdicts)"
-                for rule in diagnosis.diagnose(scores[item], th) for metric in THELMA
-                if _reads(rule.id, metric) and (score := scores[item].get(metric)) is not None
-                and score.value is not None and score.n_scored <= THIN]
-        if thin:
-            queue.append((item, QUEUE_REASONS[1], "; ".join(thin)))
-            seen.add(item)
-    rest = sorted(set(scores) - seen)
-    random.Random(f"{run_id}:{seed}").shuffle(rest)
-    queue += [(item, QUEUE_REASONS[2], "") for item in rest]
+        unsure = queries.unsure_counts(path, run_id, band, skip=sorted(done), limit=limit)
+        queue = [(row.item_id, QUEUE_REASONS[0], f"{row.n_unsure} unsure verdict(s)")
+                 for row in unsure.itertuples(index=False)]
+        # Short of the limit, every unsure item is in the queue already: the rest are known to skip.
+        table = _table(path, run_id, band) if len(queue) < limit else None
+        if table is not None:
+            rows = queries.thin_items(table, th, THIN, sorted(done | {q[0] for q in queue}), limit - len(queue))
+            for item, scores in _scores(rows).items():
+                thin = [f"{rule.id} ({metric.upper()} from {score.n_scored} verdicts)"
+                        for rule in diagnosis.diagnose(scores, th) for metric in THELMA
+                        if _reads(rule.id, metric) and (score := scores.get(metric)) is not None
+                        and score.value is not None and score.n_scored <= THIN]
+                queue.append((item, QUEUE_REASONS[1], "; ".join(thin)))
+        if table is not None and len(queue) < limit:
+            seen = sorted(done | {q[0] for q in queue})
+            # The seeded shuffle of the remaining items in id order, drawn over their ranks.
+            ranks = list(range(queries.count_items(table, seen)))
+            random.Random(f"{run_id}:{seed}").shuffle(ranks)
+            picks = ranks[:limit - len(queue)]
+            ids = queries.items_at(table, seen, picks)
+            queue += [(ids[r], QUEUE_REASONS[2], "") for r in picks]
     return pd.DataFrame(queue[:limit], columns=["item_id", "reason", "detail"])

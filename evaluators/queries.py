@@ -498,7 +498,8 @@ def verdict_corrections(path: str | Path, run_id: str) -> pd.DataFrame:
                    CASE WHEN max(value) FILTER (WHERE status = 'ok') = 1 THEN 1
                         WHEN count(*) FILTER (WHERE status NOT IN {NOT_FAILED}) = 0
                              AND count(*) FILTER (WHERE status = 'ok') > 0 THEN 0 END AS judge
-            FROM verdicts WHERE run_id = $run AND component_idx >= 0 GROUP BY ALL)
+            FROM verdicts WHERE run_id = $run AND component_idx >= 0
+                                AND item_id IN (SELECT item_id FROM latest) GROUP BY ALL)
         SELECT l.item_id, l.metric, l.component_idx, l.label, j.judge, l.note, l.author, l.created_at
         FROM latest l LEFT JOIN judged j USING (item_id, metric, component_idx)
         ORDER BY l.item_id, l.metric, l.component_idx""", {"run": run_id})
@@ -530,12 +531,78 @@ def pair_scores(path: str | Path, run_id: str) -> pd.DataFrame:
         GROUP BY s.pair, s.metric ORDER BY s.metric, s.pair""", {"run": run_id})
 
 
-def unsure_counts(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
-    """Items with verdicts unsure at `band` (unsure_sql): item_id, n_unsure, most unsure first."""
+def unsure_counts(path: str | Path, run_id: str, band: Band | None = None, skip: Sequence[str] = (),
+                  limit: int | None = None) -> pd.DataFrame:
+    """Items with verdicts unsure at `band` (unsure_sql): item_id, n_unsure, most unsure first;
+    leaving out the items in `skip`, at most `limit` of them (None: all)."""
     return store.query(path, f"""
         SELECT item_id, count(*) AS n_unsure FROM verdicts
-        WHERE run_id = ? AND {unsure_sql(band)}
-        GROUP BY item_id ORDER BY n_unsure DESC, min(abs(p - 0.5)), item_id""", [run_id])
+        WHERE run_id = ? AND {unsure_sql(band)} AND NOT list_contains(?::VARCHAR[], item_id)
+        GROUP BY item_id ORDER BY n_unsure DESC, min(abs(p - 0.5)), item_id
+        {'' if limit is None else f'LIMIT {int(limit)}'}""", [run_id, list(skip)])
+
+
+def _ids(item_ids: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({"item_id": pd.Series(list(item_ids), dtype=object)})
+
+
+def run_rows(table: RunTable, item_ids: Sequence[str]) -> pd.DataFrame:
+    """The rows of a run table for these items (those that are in the run), by id: a lookup by key."""
+    return store.frame_query("SELECT * FROM wide WHERE item_id IN (SELECT item_id FROM ids) ORDER BY item_id",
+                             {"wide": table, "ids": _ids(item_ids)})
+
+
+def score_midpoints(table: RunTable, metrics: Sequence[str]) -> pd.DataFrame:
+    """Per metric, the midpoints between its consecutive distinct scores in a run table (the threshold
+    candidates of trust.suggest_threshold), only the least and greatest of each 0.0001-wide bucket:
+    rounded to 4 places they give the same set, and a million items give at most 20,002 rows.
+    Columns metric, midpoint."""
+    if not metrics:
+        return pd.DataFrame({"metric": [], "midpoint": []})
+    cols = ", ".join(column(m) for m in metrics)
+    return store.frame_query(f"""
+        WITH v AS (UNPIVOT (SELECT {cols} FROM wide) ON {cols} INTO NAME metric VALUE value),
+        d AS (SELECT DISTINCT metric, value::DOUBLE AS value FROM v WHERE NOT isnan(value)),
+        m AS (SELECT metric, (value + lead(value) OVER (PARTITION BY metric ORDER BY value)) / 2 AS mid FROM d),
+        b AS (SELECT metric, min(mid) AS lo, max(mid) AS hi FROM m WHERE mid IS NOT NULL
+              GROUP BY metric, floor(mid * 10000))
+        SELECT metric, lo AS midpoint FROM b UNION SELECT metric, hi FROM b ORDER BY metric, midpoint""",
+                             {"wide": table})
+
+
+def thin_items(table: RunTable, thresholds: Mapping[str, float], thin: int, skip: Sequence[str],
+               limit: int) -> pd.DataFrame:
+    """Items of a run table where a Table-2 rule fires on thin evidence: a metric the rule reads
+    (through a reading too) has a score from `thin` scored verdicts or fewer. Their rows by id, leaving
+    out the items in `skip`, at most `limit`: labelling.review_queue's second reason."""
+    def weak(m: str) -> str:
+        return f"({column(m)} IS NOT NULL AND NOT isnan({column(m)}) AND {count_column(m, 'scored')} <= {int(thin)})"
+
+    cases = " OR ".join(
+        f"({rule_sql(r, thresholds)} AND ("
+        + " OR ".join(weak(m) for m in dict.fromkeys(m for name, _ in conds for m in READINGS.get(name, (name,))))
+        + "))" for r, conds in CONDITIONS.items())
+    return store.frame_query(f"""SELECT * FROM wide WHERE ({cases}) AND item_id NOT IN (SELECT item_id FROM skip)
+                                 ORDER BY item_id LIMIT {int(limit)}""", {"wide": table, "skip": _ids(skip)})
+
+
+def count_items(table: RunTable, skip: Sequence[str]) -> int:
+    """The number of items in a run table, leaving out those in `skip`."""
+    frame = store.frame_query("SELECT count(*) AS n FROM wide WHERE item_id NOT IN (SELECT item_id FROM skip)",
+                              {"wide": table, "skip": _ids(skip)})
+    return int(frame["n"].iloc[0])
+
+
+def items_at(table: RunTable, skip: Sequence[str], ranks: Sequence[int]) -> dict[int, str]:
+    """The items of a run table at these ranks (0 first) in id order, leaving out those in `skip`:
+    {rank: item_id}. Picks from a seeded shuffle of the ranks, without sending every id to Python."""
+    frame = store.frame_query("""
+        SELECT rank, item_id FROM (SELECT item_id, row_number() OVER (ORDER BY item_id) - 1 AS rank FROM wide
+                                   WHERE item_id NOT IN (SELECT item_id FROM skip))
+        WHERE rank IN (SELECT rank FROM ranks)""",
+                              {"wide": table, "skip": _ids(skip), "ranks": pd.DataFrame({"rank": list(ranks)},
+                                                                                        dtype="int64")})
+    return dict(zip(frame["rank"].astype(int), frame["item_id"]))
 
 
 def labelled_items(path: str | Path, run_id: str) -> list[str]:

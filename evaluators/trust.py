@@ -7,8 +7,11 @@ labels saying whether it names the component to fix). Nothing here reads a datab
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
 
 BOOTSTRAP_SAMPLES = 2000  # resamples for the kappa interval: the 2.5/97.5 percentiles settle to ~0.01
 CSV_COLUMNS = ("target", "n_labelled", "agreement", "kappa", "kappa_lo", "kappa_hi", "precision")
@@ -57,17 +60,35 @@ def confusion(judge: Sequence[int], human: Sequence[int], positive: int = 1) -> 
     )
 
 
+def _kappa(n: int, agree: int, judged: int, called: int) -> float | None:
+    observed = agree / n
+    p_judge, p_human = judged / n, called / n
+    chance = p_judge * p_human + (1 - p_judge) * (1 - p_human)
+    if chance >= 1.0:
+        return None  # both raters used one class only: agreement says everything, kappa nothing
+    return (observed - chance) / (1 - chance)
+
+
 def kappa(judge: Sequence[int], human: Sequence[int]) -> float | None:
     """Cohen's kappa of two 0/1 raters; None when undefined (no pairs, or chance agreement is 1)."""
     n = len(judge)
     if n == 0:
         return None
-    observed = sum(j == h for j, h in zip(judge, human, strict=True)) / n
-    p_judge, p_human = sum(judge) / n, sum(human) / n
-    chance = p_judge * p_human + (1 - p_judge) * (1 - p_human)
-    if chance >= 1.0:
-        return None  # both raters used one class only: agreement says everything, kappa nothing
-    return (observed - chance) / (1 - chance)
+    return _kappa(n, sum(j == h for j, h in zip(judge, human, strict=True)), sum(judge), sum(human))
+
+
+def _draws(rng: random.Random, n: int, count: int) -> np.ndarray:
+    """`count` successive rng.randrange(n), without a Python call each: CPython's randrange(n) takes the
+    top n.bit_length() bits of one 32-bit Mersenne Twister word and draws again while they are >= n,
+    and getrandbits(32 * m) is the next m such words, the first least significant."""
+    bits = n.bit_length()
+    found: list[np.ndarray] = []
+    while (have := sum(len(f) for f in found)) < count:
+        words = -(-(count - have) * 2 ** bits // n) + 64  # enough for the rejections, on average and then some
+        raw = np.frombuffer(rng.getrandbits(32 * words).to_bytes(4 * words, "little"), dtype="<u4")
+        drawn = raw >> np.uint32(32 - bits)
+        found.append(drawn[drawn < n])
+    return np.concatenate(found)[:count]
 
 
 def kappa_interval(judge: Sequence[int], human: Sequence[int], samples: int = BOOTSTRAP_SAMPLES,
@@ -75,18 +96,19 @@ def kappa_interval(judge: Sequence[int], human: Sequence[int], samples: int = BO
     """The bootstrap 95 % interval of kappa (percentile method, resampling pairs).
 
     Resamples where kappa is undefined are skipped; None when fewer than half of them are defined.
-    Seeded, so the same labels always give the same interval.
+    Seeded, so the same labels always give the same interval: resample i is the pairs at
+    random.Random(seed).randrange(n) drawn i * n to (i + 1) * n - 1, counted in numpy.
     """
-    pairs = list(zip(judge, human, strict=True))
-    if not pairs:
+    n = len(judge)
+    if not n:
         return None
-    rng = random.Random(seed)
-    values: list[float] = []
-    for _ in range(samples):
-        drawn = [pairs[rng.randrange(len(pairs))] for _ in pairs]
-        k = kappa([j for j, _ in drawn], [h for _, h in drawn])
-        if k is not None:
-            values.append(k)
+    j, h = np.asarray(judge, dtype=np.int64), np.asarray(human, dtype=np.int64)
+    if len(h) != n:
+        raise ValueError("judge and human differ in length")
+    picks = _draws(random.Random(seed), n, samples * n).reshape(samples, n)
+    agree, judged, called = ((j == h)[picks].sum(axis=1), j[picks].sum(axis=1), h[picks].sum(axis=1))
+    values = [k for a, jd, c in zip(agree.tolist(), judged.tolist(), called.tolist())
+              if (k := _kappa(n, a, jd, c)) is not None]
     if len(values) < samples / 2:
         return None
     values.sort()
@@ -169,12 +191,16 @@ class Suggestion:
 
 def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: Sequence[tuple[str, str, int]],
                       thresholds: Mapping[str, float],
-                      fires: Callable[[str, Mapping[str, float]], set[str]]) -> Suggestion:
+                      fires: Callable[[str, Mapping[str, float]], set[str]],
+                      midpoints: Iterable[float] | None = None) -> Suggestion:
     """The threshold of `metric` whose fired rules agree best (highest kappa) with the rule labels.
 
-    `values` are the items' scores of this metric, `labels` (item, rule, label) for rules that read
-    it, and `fires(item, thresholds)` the rules that fire on an item. Candidates are the midpoints
-    between the items' distinct scores, so every way of splitting them is tried once.
+    `values` are the items' scores of this metric (at least every labelled item's: a label on an item
+    not in it is left out), `labels` (item, rule, label) for rules that read it, and
+    `fires(item, thresholds)` the rules that fire on an item. Candidates are the midpoints between the
+    run's consecutive distinct scores, rounded to 4 places, so every way of splitting them is tried
+    once: `midpoints` when given (a query computes them over the whole run, or per 0.0001 wide bucket
+    the least and greatest of them, which round to the same set), else taken from `values`.
     """
     current = thresholds[metric]
     labels = [l for l in labels if l[0] in values]
@@ -187,10 +213,20 @@ def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: S
         fired = {item: fires(item, at) for item in {l[0] for l in labels}}
         return kappa([int(rule in fired[item]) for item, rule, _ in labels], [h for _, _, h in labels])
 
-    distinct = sorted({float(v) for v in values.values() if v is not None})
-    candidates = sorted({round((a + b) / 2, 4) for a, b in zip(distinct, distinct[1:])} | {current})
+    if midpoints is None:
+        distinct = sorted({float(v) for v in values.values() if v is not None})
+        midpoints = [(a + b) / 2 for a, b in zip(distinct, distinct[1:])]
+    candidates = sorted({round(m, 4) for m in midpoints} | {current})
+    # A threshold moves the calls only where it passes a labelled item's score: candidates with the
+    # same labelled scores below them have one kappa, computed once.
+    labelled = sorted(float(v) for item in {l[0] for l in labels} if (v := values[item]) is not None)
+    by_side: dict[int, float | None] = {}
+    for t in candidates:
+        side = bisect_left(labelled, t)
+        if side not in by_side:
+            by_side[side] = kappa_at(t)
     now = kappa_at(current)
-    scored = [(k, t) for t in candidates if (k := kappa_at(t)) is not None]
+    scored = [(k, t) for t in candidates if (k := by_side[bisect_left(labelled, t)]) is not None]
     if not scored:
         return Suggestion(metric, current, len(labels), kappa_now=now,
                           why="kappa is undefined at every threshold: the labels or calls are all one class")

@@ -16,7 +16,7 @@ from evaluators.vocabulary import THELMA
 path = ui.page("Trust")
 run_id, metric_ids, th = ui.current_run()
 band = ui.band()
-report = ui.read(labelling.report, run_id, th, band)
+report = labelling.judged(ui.read(labelling.labelled, run_id, band), th)  # a threshold change reads nothing
 n_labels = sum(t.n_labelled for t in report.rows)
 st.caption(f"Run **{ui.md(run_id)}** · {n_labels} labelled calls. A rule's call is \"fired\" at the thresholds in "
            "the sidebar, a metric's call is its verdict; labels come from the review queue below, corrections on "
@@ -109,8 +109,8 @@ with tab_next:
         st.success("Every item of this run carries a label.")
     else:
         item_id, reason, detail = queue.iloc[0].tolist()
-        row = ui.run_table(run_id).set_index("item_id").loc[item_id]
-        scores = {**row.to_dict(), "item_id": item_id}
+        row = ui.derived(queries.run_rows, [run_id], (item_id,)).iloc[0]
+        scores = row.to_dict()
         fired = [r.id for r in diagnose({m: queries.wide_score(scores, m) for m in THELMA}, th)]
         st.markdown(f"**Next: item {ui.md(item_id)}** ({reason}{': ' + ui.md(detail) if detail else ''})")
         st.caption(ui.md(row["query"]))

@@ -32,6 +32,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for item, value in rp.items():
             con.execute("UPDATE scores SET value = ? WHERE run_id = ? AND item_id = ? AND metric = 'rp'",
                         [value, RUN, item])
+        store.refresh_wide(con, RUN)  # the stored run table follows the scores, as on every write
     labelled = [i for i in rp if i != "q06"]
     store.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05")), rule="T2.5", author="seed") for i in labelled]
                      + [Label(i, 0, rule="T2.1", author="seed") for i in labelled])

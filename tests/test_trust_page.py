@@ -45,6 +45,7 @@ def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
         for item, value in rp.items():
             con.execute("UPDATE scores SET value = ? WHERE run_id = ? AND item_id = ? AND metric = 'rp'",
                         [value, RUN, item])
+        store.refresh_wide(con, RUN)  # the stored run table follows the scores, as on every write
     store.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05", "q06")), rule="T2.5") for i in rp]
                      + [Label(i, 0, rule="T2.1") for i in rp])
     at = open_page("pages/8_Trust.py", run=RUN)
