@@ -135,18 +135,9 @@ def catalog(path: str | Path) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     with store.reading(path):
         frame = store.runs(path)
         pairs = store.query(path, "SELECT DISTINCT run_id, metric FROM scores")
-    metrics = {run: order_metrics(m for m in group["metric"] if _is_metric_id(m))
+    metrics = {run: order_metrics(m for m in group["metric"] if store.is_metric_id(m))
                for run, group in pairs.groupby("run_id")}
     return frame, metrics
-
-
-def _is_metric_id(metric: str) -> bool:
-    """Whether a stored metric id can become a column: a file from elsewhere may hold anything."""
-    try:
-        column(metric)
-    except ValueError:
-        return False
-    return True
 
 
 def _json_pointer(key: str) -> str:

@@ -1116,7 +1116,8 @@ def _written_ids(frames: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
                    for i in frame["item_id"].unique()})
 
 
-def _is_metric_id(metric: str) -> bool:
+def is_metric_id(metric: str) -> bool:
+    """Whether a stored metric id can become a column: a file from elsewhere may hold anything."""
     try:
         column(metric)
     except ValueError:
@@ -1147,7 +1148,7 @@ def refresh_wide(con: Any, run_id: str, item_ids: Sequence[str] | None = None) -
     try:
         found = [m for (m,) in con.execute(f"SELECT DISTINCT metric FROM scores WHERE run_id = $run {mine}",
                                            params).fetchall()]
-        metrics = [m for m in found if _is_metric_id(m) and m not in _WIDE_FIXED]
+        metrics = [m for m in found if is_metric_id(m) and m not in _WIDE_FIXED]
         present = {c for (c,) in con.execute("""SELECT column_name FROM duckdb_columns()
                                                WHERE schema_name = 'main' AND table_name = 'run_wide'""").fetchall()}
         for m in metrics:

@@ -15,7 +15,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +24,21 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-d
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--no-first-run", "--disable-quic"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+
+@contextmanager
+def chromium_tab(base_url: str, timeout_ms: int = 45_000) -> Iterator[Any]:
+    """A new tab of Debian's Chromium at 1400x1000 on base_url, with Playwright's action and `expect`
+    timeouts set (a loaded 2-core machine makes Streamlit slow to settle)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        tab = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url).new_page()
+        tab.set_default_timeout(timeout_ms)
+        expect.set_options(timeout=timeout_ms)
+        yield tab
+        browser.close()
 
 
 def free_port() -> int:

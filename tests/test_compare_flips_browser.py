@@ -8,7 +8,7 @@ from typing import Any, Iterator
 import pytest
 
 from evaluators import flips
-from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.test_browser import check_page, grid, settle, shot
 from tests.test_flips import BASE, CAND, SRC, ledger_key, write_run
 
@@ -31,13 +31,8 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def page(base_url: str) -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        tab = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url).new_page()
-        tab.set_default_timeout(45_000)
-        expect.set_options(timeout=45_000)
+    with chromium_tab(base_url) as tab:
         yield tab
-        browser.close()
 
 
 def test_a_flipped_claim_explains_itself_and_links_its_source(page: Any) -> None:

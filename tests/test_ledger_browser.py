@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 
 from evaluators import cli, ledger
-from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.test_browser import charts_drawn, check_page, grid, settle
 from tests.test_ledger import RUN, B, build_ledger_db
 from tests.test_trends import build_trend_db
@@ -37,13 +37,8 @@ def base_url(served_db: Path) -> Iterator[str]:
 
 @pytest.fixture
 def page(base_url: str) -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        tab = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url).new_page()
-        tab.set_default_timeout(45_000)
-        expect.set_options(timeout=45_000)
+    with chromium_tab(base_url) as tab:
         yield tab
-        browser.close()
 
 
 def _open_first_row(page: Any, column: str, url: re.Pattern[str]) -> Any:
