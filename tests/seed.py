@@ -243,6 +243,16 @@ def seed(path: str | Path) -> Path:
     return path
 
 
+def set_scores(path: str | Path, run_id: str, metric: str, values: dict[str, float]) -> None:
+    """Overwrite one metric's stored score of these items, and the run's stored wide table with it,
+    as every write of the store keeps them together."""
+    with store.connect(path) as con:
+        for item_id, value in values.items():
+            con.execute("UPDATE scores SET value = ? WHERE run_id = ? AND item_id = ? AND metric = ?",
+                        [value, run_id, item_id, metric])
+        store.refresh_wide(con, run_id)
+
+
 if __name__ == "__main__":  # python -m tests.seed OUT.duckdb
     import sys
 

@@ -10,7 +10,7 @@ import pytest
 from evaluators import store
 from evaluators.records import Label
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
-from tests.seed import seed
+from tests.seed import seed, set_scores
 from tests.test_browser import check_page, grid, settle
 
 pytestmark = [pytest.mark.browser,
@@ -28,11 +28,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("trust_browser")
     db = seed(tmp / "seed.duckdb")
     rp = {"q01": 0.6, "q02": 0.8, "q03": 0.9, "q04": 0.7, "q05": 0.3, "q06": 0.55}
-    with store.connect(db) as con:
-        for item, value in rp.items():
-            con.execute("UPDATE scores SET value = ? WHERE run_id = ? AND item_id = ? AND metric = 'rp'",
-                        [value, RUN, item])
-        store.refresh_wide(con, RUN)  # the stored run table follows the scores, as on every write
+    set_scores(db, RUN, "rp", rp)
     labelled = [i for i in rp if i != "q06"]
     store.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05")), rule="T2.5", author="seed") for i in labelled]
                      + [Label(i, 0, rule="T2.1", author="seed") for i in labelled])

@@ -7,6 +7,7 @@ import pytest
 
 from evaluators import labelling, store
 from evaluators.records import Label
+from tests.seed import set_scores
 from tests.test_pages import frame_with, open_page
 
 RUN = "weak-retriever"
@@ -41,11 +42,7 @@ def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
     # RP scores spread out, and people who call RP "low" up to 0.6: T2.5 (RP low, SP1 high) is right on
     # q01, q05 and q06, and T2.1 (SD low, RP high) is wrong on q06. At today's 0.5 the judge misses two.
     rp = {"q01": 0.6, "q02": 0.8, "q03": 0.9, "q04": 0.7, "q05": 0.3, "q06": 0.55}
-    with store.connect(db) as con:
-        for item, value in rp.items():
-            con.execute("UPDATE scores SET value = ? WHERE run_id = ? AND item_id = ? AND metric = 'rp'",
-                        [value, RUN, item])
-        store.refresh_wide(con, RUN)  # the stored run table follows the scores, as on every write
+    set_scores(db, RUN, "rp", rp)
     store.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05", "q06")), rule="T2.5") for i in rp]
                      + [Label(i, 0, rule="T2.1") for i in rp])
     at = open_page("pages/8_Trust.py", run=RUN)
