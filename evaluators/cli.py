@@ -155,6 +155,9 @@ def _parser() -> argparse.ArgumentParser:
                          "regresses when the upper end of the paired bootstrap 95%% interval of "
                          "(candidate - baseline) lies below -DROP")
     gt.add_argument("--metrics", default=None, help="comma-separated metric ids (default: every metric both runs scored)")
+    gt.add_argument("--max-unscored-rise", type=_share, default=None, metavar="SHARE",
+                    help="share of the shared items the candidate may leave unscored (failed or unsure) beyond the "
+                         "baseline before a metric fails (default 0.05)")
     gt.add_argument("--thresholds", type=options.thresholds, default="",
                     help="thresholds for the items that crossed one, e.g. gr=0.9 (default: Table 2's)")
     gt.add_argument("--band", type=_band, default=None, metavar="LO,HI", help=_BAND_HELP)
@@ -197,7 +200,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _share(text: str) -> float:
-    """A share within [0, 1] (the ledger's list thresholds)."""
+    """A share within [0, 1] (the ledger's list thresholds, the gate's unscored rise)."""
     try:
         value = float(text)
     except ValueError:
@@ -387,7 +390,8 @@ def _gate(args: argparse.Namespace) -> int:
         gate.check_runs(args.db, args.baseline, args.candidate)
         metrics = gate.gated_metrics(args.db, args.baseline, args.candidate, args.metrics)
         result = gate.run_gate(args.db, args.baseline, args.candidate, metrics,
-                               gate.parse_max_drop(args.max_drop, metrics), args.band, args.thresholds)
+                               gate.parse_max_drop(args.max_drop, metrics), args.band, args.thresholds,
+                               gate.MAX_UNSCORED_RISE if args.max_unscored_rise is None else args.max_unscored_rise)
     except gate.GateInput as exc:
         return _fail(str(exc))
     print(gate.table(result))

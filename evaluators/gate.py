@@ -5,7 +5,10 @@ Per metric, over the items both runs scored, the paired bootstrap 95 % interval 
 stats.bootstrap_ci on the per-item deltas). A metric regresses when the interval's upper end lies
 below -max_drop (default 0), and improves when its lower end lies above 0. For a metric where lower
 is better (vocabulary.LOWER_IS_BETTER) the deltas are read with their sign turned, so "regressed"
-always means worse. The markdown summary is written for a pull-request comment.
+always means worse. A metric also fails when the candidate leaves more of the shared items
+unscored (a judge failure or an unsure verdict; `empty`, nothing to judge, does not count) than the
+baseline by more than max_unscored_rise of them: a judge that failed on most items must not pass the
+gate on the few it scored. The markdown summary is written for a pull-request comment.
 """
 from __future__ import annotations
 
@@ -24,6 +27,9 @@ from evaluators.stats import bootstrap_ci
 from evaluators.vocabulary import LOWER_IS_BETTER, order_metrics
 
 REGRESSED, OK, IMPROVED, NO_DATA = "regressed", "ok", "improved", "no shared scores"
+LESS_SCORED = "fewer scored"  # fails like a regression: the candidate's judge left more items unscored
+FAILING = (REGRESSED, LESS_SCORED)
+MAX_UNSCORED_RISE = 0.05  # share of the shared items; unsure shares move a little with any pipeline change
 SHOWN_ITEMS = 10  # items listed per metric in the markdown; the rest are counted
 
 
@@ -45,6 +51,7 @@ class MetricResult:
     high: float | None
     max_drop: float
     verdict: str
+    unscored: tuple[int, int] = (0, 0)  # shared items left unscored by a failure or unsure: baseline, candidate
     n_worse: int = 0
     n_better: int = 0
     worse_items: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -64,12 +71,12 @@ class GateResult:
 
     @property
     def regressed(self) -> list[str]:
-        """The metrics that regressed."""
-        return [m.metric for m in self.metrics if m.verdict == REGRESSED]
+        """The metrics that regressed or lost scored items."""
+        return [m.metric for m in self.metrics if m.verdict in FAILING]
 
     @property
     def exit_code(self) -> int:
-        """1 when any metric regressed, else 0."""
+        """1 when any metric regressed or lost scored items, else 0."""
         return 1 if self.regressed else 0
 
 
@@ -136,8 +143,16 @@ def _verdict(low: float, high: float, max_drop: float) -> str:
     return IMPROVED if low > 0 else OK
 
 
+def unscored(frame: pd.DataFrame, items: pd.Index, metric: str) -> int:
+    """How many of `items` a run's wide table (store.run_scores_wide) left unscored on `metric` by a judge
+    failure or an unsure verdict; `empty` (nothing to judge) and not-applicable do not count."""
+    failed = frame.loc[frame["item_id"].isin(items), "failed_metrics"].fillna("")
+    return int(failed.str.contains(rf"(?:^|, ){metric}:(?!empty(?:,|$))", regex=True).sum())
+
+
 def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max_drop: Mapping[str, float],
-             band: Band | None = None, thresholds: Mapping[str, float] | None = None) -> GateResult:
+             band: Band | None = None, thresholds: Mapping[str, float] | None = None,
+             max_unscored_rise: float = MAX_UNSCORED_RISE) -> GateResult:
     """Gate `candidate` against `baseline` on `metrics`; GateInput for an unknown run or no shared items."""
     check_runs(db, baseline, candidate)
     n_shared = queries.shared_item_count(db, baseline, candidate)
@@ -151,11 +166,15 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
         judges = store.runs(db).set_index("run_id")["judge"]
     compared = queries.compare_tables(a, b, metrics, th)
     summary, dist = compared["summary"].set_index("metric"), compared["deltas"]
+    shared = pd.Index(a["item_id"]).intersection(pd.Index(b["item_id"]))
     results = []
     for m in metrics:
         drop = float(max_drop.get(m, 0.0))
+        lost = (unscored(a, shared, m), unscored(b, shared, m))
+        fewer = lost[1] - lost[0] > max_unscored_rise * len(shared)
         if m not in summary.index:
-            results.append(MetricResult(m, 0, None, None, None, None, None, drop, NO_DATA))
+            results.append(MetricResult(m, 0, None, None, None, None, None, drop,
+                                        LESS_SCORED if fewer else NO_DATA, lost))
             continue
         s = summary.loc[m]
         part = dist[dist["metric"] == m]
@@ -167,9 +186,10 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
                                       "better" if sign < 0 else "worse")
         results.append(MetricResult(
             m, int(s["n_pairs"]), float(s["mean_a"]), float(s["mean_b"]), float(s["delta"]), low, high, drop,
-            _verdict(ci.low, ci.high, drop), int(s["n_better"] if sign < 0 else s["n_worse"]),
+            LESS_SCORED if fewer else _verdict(ci.low, ci.high, drop), lost,
+            int(s["n_better"] if sign < 0 else s["n_worse"]),
             int(s["n_worse"] if sign < 0 else s["n_better"]), worse))
-    if all(r.verdict == NO_DATA for r in results):
+    if all(r.verdict == NO_DATA for r in results):  # nothing to compare and no coverage lost
         raise GateInput(f"--candidate: no item is scored in both {baseline!r} and {candidate!r} "
                         f"on {', '.join(metrics)}")
     attributed = flips_mod.between(db, baseline, candidate, band, [m for m in metrics if m in queries.COMPONENT_METRICS])
@@ -194,11 +214,18 @@ def table(result: GateResult) -> str:
     for r in result.metrics:
         if r.verdict == NO_DATA:
             lines.append(f"warning: {r.metric} is not gated: no item has a score in both runs (unsure or failed)")
+        if r.verdict == LESS_SCORED:
+            lines.append(f"{r.metric}: {_less_scored(r, result.n_shared)}")
     if result.judges[0] != result.judges[1]:
         lines.append(f"warning: different judges ({result.judges[0]} / {result.judges[1]}): "
                      "deltas mix a pipeline change with a judge change")
     lines.append(f"regressed: {', '.join(result.regressed)}" if result.regressed else "no metric regressed")
     return "\n".join(lines)
+
+
+def _less_scored(r: MetricResult, n_shared: int) -> str:
+    return (f"the candidate left {r.unscored[1]} of {n_shared} shared items unscored (failed or unsure), "
+            f"the baseline {r.unscored[0]}")
 
 
 def _url(base: str, path: str, **params: str | None) -> str:
@@ -223,10 +250,12 @@ def markdown(result: GateResult, base_url: str | None = None) -> str:
     out = [f"## RAG Triage gate: `{esc(b)}` against `{esc(a)}`", "", head, "",
            f"{result.n_shared} items in both runs. A metric regresses when the upper end of the paired bootstrap "
            "95% interval of (candidate − baseline) lies below −max drop."]
-    unscored = [r.metric for r in result.metrics if r.verdict == NO_DATA]
-    if unscored:
+    not_gated = [r.metric for r in result.metrics if r.verdict == NO_DATA]
+    if not_gated:
         out += ["", "⚠ Not gated, no item has a score in both runs (unsure or failed): "
-                + ", ".join(f"`{m}`" for m in unscored)]
+                + ", ".join(f"`{m}`" for m in not_gated)]
+    out += [f"- `{r.metric}` fewer scored: {_less_scored(r, result.n_shared)}"
+            for r in result.metrics if r.verdict == LESS_SCORED]
     if result.judges[0] != result.judges[1]:
         out += ["", f"⚠ Different judges (`{esc(result.judges[0])}` / `{esc(result.judges[1])}`): deltas mix a "
                     "pipeline change with a judge change."]
@@ -234,7 +263,8 @@ def markdown(result: GateResult, base_url: str | None = None) -> str:
         out += ["", f"[Open the comparison]({_url(base_url, 'Compare', run=a, other=b, band=band)})"]
     out += ["", "| metric | n scored in both | baseline | candidate | delta | 95% CI | max drop | verdict |",
             "|---|---:|---:|---:|---:|---|---:|---|"]
-    icons = {REGRESSED: "❌ regressed", IMPROVED: "⬆ improved", OK: "ok", NO_DATA: NO_DATA}
+    icons = {REGRESSED: "❌ regressed", LESS_SCORED: "❌ fewer scored", IMPROVED: "⬆ improved", OK: "ok",
+             NO_DATA: NO_DATA}
     for r in result.metrics:
         ci = "–" if r.low is None else f"[{r.low:+.3f}, {r.high:+.3f}]"
         out.append(f"| `{r.metric}` | {r.n} of {result.n_shared} | {_num(r.mean_baseline)} | {_num(r.mean_candidate)} "

@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import duckdb
 import pytest
@@ -416,6 +416,38 @@ def test_database_held_by_another_writer_exits_4(tmp_path: Path) -> None:
         holder.terminate()
         holder.wait(timeout=20)
 
+
+
+@pytest.fixture(scope="module")
+def held_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A database with two offline runs, held open for writing by another process for the module."""
+    tmp = tmp_path_factory.mktemp("held")
+    data, db = write_items(tmp / "in.jsonl", 3), tmp / "e.duckdb"
+    for run in ("a", "b"):
+        done = cli("evaluate", str(data), "--db", str(db), "--run", run, "--metrics", "sp1,gr", "--quiet")
+        assert done.returncode == 0, done.stderr
+    code = ("import sys, time, duckdb\ncon = duckdb.connect(sys.argv[1])\n"
+            "print('locked', flush=True)\ntime.sleep(300)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield db
+    finally:
+        holder.terminate()
+        holder.wait(timeout=20)
+
+
+@pytest.mark.parametrize("command", [
+    ["gate", "--baseline", "a", "--candidate", "b"],
+    ["ledger", "--run", "a", "--out", "{out}"],
+    ["export-suite", "--run", "a", "--out", "{out}"],
+])
+def test_daily_loop_commands_on_a_busy_database_exit_4(held_db: Path, tmp_path: Path, command: list[str]) -> None:
+    out = tmp_path / "out.file"
+    args = [a.format(out=out) for a in command]
+    line = one_line_error(cli(args[0], "--db", str(held_db), *args[1:]), 4)
+    assert str(held_db) in line and "busy" in line
+    assert not out.exists()  # nothing half-written
 
 def test_interrupt_exits_130_and_the_run_resumes(tmp_path: Path, openai_server: OpenAIServer) -> None:
     data, db = write_items(tmp_path / "in.jsonl", 4), tmp_path / "e.duckdb"

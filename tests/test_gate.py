@@ -135,6 +135,31 @@ def test_markdown_for_a_pull_request(runs_db: Path, capsys: pytest.CaptureFixtur
         "| `gr` | 12 | 4 | 0 | 0 | 4 | 0 | 0 |")
 
 
+
+def test_a_candidate_judge_that_left_items_unscored_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The items both runs scored are equal, but the candidate's judge timed out or was unsure on most items:
+    the gate fails on coverage, where the interval over the few shared scores alone would pass."""
+    db = tmp_path / "cover.duckdb"
+    write_run(db, "base", _items(20, ["1"] * 20))
+    write_run(db, "flaky", _items(20, ["t"] * 10 + ["?"] * 4 + ["1"] * 6))  # 14 of 20 unscored
+    write_run(db, "one", _items(20, ["t"] + ["1"] * 19))  # 1 of 20: within the default 5 %
+    code, out, _ = _gate(db, capsys, "--baseline", "base", "--candidate", "flaky", "--metrics", "gr,rp")
+    assert code == 1
+    assert _row(out, "gr")[1] == "6" and _row(out, "gr")[-2:] == ["fewer", "scored"]
+    assert "gr: the candidate left 14 of 20 shared items unscored (failed or unsure), the baseline 0" in out
+    assert _row(out, "rp")[-1] == "ok" and "regressed: gr" in out
+    code, out, _ = _gate(db, capsys, "--baseline", "base", "--candidate", "one", "--metrics", "gr")
+    assert code == 0 and _row(out, "gr")[-1] == "ok"
+    # a looser allowance lets the flaky run through; a bad one is refused on one line
+    code, out, _ = _gate(db, capsys, "--baseline", "base", "--candidate", "flaky", "--max-unscored-rise", "0.8")
+    assert code == 0, out
+    code, out, err = _gate(db, capsys, "--baseline", "base", "--candidate", "flaky", "--max-unscored-rise", "2")
+    assert code == 2 and "--max-unscored-rise" in err and len(err.strip().splitlines()) == 1
+    # the markdown says why
+    text = gate.markdown(gate.run_gate(str(db), "base", "flaky", ["gr"], {}))
+    assert "❌ **Regression**: `gr`" in text and text.count("❌ fewer scored") == 1
+    assert "- `gr` fewer scored: the candidate left 14 of 20 shared items unscored" in text
+
 def test_markdown_caps_the_item_list_and_has_no_links_without_a_url(tmp_path: Path) -> None:
     db = tmp_path / "many.duckdb"
     write_run(db, "a", _items(30, ["1"] * 30))
@@ -169,10 +194,11 @@ def test_real_runs_with_the_offline_judge(tmp_path: Path, capsys: pytest.Capture
     assert code == 0 and "no metric regressed" in out  # the same outputs never regress
     md = tmp_path / "pr.md"
     # at the default band the offline judge is unsure of every wrong figure (p about 0.37): GR has no
-    # score in the candidate, which the gate says rather than reading it as no change
+    # score in the candidate, and the gate fails on the items it left unscored rather than reading it
+    # as no change
     code, out, _ = _gate(db, capsys, "--baseline", "main", "--candidate", "pr", "--metrics", "gr,sp1")
-    assert code == 0 and _row(out, "gr")[1:2] == ["0"] and _row(out, "gr")[-3:] == ["no", "shared", "scores"]
-    assert "warning: gr is not gated: no item has a score in both runs" in out
+    assert code == 1 and _row(out, "gr")[1:2] == ["0"] and _row(out, "gr")[-2:] == ["fewer", "scored"]
+    assert "gr: the candidate left" in out and _row(out, "sp1")[-1] == "ok"
     # a band that decides them: every claim that lost its figure flipped, and the gate fails
     code, out, _ = _gate(db, capsys, "--baseline", "main", "--candidate", "pr", "--metrics", "gr,sp1",
                          "--band", "0.5,0.5", "--markdown", str(md))
