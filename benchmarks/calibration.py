@@ -11,7 +11,7 @@ the verdicts outside it. With --fit it refits the table on the development split
     python benchmarks/calibration.py [--fit] [--out benchmarks/out/calibration.md]
 
 TUNING RULE: the fit reads the DEVELOPMENT split only: WikiEval rows 0-19, ExpertQA rand_val.jsonl,
-the ARES few-shot sets and our demo (data/demo). WikiEval rows 20-49 and ExpertQA rand_test.jsonl
+the ARES few-shot sets and our demos (data/demo, data/grammar). WikiEval rows 20-49 and ExpertQA rand_test.jsonl
 are held out: they are measured and reported, never fitted on.
 
 Label sources (dev unless marked) and their known noise:
@@ -51,6 +51,11 @@ Label sources (dev unless marked) and their known noise:
   - Demo: each part's question against its annotated chunk = 1 and against the neighbouring chunk
     = 0; against its grounded answer = 1 and its made-up answer = 1 (it does address the question,
     wrongly); against the refusal and against another query's answer = 0.
+  - GRAMMAR demo (data/grammar, the test set the demo's GRAMMAR runs answer): RQC on extractive
+    answers, which a response that is a bare phrase gets its own curve for (answer_phrase): each
+    question's SQL answer = 1; the offline generator's answer when it holds the SQL answer = 1; the
+    SQL answer of the next question asking another kind of thing (a place for a "who") = 0. Noise:
+    a wrong answer of the right kind would still address the question, so these are left out.
 - sd (cosine of each response sentence to its most similar other one, via metrics.sd_verdicts)
   - WikiEval grounded answers plus a paraphrase of their first sentence (agreement.py's SD
     construction): the first sentence and the paraphrase repeat = 0, the others = 1; the plain
@@ -383,7 +388,7 @@ def fit(judged: Sequence[Judged]) -> dict[str, Any]:
     sources = sorted(Counter(j.example.source for j in judged).items())
     return {
         "fitted_on": "development data only: WikiEval rows 0-19, ExpertQA rand_val.jsonl, ARES few-shot "
-                     f"({', '.join(ARES_QA)}), data/demo; never WikiEval rows 20-49 or ExpertQA rand_test.jsonl",
+                     f"({', '.join(ARES_QA)}), data/demo, data/grammar; never WikiEval rows 20-49 or ExpertQA rand_test.jsonl",
         "method": f"binned isotonic per (match type, value): equal-count bins of >= {MIN_BIN}, rates shrunk "
                   f"by {PRIOR:g} pseudo-matches to the curve's overall rate, then PAV; linear between knots",
         "command": "python benchmarks/calibration.py --fit",

@@ -6,8 +6,8 @@ coverage score; SD: the cosine to the most similar other sentence). This module 
 read from a fitted table of plain data stored beside this module (calibration.json, reviewed in git).
 
 Fitted by `python benchmarks/calibration.py --fit` on DEVELOPMENT data only: WikiEval rows 0-19, the
-ExpertQA val split (rand_val.jsonl), the ARES few-shot sets (nq, hotpotqa, multirc) and our demo
-(data/demo). The held-out data, WikiEval rows 20-49 and ExpertQA rand_test.jsonl, was never used to
+ExpertQA val split (rand_val.jsonl), the ARES few-shot sets (nq, hotpotqa, multirc) and our demos
+(data/demo, data/grammar). The held-out data, WikiEval rows 20-49 and ExpertQA rand_test.jsonl, was never used to
 fit it: the benchmark only measures on it. The table records what it was fitted on.
 
 The curve of each (match type, value) is a binned isotonic fit: knots (score, p), linear between
