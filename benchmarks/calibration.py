@@ -11,7 +11,7 @@ the verdicts outside it. With --fit it refits the table on the development split
     python benchmarks/calibration.py [--fit] [--out benchmarks/out/calibration.md]
 
 TUNING RULE: the fit reads the DEVELOPMENT split only: WikiEval rows 0-19, ExpertQA rand_val.jsonl,
-the ARES few-shot sets and our demo (data/demo). WikiEval rows 20-49 and ExpertQA rand_test.jsonl
+the ARES few-shot sets and our demos (data/demo, data/grammar). WikiEval rows 20-49 and ExpertQA rand_test.jsonl
 are held out: they are measured and reported, never fitted on.
 
 Label sources (dev unless marked) and their known noise:
@@ -51,6 +51,11 @@ Label sources (dev unless marked) and their known noise:
   - Demo: each part's question against its annotated chunk = 1 and against the neighbouring chunk
     = 0; against its grounded answer = 1 and its made-up answer = 1 (it does address the question,
     wrongly); against the refusal and against another query's answer = 0.
+  - GRAMMAR demo (data/grammar, the test set the demo's GRAMMAR runs answer): RQC on extractive
+    answers, which a response that is a bare phrase gets its own curve for (answer_phrase): each
+    question's SQL answer = 1; the offline generator's answer when it holds the SQL answer = 1; the
+    SQL answer of the next question asking another kind of thing (a place for a "who") = 0. Noise:
+    a wrong answer of the right kind would still address the question, so these are left out.
 - sd (cosine of each response sentence to its most similar other one, via metrics.sd_verdicts)
   - WikiEval grounded answers plus a paraphrase of their first sentence (agreement.py's SD
     construction): the first sentence and the paraphrase repeat = 0, the others = 1; the plain
@@ -62,6 +67,7 @@ Held out: WikiEval rows 20-49 by the same WikiEval constructions, ExpertQA rand_
 from __future__ import annotations
 
 import argparse
+import asyncio
 import csv
 import json
 import re
@@ -140,7 +146,9 @@ def _source_covers(source: str, split: str, text: str, question: str, label: int
 
 
 def _response_covers(source: str, split: str, response: str, question: str, label: int) -> Example:
-    return Example(COVERS, source, split, "response_addresses", {"question": question, "response": response}, label)
+    variables = {"question": question, "response": response}
+    return Example(calibration.match_type("response_addresses", variables) or COVERS, source, split,
+                   "response_addresses", variables, label)
 
 
 def _sd(source: str, split: str, parts: Sequence[str], repeats: set[int]) -> list[Example]:
@@ -259,11 +267,45 @@ def demo_examples() -> list[Example]:
     return out
 
 
+
+# The kind of answer each GRAMMAR SQL template asks for (data/grammar/templates.json), by hand: another
+# question's answer of the same kind ("Lapwing" for "Who directs X?") still answers, so only an answer
+# of another kind is a negative.
+GRAMMAR_KINDS = {"employee_manager": "person", "project_director": "person", "project_manager": "person",
+                 "project_start": "date", "project_end": "date", "client_location": "place", "employee_office": "place"}
+
+
+def grammar_examples() -> list[Example]:
+    """Labelled RQC matches from our demo's GRAMMAR test set (data/grammar: development data, its truth from SQL).
+
+    Extractive answers, which the other sources lack: each question's SQL answer itself = 1; the
+    offline generator's answer from the top BM25 document when it contains the SQL answer = 1; the
+    SQL answer of the next question of another kind = 0.
+    """
+    from evaluators.grammar import COMPANY_SQL, TEMPLATES
+    from evaluators.grammar.generate import generate, load_templates, open_source
+    from evaluators.grammar.pipeline import answer_cases, render_corpus
+    from evaluators.offline import OfflineJudge
+    from data.build_demo import GRAMMAR_GROUPS
+    with open_source(COMPANY_SQL) as con:
+        cases = generate(con, load_templates(TEMPLATES), max_groups=GRAMMAR_GROUPS).cases
+        docs = render_corpus(con)
+    answered = asyncio.run(answer_cases(cases, docs, "bm25", 1, OfflineJudge()))
+    kind = [GRAMMAR_KINDS.get(c.sql_template, c.sql_template) for c in cases]
+    out: list[Example] = []
+    for n, (case, item) in enumerate(zip(cases, answered)):
+        out.append(_response_covers("grammar:sql-answer", DEV_SPLIT, case.answer, case.query, 1))
+        if item.response and case.answer.lower() in item.response.lower():
+            out.append(_response_covers("grammar:extracted", DEV_SPLIT, item.response, case.query, 1))
+        other = next(cases[(n + k) % len(cases)] for k in range(1, len(cases)) if kind[(n + k) % len(cases)] != kind[n])
+        out.append(_response_covers("grammar:other-kind", DEV_SPLIT, other.answer, case.query, 0))
+    return out
+
 def examples() -> list[Example]:
     """Every labelled match, development and held out."""
     rows = load_wikieval(WIKIEVAL)
     return (wikieval_examples(rows, DEV, DEV_SPLIT) + expertqa_examples("val") + ares_examples()
-            + demo_examples() + wikieval_examples(rows, HELD_OUT, HELD_OUT_SPLIT) + expertqa_examples("test"))
+            + demo_examples() + grammar_examples() + wikieval_examples(rows, HELD_OUT, HELD_OUT_SPLIT) + expertqa_examples("test"))
 
 
 # ---------------------------------------------------------------- the offline judge on them
@@ -346,7 +388,7 @@ def fit(judged: Sequence[Judged]) -> dict[str, Any]:
     sources = sorted(Counter(j.example.source for j in judged).items())
     return {
         "fitted_on": "development data only: WikiEval rows 0-19, ExpertQA rand_val.jsonl, ARES few-shot "
-                     f"({', '.join(ARES_QA)}), data/demo; never WikiEval rows 20-49 or ExpertQA rand_test.jsonl",
+                     f"({', '.join(ARES_QA)}), data/demo, data/grammar; never WikiEval rows 20-49 or ExpertQA rand_test.jsonl",
         "method": f"binned isotonic per (match type, value): equal-count bins of >= {MIN_BIN}, rates shrunk "
                   f"by {PRIOR:g} pseudo-matches to the curve's overall rate, then PAV; linear between knots",
         "command": "python benchmarks/calibration.py --fit",

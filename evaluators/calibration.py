@@ -6,8 +6,8 @@ coverage score; SD: the cosine to the most similar other sentence). This module 
 read from a fitted table of plain data stored beside this module (calibration.json, reviewed in git).
 
 Fitted by `python benchmarks/calibration.py --fit` on DEVELOPMENT data only: WikiEval rows 0-19, the
-ExpertQA val split (rand_val.jsonl), the ARES few-shot sets (nq, hotpotqa, multirc) and our demo
-(data/demo). The held-out data, WikiEval rows 20-49 and ExpertQA rand_test.jsonl, was never used to
+ExpertQA val split (rand_val.jsonl), the ARES few-shot sets (nq, hotpotqa, multirc) and our demos
+(data/demo, data/grammar). The held-out data, WikiEval rows 20-49 and ExpertQA rand_test.jsonl, was never used to
 fit it: the benchmark only measures on it. The table records what it was fitted on.
 
 The curve of each (match type, value) is a binned isotonic fit: knots (score, p), linear between
@@ -25,14 +25,16 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from evaluators.records import CALIBRATED, Confidence
+from evaluators.text import answer_phrase
 
 # Match types: the kinds of decision the offline judge makes, each with its own curve.
 SUPPORT = "support"                    # a claim is backed by the sources (GR; the peers' support prompts)
 ESSENTIAL = "essential"                # a fact or claim is essential to answer the query (RP, SP2)
 SOURCE_ESSENTIAL = "source_essential"  # a whole source holds something essential (SP1)
 COVERS = "covers"                      # a source or the response answers a sub-question (SQC, RQC)
+ANSWER_PHRASE = "answer_phrase"        # RQC on a response that is a bare answer phrase (an extractive answer)
 SD = "sd"                              # a sentence is distinct from every other one (cosine)
-MATCH_TYPES: tuple[str, ...] = (SUPPORT, ESSENTIAL, SOURCE_ESSENTIAL, COVERS, SD)
+MATCH_TYPES: tuple[str, ...] = (SUPPORT, ESSENTIAL, SOURCE_ESSENTIAL, COVERS, ANSWER_PHRASE, SD)
 
 # The prompts whose offline answer is one of these decisions, with the judge's value as the match
 # value (yes = 1, no = 0 for the peers' line prompts). Prompts that turn a decision into something
@@ -52,6 +54,19 @@ PROMPT_TYPES: dict[str, str] = {
     "response_addresses": COVERS,
     "response_addresses_batch": COVERS,
 }
+
+# The prompts asking whether the response answers: an answer phrase gets its own curve there, since the
+# judge takes a phrase as written to answer whatever its score (evidence.covers).
+RESPONSE_COVERS_PROMPTS = frozenset({"response_addresses", "response_addresses_batch"})
+
+
+def match_type(prompt: str, variables: dict[str, Any]) -> str | None:
+    """The match type of a prompt's decisions on these variables; None when the prompt has none."""
+    kind = PROMPT_TYPES.get(prompt)
+    if prompt in RESPONSE_COVERS_PROMPTS and answer_phrase(variables.get("response", "")):
+        return ANSWER_PHRASE
+    return kind
+
 
 SD_TIER = "offline"  # SD is decided by the embedded encoder, the offline judge's tier, whatever judge a run uses
 

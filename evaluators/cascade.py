@@ -178,12 +178,14 @@ class CascadeJudge:
         confidences = {key: self._stamped(answer.confidences.get(key, answer.confidence), k) for key in sure}
         evidence = {key: answer.evidence.get(key, (None, answer.detail)) for key in sure}
         decided = {key: value[key] for key in sure}
+        call_keys = {key: answer.call_keys.get(key, answer.call_key) for key in sure}
         if not unsure:
             return replace(answer, value=Elements(decided), confidence=None, confidences=confidences,
-                           evidence=evidence)
+                           evidence=evidence, call_keys=call_keys)
         sub, back = narrowed(prompt, variables, unsure)
         deeper = await self._batch(k + 1, prompt, sub)
         failed: dict[Any, tuple[Status, str]] = {}
+        call_keys |= {original: deeper.call_keys.get(key, deeper.call_key) for key, original in back.items()}
         if deeper.status is not Status.OK:
             failed = {key: (deeper.status, deeper.detail) for key in unsure}
         else:
@@ -203,7 +205,8 @@ class CascadeJudge:
                     elif key in getattr(got, "failed", {}):
                         failed[original] = got.failed[key]
                 # An element the smaller batch left out stays absent: the metric asks it alone, as always.
-        # One answer has one call key: the escalated call's, where the paid reply of this batch is kept.
+        # Each element points at the call that decided it (call_keys); the answer's own key is the
+        # escalated call's, where the paid reply of this batch is kept.
         return Answer(Elements(decided, failed), Status.OK, deeper.call_key or answer.call_key,
                       deeper.raw if deeper.raw is not None else answer.raw, evidence=evidence,
-                      confidences=confidences)
+                      confidences=confidences, call_keys=call_keys)

@@ -24,8 +24,8 @@ import numpy as np
 
 from evaluators.embeddings import embed
 from evaluators.records import Answer, Status
-from evaluators.text import (answer_type, content_stems, date_words, has_answer_type, names, negated, numbers,
-                             question_topic, refuses, resolved_sentences, sentence_subject, share, split_claims,
+from evaluators.text import (answer_phrase, answer_type, content_stems, date_words, has_answer_type, names, negated,
+                             numbers, question_topic, refuses, resolved_sentences, share, split_claims,
                              split_questions, split_sentences, stem)
 
 
@@ -80,6 +80,9 @@ THRESHOLDS = Thresholds()
 VETO = 0.2
 FOCUS_WEIGHT = 0.3  # score = cosine + FOCUS_WEIGHT * share of the sub-question's focus words present
 TYPE_PENALTY = 0.3  # ... - TYPE_PENALTY when the text has no answer of the type the sub-question wants (by hand)
+# An answer phrase with the type asked for ("9 January 2023" for "when") gains what one without it would
+# lose: a typed phrase is stronger evidence of an answer than a phrase any question might take.
+TYPED_PHRASE = TYPE_PENALTY
 
 
 # ---------------------------------------------------------------- evidence windows
@@ -285,6 +288,7 @@ def covers(passage_text: str, question: str, t: Thresholds = THRESHOLDS, respons
     asked = content_stems(question)
     focus = asked - q.topic or asked
     kind = answer_type(question)
+    phrase = response and answer_phrase(passage_text)
     best = (-9.0, 0, "")
     for i, window in enumerate(passage.windows):
         score = float(sims[i]) + FOCUS_WEIGHT * share(focus, passage.stems[i])
@@ -295,34 +299,38 @@ def covers(passage_text: str, question: str, t: Thresholds = THRESHOLDS, respons
         # sit one point lower, so any real answer wins over them.
         if refuses(window):
             score, why = score - 1.0, "it says the answer is not available"
-        elif not has_answer_type(window, kind, question):
+        elif not has_answer_type(window, kind, question) and not (phrase and _bare_name(window, kind, question)):
             score, why = score - 1.0, f"no {kind} in it"
         elif not passage.stems[i] - asked:
             score, why = score - 1.0, "it only restates the question"
         if score > best[0]:
             best = (score, i, why)
     score, i, why = best
-    if response and not why and _answer_phrase(passage_text):
-        # A bare phrase ("a Brightwell Engineering client in the hospitality sector", "Tomas Reed")
-        # is written as the answer to the question asked: with the answer type, words the
-        # question lacks and no refusal, it answers, though its cosine to the question is low.
-        score, why = max(score, t.cover_score), "a short answer phrase"
+    # A bare phrase ("a Brightwell Engineering client in the hospitality sector", "Tomas Reed")
+    # is written as the answer to the question asked: with the answer type, words the question
+    # lacks and no refusal, it answers, though its cosine to the question is low. Its score stays
+    # its evidence: the calibration reads it on a curve of its own (calibration.ANSWER_PHRASE).
+    phrase_answers = phrase and not why
+    if phrase_answers:
+        why = "a short answer phrase" + (f" with a {kind}" if kind else "")
+        score += TYPED_PHRASE if kind else 0.0
     what = "response" if response else "source"
     detail = f"best {what} sentence {_quote(passage.windows[i])}: score {score:.2f} (cosine {float(sims[i]):.2f}" \
              f"{', ' + why if why else ''}{', wants a ' + kind if kind and not why else ''})"
-    if score >= t.cover_score:
+    if score >= t.cover_score or phrase_answers:
         return 1, _clip(score), f"answers: {detail}"
     return 0, _clip(score), f"does not answer: {detail} below {t.cover_score:.2f}"
 
 
-ANSWER_PHRASE_WORDS = 12  # a response this short without a subject and verb is an answer phrase
+NAME_WORDS = 4  # a bare name: at most this many capitalized words
 
 
-def _answer_phrase(text: str) -> bool:
-    """Whether a response is one short phrase with no subject and verb of its own (an extractive answer)."""
-    sentences = split_sentences(text)
-    return (len(sentences) == 1 and len(text.split()) <= ANSWER_PHRASE_WORDS
-            and sentence_subject(sentences[0]) is None)
+def _bare_name(phrase: str, kind: str | None, question: str) -> bool:
+    """A bare name written as the answer to who/where ("Kestrel" for "Who manages the project?"):
+    capitalized words only, none of them the question's."""
+    words = phrase.strip(" .,;:").split()
+    return (kind in ("person", "place") and 0 < len(words) <= NAME_WORDS and all(w[:1].isupper() for w in words)
+            and not content_stems(phrase) & content_stems(question))
 
 
 # ---------------------------------------------------------------- prefetching

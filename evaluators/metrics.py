@@ -174,12 +174,13 @@ def split_elements(answer: Answer, asked: Sequence[Any]) -> dict[Any, Answer | N
         return {k: bad for k in asked}
     out: dict[Any, Answer | None] = {}
     for k in asked:
+        key = answer.call_keys.get(k, answer.call_key)
         if k in failed:
             status, why = failed[k]
-            out[k] = Answer(None, status, answer.call_key, answer.raw, detail=why)
+            out[k] = Answer(None, status, key, answer.raw, detail=why)
         elif k in value:
             prob, why = answer.evidence.get(k, (None, ""))
-            out[k] = Answer(value[k], Status.OK, answer.call_key, answer.raw, prob=prob, detail=why or answer.detail,
+            out[k] = Answer(value[k], Status.OK, key, answer.raw, prob=prob, detail=why or answer.detail,
                             confidence=answer.confidences.get(k, answer.confidence))
         else:
             out[k] = None

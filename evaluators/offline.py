@@ -39,16 +39,16 @@ class OfflineJudge:
         if answer is None:
             raise KeyError(f"the offline judge has no answer for prompt {prompt!r}")
         # In a worker thread: the encoder releases the GIL, so prompts of concurrent items overlap.
-        return _calibrated(prompt, await asyncio.to_thread(_run, answer, prompt, variables), self.name)
+        result = await asyncio.to_thread(_run, answer, prompt, variables)
+        return _calibrated(prompt, result, self.name, calibration.match_type(prompt, variables))
 
 
-def _calibrated(prompt: str, result: Answer, tier: str) -> Answer:
+def _calibrated(prompt: str, result: Answer, tier: str, match_type: str | None) -> Answer:
     """The answer with a calibrated p for each decision it carries, from its evidence score.
 
     A prompt the calibration has no match type for, a failed answer, or an element without an
     evidence score keeps only its label.
     """
-    match_type = calibration.PROMPT_TYPES.get(prompt)
     if match_type is None or result.status is not Status.OK:
         return result
     if registry.BATCH_ELEMENTS.get(prompt) is None:

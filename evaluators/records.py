@@ -189,6 +189,9 @@ class Answer:
     # missing element) means the judge gave only a label.
     confidence: Confidence | None = None
     confidences: dict[Any, Confidence] = field(default_factory=dict)
+    # Batched answers merged from several calls (a cascade): {element key: the call that decided it},
+    # None for a tier that makes no stored call. A missing element was decided by `call_key`.
+    call_keys: dict[Any, str | None] = field(default_factory=dict)
 
 
 class Judge(Protocol):

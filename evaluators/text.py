@@ -232,6 +232,20 @@ def sentence_subject(sentence: str) -> str | None:
     return None
 
 
+ANSWER_PHRASE_WORDS = 12  # a response this short without a subject and verb is an answer phrase
+
+
+def answer_phrase(text: str) -> bool:
+    """Whether a response is one short phrase with no subject and verb of its own (an extractive answer).
+
+    A full stop marks a sentence: "The summer timetable runs from 1 April." has a subject and verb
+    that sentence_subject misses (a present-tense verb, a leading pronoun), an extracted span has none.
+    """
+    sentences = split_sentences(text)
+    return (len(sentences) == 1 and len(text.split()) <= ANSWER_PHRASE_WORDS
+            and not text.rstrip().endswith((".", "!", "?")) and sentence_subject(sentences[0]) is None)
+
+
 _NOT_PERSON_BEFORE = frozenset("the in at from near into across of to".split())
 
 

@@ -12,6 +12,7 @@ import pytest
 from benchmarks import calibration as bench
 from evaluators import calibration, registry, runner, store
 from evaluators.calibration import MATCH_TYPES, PROMPT_TYPES, SD
+from evaluators.confidence import is_unsure
 from evaluators.metrics import sd_verdicts
 from evaluators.offline import OfflineJudge
 from evaluators.records import CALIBRATED, LABEL, Item, Status
@@ -60,7 +61,22 @@ def test_table_missing_a_match_type_is_refused(tmp_path: Path) -> None:
 
 def test_every_mapped_prompt_has_an_offline_answer() -> None:
     assert set(PROMPT_TYPES) <= set(registry.OFFLINE_ANSWERS)
-    assert set(PROMPT_TYPES.values()) | {SD} == set(MATCH_TYPES)
+    # SD is decided from embeddings, an answer phrase by calibration.match_type on the response.
+    assert set(PROMPT_TYPES.values()) | {SD, calibration.ANSWER_PHRASE} == set(MATCH_TYPES)
+
+
+def test_the_demo_s_grammar_extractive_answers_are_decided_at_the_default_band() -> None:
+    """Our GRAMMAR demo's extractive answers (development data, in the fit) read answering, not unsure;
+    another question's answer of another kind does not read as a confident 1."""
+    examples = bench.grammar_examples()
+    judged = {source: [bench.judge(e) for e in examples if e.source == source]
+              for source in ("grammar:extracted", "grammar:other-kind")}
+    extracted = [j for j in judged["grammar:extracted"] if j is not None]
+    assert extracted and all(j.example.match_type == calibration.ANSWER_PHRASE for j in extracted)
+    sure = [j for j in extracted if j.value == 1 and not is_unsure(bench._p(j), CALIBRATED)]
+    assert len(sure) >= 0.8 * len(extracted), [(j.example.variables, bench._p(j)) for j in extracted]
+    wrong = [j for j in judged["grammar:other-kind"] if j is not None and j.value == 1]
+    assert sum(bench._p(j) for j in wrong) / len(wrong) < sum(bench._p(j) for j in sure) / len(sure)
 
 
 def test_fit_is_monotone_keeps_ties_together_and_refuses_held_out_data() -> None:

@@ -105,6 +105,21 @@ def test_only_the_unsure_elements_reach_the_next_tier_as_a_renumbered_batch(open
     assert (judge.decided, judge.escalated) == ({"offline": 3, LLM: 2}, {"offline": 2})
 
 
+def test_each_element_points_at_the_call_that_decided_it(openai_server: OpenAIServer) -> None:
+    """The first tier's sure elements keep its call (none for the offline judge), not the escalated call's."""
+    for first_key in (None, "first-tier-call"):
+        openai_server.reset()
+        first = Scripted({"groundedness_batch": replace(sure_of({1: 1, 2: 1, 3: 0}, {1: 0.95, 2: 0.5, 3: 0.05}),
+                                                        call_key=first_key)})
+        judge = CascadeJudge([("offline", first), (LLM, llm(openai_server))], band=BAND)
+        openai_server.replies.append("<output>\n1: 0\n</output>")
+        answer = asyncio.run(judge.ask("groundedness_batch", sources=SOURCES, claims=CLAIMS[:3]))
+        got = verdicts_of(judge, answer, [1, 2, 3])
+        assert answer.call_key is not None and answer.call_key != first_key
+        assert {k: (v.tier, v.call_key) for k, v in got.items()} == {
+            1: ("offline", first_key), 2: (LLM, answer.call_key), 3: ("offline", first_key)}
+
+
 def test_sub_questions_with_an_unsure_element_are_asked_again_and_only_those_elements_taken(
         openai_server: OpenAIServer) -> None:
     questions = ["When was it completed?", "Who was it named after?", "How tall is it?"]
@@ -282,6 +297,11 @@ def test_a_cascade_run_sends_only_unsure_elements_and_records_each_verdict_s_tie
         else:
             assert (tier, kind, p) == (LLM, LABEL, value)
     assert stored(db, "SELECT count(*) FROM verdicts WHERE run_id = 'r' AND status != 'ok'") == [(0,)]
+    # The offline tier makes no stored call: its verdicts point at none; the model's at stored calls.
+    assert stored(db, "SELECT count(*) FROM verdicts WHERE run_id = 'r' AND tier = 'offline' "
+                      "AND call_key IS NOT NULL") == [(0,)]
+    assert stored(db, "SELECT count(*) FROM verdicts v WHERE run_id = 'r' AND tier = ? AND NOT EXISTS "
+                      "(SELECT 1 FROM judge_calls c WHERE c.key = v.call_key)", [LLM]) == [(0,)]
 
     # The summary counts verdicts per tier, on the command line and in the stats stored on the run.
     assert f"verdicts by tier: offline {by_tier['offline']}, {LLM} {by_tier[LLM]}" in out

@@ -13,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from evaluators import grammar, store
+from evaluators.cli import main
 from evaluators.grammar import cli as grammar_cli
 from evaluators.grammar import generate, pipeline, robustness, runs
 from evaluators.records import Item
@@ -95,6 +96,29 @@ def test_litellm_correctness_judge_uses_table6_stores_calls_and_caches(tmp_path:
     assert int(n_calls["n"].iloc[0]) == first
     assert robustness.report(db, "r1").plain["tpl"].unscored == 1
 
+
+
+def test_grammar_eval_takes_a_judge_chain_like_evaluate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The offline match gives a label only, so the chain's model decides every item; a bad chain is one line."""
+    monkeypatch.setenv("OPENAI_API_KEY", "x")  # litellm's openai provider wants some key
+    db = tmp_path / "eval.duckdb"
+    seed_run(db)
+    with OpenAIServer(responder=_table6_reply) as server:
+        code = main(["grammar-eval", "--db", str(db), "--run", "r1", "--judge", "offline>openai/test-judge",
+                     "--api-base", server.base_url])
+        assert code == 0 and len(server.requests) >= 6
+    assert "3 correct of 5 judged, 6 items (unparsed 1)" in capsys.readouterr().out
+    rows = store.query(db, "SELECT judge, count(*) AS n FROM grammar_correctness GROUP BY judge")
+    assert rows.to_dict("records") == [{"judge": "openai/test-judge", "n": 6}]
+    assert main(["grammar-eval", "--db", str(db), "--run", "r1", "--judge", "offline>"]) == 2
+    testset = tmp_path / "t.jsonl"
+    assert main(["grammar-generate", "--out", str(testset), "--max-groups", "1", "--per-group", "1"]) == 0
+    assert main(["grammar-run", str(testset), "--db", str(tmp_path / "new.duckdb"), "--run", "x",
+                 "--judge", "offline>openai/test-judge", "--decompose-with", "local"]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 2 and all(e.startswith("error: ") for e in errors) and "--decompose-with local" in errors[1]
+    assert not (tmp_path / "new.duckdb").exists()
 
 def test_robustness_page_shows_clusters_variants_and_blame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "eval.duckdb"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import metrics, prompts, registry
+from evaluators import calibration, metrics, prompts, registry
 from evaluators.offline import OfflineJudge
 from evaluators.records import Item, Score, Status
-from evaluators.text import split_questions
+from evaluators.text import answer_phrase, split_questions
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 WIKIEVAL = SHARED / "datasets" / "wikieval" / "wikieval.jsonl"
@@ -167,6 +167,7 @@ def test_agreement_pairs_are_deterministic_and_keep_the_splits_apart() -> None:
 @pytest.mark.parametrize("question,answer", [
     ("Industry of 'Copperleaf Hotels'?", "a Brightwell Engineering client in the hospitality sector"),
     ("Who does 'Mara Ellis' report to?", "Tomas Reed"),
+    ("Who is the project director of 'Dairy Plant Extension'?", "Kestrel"),  # a bare one-word name
 ])
 def test_grammar_extractive_answers_address_the_question(question: str, answer: str) -> None:
     """GRAMMAR's offline generator answers with the span it extracted: RQC counts it as answering."""
@@ -174,6 +175,20 @@ def test_grammar_extractive_answers_address_the_question(question: str, answer: 
     result = asyncio.run(metrics.evaluate_item(item, pick("rqc"), OfflineJudge()))
     assert decided(item, result, "rqc")["rqc"].value == 1.0
 
+
+
+def test_a_sentence_is_not_an_answer_phrase_and_a_phrase_has_its_own_calibration() -> None:
+    """Another question's answer written as a sentence is judged as a sentence (it does not answer), and only
+    a bare phrase's decision is calibrated on the answer-phrase curve."""
+    question = "How much does an annual Tidecard cost?"
+    sentence = "The summer timetable runs from 1 April to 31 October."
+    assert not answer_phrase(sentence) and answer_phrase("in Antwerp, Belgium")
+    result = asyncio.run(metrics.evaluate_item(Item("s", question, ("A source.",), sentence), pick("rqc"),
+                                               OfflineJudge()))
+    assert decided(Item("s", question, ("A source.",), sentence), result, "rqc")["rqc"].value == 0.0
+    assert calibration.match_type("response_addresses_batch", {"response": sentence}) == calibration.COVERS
+    assert calibration.match_type("response_addresses_batch", {"response": "Kestrel"}) == calibration.ANSWER_PHRASE
+    assert calibration.match_type("source_answers", {"source": "Kestrel"}) == calibration.COVERS
 
 def test_an_answer_phrase_that_restates_or_refuses_does_not_address_the_question() -> None:
     for answer in ("Copperleaf Hotels", "not available"):

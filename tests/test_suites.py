@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import replace
 from typing import Any, Callable
 
 import pytest
 
-from evaluators import embeddings, prompts, registry, store
+from evaluators import embeddings, metrics, prompts, registry, store
 from evaluators.judge import LLMJudge
 from evaluators.metrics import Metric, aggregate_mean, evaluate_item
-from evaluators.records import Answer, Item, Score, Status, Verdict
+from evaluators.records import CALIBRATED, Answer, Item, Score, Status, Verdict
 from evaluators.suites import common, deepeval, nvidia, ragas
 from openai_server import OpenAIServer, identify
 
@@ -73,6 +74,17 @@ def test_contextual_precision_with_nothing_relevant_is_a_real_zero_but_a_failed_
     assert (failed.value, failed.n_scored, failed.n_total, failed.status) == (None, 1, 2, UNP)
     assert aggregate("de_contextual_precision", []).status is Status.EMPTY
 
+
+
+def test_contextual_precision_counts_the_unsure_ranks_it_leaves_out() -> None:
+    """An unsure verdict leaves its rank unknown like a failure, and the score says how many were unsure."""
+    vs = [replace(v, p=p, p_kind=CALIBRATED) for v, p in
+          zip(verdicts("de_contextual_precision", [1, 0, 1]), [0.9, 0.45, 0.55])]
+    score = metrics.aggregate(registry.SUITE_METRICS["de_contextual_precision"], "a", "de_contextual_precision", vs)
+    assert (score.value, score.n_scored, score.n_total, score.status, score.n_unsure) == (None, 1, 3, Status.UNSURE, 2)
+    sure = metrics.aggregate(registry.SUITE_METRICS["de_contextual_precision"], "a", "de_contextual_precision", vs,
+                             band=(0.5, 0.5))
+    assert (sure.value, sure.n_unsure) == (pytest.approx(1 / 2 * (1 + 2 / 3)), 0)
 
 def test_seed_002_contextual_recall_is_0_5() -> None:
     vs = words_to_verdicts("de_contextual_recall", ["yes", "no"], common.YES_NO)

@@ -57,7 +57,9 @@ def add_commands(subparsers: Any) -> None:
     r.add_argument("--retriever", choices=("bm25", "dense"), default="bm25")
     r.add_argument("--top-k", type=options.count, default=1)
     r.add_argument("--generator", default="offline", help="offline (extractive) or a litellm model")
-    r.add_argument("--judge", default="offline", help="judge for the THELMA metrics")
+    r.add_argument("--judge", default="offline",
+                   help="judge for the THELMA metrics, or a chain like evaluate's: 'offline>openai/gpt-4o-mini'")
+    r.add_argument("--decompose-with", default=None, help="the tier of a --judge chain that decomposes (default: the last)")
     r.add_argument("--correctness-judge", default="offline", help="judge for correctness (Table 6 prompt)")
     r.add_argument("--api-base", default=None)
     r.add_argument("--metrics", default=None, help="THELMA metric ids (default all)")
@@ -67,7 +69,9 @@ def add_commands(subparsers: Any) -> None:
     e = subparsers.add_parser("grammar-eval", help="GRAMMAR: correctness, robustness groups, R and Acc of a run")
     e.add_argument("--db", required=True, type=options.database)
     e.add_argument("--run", required=True)
-    e.add_argument("--judge", default="offline", help="offline (normalised match), local, or a litellm model")
+    e.add_argument("--judge", default="offline",
+                   help="offline (normalised match), local, a litellm model, or a chain 'offline>openai/gpt-4o-mini' "
+                        "(the offline match gives a label only, so a chain's next tier decides every item)")
     e.add_argument("--api-base", default=None)
     e.add_argument("--cluster-by", choices=CLUSTER_BY, default="sql_template")
     e.add_argument("--no-judge", action="store_true", help="report from the stored correctness only")
@@ -155,7 +159,7 @@ def cli_run(args: argparse.Namespace) -> int:
         docs = pipeline.load_corpus(args.corpus)
         result = runs.run_pipeline(cases, docs, args.db, args.run, args.retriever, args.top_k, args.generator,
                                    args.judge, args.correctness_judge, args.api_base, _metrics(args.metrics),
-                                   args.concurrency, runner.print_progress)
+                                   args.concurrency, args.decompose_with, runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except store.RunConflict as exc:

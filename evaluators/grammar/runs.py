@@ -28,10 +28,12 @@ class NoGrammarItems(ValueError):
 
 async def open_judge(stack: AsyncExitStack, spec: str, db: str | Path | None, calls: list[JudgeCall],
                      api_base: str | None = None, concurrency: int = 8, timeout: float = 60.0) -> Judge:
-    """A judge for `spec` (offline, local, or a litellm model) that answers from the cache of `db`
-    (when given) and appends every new call to `calls`."""
-    cache = store.load_cache(db, runner.judge_name(spec)) if db and spec != runner.OFFLINE else {}
-    judge, _ = await runner.open_judge(stack, spec, api_base, concurrency, timeout, cache, calls.append)
+    """A judge for `spec` (offline, local, a litellm model, or a chain of them like `evaluate`'s
+    "offline>openai/gpt-4o-mini") that answers from the cache of `db` (when given) and appends every
+    new call to `calls`. ValueError (one line) for a bad chain."""
+    tiers, decomposer = runner.check_chain(spec)
+    caches = {tier: store.load_cache(db, runner.judge_name(tier)) for tier in tiers if db and tier != runner.OFFLINE}
+    judge, _ = await runner.open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches, calls.append)
     return judge
 
 
@@ -93,12 +95,16 @@ class PipelineResult:
 def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run: str, retriever: str = "bm25",
                  top_k: int = 1, generator: str = "offline", judge: str = "offline",
                  correctness_judge: str = "offline", api_base: str | None = None,
-                 metrics: Sequence[str] | None = None, concurrency: int = 8,
+                 metrics: Sequence[str] | None = None, concurrency: int = 8, decompose_with: str | None = None,
                  on_progress: Callable[[runner.Progress], None] | None = None) -> PipelineResult:
-    """Answer `cases` over `docs`, store them as run `run` with THELMA scores, then judge correctness."""
+    """Answer `cases` over `docs`, store them as run `run` with THELMA scores, then judge correctness.
+
+    `judge` may be a chain ("offline>openai/gpt-4o-mini"), whose tier `decompose_with` decomposes.
+    """
     if retriever not in RETRIEVERS:
         raise ValueError(f"unknown retriever {retriever!r}; known: {', '.join(RETRIEVERS)}")
     metrics = runner.check_metrics(metrics or THELMA)
+    runner.check_chain(judge, decompose_with)  # a bad chain fails before the generator is asked
     store.migrate(db)
 
     async def go() -> tuple[list[Item], list[JudgeCall]]:
@@ -111,7 +117,7 @@ def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run
     if calls:
         store.write_batch(db, run, calls=calls)
     thelma = runner.evaluate(items, db, run, judge, api_base=api_base, metrics=metrics,
-                             concurrency=concurrency, on_progress=on_progress)
+                             concurrency=concurrency, decompose_with=decompose_with, on_progress=on_progress)
     correctness = evaluate_correctness(db, run, correctness_judge, api_base, concurrency)
     return PipelineResult(run, thelma, correctness)
 

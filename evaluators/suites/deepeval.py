@@ -71,8 +71,9 @@ def aggregate_ranked_precision(item_id: str, metric: str, verdicts: Sequence[Ver
     if not verdicts:
         return Score(item_id, metric, None, 0, 0, Status.EMPTY)
     n_ok = sum(v.status is Status.OK for v in verdicts)
-    if n_ok < len(verdicts):
-        return Score(item_id, metric, None, n_ok, len(verdicts), failure_status(verdicts))
+    if n_ok < len(verdicts):  # an unsure verdict (with_band) leaves its rank unknown too, counted in n_unsure
+        return Score(item_id, metric, None, n_ok, len(verdicts), failure_status(verdicts),
+                     sum(v.status is Status.UNSURE for v in verdicts))
     relevant, total = 0, 0.0
     for k, v in enumerate(sorted(verdicts, key=lambda v: v.component_idx), 1):
         if v.value:
