@@ -17,9 +17,10 @@ path = ui.page("Item")
 run_id, metric_ids, th = ui.current_run()
 first = "" if st.query_params.get("item") else ui.read(queries.item_neighbours, run_id, "")[1]
 item_id = ui.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
-d, (prev_id, next_id), notes = ui.read_all(ui.call(queries.item_detail, run_id, item_id, ui.band(), ui.corrected()),
-                                           ui.call(queries.item_neighbours, run_id, item_id),
-                                           ui.call(queries.triage_notes, run_id, item_id))
+d, (prev_id, next_id), notes, imported = ui.read_all(
+    ui.call(queries.item_detail, run_id, item_id, ui.band(), ui.corrected()),
+    ui.call(queries.item_neighbours, run_id, item_id), ui.call(queries.triage_notes, run_id, item_id),
+    ui.call(queries.imported_item_scores, run_id, item_id))
 if d["item"].empty:
     st.warning(f"Run {ui.md(run_id)} has no item with id {ui.md(repr(item_id))}.")
     st.stop()
@@ -46,7 +47,6 @@ for col, m in zip(cols, metric_ids):
         col.metric(m.upper(), "–", help="not evaluated for this item")
 
 # Peer scores that came with the input: shown apart, never part of our metrics or Table 2.
-imported = ui.read(queries.imported_item_scores, run_id, item_id)
 if not imported.empty:
     st.caption("Imported peer scores (from the input file, not ours): " + " · ".join(
         f"imported: {ui.md(o)} {ui.md(m)} {ui.fmt_score(v)}"  # – : the peer tool gave no score
