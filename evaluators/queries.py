@@ -514,13 +514,17 @@ def label_targets(path: str | Path, run_id: str) -> tuple[set[str], set[tuple[st
 def pair_scores(path: str | Path, run_id: str) -> pd.DataFrame:
     """The scores of a run of validation pairs (items whose metadata names a pair and a side):
     pair, metric, better, worse (NULL when that side was not scored), one row per pair and metric
-    the pair was written for."""
+    the pair was written for.
+
+    The Trust page reads it on every visit: a text search for the key "pair" (the store writes metadata
+    with json.dumps, which never escapes it) skips parsing the JSON of a million items that hold none."""
     return store.query(path, """
         WITH sides AS (
             SELECT item_id, json_extract_string(metadata, '$.pair') AS pair,
                    json_extract_string(metadata, '$.side') AS side,
                    unnest(string_split(json_extract_string(metadata, '$.metrics'), ',')) AS metric
-            FROM items WHERE run_id = $run AND json_extract_string(metadata, '$.pair') IS NOT NULL)
+            FROM items WHERE run_id = $run AND contains(metadata, '"pair"')
+                             AND json_extract_string(metadata, '$.pair') IS NOT NULL)
         SELECT s.pair, s.metric,
                max(sc.value) FILTER (WHERE s.side = 'better' AND NOT isnan(sc.value)) AS better,
                max(sc.value) FILTER (WHERE s.side = 'worse' AND NOT isnan(sc.value)) AS worse
