@@ -212,11 +212,15 @@ def search_ids(path: str | Path, run_id: str, search: str = "",
     return store.query(path, f"SELECT item_id FROM items WHERE {' AND '.join(where)}", params)
 
 
+ITEM_CALLS = 40  # an item with up to this many judge calls gets them with its other rows (4 in a usual item)
+
+
 def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None = None,
                 corrected: bool = False) -> dict[str, pd.DataFrame]:
-    """Everything stored for one item: item, scores and verdicts at the band, and components (the judge
-    calls behind them are read by judge_calls(), for the verdicts a page shows). A verdict unsure at
-    the band reads status 'unsure', with its value, p, p_kind and the tier that decided it kept."""
+    """Everything stored for one item: item, scores and verdicts at the band, components, and the judge
+    calls behind its verdicts when there are at most ITEM_CALLS of them (else none: judge_calls() reads
+    those of the verdicts a page shows). A verdict unsure at the band reads status 'unsure', with its
+    value, p, p_kind and the tier that decided it kept."""
     ids = {"run": run_id, "item": item_id}
     with store.reading(path):
         item = store.query(path, "SELECT * FROM items WHERE run_id = $run AND item_id = $item", ids)
@@ -232,7 +236,9 @@ def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None =
                    evidence, call_key, detail, p, p_kind, tier
             FROM verdicts WHERE run_id = $run AND item_id = $item
             ORDER BY metric, component_kind, component_idx, target""", ids)
-    return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts}
+        keys = sorted(verdicts["call_key"].dropna().unique())
+        calls = judge_calls(path, keys if len(keys) <= ITEM_CALLS else [])  # on this connection: no second open
+    return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts, "calls": calls}
 
 
 def judge_calls(path: str | Path, keys: Sequence[str]) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """Item: everything the engine stored for one item, laid out so a person sees why it scored as it did.
 
 Long lists (sub-questions, sources, claims, sentences, other suites' verdicts) are drawn a page at a
-time with the page number in the URL, and only the judge calls behind the verdicts shown are read.
+time with the page number in the URL; an item with many judge calls reads only those behind the
+verdicts shown (one with few gets them with its other rows).
 Scores and verdicts are read at the URL's uncertainty band; each fired Table-2 rule opens onto the
 verdicts that made its metrics low or high (?rule= opens it on arrival).
 """
@@ -158,7 +159,9 @@ with tab_v:
 sp1 = judged_on([{"kind": "source", "idx": j} for j in page_s], ("sp1",))
 sp2 = judged_on([f for j in page_s for f in facts_of.get(j, [])], ("sp2",))
 keys = ui.exchange_keys(exchanges_q, sp1, sp2, exchanges_r, exchanges_o)
-calls = {c["key"]: c for c in ui.records(ui.read(queries.judge_calls, keys))}
+ahead = d["calls"]  # the item's calls when it has few; else the ones shown are read now
+shown = ahead if set(keys) <= set(ahead["key"]) else ui.read(queries.judge_calls, keys)
+calls = {c["key"]: c for c in ui.records(shown)}
 
 with slot_q:
     st.dataframe(ui.subquestion_table(page_q, judged, len(item["sources"])), hide_index=True, key="subq_table",
