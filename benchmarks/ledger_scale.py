@@ -4,7 +4,7 @@
 
 Uses the dashboard_scale database (two runs "base" and "candidate" of N items, two distinct sources
 per item, so 2N sources per run: the ledger's worst case, every source its own row). Times, best of
-three, each read the Sources and Trends pages make, beside the Runs page's metric_overview on the same
+three, each read the Sources and Trends pages make, beside the Runs page's run_summary on the same
 run as the yardstick (ratios are measured in the same process, at the same load), and prints the load.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main() -> None:
     db = args.db
     key = ledger.source_key("Source 1 text for item 7.")
     cases = [
-        ("Runs: metric_overview (yardstick)", lambda: queries.metric_overview(db, "base")),
+        ("Runs: run_summary (yardstick)", lambda: queries.run_summary(db, "base")),
         ("Sources: ledger lists, 1 run", lambda: queries.source_ledger(db, ["base"])),
         ("Sources: ledger lists, 2 runs", lambda: queries.source_ledger(db, ["base", "candidate"])),
         ("Sources: one source's retrievals", lambda: queries.source_retrievals(db, ["base", "candidate"], key)),

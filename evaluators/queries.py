@@ -145,36 +145,41 @@ def _json_pointer(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
 
 
-def metric_overview(path: str | Path, run_id: str, band: Band | None = None, corrected: bool = False) -> pd.DataFrame:
-    """Per metric at the band: items in the run, items scored, items unsure, and the mean score."""
-    return store.query(path, f"""
-        SELECT metric, (SELECT count(*) FROM items WHERE run_id = $run) AS n_items,
-               count(value) FILTER (WHERE NOT isnan(value)) AS n_scored,
-               count(*) FILTER (WHERE status = 'unsure') AS n_unsure,
-               avg(value) FILTER (WHERE NOT isnan(value)) AS mean
-        FROM {scores_sql(band, corrected)} WHERE run_id = $run GROUP BY metric""", {"run": run_id})
+def run_summary(path: str | Path, run_id: str, band: Band | None = None,
+                corrected: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """A run's summary at the band, from one pass over its scores (a million items: 7M scores, which
+    a recomputed band also builds once) and one over its failed or unsure verdicts:
 
-
-def score_distribution(path: str | Path, run_id: str, band: Band | None = None, corrected: bool = False) -> pd.DataFrame:
-    """Scored values per metric at the band with their counts (exact values, grouped): histograms, the
-    share below any threshold and the bootstrap all come from this one small table."""
-    return store.query(path, f"""
-        SELECT metric, value, count(*) AS n FROM {scores_sql(band, corrected)}
-        WHERE run_id = $run AND value IS NOT NULL AND NOT isnan(value)
-        GROUP BY ALL ORDER BY metric, value""", {"run": run_id})
-
-
-def failure_counts(path: str | Path, run_id: str, band: Band | None = None, corrected: bool = False) -> pd.DataFrame:
-    """Failures per metric and status, from scores (items) and from verdicts: metric, grain, status, n.
-    Unsure scores and verdicts at the band count here too, as status 'unsure'."""
-    return store.query(path, f"""
-        SELECT metric, 'items' AS grain, status, count(*) AS n FROM {scores_sql(band, corrected)}
-        WHERE run_id = $run AND status NOT IN {NOT_FAILED} GROUP BY ALL
-        UNION ALL
-        SELECT metric, 'verdicts' AS grain, CASE WHEN {unsure_sql(band)} THEN 'unsure' ELSE status END AS status,
-               count(*) AS n FROM verdicts
-        WHERE run_id = $run AND (status NOT IN {NOT_FAILED} OR {unsure_sql(band)}) GROUP BY ALL
-        ORDER BY metric, grain, status""", {"run": run_id})
+    - overview, per metric: n_items (items in the run), n_scored, n_unsure and the mean score;
+    - dist: the scored values per metric with their counts (exact values, grouped): histograms, the
+      share below any threshold and the bootstrap all come from this one small table;
+    - fails: failures per metric and status, of items (scores) and of verdicts: metric, grain, status,
+      n; unsure scores and verdicts at the band count here too, as status 'unsure'.
+    """
+    ids = {"run": run_id}
+    with store.reading(path):
+        groups = store.query(path, f"""
+            SELECT metric, value, status, count(*) AS n, (SELECT count(*) FROM items WHERE run_id = $run) AS n_items
+            FROM {scores_sql(band, corrected)} WHERE run_id = $run GROUP BY metric, value, status""", ids)
+        verdict_fails = store.query(path, f"""
+            SELECT metric, 'verdicts' AS grain, CASE WHEN {unsure_sql(band)} THEN 'unsure' ELSE status END AS status,
+                   count(*) AS n FROM verdicts
+            WHERE run_id = $run AND (status NOT IN {NOT_FAILED} OR {unsure_sql(band)}) GROUP BY ALL""", ids)
+    scored = groups[groups["value"].notna()]  # NULL and NaN both read NaN here: neither is scored
+    n_items = int(groups["n_items"].iloc[0]) if len(groups) else 0
+    by_metric = groups.groupby("metric")
+    overview = pd.DataFrame({"n_items": n_items, "n_scored": scored.groupby("metric")["n"].sum(),
+                             "n_unsure": groups[groups["status"] == "unsure"].groupby("metric")["n"].sum(),
+                             "mean": (scored["value"] * scored["n"]).groupby(scored["metric"]).sum()
+                             / scored.groupby("metric")["n"].sum()}, index=by_metric.size().index)
+    overview = overview.fillna({"n_scored": 0, "n_unsure": 0}).astype({"n_scored": int, "n_unsure": int})
+    dist = (scored.groupby(["metric", "value"], as_index=False)["n"].sum()
+            .sort_values(["metric", "value"], ignore_index=True))
+    item_fails = (groups[~groups["status"].isin(["ok", "not_applicable"])]
+                  .groupby(["metric", "status"], as_index=False)["n"].sum().assign(grain="items"))
+    fails = (pd.concat([item_fails[["metric", "grain", "status", "n"]], verdict_fails], ignore_index=True)
+             .sort_values(["metric", "grain", "status"], ignore_index=True))
+    return overview.rename_axis("metric").reset_index(), dist, fails
 
 
 def metadata_keys(path: str | Path, run_id: str) -> list[str]:
@@ -207,11 +212,15 @@ def search_ids(path: str | Path, run_id: str, search: str = "",
     return store.query(path, f"SELECT item_id FROM items WHERE {' AND '.join(where)}", params)
 
 
+ITEM_CALLS = 40  # an item with up to this many judge calls gets them with its other rows (4 in a usual item)
+
+
 def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None = None,
                 corrected: bool = False) -> dict[str, pd.DataFrame]:
-    """Everything stored for one item: item, scores and verdicts at the band, and components (the judge
-    calls behind them are read by judge_calls(), for the verdicts a page shows). A verdict unsure at
-    the band reads status 'unsure', with its value, p, p_kind and the tier that decided it kept."""
+    """Everything stored for one item: item, scores and verdicts at the band, components, and the judge
+    calls behind its verdicts when there are at most ITEM_CALLS of them (else none: judge_calls() reads
+    those of the verdicts a page shows). A verdict unsure at the band reads status 'unsure', with its
+    value, p, p_kind and the tier that decided it kept."""
     ids = {"run": run_id, "item": item_id}
     with store.reading(path):
         item = store.query(path, "SELECT * FROM items WHERE run_id = $run AND item_id = $item", ids)
@@ -227,7 +236,9 @@ def item_detail(path: str | Path, run_id: str, item_id: str, band: Band | None =
                    evidence, call_key, detail, p, p_kind, tier
             FROM verdicts WHERE run_id = $run AND item_id = $item
             ORDER BY metric, component_kind, component_idx, target""", ids)
-    return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts}
+        keys = sorted(verdicts["call_key"].dropna().unique())
+        calls = judge_calls(path, keys if len(keys) <= ITEM_CALLS else [])  # on this connection: no second open
+    return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts, "calls": calls}
 
 
 def judge_calls(path: str | Path, keys: Sequence[str]) -> pd.DataFrame:
@@ -360,7 +371,8 @@ def filter_items(
 
 def rule_counts(table: RunTable, thresholds: Mapping[str, float],
                 pairs: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
-    """Items per combination of fired Table-2 rules (one bool column per rule) and n.
+    """Items per combination of fired Table-2 rules (one bool column per rule), n, and the first item
+    id of the combination (in id order: first_items() reads it, so one pass serves both).
 
     For each metric pair (x, y) in `pairs` it adds columns "x_low:x|y" and "y_low:x|y": True/False for
     low/high, NULL when unscored, so quadrant counts come from the same pass.
@@ -370,14 +382,14 @@ def rule_counts(table: RunTable, thresholds: Mapping[str, float],
         flags.append(f'{_level_sql(x, "low", thresholds)} AS "x_low:{x}|{y}"')
         flags.append(f'{_level_sql(y, "low", thresholds)} AS "y_low:{x}|{y}"')
     return store.frame_query(f"""{_rules_cte(thresholds)}
-        SELECT {', '.join(flags)}, count(*) AS n FROM base GROUP BY ALL ORDER BY n DESC""", {"wide": table})
+        SELECT {', '.join(flags)}, count(*) AS n, min(item_id) AS first FROM base GROUP BY ALL ORDER BY n DESC""",
+                             {"wide": table})
 
 
-def first_items(table: RunTable, thresholds: Mapping[str, float]) -> dict[str, str | None]:
-    """Per Table-2 rule, the first item id (in id order) that fires it, or None: where its evidence shows."""
-    firsts = ", ".join(f'min(item_id) FILTER (WHERE "{r}") AS "{r}"' for r in CONDITIONS)
-    row = store.frame_query(f"{_rules_cte(thresholds)} SELECT {firsts} FROM base", {"wide": table}).iloc[0]
-    return {r: (None if pd.isna(row[r]) else str(row[r])) for r in CONDITIONS}
+def first_items(combos: pd.DataFrame) -> dict[str, str | None]:
+    """Per Table-2 rule, the first item id (in id order) that fires it, or None: where its evidence
+    shows; from rule_counts()'s combinations, without another pass over the run."""
+    return {r: (None if not combos[r].any() else str(combos.loc[combos[r], "first"].min())) for r in CONDITIONS}
 
 
 def sample_points(table: RunTable, metrics: Sequence[str], limit: int = 2000) -> pd.DataFrame:
@@ -508,13 +520,17 @@ def label_targets(path: str | Path, run_id: str) -> tuple[set[str], set[tuple[st
 def pair_scores(path: str | Path, run_id: str) -> pd.DataFrame:
     """The scores of a run of validation pairs (items whose metadata names a pair and a side):
     pair, metric, better, worse (NULL when that side was not scored), one row per pair and metric
-    the pair was written for."""
+    the pair was written for.
+
+    The Trust page reads it on every visit: a text search for the key "pair" (the store writes metadata
+    with json.dumps, which never escapes it) skips parsing the JSON of a million items that hold none."""
     return store.query(path, """
         WITH sides AS (
             SELECT item_id, json_extract_string(metadata, '$.pair') AS pair,
                    json_extract_string(metadata, '$.side') AS side,
                    unnest(string_split(json_extract_string(metadata, '$.metrics'), ',')) AS metric
-            FROM items WHERE run_id = $run AND json_extract_string(metadata, '$.pair') IS NOT NULL)
+            FROM items WHERE run_id = $run AND contains(metadata, '"pair"')
+                             AND json_extract_string(metadata, '$.pair') IS NOT NULL)
         SELECT s.pair, s.metric,
                max(sc.value) FILTER (WHERE s.side = 'better' AND NOT isnan(sc.value)) AS better,
                max(sc.value) FILTER (WHERE s.side = 'worse' AND NOT isnan(sc.value)) AS worse

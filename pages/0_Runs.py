@@ -58,9 +58,7 @@ if not metric_ids:
     st.info("No scores in this run yet.")
     st.stop()
 
-overview, dist, fails = ui.read_all(ui.call(queries.metric_overview, run_id, band, corrected),
-                                    ui.call(queries.score_distribution, run_id, band, corrected),
-                                    ui.call(queries.failure_counts, run_id, band, corrected))
+overview, dist, fails = ui.read(queries.run_summary, run_id, band, corrected)
 overview = overview.set_index("metric")
 
 rows = []

@@ -67,9 +67,11 @@ picked = event["selection"]["rows"] if event else []
 if picked and picked[0] < len(frame):
     ui.switch_page("item", ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]], rule=",".join(rules) or None))
 
-with st.expander("Metric correlations across all items of the run", expanded=False):
-    st.plotly_chart(charts.heatmap(ui.derived(queries.correlations, [run_id], metric_ids), metric_ids),
-                    key="corr_heatmap", config=charts.PLOT_CONFIG)
+# Drawn once opened: a pass over every item, and plotly's script in the browser, that a first visit skips.
+with st.expander("Metric correlations across all items of the run", key="corr_open", on_change="rerun") as corr:
+    if corr.open:
+        st.plotly_chart(charts.heatmap(ui.derived(queries.correlations, [run_id], metric_ids), metric_ids),
+                        key="corr_heatmap", config=charts.PLOT_CONFIG)
 
 # Peer scores that came with the input (RAGAS result columns, DeepEval metrics, Langfuse scores):
 # shown beside ours, never read by our metrics, thresholds or Table 2.

@@ -1,7 +1,8 @@
 """Item: everything the engine stored for one item, laid out so a person sees why it scored as it did.
 
 Long lists (sub-questions, sources, claims, sentences, other suites' verdicts) are drawn a page at a
-time with the page number in the URL, and only the judge calls behind the verdicts shown are read.
+time with the page number in the URL; an item with many judge calls reads only those behind the
+verdicts shown (one with few gets them with its other rows).
 Scores and verdicts are read at the URL's uncertainty band; each fired Table-2 rule opens onto the
 verdicts that made its metrics low or high (?rule= opens it on arrival).
 """
@@ -17,9 +18,10 @@ path = ui.page("Item")
 run_id, metric_ids, th = ui.current_run()
 first = "" if st.query_params.get("item") else ui.read(queries.item_neighbours, run_id, "")[1]
 item_id = ui.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
-d, (prev_id, next_id), notes = ui.read_all(ui.call(queries.item_detail, run_id, item_id, ui.band(), ui.corrected()),
-                                           ui.call(queries.item_neighbours, run_id, item_id),
-                                           ui.call(queries.triage_notes, run_id, item_id))
+d, (prev_id, next_id), notes, imported = ui.read_all(
+    ui.call(queries.item_detail, run_id, item_id, ui.band(), ui.corrected()),
+    ui.call(queries.item_neighbours, run_id, item_id), ui.call(queries.triage_notes, run_id, item_id),
+    ui.call(queries.imported_item_scores, run_id, item_id))
 if d["item"].empty:
     st.warning(f"Run {ui.md(run_id)} has no item with id {ui.md(repr(item_id))}.")
     st.stop()
@@ -46,7 +48,6 @@ for col, m in zip(cols, metric_ids):
         col.metric(m.upper(), "–", help="not evaluated for this item")
 
 # Peer scores that came with the input: shown apart, never part of our metrics or Table 2.
-imported = ui.read(queries.imported_item_scores, run_id, item_id)
 if not imported.empty:
     st.caption("Imported peer scores (from the input file, not ours): " + " · ".join(
         f"imported: {ui.md(o)} {ui.md(m)} {ui.fmt_score(v)}"  # – : the peer tool gave no score
@@ -158,7 +159,9 @@ with tab_v:
 sp1 = judged_on([{"kind": "source", "idx": j} for j in page_s], ("sp1",))
 sp2 = judged_on([f for j in page_s for f in facts_of.get(j, [])], ("sp2",))
 keys = ui.exchange_keys(exchanges_q, sp1, sp2, exchanges_r, exchanges_o)
-calls = {c["key"]: c for c in ui.records(ui.read(queries.judge_calls, keys))}
+ahead = d["calls"]  # the item's calls when it has few; else the ones shown are read now
+shown = ahead if set(keys) <= set(ahead["key"]) else ui.read(queries.judge_calls, keys)
+calls = {c["key"]: c for c in ui.records(shown)}
 
 with slot_q:
     st.dataframe(ui.subquestion_table(page_q, judged, len(item["sources"])), hide_index=True, key="subq_table",

@@ -17,7 +17,7 @@ st.caption(f"Run **{ui.md(run_id)}** · {n_items} items · a metric is low below
            f"(fewer than {MIN_SCORED}, or more than {MAX_UNSURE_SHARE:.0%} unsure at the uncertainty band), so "
            "rules that need it do not fire.")
 
-first = ui.derived(queries.first_items, [run_id], th)
+first = queries.first_items(combos)
 rows = []
 for rid in RULES:
     n = int(combos.loc[combos[rid], "n"].sum())

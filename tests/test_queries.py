@@ -61,9 +61,12 @@ def test_sql_rules_agree_with_diagnose(random_db, table, seed_: int) -> None:
         expected = ", ".join(r.id for r in diagnose(scores, th))
         assert fired_sql[iid] == expected, (iid, scores, th)
     combos = queries.rule_counts(table, th)
+    firsts = queries.first_items(combos)
     for rid in RULES:
         n_sql = int(combos.loc[combos[rid], "n"].sum())
-        assert n_sql == sum(1 for s in truth.values() if rid in [r.id for r in diagnose(s, th)])
+        firing = [iid for iid, s in truth.items() if rid in [r.id for r in diagnose(s, th)]]
+        assert n_sql == len(firing)
+        assert firsts[rid] == (min(firing) if firing else None)
 
 
 def test_rule_filter_and_below_filter_match_python(random_db, table) -> None:
@@ -98,7 +101,7 @@ def test_share_below_is_exact_at_the_threshold(random_db) -> None:
     from evaluators import ui
 
     path, truth = random_db
-    dist = queries.score_distribution(path, "r")
+    _, dist, _ = queries.run_summary(path, "r")
     values = [s["sp1"] for s in truth.values() if s["sp1"] is not None]
     assert ui.share_below(dist, "sp1", 0.5) == (sum(v < 0.5 for v in values), len(values))  # 0.5 is high
     ci = ui.headline(dist, "sp1")
@@ -132,9 +135,9 @@ def test_compare_tables_align_items(tmp_path: Path) -> None:
 
 def test_distribution_and_failures_are_grouped_in_sql(random_db) -> None:
     path, truth = random_db
-    dist = queries.score_distribution(path, "r")
+    overview, dist, fails = queries.run_summary(path, "r")
     assert int(dist.loc[dist["metric"] == "gr", "n"].sum()) == sum(s["gr"] is not None for s in truth.values())
-    fails = queries.failure_counts(path, "r")
+    assert overview.set_index("metric").loc["gr", "n_scored"] == sum(s["gr"] is not None for s in truth.values())
     assert set(fails["status"]) <= {"timeout", "empty"} and set(fails["grain"]) == {"items"}
 
 
@@ -163,7 +166,7 @@ def test_reads_in_one_block_share_one_connection(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(store, "connect", counting)
     with store.reading(path):
-        queries.metric_overview(path, "weak-retriever")
+        queries.run_summary(path, "weak-retriever")
         queries.item_detail(path, "llm-judge", "q01")
         queries.triage_notes(path)
     assert opened == [True]

@@ -151,10 +151,12 @@ def test_pages_and_summaries_in_the_file_equal_those_in_memory(seeded_db: Path) 
             assert [i for frame, _ in paged for i in frame["item_id"]] == list(whole["item_id"])
             assert {count for _, count in paged} == {total}
     a, b = RUNS[0], RUNS[1]
-    for fn, args in ((queries.rule_counts, (th, [("sqc", "rqc")])), (queries.first_items, (th,)),
-                     (queries.sample_points, (metrics,)), (queries.correlations, (metrics,))):
+    for fn, args in ((queries.rule_counts, (th, [("sqc", "rqc")])), (queries.sample_points, (metrics,)),
+                     (queries.correlations, (metrics,))):
         got, want = fn(stored[a], *args), fn(memory[a], *args)
         assert got == want if isinstance(want, dict) else sorted(_rows(got), key=str) == sorted(_rows(want), key=str)
+    assert queries.first_items(queries.rule_counts(stored[a], th)) == queries.first_items(
+        queries.rule_counts(memory[a], th))
     for key in ("summary", "deltas"):
         assert (_rows(queries.compare_tables(stored[a], stored[b], metrics, th)[key])
                 == _rows(queries.compare_tables(memory[a], memory[b], metrics, th)[key]))
