@@ -19,6 +19,18 @@ def _vline(x: float, xref: str = "x") -> dict:
             "line": {"dash": "dash", "color": "#d33"}}
 
 
+def tenths(dist: pd.DataFrame, metric: str) -> pd.Series:
+    """A metric's scored items per tenth of the score range, indexed by the tenth 0 ... 9 (a score of 1.0
+    falls in the last), from a (metric, value, n) distribution; empty tenths left out."""
+    rows = dist[dist["metric"] == metric]
+    return rows.groupby((rows["value"].clip(0, 1) * 10).astype(int).clip(upper=9))["n"].sum()
+
+
+def tenth_counts(dist: pd.DataFrame, metric: str) -> list[int]:
+    """tenths() as ten counts, empty tenths included: an inline bar chart's values."""
+    return tenths(dist, metric).reindex(range(10), fill_value=0).astype(int).tolist()
+
+
 def histograms(dist: pd.DataFrame, metric_ids: Sequence[str], th: Mapping[str, float]) -> go.Figure:
     """Small multiples: the score distribution of each metric with its threshold line."""
     n, gap = len(metric_ids), 0.02
@@ -26,10 +38,8 @@ def histograms(dist: pd.DataFrame, metric_ids: Sequence[str], th: Mapping[str, f
                         "yaxis": {"title": {"text": "items"}}, "shapes": [], "annotations": []}
     for i, m in enumerate(metric_ids):
         axis = "x" if i == 0 else f"x{i + 1}"
-        rows = dist[dist["metric"] == m]
-        bins = (rows["value"].clip(0, 1) * 10).astype(int).clip(upper=9) / 10 + 0.05
-        counts = rows.groupby(bins)["n"].sum()
-        data.append({"type": "bar", "x": counts.index.to_numpy(float).round(2), "y": counts.to_numpy(),
+        counts = tenths(dist, m)
+        data.append({"type": "bar", "x": (counts.index.to_numpy(float) / 10 + 0.05).round(2), "y": counts.to_numpy(),
                      "width": 0.1, "xaxis": axis, "yaxis": "y", "name": m.upper(),
                      "hovertemplate": "%{x:.2f}±0.05: %{y} items<extra></extra>"})
         domain = [i / n + (gap if i else 0), (i + 1) / n - (gap if i < n - 1 else 0)]

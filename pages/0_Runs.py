@@ -81,12 +81,18 @@ for col, m in zip(cards, metric_ids):
         "failed verdicts": ui.failure_text(verdict_fails),
         "threshold": th.get(m, 0.5),
         "below threshold": f"{n_below} ({n_below / n_scored:.0%})" if n_scored else "–",
+        "distribution": charts.tenth_counts(dist, m),
     })
-st.dataframe(pd.DataFrame(rows), hide_index=True, key="metric_table", width="stretch")
+# The distribution column is drawn by the table itself: plotly's script (megabytes) is only fetched
+# when the histograms with threshold lines are asked for, so the page is whole sooner.
+st.dataframe(pd.DataFrame(rows), hide_index=True, key="metric_table", width="stretch",
+             column_config={"distribution": st.column_config.BarChartColumn(
+                 "distribution", y_min=0, help="scored items per tenth of the score, from 0 to 1")})
 st.caption("Intervals: percentile bootstrap of the mean over scored items, 1000 resamples, fixed seed. "
            "Unscored items (judge failures, empty decompositions, and items whose verdicts were all unsure at "
            "the uncertainty band) are counted apart, never as 0.")
-st.plotly_chart(charts.histograms(dist, metric_ids, th), key="histograms", config=charts.PLOT_CONFIG)
+if ui.synced(st.toggle, "Histograms with threshold lines", "hist", False, lambda s: s in ("1", "True")):
+    st.plotly_chart(charts.histograms(dist, metric_ids, th), key="histograms", config=charts.PLOT_CONFIG)
 
 c1, c2, c3 = st.columns(3)
 ui.page_link("run", "Item table", ui.link(run=run_id), icon="📋", where=c1)

@@ -204,8 +204,11 @@ def test_runs_page_shows_runs_and_headlines(page: Any) -> None:
     table = {r["metric"]: r for r in grid(page, "95% CI")}
     assert table["gr"]["unscored items"] == "1 empty, 1 error"
     assert re.fullmatch(r"\[0\.\d\d, [01]\.\d\d\]", table["gr"]["95% CI"])
+    expect(page.get_by_test_id("stPlotlyChart")).to_have_count(0)  # drawn on demand: no plotly script yet
+    page.get_by_text("Histograms with threshold lines").click()
     charts_drawn(page, 1)
     expect(page.locator("[data-testid=stPlotlyChart] .annotation-text", has_text="SQC")).to_be_attached()
+    assert "hist=" in page.url
     shot(page, "01_runs")
 
 

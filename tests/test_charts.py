@@ -14,6 +14,9 @@ def test_histograms_bin_to_tenths_with_one_threshold_line_per_metric() -> None:
     assert list(sp1.x) == [0.05, 0.95] and list(sp1.y) == [3, 3]  # 1.0 falls in the last bin
     assert list(gr.x) == [0.55] and gr.xaxis == "x2"
     assert [(s.x0, s.xref) for s in fig.layout.shapes] == [(0.6, "x"), (0.5, "x2")]  # gr: no threshold given
+    # the Runs table's inline bars: the same bins, ten of them, empty ones as 0
+    assert charts.tenth_counts(dist, "sp1") == [3, 0, 0, 0, 0, 0, 0, 0, 0, 3]
+    assert charts.tenth_counts(dist, "gr") == [0] * 5 + [4] + [0] * 4 and charts.tenth_counts(dist, "rp") == [0] * 10
 
 
 def test_heatmap_is_symmetric_with_blanks_for_undefined_correlations() -> None:

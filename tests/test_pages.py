@@ -133,7 +133,15 @@ def test_home_threshold_change_is_written_to_url_and_read_back(db: Path) -> None
 
 
 def test_home_histograms_draw_threshold_lines(db: Path) -> None:
+    # plotly's histograms are drawn on demand; the table's distribution column is always there
     at = open_page("app.py", run="weak-retriever", th_gr="0.9")
+    assert not at.get("plotly_chart")
+    table = frame_with(at, "95% CI").set_index("metric")
+    n_scored = int(table.loc["gr", "n scored"].split(" of ")[0])
+    assert len(table.loc["gr", "distribution"]) == 10 and sum(table.loc["gr", "distribution"]) == n_scored
+    at.toggle(key="hist").set_value(True).run()
+    assert at.query_params["hist"] == "True"
+    at = open_page("app.py", run="weak-retriever", th_gr="0.9", hist="1")
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     lines = [s["x0"] for s in spec["layout"]["shapes"]]
     assert 0.9 in lines and len(spec["data"]) == 7
