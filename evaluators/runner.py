@@ -2,10 +2,11 @@
 
 `evaluate` skips items the run already finished and answers repeated judge requests from the
 DuckDB cache, so a killed run restarted with the same command continues where it stopped. One
-writer task group-commits finished items and new judge calls: each write is one transaction. A
-busy database is waited for, never the end of a run, and while nothing can be written no judge
-call is started. The run records its owner (host, pid) and a heartbeat each write refreshes, so a
-second process refuses to evaluate it and a dead one's run reads as interrupted.
+writer task group-commits finished items and new judge calls, at most once a second (WRITE_GAP_S):
+each write is one transaction. A busy database is waited for, never the end of a run, and while
+nothing can be written no judge call is started. The run records its owner (host, pid) and a
+heartbeat each write refreshes, so a second process refuses to evaluate it and a dead one's run
+reads as interrupted.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from evaluators import cascade
 from evaluators import metrics as metrics_mod
 from evaluators import prompts, registry, store
 from evaluators.confidence import DEFAULT_BANDS, band_for
+from evaluators.embeddings import Encoder
 from evaluators.judge import RATE_LIMIT_PATIENCE, CallStats, ClientPool, JudgeFatal, LLMJudge
 from evaluators.masking import mask_secrets
 from evaluators.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
@@ -34,6 +36,10 @@ LOCAL = "local"
 WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge waits out a rate limit
 HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEARTBEAT_S overrides it
 BUSY_TRY_S = 1.0    # one attempt at a busy database file; the writer tries again, without a deadline
+# The shortest pause between two group commits. A write costs about 0.1 s of CPU however little it
+# holds (open, upserts, run_wide, close), which a busy run would otherwise pay ~3 times a second;
+# a crash re-asks at most this long's answers. The run's end is written at once.
+WRITE_GAP_S = 1.0
 FINISHED, FINISHED_WITH_FAILURES, FAILED = "finished", "finished with failures", "failed"
 
 
@@ -145,7 +151,7 @@ class _Writer:
 
     A busy database file is waited for, holding everything in memory; meanwhile `ready()` holds
     the workers back, so no judge call is started for a result that could not be stored. Writing
-    at least every `heartbeat_s` keeps the run's heartbeat fresh.
+    at least every `heartbeat_s` keeps the run's heartbeat fresh, and at most every WRITE_GAP_S.
     """
 
     def __init__(self, db: str | Path, run: str, owner: store.Owner, heartbeat_s: float,
@@ -162,6 +168,7 @@ class _Writer:
         self._writable = asyncio.Event()
         self._writable.set()
         self._wake = asyncio.Event()
+        self._closing = asyncio.Event()
         self._closed = False
 
     def add_call(self, call: JudgeCall) -> None:
@@ -199,6 +206,10 @@ class _Writer:
                 await _patiently(self._prepare, self.waiting)
                 if closing and not self.calls and not self.results:
                     return
+                try:  # let the next write gather what finishes meanwhile; closing cuts this short
+                    await asyncio.wait_for(self._closing.wait(), min(WRITE_GAP_S, self.heartbeat_s / 2))
+                except asyncio.TimeoutError:
+                    pass
         except BaseException as exc:
             self.error = exc
             self._writable.set()  # paused workers wake up to the error
@@ -231,6 +242,7 @@ class _Writer:
 
     def close(self) -> None:
         self._closed = True
+        self._closing.set()
         self._wake.set()
 
 
@@ -347,6 +359,9 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
 
     writer = _Writer(db, run, owner, heartbeat_s, report)
     async with AsyncExitStack() as stack:
+        # SD's encoder loads in its own process while the judge starts. An offline tier encodes in
+        # this process anyway, and SD then shares its model and cached vectors.
+        encoder = stack.enter_context(Encoder()) if "sd" in chosen and OFFLINE not in tiers else None
         judge_obj, forced = await open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches,
                                              writer.add_call, rate_limit_patience, client_processes)
         stats = getattr(judge_obj, "stats", stats)  # a cascade's sums its tiers' as it is read
@@ -376,7 +391,7 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
                 item = queue.get_nowait()
                 # A bug or a bad input inside one item marks its metrics `error`; a refusing judge ends the run.
                 result = await metrics_mod.evaluate_item(item, chosen, paused, per_component, sd_threshold,
-                                                         fatal=(JudgeFatal,))
+                                                         fatal=(JudgeFatal,), encoder=encoder)
                 writer.add_item(item, result)
                 counter["done"] += 1
                 report()
