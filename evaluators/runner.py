@@ -2,11 +2,10 @@
 
 `evaluate` skips items the run already finished and answers repeated judge requests from the
 DuckDB cache, so a killed run restarted with the same command continues where it stopped. One
-writer task group-commits finished items and new judge calls, at most once a second (WRITE_GAP_S):
-each write is one transaction. A busy database is waited for, never the end of a run, and while
-nothing can be written no judge call is started. The run records its owner (host, pid) and a
-heartbeat each write refreshes, so a second process refuses to evaluate it and a dead one's run
-reads as interrupted.
+writer task group-commits finished items and new judge calls: each write is one transaction. A
+busy database is waited for, never the end of a run, and while nothing can be written no judge
+call is started. The run records its owner (host, pid) and a heartbeat each write refreshes, so a
+second process refuses to evaluate it and a dead one's run reads as interrupted.
 """
 from __future__ import annotations
 
@@ -36,10 +35,6 @@ LOCAL = "local"
 WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge waits out a rate limit
 HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEARTBEAT_S overrides it
 BUSY_TRY_S = 1.0    # one attempt at a busy database file; the writer tries again, without a deadline
-# The shortest pause between two group commits. A write costs about 0.1 s of CPU however little it
-# holds (open, upserts, run_wide, close), which a busy run would otherwise pay ~3 times a second;
-# a crash re-asks at most this long's answers. The run's end is written at once.
-WRITE_GAP_S = 1.0
 FINISHED, FINISHED_WITH_FAILURES, FAILED = "finished", "finished with failures", "failed"
 
 
@@ -151,7 +146,7 @@ class _Writer:
 
     A busy database file is waited for, holding everything in memory; meanwhile `ready()` holds
     the workers back, so no judge call is started for a result that could not be stored. Writing
-    at least every `heartbeat_s` keeps the run's heartbeat fresh, and at most every WRITE_GAP_S.
+    at least every `heartbeat_s` keeps the run's heartbeat fresh.
     """
 
     def __init__(self, db: str | Path, run: str, owner: store.Owner, heartbeat_s: float,
@@ -168,7 +163,6 @@ class _Writer:
         self._writable = asyncio.Event()
         self._writable.set()
         self._wake = asyncio.Event()
-        self._closing = asyncio.Event()
         self._closed = False
 
     def add_call(self, call: JudgeCall) -> None:
@@ -206,10 +200,6 @@ class _Writer:
                 await _patiently(self._prepare, self.waiting)
                 if closing and not self.calls and not self.results:
                     return
-                try:  # let the next write gather what finishes meanwhile; closing cuts this short
-                    await asyncio.wait_for(self._closing.wait(), min(WRITE_GAP_S, self.heartbeat_s / 2))
-                except asyncio.TimeoutError:
-                    pass
         except BaseException as exc:
             self.error = exc
             self._writable.set()  # paused workers wake up to the error
@@ -242,7 +232,6 @@ class _Writer:
 
     def close(self) -> None:
         self._closed = True
-        self._closing.set()
         self._wake.set()
 
 

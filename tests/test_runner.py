@@ -4,7 +4,6 @@ The command line's own tests are in test_cli.py."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -118,27 +117,3 @@ def test_resuming_with_other_options_is_refused(tmp_path: Path, openai_server: O
         runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["rp"])
     assert "--" not in str(refused.value)  # the engine speaks of runs; the CLI adds its flags
 
-
-def test_group_commits_are_spaced_and_the_end_is_written_at_once(tmp_path: Path, openai_server: OpenAIServer,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    # Each write costs about as much CPU however little it holds: items finishing close together
-    # share one, and the last ones are written when the run ends, not a gap later.
-    writes: list[float] = []
-    write = store.write_results
-
-    def counted(*args: object, **kwargs: object) -> None:
-        writes.append(time.monotonic())
-        write(*args, **kwargs)
-
-    monkeypatch.setattr(store, "write_results", counted)
-    monkeypatch.setattr(runner, "WRITE_GAP_S", 0.5)
-    openai_server.latency = 0.1
-    db = tmp_path / "e.duckdb"
-    summary = runner.evaluate(items(12), db, "r", JUDGE, api_base=openai_server.base_url, concurrency=4,
-                              metrics=["sp1", "rqc"], per_component=True)
-    assert all(counts == {"ok": 12} for counts in summary.metrics.values()), summary.metrics
-    assert len(writes) >= 3  # the run took seconds: it was stored along the way, not only at its end
-    before_close = writes[:-1]  # closing cuts the last pause short
-    assert min(b - a for a, b in zip(before_close, before_close[1:])) >= 0.5 * 0.9
-    assert store.count_items(db, "r") == 12
-    assert len(store.query(db, "SELECT key FROM judge_calls")) == len(openai_server.requests)
