@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -265,21 +268,66 @@ def judge_label(judge: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", judge)
 
 
+def run_label(judge: str, decompose_with: str | None = None) -> str:
+    """The run-name prefix of a judge spec; a named decomposer is part of it, since a run cannot be
+    resumed with another one."""
+    return judge_label(judge if decompose_with is None else f"{judge}@{decompose_with}")
+
+
+@dataclass
+class RunCost:
+    """What scoring cost in this invocation, and who decided the runs' verdicts."""
+
+    judged: int = 0  # items judged now (items a run had stored already are skipped)
+    seconds: float = 0.0
+    calls: int = 0
+    cache_hits: int = 0
+    tiers: Counter[str] = field(default_factory=Counter)  # the runs' decided verdicts by tier
+
+    def evaluate(self, items: Sequence[Item], db: Path, run: str, judge: str, **options: Any) -> None:
+        """runner.evaluate, with its time, calls and the run's verdicts by tier added up here."""
+        last: list[runner.Progress] = []
+
+        def progress(p: runner.Progress) -> None:
+            last[:] = [p]
+            runner.print_progress(p)  # long local runs: show they advance
+
+        started = time.monotonic()
+        # update: a rerun on other rows judges only the new items (the DB's judge cache keeps the rest).
+        summary = runner.evaluate(items, db, run, judge=judge, on_progress=progress, update=True, **options)
+        self.seconds += time.monotonic() - started
+        self.judged += (last[0].done - last[0].skipped) if last else 0
+        self.calls += summary.stats.get("calls", 0)
+        self.cache_hits += summary.stats.get("cache_hits", 0)
+        self.tiers.update(runner.verdicts_by_tier(db, run))
+
+    def text(self) -> str:
+        """Verdict shares per tier and seconds per triplet, with the load they were measured at."""
+        total = sum(self.tiers.values())
+        shares = ", ".join(f"{t} {n}/{total} = {n / total:.0%}" for t, n in self.tiers.most_common()) or "none"
+        pace = (f"{self.seconds / self.judged:.1f} s per triplet ({self.judged} judged in {self.seconds:.0f} s)"
+                if self.judged else "no triplet judged now (all stored already)")
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        return (f"verdicts decided by tier: {shares}\n{pace}; judge calls {self.calls}, cache hits "
+                f"{self.cache_hits}; load average {load}")
+
+
 def score(items_by_metric: dict[str, list[Item]], judge: str, db: Path, dataset: str, api_base: str | None = None,
-          concurrency: int = 8, quiet: bool = False, **options: Any) -> dict[tuple[str, str], float | None]:
+          concurrency: int = 8, quiet: bool = False, cost: RunCost | None = None,
+          **options: Any) -> dict[tuple[str, str], float | None]:
     """Scores {(item id, metric): value} from the engine: one run per judge, dataset and metric
     (named judge/dataset/metric), RAGAS counterparts added to a run when the engine's registry
-    has them. Failures are None."""
+    has them. Failures are None. `cost` adds up the time and verdict tiers of the runs."""
     known = registry.METRICS
     out: dict[tuple[str, str], float | None] = {}
+    cost = cost if cost is not None else RunCost()
     for metric, items in items_by_metric.items():
         metrics = [metric] + ([RAGAS_COUNTERPART[metric]] if RAGAS_COUNTERPART[metric] in known else [])
-        run = f"{judge_label(judge)}/{dataset}/{metric}"
+        run = f"{run_label(judge, options.get('decompose_with'))}/{dataset}/{metric}"
         unique = list({i.id: i for i in items}.values())
         if not quiet:
             print(f"[{judge}] {metric}: {len(unique)} items", file=sys.stderr)
-        runner.evaluate(unique, db, run, judge=judge, api_base=api_base, metrics=metrics,
-                        concurrency=concurrency, **options)
+        cost.evaluate(unique, db, run, judge, api_base=api_base, metrics=metrics, concurrency=concurrency, **options)
         frame = store.query(db, "SELECT item_id, metric, value FROM scores WHERE run_id = ?", [run])
         for row in frame.itertuples(index=False):
             out[(row.item_id, row.metric)] = None if row.value != row.value else float(row.value)
@@ -358,7 +406,8 @@ def auc(scores: Sequence[float], labels: Sequence[int]) -> float | None:
     return wins / (len(pos) * len(neg))
 
 
-def expertqa_report(judge: str, db: Path, api_base: str | None, limit: int | None, concurrency: int) -> str:
+def expertqa_report(judge: str, db: Path, api_base: str | None, limit: int | None, concurrency: int,
+                    **options: Any) -> str:
     """Claim-level support accuracy on ExpertQA val (development) and test (held out)."""
     lines = [f"**{judge}**: ExpertQA claim support (GR of the claim against its evidence; predicted "
              "supported when GR = 1)\n",
@@ -366,7 +415,8 @@ def expertqa_report(judge: str, db: Path, api_base: str | None, limit: int | Non
              "|---|---:|---:|---:|---:|---:|---:|"]
     for split, name in (("val", "rand_val (development)"), ("test", "rand_test (held out)")):
         data = load_expertqa(split, limit)
-        scores = score({"gr": [i for i, _ in data]}, judge, db, f"expertqa-{split}", api_base, concurrency, quiet=True)
+        scores = score({"gr": [i for i, _ in data]}, judge, db, f"expertqa-{split}", api_base, concurrency, quiet=True,
+                       **options)
         got = [(scores.get((i.id, "gr")), y) for i, y in data]
         ok = [(s, y) for s, y in got if s is not None]
         pred = [(int(s >= 1.0), y) for s, y in ok]
@@ -398,6 +448,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="claims per ExpertQA split (default all; 0 skips the check)")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--sd-threshold", type=float, default=None, help="SD cosine threshold (default: the engine's)")
+    p.add_argument("--decompose-with", default=None, metavar="TIER",
+                   help="the tier of a judge chain that decomposes, e.g. offline for --judge 'offline>local' "
+                        "(default: the last)")
     p.add_argument("--out", type=Path, default=OUT / "agreement.md")
     args = p.parse_args(argv)
     if not WIKIEVAL.exists():
@@ -431,13 +484,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             by_metric: dict[str, list[Item]] = {}
             for pp in every:
                 by_metric.setdefault(pp.metric, []).extend([pp.better, pp.worse])
-            scores = score(by_metric, judge, db, "wikieval", bases.get(judge), args.concurrency,
-                           sd_threshold=sd_threshold)
+            options = {"decompose_with": args.decompose_with} if args.decompose_with else {}
+            cost = RunCost()
+            scores = score(by_metric, judge, db, "wikieval", bases.get(judge), args.concurrency, cost=cost,
+                           sd_threshold=sd_threshold, **options)
             for name, ps in pairs.items():
                 sections.append(table(judge, name, ps, scores) + "\n")
+            sections.append(f"**{judge}**, WikiEval pairs: {cost.text()}\n")
             if args.expertqa_limit != 0 and EXPERTQA.exists():
                 sections.append(expertqa_report(judge, db, bases.get(judge), args.expertqa_limit,
-                                                args.concurrency) + "\n")
+                                                args.concurrency, **options) + "\n")
         text = "\n".join(sections)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

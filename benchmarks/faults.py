@@ -22,6 +22,10 @@ Every item is scored by the engine through `runner.evaluate` into a DuckDB file 
 so any judge the runner accepts works; the Table-2 rules are then read by `fired` alone.
 
     python -m benchmarks.faults [--judge offline] [--split dev|held-out|all] [--db FILE]
+                                [--rows 0-4,20-24] [--demo N] [--decompose-with TIER]
+
+`--rows` and `--demo` keep a subset of the rows (for a slow judge); the items are built from the
+whole split first, so a row's items are the same whichever subset is scored.
 """
 from __future__ import annotations
 
@@ -38,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.agreement import (WIKIEVAL, answer_bearing, drop_part, judge_label, load_wikieval,  # noqa: E402
-                                  paraphrase, sentences, words)
+from benchmarks.agreement import (WIKIEVAL, RunCost, answer_bearing, drop_part, load_wikieval,  # noqa: E402
+                                  paraphrase, run_label, sentences, words)
 from data.demo_runs import load_corpus, load_queries  # noqa: E402
 from evaluators import queries, runner, store  # noqa: E402
 from evaluators.confidence import Band, parse_band  # noqa: E402
@@ -160,25 +164,48 @@ def build_cases(split: str, rows: Sequence[Row]) -> list[Case]:
     return cases
 
 
-def splits() -> dict[str, list[Case]]:
+def splits(rows: set[int] | None = None, demo: int | None = None) -> dict[str, list[Case]]:
     """Development (WikiEval rows 0-19 and the demo) and held-out (WikiEval rows 20-49) cases.
 
     The demo forms its own pool of irrelevant sources, so no WikiEval text lands in a demo item.
+    `rows` keeps only those WikiEval rows and `demo` only the first that many demo queries (None: all);
+    the cases are built from whole splits first, so a kept row's items do not depend on the subset.
     """
     wiki = load_wikieval()
-    return {"dev": build_cases("dev", wikieval_rows(wiki, DEV_ROWS)) + build_cases("dev", demo_rows()),
-            "held-out": build_cases("held-out", wikieval_rows(wiki, HELD_OUT_ROWS))}
+    demo_kept = {r.name for r in demo_rows()[:demo]}
+    out = {"dev": build_cases("dev", wikieval_rows(wiki, DEV_ROWS)) + build_cases("dev", demo_rows()),
+           "held-out": build_cases("held-out", wikieval_rows(wiki, HELD_OUT_ROWS))}
+    return {name: [c for c in cases if c.row in demo_kept
+                   or (c.row.startswith("wikieval-") and (rows is None or int(c.row.split("-")[1]) in rows))]
+            for name, cases in out.items()}
+
+
+def parse_rows(text: str) -> set[int]:
+    """WikiEval row numbers from '0-4,20-24,31' (ranges inclusive); ValueError on anything else."""
+    rows: set[int] = set()
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"rows must be like 0-4,20-24,31, got {text!r}")
+        rows |= set(range(int(lo), int(hi if dash else lo) + 1))
+    return rows
 
 
 # ---------------------------------------------------------------- scoring and the rules
 
 def score(cases: Sequence[Case], judge: str, db: Path, api_base: str | None = None,
-          concurrency: int = 8, band: Band | None = None) -> dict[str, dict[str, Score | None]]:
+          concurrency: int = 8, band: Band | None = None, decompose_with: str | None = None,
+          cost: RunCost | None = None) -> dict[str, dict[str, Score | None]]:
     """{item id: {metric: Score with its counts, or None}} from one engine run over the cases' items,
-    read at `band` (None: each judge kind's default) as the dashboard reads them."""
+    read at `band` (None: each judge kind's default) as the dashboard reads them.
+
+    A cascade escalates at each tier's default band whatever `band` is read at. `cost` adds up the
+    run's time and verdicts by tier."""
     items = list({c.item.id: c.item for c in cases}.values())
-    run = f"{judge_label(judge)}/faults"
-    runner.evaluate(items, db, run, judge=judge, api_base=api_base, metrics=THELMA, concurrency=concurrency)
+    run = f"{run_label(judge, decompose_with)}/faults"
+    options = {"decompose_with": decompose_with} if decompose_with else {}
+    (cost if cost is not None else RunCost()).evaluate(items, db, run, judge, api_base=api_base, metrics=THELMA,
+                                                       concurrency=concurrency, **options)
     wide = store.run_scores_wide(db, run, list(THELMA), queries.scores_sql(band))
     return {r["item_id"]: {m: queries.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
 
@@ -232,20 +259,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--band", type=parse_band, default=None,
                    help="uncertainty band LO,HI to read the verdicts at (default: each judge kind's own)")
     p.add_argument("--verbose", action="store_true", help="list every clean item with a rule and every missed fault")
+    p.add_argument("--rows", type=parse_rows, default=None,
+                   help="WikiEval rows to keep, e.g. 0-4,20-24 (default all; rows 0-19 are dev, 20-49 held out)")
+    p.add_argument("--demo", type=int, default=None, help="keep the first N demo queries (default all; 0 none)")
+    p.add_argument("--decompose-with", default=None, metavar="TIER",
+                   help="the tier of a judge chain that decomposes, e.g. offline for --judge 'offline>local' "
+                        "(default: the last)")
     args = p.parse_args(argv)
     if not WIKIEVAL.exists():
         print(f"error: {WIKIEVAL} not found (the shared datasets folder beside the checkout)", file=sys.stderr)
         return 2
-    chosen = {name: cases for name, cases in splits().items() if args.split in (name, "all")}
+    chosen = {name: cases for name, cases in splits(args.rows, args.demo).items()
+              if args.split in (name, "all") and cases}
+    cost = RunCost()
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "faults.duckdb"
         scores = score([c for cs in chosen.values() for c in cs], args.judge, db, args.api_base, args.concurrency,
-                       args.band)
+                       args.band, args.decompose_with, cost)
     labels = {"dev": "development (WikiEval rows 0-19 + demo)", "held-out": "held out (WikiEval rows 20-49)"}
-    print(f"# Table-2 diagnosis on fault-injected items, judge {args.judge}, band "
-          f"{'default per judge kind' if args.band is None else args.band}\n")
+    subset = "" if args.rows is None and args.demo is None else (
+        f", WikiEval rows {'all' if args.rows is None else _ranges(args.rows)}"
+        + (f", demo queries {'all' if args.demo is None else args.demo}" if "dev" in chosen else ""))
+    print(f"# Table-2 diagnosis on fault-injected items, judge {args.judge}"
+          + (f" (decomposing with {args.decompose_with})" if args.decompose_with else "")
+          + f", band {'default per judge kind' if args.band is None else args.band}{subset}\n")
     print("\n\n".join(report(labels[name], cases, scores, args.verbose) for name, cases in chosen.items()))
+    print(f"\n{cost.text()}")
     return 0
+
+
+def _ranges(rows: set[int]) -> str:
+    """'0-4,20-24' for a set of row numbers."""
+    runs: list[list[int]] = []
+    for r in sorted(rows):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
 
 
 if __name__ == "__main__":
