@@ -271,3 +271,14 @@ def test_a_killed_server_is_a_clear_failure() -> None:
             assert answer.status is Status.ERROR and answer.value is None  # visible, never a silent 0/1
             with pytest.raises(local_llm.LocalServerError, match="killed by signal 9"):
                 running.check()
+
+
+@pytest.mark.parametrize("load, threads", [(0.8, 2), (1.5, 1), (7.0, 1)])
+def test_threads_follow_the_cores_left_idle(monkeypatch: pytest.MonkeyPatch, load: float, threads: int) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.delenv("RAG_TRIAGE_LOCAL_THREADS", raising=False)
+    assert local_llm.idle_cores() == threads
+    assert local_llm.LocalServer().n_threads == threads  # nothing starts before the block is entered
+    monkeypatch.setenv("RAG_TRIAGE_LOCAL_THREADS", "3")
+    assert local_llm.LocalServer().n_threads == 3
