@@ -62,6 +62,13 @@ def load() -> str:
     return "load average {:.1f} / {:.1f} / {:.1f} (1 / 5 / 15 min) on {} cores".format(*os.getloadavg(), os.cpu_count())
 
 
+def reading(prompt: str) -> str:
+    """How the judge reads a prompt's answer: the first token's logprobs, or a generated reply."""
+    if prompt in registry.BINARY_PROMPTS:
+        return "logprob 0/1"
+    return "logprob label" if prompt in registry.LABEL_PROMPTS else "generated"
+
+
 async def timed_calls(judge: LLMJudge, item: Item) -> list[tuple[str, str, float, Answer]]:
     """One call of each prompt the suite uses, one after another, each timed on its own."""
     claim = item.response.split(". ")[0].rstrip(".") + "."
@@ -78,8 +85,7 @@ async def timed_calls(judge: LLMJudge, item: Item) -> list[tuple[str, str, float
     for prompt, variables in asks:
         t0 = time.monotonic()
         answer = await judge.ask(prompt, **variables)
-        kind = "logprob 0/1" if prompt in registry.BINARY_PROMPTS else "generated"
-        out.append((prompt, kind, time.monotonic() - t0, answer))
+        out.append((prompt, reading(prompt), time.monotonic() - t0, answer))
     return out
 
 
@@ -168,7 +174,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", default="0-2", help="WikiEval rows, e.g. 0-2 (default)")
     p.add_argument("--metrics", default=",".join(THELMA), help="metrics to score (default: the THELMA suite)")
-    p.add_argument("--threads", type=int, help=f"server threads (default {local_llm.N_THREADS})")
+    p.add_argument("--threads", type=int, help="server threads (default: the idle cores, local_llm.idle_cores)")
     p.add_argument("--parallel", type=int, help=f"server slots (default {local_llm.N_PARALLEL})")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per judge call")
     p.add_argument("--calls", action="store_true", help="first time one call of each prompt on a fresh server")
@@ -232,13 +238,12 @@ def main() -> int:
           "| mean completion tokens | generate s (sum) | call seconds (sum) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, group in sorted(by_prompt.items(), key=lambda kv: -sum(c.latency_ms for c, _ in kv[1])):
-        kind = "logprob 0/1" if name in registry.BINARY_PROMPTS else "generated"
         n = len(group)
 
         def total(key: str) -> float:
             return sum(g[key] for _, g in group)
 
-        print(f"| {name} | {kind} | {n} | {sum(c.prompt_tokens for c, _ in group) / n:.0f} | "
+        print(f"| {name} | {reading(name)} | {n} | {sum(c.prompt_tokens for c, _ in group) / n:.0f} | "
               f"{total('prompt_tokens_total') / n:.0f} | {total('prompt_tokens_cached_total') / n:.0f} | "
               f"{total('prompt_seconds_total'):.0f} | {sum(c.completion_tokens for c, _ in group) / n:.1f} | "
               f"{total('tokens_predicted_seconds_total'):.0f} | {sum(c.latency_ms for c, _ in group) / 1000:.0f} |")

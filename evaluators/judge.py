@@ -191,6 +191,8 @@ class LLMJudge:
             return Answer(None, call.status, call.key, call.reply, detail=call.error)
         if prefill and prompt in registry.BINARY_PROMPTS:
             return self._from_logprobs(call)
+        if prefill and prompt in registry.LABEL_PROMPTS:
+            return self._from_logprobs(call, registry.LABEL_PROMPTS[prompt])
         if prefill:  # a scale prompt: the first-token distribution is the answer
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
             return Answer(top, Status.OK, call.key, call.reply)
@@ -240,18 +242,26 @@ class LLMJudge:
         spec = prompts.load(prompt)
         messages = [{"role": "user", "content": spec.render(**variables)}]
         params = dict(self.params)
-        if self.logprob_binary and (prompt in registry.BINARY_PROMPTS or prompt in registry.DISTRIBUTION_PROMPTS):
+        if self.logprob_binary and (prompt in registry.BINARY_PROMPTS or prompt in registry.LABEL_PROMPTS
+                                    or prompt in registry.DISTRIBUTION_PROMPTS):
             messages.append({"role": "assistant", "content": "<output>"})
             params.update(max_tokens=1, logprobs=True, top_logprobs=10)
         return spec, messages, params
 
     # ------------------------------------------------------------ internals
-    def _from_logprobs(self, call: JudgeCall) -> Answer:
-        """P("1") / (P("0") + P("1")) from the stored top logprobs of the single answer token."""
+    def _from_logprobs(self, call: JudgeCall, words: tuple[str, str] = ("1", "0")) -> Answer:
+        """P(1) / (P(0) + P(1)) from the stored top logprobs of the single answer token, where 1 and 0 are
+        `words`: a token counts for the word it begins (case aside) when it does not begin the other."""
         top = json.loads(call.reply or "{}").get("top_logprobs", {})
-        p0, p1 = (math.exp(top[t]) if t in top else 0.0 for t in ("0", "1"))
+        one, zero = (w.lower() for w in words)
+        p0 = p1 = 0.0
+        for token, logprob in top.items():
+            t = token.lower()
+            if t and one.startswith(t) != zero.startswith(t):
+                p1, p0 = (p1 + math.exp(logprob), p0) if one.startswith(t) else (p1, p0 + math.exp(logprob))
         if p0 + p1 == 0.0:
-            return Answer(None, Status.UNPARSED, call.key, call.reply, detail="neither 0 nor 1 among top tokens")
+            return Answer(None, Status.UNPARSED, call.key, call.reply,
+                          detail=f"neither {words[1]} nor {words[0]} among top tokens")
         prob = p1 / (p0 + p1)
         return Answer(int(prob >= 0.5), Status.OK, call.key, call.reply, prob=prob,
                       confidence=Confidence(prob, LOGPROB, self.name))

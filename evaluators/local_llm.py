@@ -12,8 +12,8 @@ parts first (instructions and examples, then the source or response) and the cla
 last; the server keeps every prompt it read in a host-RAM cache and resumes each call from the
 longest cached prefix, so an item's calls read only what differs. `benchmarks/local_speed.py`
 measures it. Not used, by measurement: n-gram draft decoding (its verify steps cost more than they
-saved on 2 shared cores: 29-43% of drafts accepted, generation 16% slower side by side), a second
-slot (see N_PARALLEL) and a second thread (see N_THREADS).
+saved on 2 shared cores: 29-43% of drafts accepted, generation 16% slower side by side) and a second
+slot (see N_PARALLEL); threads follow the idle cores (see idle_cores).
 """
 from __future__ import annotations
 
@@ -44,11 +44,18 @@ GGUF_SIZE = 1_117_320_768
 GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 N_PARTS = 22
 N_CTX = 4096
-# One thread by default: on two shared (virtual) cores, two threads that sync per layer stall whenever
-# either is descheduled. Measured here: 1 thread generated a steady 3.8-5.1 tokens/s, 2 threads anywhere
-# from 0.5 to 8.5 (median 1.5); reading a 773-token prompt under a load of 8, 1 thread read 30 tokens/s,
-# 2 threads 13-19. Set RAG_TRIAGE_LOCAL_THREADS=2 on an otherwise idle machine.
-N_THREADS = 1
+# Threads: one per core the machine leaves idle when the server starts, at least one. Threads that sync
+# per layer stall whenever one is descheduled, so on busy cores one thread is fastest, and on idle ones
+# each core counts. Measured on 2 cores (benchmarks/local_speed.py, WikiEval rows 2-3): under a load of 8,
+# 1 thread generated a steady 3.8-5.1 tokens/s and 2 threads anywhere from 0.5 to 8.5 (median 1.5), and
+# read a 773-token prompt at 30 against 13-19 tokens/s; on the idle machine (load 0.8-1.0), the full
+# suite took 100 s per triplet with 1 thread and 54 s with 2. RAG_TRIAGE_LOCAL_THREADS overrides it.
+def idle_cores() -> int:
+    """Cores not busy over the last minute (cores minus the whole part of the 1-minute load), at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores - int(os.getloadavg()[0]))
+
+
 # One slot, calls one at a time. A second slot starts with an empty cache: measured, of two calls sent
 # together after a first one had read their shared 360-token prefix, one reused it and the other read
 # it all again, and both waited 36 s instead of 3. One slot with the host-RAM cache reuses every prefix.
@@ -173,7 +180,7 @@ class LocalServer:
     def __init__(self, n_ctx: int = N_CTX, n_threads: int | None = None, n_parallel: int | None = None,
                  start_timeout: float = START_TIMEOUT_S) -> None:
         self.n_ctx = n_ctx  # per slot
-        self.n_threads = n_threads or int(os.environ.get("RAG_TRIAGE_LOCAL_THREADS") or N_THREADS)
+        self.n_threads = n_threads or int(os.environ.get("RAG_TRIAGE_LOCAL_THREADS") or idle_cores())
         self.n_parallel = n_parallel or int(os.environ.get("RAG_TRIAGE_LOCAL_PARALLEL") or N_PARALLEL)
         self.start_timeout = start_timeout
         self.model = f"openai/{MODEL}"

@@ -4,7 +4,7 @@
 - PARSERS: the reply parser of every prompt file in prompts/, for the LLM judge;
 - OFFLINE_ANSWERS: the offline judge's answer to each prompt it can answer;
 - BATCH_ELEMENTS and EVALUATED_TEXTS: which variables the offline judge checks it can read;
-- BINARY_PROMPTS and DISTRIBUTION_PROMPTS: prompts a logprob judge reads from the first token.
+- BINARY_PROMPTS, LABEL_PROMPTS and DISTRIBUTION_PROMPTS: prompts a logprob judge reads from the first token.
 
 This module imports the modules that define those functions; nothing registers itself anywhere, so
 any judge answers any prompt listed here whatever was imported first. Adding a prompt means a file
@@ -163,6 +163,10 @@ EVALUATED_TEXTS: frozenset[str] = frozenset({"input", "texts", "query", "questio
 
 # Prompts whose answer is a single 0/1 token: a logprob judge (the local one) reads P("1") from it.
 BINARY_PROMPTS: frozenset[str] = frozenset({"source_essential", "groundedness", "source_answers", "response_addresses"})
+# Prompts whose answer is one of two words (the 1 first): a logprob judge reads P(1) from the first
+# token too, counting each candidate token for the word it begins ("Ess" for Essential, "Ex" for
+# Extraneous). One token instead of a generated label, and a probability the band can call unsure.
+LABEL_PROMPTS: dict[str, tuple[str, str]] = {"essential": ("Essential", "Extraneous")}
 # Prompts whose answer is one token of a scale (G-Eval's 1-5): a logprob judge returns the whole
 # first-token distribution {token: logprob}, and the metric weights the scale by it.
 DISTRIBUTION_PROMPTS: frozenset[str] = frozenset({"de_geval_score"})

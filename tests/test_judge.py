@@ -290,6 +290,24 @@ def test_logprob_path_without_either_digit_is_unparsed(openai_server: OpenAIServ
     assert "Y" in answer.raw
 
 
+
+@pytest.mark.parametrize("top, value, prob", [
+    # the local model's real first tokens after "<output>": "Ess"/"Ex", whole words, other casings
+    ({"Ess": 0.7, "Ex": 0.2, "Essential": 0.05, "E": 0.03, "Important": 0.02}, 1, 0.75 / 0.95),
+    ({"Ex": 0.6, "Ess": 0.1, "extr": 0.2, "ess": 0.1}, 0, 0.2 / 1.0),
+])
+def test_logprob_path_reads_a_label_prompt_by_the_word_each_token_begins(
+        openai_server: OpenAIServer, top: dict[str, float], value: int, prob: float) -> None:
+    openai_server.replies.append(Reply(max(top, key=top.get), top))
+    answer = ask(make_judge(openai_server, logprob_binary=True), "essential", query="Who?", response="Ann.")
+    assert answer.status is Status.OK and answer.value == value
+    assert math.isclose(answer.prob, prob, rel_tol=1e-9)  # "E" begins both words: it counts for neither
+    request = openai_server.requests[0]
+    assert request["messages"][-1] == {"role": "assistant", "content": "<output>"} and request["max_tokens"] == 1
+    openai_server.replies.append(Reply("Y", {"Y": 0.7, "N": 0.3}))
+    unparsed = ask(make_judge(openai_server, logprob_binary=True), "essential", query="Who?", response="Bo.")
+    assert unparsed.status is Status.UNPARSED and unparsed.detail == "neither Extraneous nor Essential among top tokens"
+
 def test_logprob_judge_asks_non_binary_prompts_in_full(openai_server: OpenAIServer) -> None:
     answer = ask(make_judge(openai_server, logprob_binary=True), "claims", input="Paris is in France.")
     assert answer.value == ["Paris is in France."]
