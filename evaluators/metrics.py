@@ -22,7 +22,7 @@ import numpy as np
 
 from evaluators import calibration
 from evaluators.confidence import Band, is_unsure
-from evaluators.embeddings import Encoder, embed
+from evaluators.embeddings import embed
 from evaluators.masking import mask_secrets
 from evaluators.records import (CALIBRATED, CLAIM, LABEL, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Answer, Component,
                                 Confidence, Item, Judge, Score, Status, Verdict, unit)
@@ -215,7 +215,6 @@ class ItemWork:
     metrics: frozenset[str]
     per_component: bool = False
     sd_threshold: float = SD_THRESHOLD
-    encoder: Encoder | None = None  # SD's sentence encoder in its own process; None: in this one
     components: list[Component] = field(default_factory=list)
     _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
 
@@ -465,9 +464,6 @@ async def match_sd(work: ItemWork) -> list[Verdict]:
                         detail=f"SD's MiniLM encoder reads English only: the response is {why}")]
     sentences = [s for s in split_sentences(work.item.response) if has_words(s)]
     work.components.extend(Component(work.item.id, SENTENCE, i, s) for i, s in enumerate(sentences))
-    if work.encoder is not None:
-        vectors = await work.encoder.embed(sentences)
-        return await asyncio.to_thread(sd_verdicts, work.item.id, Cosines(vectors), work.sd_threshold)
     # In a worker thread: a long response takes seconds to encode, and the other items go on meanwhile.
     return await asyncio.to_thread(lambda: sd_verdicts(work.item.id, Cosines(embed(sentences)), work.sd_threshold))
 
@@ -528,10 +524,8 @@ def nothing_to_judge(item: Item, metric: str, texts: Sequence[str]) -> list[Verd
 
 async def evaluate_item(item: Item, metrics: Mapping[str, Metric], judge: Judge, per_component: bool = False,
                         sd_threshold: float = SD_THRESHOLD,
-                        fatal: tuple[type[BaseException], ...] = (), encoder: Encoder | None = None) -> ItemResult:
+                        fatal: tuple[type[BaseException], ...] = ()) -> ItemResult:
     """Decompose, match and aggregate every given metric ({id: Metric}) for one item.
-
-    `encoder`: SD's sentence encoder process (None: SD encodes in this process).
 
     An exception inside a metric marks that metric `error` for this item, with its message, so the
     other metrics and items are still stored; only the `fatal` ones (the judge refusing every
@@ -541,7 +535,7 @@ async def evaluate_item(item: Item, metrics: Mapping[str, Metric], judge: Judge,
     runnable = [m for m in names if not (metrics[m].needs_reference and not item.reference)]
     blank = {m: nothing_to_judge(item, m, metrics[m].reads) for m in runnable}
     matched = [m for m in runnable if not blank[m]]
-    work = ItemWork(item, judge, frozenset(matched), per_component, sd_threshold, encoder)
+    work = ItemWork(item, judge, frozenset(matched), per_component, sd_threshold)
     work.components.extend(Component(item.id, SOURCE, j, s) for j, s in enumerate(item.sources))
 
     async def run(m: str) -> tuple[list[Verdict], Score]:

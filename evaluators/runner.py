@@ -24,7 +24,6 @@ from evaluators import cascade
 from evaluators import metrics as metrics_mod
 from evaluators import prompts, registry, store
 from evaluators.confidence import DEFAULT_BANDS, band_for
-from evaluators.embeddings import Encoder
 from evaluators.judge import RATE_LIMIT_PATIENCE, CallStats, ClientPool, JudgeFatal, LLMJudge
 from evaluators.masking import mask_secrets
 from evaluators.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
@@ -348,9 +347,6 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
 
     writer = _Writer(db, run, owner, heartbeat_s, report)
     async with AsyncExitStack() as stack:
-        # SD's encoder loads in its own process while the judge starts. An offline tier encodes in
-        # this process anyway, and SD then shares its model and cached vectors.
-        encoder = stack.enter_context(Encoder()) if "sd" in chosen and OFFLINE not in tiers else None
         judge_obj, forced = await open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches,
                                              writer.add_call, rate_limit_patience, client_processes)
         stats = getattr(judge_obj, "stats", stats)  # a cascade's sums its tiers' as it is read
@@ -380,7 +376,7 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
                 item = queue.get_nowait()
                 # A bug or a bad input inside one item marks its metrics `error`; a refusing judge ends the run.
                 result = await metrics_mod.evaluate_item(item, chosen, paused, per_component, sd_threshold,
-                                                         fatal=(JudgeFatal,), encoder=encoder)
+                                                         fatal=(JudgeFatal,))
                 writer.add_item(item, result)
                 counter["done"] += 1
                 report()

@@ -116,4 +116,3 @@ def test_resuming_with_other_options_is_refused(tmp_path: Path, openai_server: O
     with pytest.raises(store.RunConflict, match="already exists") as refused:
         runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["rp"])
     assert "--" not in str(refused.value)  # the engine speaks of runs; the CLI adds its flags
-
