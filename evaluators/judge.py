@@ -257,8 +257,12 @@ class LLMJudge:
         p0 = p1 = 0.0
         for token, logprob in top.items():
             t = token.lower()
-            if t and one.startswith(t) != zero.startswith(t):
-                p1, p0 = (p1 + math.exp(logprob), p0) if one.startswith(t) else (p1, p0 + math.exp(logprob))
+            if not t or one.startswith(t) == zero.startswith(t):
+                continue  # no word, or both ("E" begins Essential and Extraneous)
+            if one.startswith(t):
+                p1 += math.exp(logprob)
+            else:
+                p0 += math.exp(logprob)
         if p0 + p1 == 0.0:
             return Answer(None, Status.UNPARSED, call.key, call.reply,
                           detail=f"neither {words[1]} nor {words[0]} among top tokens")
