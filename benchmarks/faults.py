@@ -46,6 +46,7 @@ from benchmarks.agreement import (WIKIEVAL, RunCost, answer_bearing, drop_part, 
                                   paraphrase, run_label, sentences, words)
 from data.demo_runs import load_corpus, load_queries  # noqa: E402
 from evaluators import queries, runner, store  # noqa: E402
+from evaluators.cascade import parse_chain  # noqa: E402
 from evaluators.confidence import Band, parse_band  # noqa: E402
 from evaluators.diagnosis import RULES, diagnose  # noqa: E402
 from evaluators.records import Item, Score  # noqa: E402
@@ -216,8 +217,13 @@ def fired(scores: Mapping[str, Score | None]) -> set[str]:
     return {rule.id for rule in diagnose(scores)}
 
 
+def named_target(judge: str) -> float:
+    """Issue 10's target share of named faults: 70% for one judge, 90% for a cascade (offline>local)."""
+    return 0.9 if len(parse_chain(judge)) > 1 else 0.7
+
+
 def report(name: str, cases: Sequence[Case], scores: Mapping[str, Mapping[str, Score | None]],
-           verbose: bool = False) -> str:
+           verbose: bool = False, target: float = 0.7) -> str:
     """The figures of one split: quiet clean items, named faults, false alarms per rule, hits per fault."""
     clean = [c for c in cases if c.expected is None]
     faulty = [c for c in cases if c.expected is not None]
@@ -228,7 +234,7 @@ def report(name: str, cases: Sequence[Case], scores: Mapping[str, Mapping[str, S
     lines = [f"## {name}: {len(clean)} clean items, {len(faulty)} fault items",
              f"clean items with no rule fired: {quiet}/{len(clean)} = {quiet / max(len(clean), 1):.0%} (target >= 80%)",
              f"fault items whose expected rule fired: {named}/{len(faulty)} = {named / max(len(faulty), 1):.0%} "
-             "(target >= 70%)",
+             f"(target >= {target:.0%})",
              "false alarms on clean items, per rule: "
              + (", ".join(f"{r} {alarms[r]}" for r in RULES if alarms[r]) or "none"),
              "hit rate per fault:"]
@@ -283,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# Table-2 diagnosis on fault-injected items, judge {args.judge}"
           + (f" (decomposing with {args.decompose_with})" if args.decompose_with else "")
           + f", band {'default per judge kind' if args.band is None else args.band}{subset}\n")
-    print("\n\n".join(report(labels[name], cases, scores, args.verbose) for name, cases in chosen.items()))
+    print("\n\n".join(report(labels[name], cases, scores, args.verbose, named_target(args.judge)) for name, cases in chosen.items()))
     print(f"\n{cost.text()}")
     return 0
 

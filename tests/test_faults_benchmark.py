@@ -39,6 +39,8 @@ def test_the_report_gives_verdicts_by_tier_and_seconds_per_triplet(tmp_path: Pat
     assert re.search(r"verdicts decided by tier: offline (\d+)/\1 = 100%", out)
     judged = re.search(r"[\d.]+ s per triplet \((\d+) judged in", out)
     assert judged and int(judged.group(1)) >= 5  # the clean item and its faults
+    assert "(target >= 70%)" in out  # one judge; a cascade is held to 90%
+    assert faults.named_target("offline>local") == 0.9
     # A rerun on more rows judges only the new row's items.
     assert faults.main(["--split", "dev", "--rows", "0-1", "--demo", "0", "--db", str(db)]) == 0
     again = re.search(r"\((\d+) judged in", capsys.readouterr().out)
