@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators import registry, runner, store  # noqa: E402
+from evaluators import queries, registry, runner, store  # noqa: E402
+from evaluators.confidence import Band, format_band, parse_band  # noqa: E402
 from evaluators.pairs import Tally  # noqa: E402
 from evaluators.pairs import tally as count_pairs  # noqa: E402
 from evaluators.records import Item  # noqa: E402
@@ -313,11 +314,12 @@ class RunCost:
 
 
 def score(items_by_metric: dict[str, list[Item]], judge: str, db: Path, dataset: str, api_base: str | None = None,
-          concurrency: int = 8, quiet: bool = False, cost: RunCost | None = None,
+          concurrency: int = 8, quiet: bool = False, cost: RunCost | None = None, band: Band | None = None,
           **options: Any) -> dict[tuple[str, str], float | None]:
     """Scores {(item id, metric): value} from the engine: one run per judge, dataset and metric
     (named judge/dataset/metric), RAGAS counterparts added to a run when the engine's registry
-    has them. Failures are None. `cost` adds up the time and verdict tiers of the runs."""
+    has them, read at `band` (None: each judge kind's default). Failures and scores with every
+    verdict unsure are None. `cost` adds up the time and verdict tiers of the runs."""
     known = registry.METRICS
     out: dict[tuple[str, str], float | None] = {}
     cost = cost if cost is not None else RunCost()
@@ -328,7 +330,8 @@ def score(items_by_metric: dict[str, list[Item]], judge: str, db: Path, dataset:
         if not quiet:
             print(f"[{judge}] {metric}: {len(unique)} items", file=sys.stderr)
         cost.evaluate(unique, db, run, judge, api_base=api_base, metrics=metrics, concurrency=concurrency, **options)
-        frame = store.query(db, "SELECT item_id, metric, value FROM scores WHERE run_id = ?", [run])
+        frame = store.query(db, f"SELECT item_id, metric, value FROM {queries.scores_sql(band)} WHERE run_id = $run",
+                            {"run": run})
         for row in frame.itertuples(index=False):
             out[(row.item_id, row.metric)] = None if row.value != row.value else float(row.value)
     return out
@@ -407,7 +410,7 @@ def auc(scores: Sequence[float], labels: Sequence[int]) -> float | None:
 
 
 def expertqa_report(judge: str, db: Path, api_base: str | None, limit: int | None, concurrency: int,
-                    **options: Any) -> str:
+                    band: Band | None = None, **options: Any) -> str:
     """Claim-level support accuracy on ExpertQA val (development) and test (held out)."""
     lines = [f"**{judge}**: ExpertQA claim support (GR of the claim against its evidence; predicted "
              "supported when GR = 1)\n",
@@ -416,7 +419,7 @@ def expertqa_report(judge: str, db: Path, api_base: str | None, limit: int | Non
     for split, name in (("val", "rand_val (development)"), ("test", "rand_test (held out)")):
         data = load_expertqa(split, limit)
         scores = score({"gr": [i for i, _ in data]}, judge, db, f"expertqa-{split}", api_base, concurrency, quiet=True,
-                       **options)
+                       band=band, **options)
         got = [(scores.get((i.id, "gr")), y) for i, y in data]
         ok = [(s, y) for s, y in got if s is not None]
         pred = [(int(s >= 1.0), y) for s, y in ok]
@@ -451,6 +454,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--decompose-with", default=None, metavar="TIER",
                    help="the tier of a judge chain that decomposes, e.g. offline for --judge 'offline>local' "
                         "(default: the last)")
+    p.add_argument("--band", type=parse_band, default=None,
+                   help="uncertainty band LO,HI to read the verdicts at (default: each judge kind's own)")
     p.add_argument("--out", type=Path, default=OUT / "agreement.md")
     args = p.parse_args(argv)
     if not WIKIEVAL.exists():
@@ -478,7 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "scores strictly higher; ties and failures are not agreement. Paper columns: THELMA "
                     "Table 1, Llama 3.3 70B rows (the paper's pairs were human-made on 20 rows; ours are "
                     "WikiEval's own negatives and the deterministic Appendix-C constructions in "
-                    f"benchmarks/agreement.py). SD threshold: {sd_threshold:.2f}.\n"]
+                    f"benchmarks/agreement.py). SD threshold: {sd_threshold:.2f}. Band: "
+                    f"{'each judge kind default' if args.band is None else format_band(args.band)}.\n"]
         for judge in judges:
             every = [pp for ps in pairs.values() for pp in ps]
             by_metric: dict[str, list[Item]] = {}
@@ -487,13 +493,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             options = {"decompose_with": args.decompose_with} if args.decompose_with else {}
             cost = RunCost()
             scores = score(by_metric, judge, db, "wikieval", bases.get(judge), args.concurrency, cost=cost,
-                           sd_threshold=sd_threshold, **options)
+                           band=args.band, sd_threshold=sd_threshold, **options)
             for name, ps in pairs.items():
                 sections.append(table(judge, name, ps, scores) + "\n")
             sections.append(f"**{judge}**, WikiEval pairs: {cost.text()}\n")
             if args.expertqa_limit != 0 and EXPERTQA.exists():
                 sections.append(expertqa_report(judge, db, bases.get(judge), args.expertqa_limit,
-                                                args.concurrency, **options) + "\n")
+                                                args.concurrency, args.band, **options) + "\n")
         text = "\n".join(sections)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
