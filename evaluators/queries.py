@@ -203,9 +203,16 @@ def search_ids(path: str | Path, run_id: str, search: str = "",
     """Ids of the items whose id, query or response contains `search` (any case) and whose metadata
     field meta[0] equals meta[1]."""
     where, params = ["run_id = $run"], {"run": run_id}
-    if search:  # ILIKE on the text as stored: a third less work than lower-casing every text first
-        params["q"] = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        where.append("(item_id ILIKE $q ESCAPE '\\' OR query ILIKE $q ESCAPE '\\' OR response ILIKE $q ESCAPE '\\')")
+    if search:
+        # ILIKE on the text as stored (lower-casing every text first costs more). With an ESCAPE clause
+        # DuckDB matches through its generic matcher, twice the CPU of a plain '%text%' pattern at a
+        # million items, so only a text holding a wildcard is escaped (without ESCAPE a backslash is plain text).
+        if "%" in search or "_" in search:
+            params["q"] = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            escape = " ESCAPE '\\'"
+        else:
+            params["q"], escape = f"%{search}%", ""
+        where.append(f"(item_id ILIKE $q{escape} OR query ILIKE $q{escape} OR response ILIKE $q{escape})")
     if meta:
         params["mk"], params["mv"] = _json_pointer(meta[0]), meta[1]
         where.append("json_extract_string(metadata, $mk) = $mv")
