@@ -208,10 +208,12 @@ def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: S
 
     `values` are the items' scores of this metric (at least every labelled item's: a label on an item
     not in it is left out), `labels` (item, rule, label) for rules that read it, and
-    `fires(item, thresholds)` the rules that fire on an item. Candidates are the midpoints between the
-    run's consecutive distinct scores, rounded to 4 places, so every way of splitting them is tried
-    once: `midpoints` when given (a query computes them over the whole run, or per 0.0001 wide bucket
-    the least and greatest of them, which round to the same set), else taken from `values`.
+    `fires(item, thresholds)` the rules that fire on an item, which must read the metric's threshold
+    only as whether the item's value lies below it (as Table 2's levels do). Candidates are the
+    midpoints between the run's consecutive distinct scores, rounded to 4 places, so every way of
+    splitting them is tried once: `midpoints` when given (a query computes them over the whole run,
+    or per 0.0001 wide bucket the least and greatest of them, which round to the same set), else taken
+    from `values`.
     """
     current = thresholds[metric]
     labels = [l for l in labels if l[0] in values]
