@@ -102,21 +102,50 @@ def reading_metric(metric: str, scores: Mapping[str, Reading]) -> str:
     return next((m for m in reads if _scored(_value(scores.get(m)))), reads[-1])
 
 
-def level(metric: str, scores: Mapping[str, Reading], thresholds: Mapping[str, float]) -> str | None:
-    """'low', 'high', or None when the metric (or every metric of a reading) was not scored or not decided."""
+def read(metric: str, scores: Mapping[str, Reading]) -> tuple[str, float] | None:
+    """What a condition on `metric` (or a reading) reads of one item's scores, whatever the thresholds:
+    the metric read and its value, or None when it was not scored or not decided."""
     metric = reading_metric(metric, scores)
-    value = _value(scores.get(metric))
-    if not _scored(value) or not decided(scores.get(metric)):
+    score = scores.get(metric)
+    value = _value(score)
+    if not _scored(value) or not decided(score):
         return None
+    return metric, value
+
+
+def level_of(reading: tuple[str, float] | None, thresholds: Mapping[str, float]) -> str | None:
+    """'low' or 'high' for what read() returned, at these thresholds; None when it read nothing."""
+    if reading is None:
+        return None
+    metric, value = reading
     threshold = thresholds.get(metric, DEFAULT_THRESHOLDS[metric])
     return next(name for name, holds in LEVELS.items() if holds(value, threshold))
 
 
+def level(metric: str, scores: Mapping[str, Reading], thresholds: Mapping[str, float]) -> str | None:
+    """'low', 'high', or None when the metric (or every metric of a reading) was not scored or not decided."""
+    return level_of(read(metric, scores), thresholds)
+
+
+# The metrics and readings Table 2's conditions name.
+NAMED = tuple(dict.fromkeys(m for conds in CONDITIONS.values() for m, _ in conds))
+
+
+def readings(scores: Mapping[str, Reading]) -> dict[str, tuple[str, float] | None]:
+    """read() of every metric and reading the rules name: all that the rules need of one item, so an
+    item read once can be diagnosed at many thresholds (rules_firing())."""
+    return {m: read(m, scores) for m in NAMED}
+
+
+def rules_firing(item: Mapping[str, tuple[str, float] | None], thresholds: Mapping[str, float]) -> list[str]:
+    """The ids of the Table-2 rules that fire on an item's readings(), in table order."""
+    levels = {m: level_of(r, thresholds) for m, r in item.items()}
+    return [rid for rid, conds in CONDITIONS.items() if all(levels[m] == want for m, want in conds)]
+
+
 def diagnose(scores: Mapping[str, Reading], thresholds: Mapping[str, float] | None = None) -> list[Rule]:
     """The Table-2 rules that fire for one item's scores ({metric: Score or value}), in table order."""
-    thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
-    return [RULES[rid] for rid, conds in CONDITIONS.items()
-            if all(level(m, scores, thresholds) == want for m, want in conds)]
+    return [RULES[rid] for rid in rules_firing(readings(scores), {**DEFAULT_THRESHOLDS, **(thresholds or {})})]
 
 
 class Condition(NamedTuple):

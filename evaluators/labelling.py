@@ -48,8 +48,9 @@ def _value(score: Score | None) -> float | None:
     return None if score is None else score.value
 
 
-def _fires(scores: Mapping[str, Score | None], thresholds: Mapping[str, float]) -> set[str]:
-    return {rule.id for rule in diagnosis.diagnose(scores, thresholds)}
+def _read(scores: dict[str, dict[str, Score | None]]) -> dict[str, dict[str, tuple[str, float] | None]]:
+    """What the rules read of each item's scores (diagnosis.readings), whatever the thresholds."""
+    return {item: diagnosis.readings(s) for item, s in scores.items()}
 
 
 def _reads(rule: str, metric: str) -> bool:
@@ -66,6 +67,7 @@ class Labelled:
     triage: dict[str, int]  # the latest confirmed (1) / false alarm (0) triage note per item
     corrections: tuple[trust.Pair, ...]  # verdict corrections beside the judge's verdict
     scores: dict[str, dict[str, Score | None]]  # the THELMA scores of the run's rule-labelled items
+    readings: dict[str, dict[str, tuple[str, float] | None]]  # what the rules read of them (diagnosis.readings)
     midpoints: dict[str, list[float]]  # threshold candidates of the metrics that can have enough labels
 
 
@@ -88,7 +90,8 @@ def labelled(path: str | Path, run_id: str, band: Band | None = None) -> Labelle
     return Labelled(rule_labels, dict(zip(triage["item_id"], triage["label"])),
                     tuple(trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
                           for r in corrections.itertuples(index=False)),
-                    scores, {m: midpoints["midpoint"][midpoints["metric"] == m].tolist() for m in possible})
+                    scores, _read(scores),
+                    {m: midpoints["midpoint"][midpoints["metric"] == m].tolist() for m in possible})
 
 
 def judged(labels: Labelled, thresholds: Mapping[str, float]) -> Report:
@@ -99,15 +102,16 @@ def judged(labels: Labelled, thresholds: Mapping[str, float]) -> Report:
     are diagnosed on the labelled items alone: the cost follows the labels, not the run's size.
     """
     th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
-    scores = labels.scores
-    fired = {item: _fires(s, th) for item, s in scores.items()}
+    scores, read = labels.scores, labels.readings
+    fired = {item: set(diagnosis.rules_firing(r, th)) for item, r in read.items()}
     pairs = trust.rule_pairs(labels.rule_labels, labels.triage, fired, RULE_IDS)
     labelled_rules = [(p.item_id, p.target, p.human) for p in pairs if p.target in diagnosis.RULES]
     pairs += labels.corrections
     rows = trust.report(pairs, [*THELMA, *RULE_IDS], {m: 0 for m in THELMA})
     suggestions = [trust.suggest_threshold(m, {item: _value(s.get(m)) for item, s in scores.items()},
                                            [l for l in labelled_rules if _reads(l[1], m)], th,
-                                           lambda item, at: _fires(scores[item], at), labels.midpoints.get(m, []))
+                                           lambda item, at: set(diagnosis.rules_firing(read[item], at)),
+                                           labels.midpoints.get(m, []))
                    for m in THELMA]
     return Report(rows, trust.disagreements(pairs), suggestions)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from bisect import bisect_left
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -99,20 +100,30 @@ def kappa_interval(judge: Sequence[int], human: Sequence[int], samples: int = BO
     Seeded, so the same labels always give the same interval: resample i is the pairs at
     random.Random(seed).randrange(n) drawn i * n to (i + 1) * n - 1, counted in numpy.
     """
+    if len(judge) != len(human):
+        raise ValueError("judge and human differ in length")
+    # The same pairs give the same interval: a threshold change re-labels only some targets' pairs.
+    return _kappa_interval(tuple(int(x) for x in judge), tuple(int(x) for x in human), samples, seed)
+
+
+@lru_cache(maxsize=256)
+def _kappa_interval(judge: tuple[int, ...], human: tuple[int, ...], samples: int,
+                    seed: int) -> tuple[float, float] | None:
     n = len(judge)
     if not n:
         return None
     j, h = np.asarray(judge, dtype=np.int64), np.asarray(human, dtype=np.int64)
-    if len(h) != n:
-        raise ValueError("judge and human differ in length")
     picks = _draws(random.Random(seed), n, samples * n).reshape(samples, n)
     agree, judged, called = ((j == h)[picks].sum(axis=1), j[picks].sum(axis=1), h[picks].sum(axis=1))
-    values = [k for a, jd, c in zip(agree.tolist(), judged.tolist(), called.tolist())
-              if (k := _kappa(n, a, jd, c)) is not None]
-    if len(values) < samples / 2:
+    # _kappa's arithmetic on every resample at once, operation for operation (IEEE doubles: the same values)
+    observed, p_judge, p_human = agree / n, judged / n, called / n
+    chance = p_judge * p_human + (1 - p_judge) * (1 - p_human)
+    defined = chance < 1.0
+    if defined.sum() < samples / 2:
         return None
-    values.sort()
-    return values[int(0.025 * (len(values) - 1))], values[int(0.975 * (len(values) - 1))]
+    values = np.sort((observed[defined] - chance[defined]) / (1 - chance[defined]))
+    last = len(values) - 1
+    return float(values[int(0.025 * last)]), float(values[int(0.975 * last)])
 
 
 def trust(target: str, judge: Sequence[int], human: Sequence[int], positive: int = 1) -> Trust:
@@ -197,10 +208,12 @@ def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: S
 
     `values` are the items' scores of this metric (at least every labelled item's: a label on an item
     not in it is left out), `labels` (item, rule, label) for rules that read it, and
-    `fires(item, thresholds)` the rules that fire on an item. Candidates are the midpoints between the
-    run's consecutive distinct scores, rounded to 4 places, so every way of splitting them is tried
-    once: `midpoints` when given (a query computes them over the whole run, or per 0.0001 wide bucket
-    the least and greatest of them, which round to the same set), else taken from `values`.
+    `fires(item, thresholds)` the rules that fire on an item, which must read the metric's threshold
+    only as whether the item's value lies below it (as Table 2's levels do). Candidates are the
+    midpoints between the run's consecutive distinct scores, rounded to 4 places, so every way of
+    splitting them is tried once: `midpoints` when given (a query computes them over the whole run,
+    or per 0.0001 wide bucket the least and greatest of them, which round to the same set), else taken
+    from `values`.
     """
     current = thresholds[metric]
     labels = [l for l in labels if l[0] in values]
@@ -208,9 +221,20 @@ def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: S
         return Suggestion(metric, current, len(labels),
                           why=f"too few labels to suggest a threshold: {len(labels)} of {MIN_LABELS_TO_SUGGEST} needed")
 
+    items = {l[0] for l in labels}
+    # An item's calls move with the threshold only as its score falls below it or not: two calls of
+    # fires() per item at most, whatever the number of candidates.
+    calls: dict[tuple[str, bool], set[str]] = {}
+
+    def fired_at(item: str, t: float, at: Mapping[str, float]) -> set[str]:
+        key = (item, (v := values[item]) is not None and v < t)
+        if key not in calls:
+            calls[key] = fires(item, at)
+        return calls[key]
+
     def kappa_at(t: float) -> float | None:
         at = {**thresholds, metric: t}
-        fired = {item: fires(item, at) for item in {l[0] for l in labels}}
+        fired = {item: fired_at(item, t, at) for item in items}
         return kappa([int(rule in fired[item]) for item, rule, _ in labels], [h for _, _, h in labels])
 
     if midpoints is None:
@@ -219,13 +243,13 @@ def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: S
     candidates = sorted({round(m, 4) for m in midpoints} | {current})
     # A threshold moves the calls only where it passes a labelled item's score: candidates with the
     # same labelled scores below them have one kappa, computed once.
-    labelled = sorted(float(v) for item in {l[0] for l in labels} if (v := values[item]) is not None)
+    labelled = sorted(float(v) for item in items if (v := values[item]) is not None)
     by_side: dict[int, float | None] = {}
     for t in candidates:
         side = bisect_left(labelled, t)
         if side not in by_side:
             by_side[side] = kappa_at(t)
-    now = kappa_at(current)
+    now = by_side[bisect_left(labelled, current)]  # the current threshold is one of the candidates
     scored = [(k, t) for t in candidates if (k := by_side[bisect_left(labelled, t)]) is not None]
     if not scored:
         return Suggestion(metric, current, len(labels), kappa_now=now,

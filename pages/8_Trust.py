@@ -85,10 +85,11 @@ with tab_agree:
     if not report.disagreements:
         st.caption("None: every labelled call agrees with the judge." if labelled else "No labels yet.")
     else:
-        rows = pd.DataFrame([{"target": _name(p.target), "item": p.item_id,
-                              "component": "" if p.component_idx is None else p.component_idx,
+        rows = pd.DataFrame([{"target": _name(p.target), "item": p.item_id, "component": p.component_idx,
                               "judge": p.judge, "people": p.human, "open": ui.item_url(run_id, p.item_id)}
                              for p in report.disagreements])
+        # whole numbers with empty cells (a rule's pair names no component): a column Arrow takes as it is
+        rows["component"] = rows["component"].astype("Int64")
         st.dataframe(rows, hide_index=True, key="disagreements", width="stretch", column_config={
             "open": st.column_config.LinkColumn("open", display_text="🔎")})
 

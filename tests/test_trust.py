@@ -79,3 +79,30 @@ def test_the_current_threshold_stays_when_it_is_already_best() -> None:
     labels = [(i, "T2.5", int(v < 0.5)) for i, v in rp.items()]
     s = suggest_threshold("rp", rp, labels, {"rp": 0.5}, _fires_on(rp))
     assert s.best is None and s.kappa_now == pytest.approx(1.0)
+
+
+def test_a_fitted_threshold_diagnoses_each_item_at_most_twice_and_equals_trying_every_candidate() -> None:
+    # Two rules read rp, with an unscored item and ties among the scores: the fit asks fires() about an
+    # item once per side of its score, and finds what trying every candidate threshold finds.
+    rp = {f"i{k}": v for k, v in enumerate([0.1, 0.2, 0.2, 0.35, 0.5, 0.55, 0.6, 0.8, 0.9, None, 0.45, 0.65])}
+    labels = [(i, "T2.5", int(v is not None and v < 0.6)) for i, v in rp.items()]
+    labels += [(i, "T2.1", int(v is not None and v >= 0.3)) for i, v in list(rp.items())[::2]]
+    asked: dict[str, int] = {}
+
+    def fires(item: str, thresholds) -> set[str]:
+        asked[item] = asked.get(item, 0) + 1
+        v = rp[item]
+        return set() if v is None else ({"T2.5"} if v < thresholds["rp"] else {"T2.1"})
+
+    s = suggest_threshold("rp", rp, labels, {"rp": 0.5}, fires)
+    assert max(asked.values()) <= 2 and asked["i9"] == 1
+
+    distinct = sorted({v for v in rp.values() if v is not None})
+    candidates = sorted({round((a + b) / 2, 4) for a, b in zip(distinct, distinct[1:])} | {0.5})
+
+    def kappa_at(t: float) -> float | None:
+        return kappa([int(rule in fires(item, {"rp": t})) for item, rule, _ in labels], [h for _, _, h in labels])
+
+    best_k, best_t = max(((k, t) for t in candidates if (k := kappa_at(t)) is not None),
+                         key=lambda kt: (kt[0], -abs(kt[1] - 0.5)))
+    assert (s.best, s.kappa_best, s.kappa_now) == (best_t, best_k, kappa_at(0.5))

@@ -81,3 +81,18 @@ def test_a_correction_changes_the_corrected_score_and_never_the_raw_one(db: Path
     assert shown.radio(key="scores").value == "corrected"
     table = next(e.value for e in shown.dataframe if "gr" in e.value.columns and "item_id" in e.value.columns)
     assert float(table.set_index("item_id").loc["q01", "gr"]) == pytest.approx(float(corrected["value"][0]))
+
+
+def test_disagreements_name_a_corrected_component_and_leave_a_rule_s_cell_empty(db: Path) -> None:
+    # A GR claim verdict of 0 corrected to 1, and every rule called right on q01: some rule does not
+    # fire there (T2.2 and T2.4 never fire together), so a rule's disagreement has no component.
+    (gr,) = store.query(db, """SELECT component_idx FROM verdicts WHERE run_id = ? AND item_id = 'q01'
+                               AND metric = 'gr' AND status = 'ok' AND value = 0 LIMIT 1""", [RUN]).values.tolist()
+    store.add_labels(db, RUN, [Label("q01", 1, metric="gr", component_idx=int(gr[0]))]
+                     + [Label("q01", 1, rule=rule) for rule in labelling.RULE_IDS])
+    table = frame_with(open_page("pages/8_Trust.py", run=RUN), "people")
+    # whole numbers with empty cells: a column Arrow takes as it is (mixed "" and ints it cannot)
+    assert str(table["component"].dtype) == "Int64"
+    assert table.loc[table["target"] == "GR", "component"].tolist() == [int(gr[0])]
+    assert table.loc[table["target"].str.startswith("T2"), "component"].isna().all()
+    assert table["target"].str.startswith("T2").any()
