@@ -560,10 +560,11 @@ def link(**extra: Any) -> dict[str, str]:
     return keep
 
 
-def item_link(run_id: str, item_id: str, label: str | None = None) -> None:
-    """A page link to one item's drill-down; a `label` given is markdown, with user text through md()."""
+def item_link(run_id: str, item_id: str, label: str | None = None, tab: str | None = None) -> None:
+    """A page link to one item's drill-down (on `tab`, one of ITEM_TABS); a `label` given is markdown, with
+    user text through md()."""
     page_link("item", label=label or f"Open item {md(item_id)}", icon="🔎",
-              query_params=link(run=run_id, item=item_id))
+              query_params=link(run=run_id, item=item_id, tab=tab))
 
 
 def page_link(page: str, label: str, query_params: Mapping[str, str], icon: str | None = None,
@@ -582,9 +583,10 @@ def page_url(page: str, **extra: Any) -> str:
     return f"{PAGES[page].url_path}?" + urlencode(link(**extra))
 
 
-def item_url(run_id: str, item_id: str, rule: str | None = None) -> str:
-    """A relative URL to an item's drill-down; with `rule` (ids, comma-separated) it opens their evidence."""
-    return page_url("item", run=run_id, item=item_id, rule=rule or None)
+def item_url(run_id: str, item_id: str, rule: str | None = None, tab: str | None = None) -> str:
+    """A relative URL to an item's drill-down; with `rule` (ids, comma-separated) it opens their evidence,
+    with `tab` (one of ITEM_TABS) that tab."""
+    return page_url("item", run=run_id, item=item_id, rule=rule or None, tab=tab)
 
 
 # ---------------------------------------------------------------- formatting
@@ -739,6 +741,9 @@ def verdict_colour(value: Any, status: str) -> str:
 # 10,000 claims, and a scan of every verdict per component, or a widget per row, would not finish.
 Record = dict[str, Any]
 Judged = dict[tuple[str, int], list[Record]]
+# The Item page's tabs, kept in its URL as ?tab= (the first, the default, is left out); a label is part
+# of links into the page, so renaming one breaks them.
+ITEM_TABS = ("Query", "Sources", "Response", "Verdicts", "Triage")
 ITEM_PAGE = 50     # components per page (sub-questions, claims, sentences, other suites' verdicts)
 SOURCES_PAGE = 10  # sources per page: each draws its text and its judge exchanges
 VERDICT_PAGE = 200  # rows of the Verdicts tab's one table

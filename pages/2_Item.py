@@ -3,6 +3,8 @@
 Long lists (sub-questions, sources, claims, sentences, other suites' verdicts) are drawn a page at a
 time with the page number in the URL; an item with many judge calls reads only those behind the
 verdicts shown (one with few gets them with its other rows).
+Only the open tab is drawn (a browser redraws every element sent, hidden or not); it is in the URL
+(?tab=Verdicts), so a link can open an item on the tab it means.
 Scores and verdicts are read at the URL's uncertainty band; each fired Table-2 rule opens onto the
 verdicts that made its metrics low or high (?rule= opens it on arrival).
 """
@@ -32,10 +34,6 @@ scores = d["scores"].set_index("metric")
 
 nav = st.columns([3, 1, 1, 1])
 nav[0].markdown(f"Run **{ui.md(run_id)}** · item {ui.md(item_id)}")
-if prev_id:
-    ui.page_link("item", "Previous", ui.link(item=prev_id), icon="⬅️", where=nav[1])
-if next_id:
-    ui.page_link("item", "Next", ui.link(item=next_id), icon="➡️", where=nav[2])
 ui.page_link("run", "Item table", ui.link(), icon="📋", where=nav[3])
 
 cols = st.columns(max(len(metric_ids), 1))
@@ -89,37 +87,106 @@ for fact in kind("source_fact"):
     facts_of.setdefault(fact["parent"], []).append(fact)
 others = [v for v in verdicts if v["metric"] not in THELMA]
 
-# Each tab draws its page controls in place and keeps slots for its lists, filled once the judge
-# calls behind the verdicts shown are read (one read for the whole page).
-tab_q, tab_s, tab_r, tab_v, tab_t = st.tabs(["Query", "Sources", "Response", "Verdicts", "Triage"])
-with tab_q:
-    ui.plain(item["query"])
-    lo, hi = ui.pager("Sub-questions", "subq_page", len(subquestions), ui.ITEM_PAGE)
-    page_q = subquestions[lo:hi]
-    slot_q = st.container()
-    exchanges_q = judged_on(page_q, ("sqc", "rqc")) + ui.pick(verdicts, target="decompose")
-    lo, hi = ui.pager("Judge exchanges", "qx_page", len(exchanges_q), ui.ITEM_PAGE)
-    exchanges_q = exchanges_q[lo:hi]
-    slot_qx = st.container()
-with tab_s:
-    lo, hi = ui.pager("Sources", "src_page", len(item["sources"]), ui.SOURCES_PAGE)
-    page_s = range(lo, hi)
-    slot_s = st.container()
-with tab_r:
-    lo, hi = ui.pager("Claims", "claim_page", len(claims), ui.ITEM_PAGE)
-    page_c, paged_c = claims[lo:hi], len(claims) > ui.ITEM_PAGE
-    slot_c = st.container()
-    lo, hi = ui.pager("Sentences", "sent_page", len(sentences), ui.ITEM_PAGE)
-    page_sd = sentences[lo:hi]
-    slot_sd = st.container()
-    on_claims = judged_on(page_c, ("rp", "gr"))
-    exchanges_r = ui.pick(on_claims, metric="rp") + ui.pick(on_claims, metric="gr") + judged_on(page_sd, ("sd",))
-    lo, hi = ui.pager("Judge exchanges", "rx_page", len(exchanges_r), ui.ITEM_PAGE)
-    exchanges_r = exchanges_r[lo:hi]
-    slot_rx = st.container()
-    lo, hi = ui.pager("Other suites' verdicts", "other_page", len(others), ui.ITEM_PAGE)
-    exchanges_o = others[lo:hi]
-    slot_o = st.container()
+
+def calls_for(*groups: list[ui.Record]) -> dict[str, ui.Record]:
+    """The judge calls behind these verdicts: the item's own when it has few, else only the ones shown."""
+    keys = ui.exchange_keys(*groups)
+    ahead = d["calls"]
+    shown = ahead if set(keys) <= set(ahead["key"]) else ui.read(queries.judge_calls, keys)
+    return {c["key"]: c for c in ui.records(shown)}
+
+
+# Bound to ?tab=: only the open tab's container is .open; the others are left empty, never sent.
+tab_q, tab_s, tab_r, tab_v, tab_t = st.tabs(ui.ITEM_TABS, key="tab", bind="query-params")
+open_tab = None if tab_q.open else st.session_state["tab"]  # the default tab stays out of the URL
+if prev_id:  # Previous / Next keep the open tab
+    ui.page_link("item", "Previous", ui.link(item=prev_id, tab=open_tab), icon="⬅️", where=nav[1])
+if next_id:
+    ui.page_link("item", "Next", ui.link(item=next_id, tab=open_tab), icon="➡️", where=nav[2])
+
+if tab_q.open:
+    with tab_q:
+        ui.plain(item["query"])
+        lo, hi = ui.pager("Sub-questions", "subq_page", len(subquestions), ui.ITEM_PAGE)
+        page_q = subquestions[lo:hi]
+        st.dataframe(ui.subquestion_table(page_q, judged, len(item["sources"])), hide_index=True,
+                     key="subq_table", width="stretch")
+        st.caption("SQC: a sub-question is covered when one source or the whole set answers it. "
+                   "RQC: the response addresses it.")
+        exchanges_q = judged_on(page_q, ("sqc", "rqc")) + ui.pick(verdicts, target="decompose")
+        lo, hi = ui.pager("Judge exchanges", "qx_page", len(exchanges_q), ui.ITEM_PAGE)
+        exchanges_q = exchanges_q[lo:hi]
+        ui.verdict_expanders(exchanges_q, calls_for(exchanges_q), lambda v: (
+            f"{v['metric'].upper()} · decomposition" if v["target"] == "decompose" else
+            f"{v['metric'].upper()} · sub-question {v['component_idx']} vs {v['target']}"))
+
+if tab_s.open:
+    with tab_s:
+        lo, hi = ui.pager("Sources", "src_page", len(item["sources"]), ui.SOURCES_PAGE)
+        page_s = range(lo, hi)
+        sp1 = judged_on([{"kind": "source", "idx": j} for j in page_s], ("sp1",))
+        sp2 = judged_on([f for j in page_s for f in facts_of.get(j, [])], ("sp2",))
+        calls = calls_for(sp1, sp2)
+        seen: dict[str, str] = {}
+        for j in page_s:
+            sp1_cell = ui.verdict_cell(ui.pick(judged.get(("source", j), []), metric="sp1"))
+            st.markdown(f"**Source {j}** · SP1 {sp1_cell}")
+            facts = facts_of.get(j, [])
+            body, missing = ui.highlight(item["sources"][j], ui.marks_for(facts, judged, ["sp2"]))
+            ui.text_block(body)
+            ui.verdict_expanders([v for v in sp1 if v["component_idx"] == j], calls,
+                                 lambda v: f"SP1 · source {v['component_idx']}", seen)
+            fact_ids = {f["idx"] for f in facts}
+            ui.verdict_expanders([v for v in sp2 if v["component_idx"] in fact_ids], calls,
+                                 lambda v: f"SP2 · fact {v['component_idx']}", seen)
+        if facts := [f for j in page_s for f in facts_of.get(j, [])]:  # one table: a grid per source is slow to draw
+            st.markdown("**Source facts** (SP2: is the fact relevant to the query?)")
+            st.dataframe(ui.component_table(facts, judged, ["sp2"]).assign(source=[f["parent"] for f in facts]),
+                         hide_index=True, key="facts_table", width="stretch")
+
+if tab_r.open:
+    with tab_r:
+        lo, hi = ui.pager("Claims", "claim_page", len(claims), ui.ITEM_PAGE)
+        page_c, paged_c = claims[lo:hi], len(claims) > ui.ITEM_PAGE
+        response, excerpt = item["response"], ""
+        if paged_c:  # a page of claims shows the stretch of the response they come from, not 100s of KB
+            first_at, last_at = response.find(page_c[0]["text"]), response.rfind(page_c[-1]["text"])
+            if 0 <= first_at <= last_at:
+                end = last_at + len(page_c[-1]["text"])
+                response = response[first_at:end]
+                excerpt = (f"Response characters {first_at + 1:,}–{end:,} of {len(item['response']):,}: "
+                           "the claims of this page. ")
+        body, missing = ui.highlight(response, ui.marks_for(page_c, judged, ["rp", "gr"]))
+        if excerpt:
+            st.caption(excerpt)
+        ui.text_block(body or "<em>(empty response)</em>")
+        st.caption(f"Claims{' of this page' if paged_c else ''} are highlighted by GR (green supported, red "
+                   f"unsupported, grey failed); hover for RP and GR. {len(missing)} claim(s) are paraphrased and "
+                   "appear only in the table.")
+        if page_c:
+            st.dataframe(ui.component_table(page_c, judged, ["rp", "gr"]), hide_index=True, key="claims_table",
+                         width="stretch")
+        lo, hi = ui.pager("Sentences", "sent_page", len(sentences), ui.ITEM_PAGE)
+        page_sd = sentences[lo:hi]
+        if page_sd:
+            st.markdown("**Self-distinctness (SD)**: each sentence against its most similar other sentence")
+            st.dataframe(ui.component_table(page_sd, judged, ["sd"]), hide_index=True, key="sd_table",
+                         width="stretch")
+        # Two lists of exchanges, each with its pager above it: slots filled after one read of their calls.
+        on_claims = judged_on(page_c, ("rp", "gr"))
+        exchanges_r = ui.pick(on_claims, metric="rp") + ui.pick(on_claims, metric="gr") + judged_on(page_sd, ("sd",))
+        lo, hi = ui.pager("Judge exchanges", "rx_page", len(exchanges_r), ui.ITEM_PAGE)
+        exchanges_r = exchanges_r[lo:hi]
+        slot_rx = st.container()
+        lo, hi = ui.pager("Other suites' verdicts", "other_page", len(others), ui.ITEM_PAGE)
+        exchanges_o = others[lo:hi]
+        calls = calls_for(exchanges_r, exchanges_o)
+        with slot_rx:
+            ui.verdict_expanders(exchanges_r, calls,
+                                 lambda v: f"{v['metric'].upper()} · {v['component_kind']} {v['component_idx']}")
+        ui.verdict_expanders(exchanges_o, calls,
+                             lambda v: f"{v['metric']} · {v['component_kind']} {v['component_idx']}")
+
 
 def save_correction(db: str, run: str, item: str) -> None:
     """The correction form's callback: one verdict's right value, as this user; the outcome shows above it."""
@@ -134,91 +201,30 @@ def save_correction(db: str, run: str, item: str) -> None:
         state["fix_note"] = ""
 
 
-with tab_v:
-    st.caption("Every verdict with p = P(match is 1), how p was obtained (p kind) and the judge tier that decided "
-               "it. A verdict whose p lies inside the uncertainty band reads *? unsure*: left out of its score.")
-    lo, hi = ui.pager("Verdicts", "verdict_page", len(verdicts), ui.VERDICT_PAGE)
-    st.dataframe(ui.verdict_table(verdicts[lo:hi], texts),
-                 hide_index=True, key="verdict_table", width="stretch")
-    ui.show_outcome("fix_outcome")
-    parts = sorted({(v["metric"], v["component_kind"], int(v["component_idx"])) for v in verdicts
-                    if v["metric"] in THELMA and int(v["component_idx"]) >= 0})
-    if parts and not ui.read_only() and ui.user().can(access.TRIAGER):
-        with st.expander("Correct a verdict"):
-            with st.form("fix_form"):
-                st.selectbox("Verdict", parts, key="fix_component",
-                             format_func=lambda mki: f"{mki[0].upper()} · {mki[1]} {mki[2]}: "
-                                                     f"{texts.get((mki[1], mki[2]), '')[:80]}")
-                st.radio("Its right value", ["1", "0"], key="fix_value", horizontal=True,
-                         help="1: supported / essential / covered / distinct; 0: not.")
-                st.text_input("Why the judge was wrong", key="fix_note")
-                if not ui.user().email:
-                    st.text_input("Your name", key="fix_author")
-                st.form_submit_button("Save correction", on_click=save_correction, args=(str(path), run_id, item_id))
-
-sp1 = judged_on([{"kind": "source", "idx": j} for j in page_s], ("sp1",))
-sp2 = judged_on([f for j in page_s for f in facts_of.get(j, [])], ("sp2",))
-keys = ui.exchange_keys(exchanges_q, sp1, sp2, exchanges_r, exchanges_o)
-ahead = d["calls"]  # the item's calls when it has few; else the ones shown are read now
-shown = ahead if set(keys) <= set(ahead["key"]) else ui.read(queries.judge_calls, keys)
-calls = {c["key"]: c for c in ui.records(shown)}
-
-with slot_q:
-    st.dataframe(ui.subquestion_table(page_q, judged, len(item["sources"])), hide_index=True, key="subq_table",
-                 width="stretch")
-    st.caption("SQC: a sub-question is covered when one source or the whole set answers it. "
-               "RQC: the response addresses it.")
-with slot_qx:
-    ui.verdict_expanders(exchanges_q, calls, lambda v: (
-        f"{v['metric'].upper()} · decomposition" if v["target"] == "decompose" else
-        f"{v['metric'].upper()} · sub-question {v['component_idx']} vs {v['target']}"))
-
-with slot_s:
-    seen: dict[str, str] = {}
-    for j in page_s:
-        st.markdown(f"**Source {j}** · SP1 {ui.verdict_cell(ui.pick(judged.get(('source', j), []), metric='sp1'))}")
-        facts = facts_of.get(j, [])
-        body, missing = ui.highlight(item["sources"][j], ui.marks_for(facts, judged, ["sp2"]))
-        ui.text_block(body)
-        ui.verdict_expanders([v for v in sp1 if v["component_idx"] == j], calls,
-                             lambda v: f"SP1 · source {v['component_idx']}", seen)
-        fact_ids = {f["idx"] for f in facts}
-        ui.verdict_expanders([v for v in sp2 if v["component_idx"] in fact_ids], calls,
-                             lambda v: f"SP2 · fact {v['component_idx']}", seen)
-    if facts := [f for j in page_s for f in facts_of.get(j, [])]:  # one table: a grid per source is slow to draw
-        st.markdown("**Source facts** (SP2: is the fact relevant to the query?)")
-        st.dataframe(ui.component_table(facts, judged, ["sp2"]).assign(source=[f["parent"] for f in facts]),
-                     hide_index=True, key="facts_table", width="stretch")
-
-with slot_c:
-    response, excerpt = item["response"], ""
-    if paged_c:  # a page of claims shows the stretch of the response they come from, not 100s of KB
-        first_at, last_at = response.find(page_c[0]["text"]), response.rfind(page_c[-1]["text"])
-        if 0 <= first_at <= last_at:
-            end = last_at + len(page_c[-1]["text"])
-            response = response[first_at:end]
-            excerpt = f"Response characters {first_at + 1:,}–{end:,} of {len(item['response']):,}: the claims of this page. "
-    body, missing = ui.highlight(response, ui.marks_for(page_c, judged, ["rp", "gr"]))
-    if excerpt:
-        st.caption(excerpt)
-    ui.text_block(body or "<em>(empty response)</em>")
-    st.caption(f"Claims{' of this page' if paged_c else ''} are highlighted by GR (green supported, red "
-               f"unsupported, grey failed); hover for RP and GR. {len(missing)} claim(s) are paraphrased and "
-               "appear only in the table.")
-    if page_c:
-        st.dataframe(ui.component_table(page_c, judged, ["rp", "gr"]), hide_index=True, key="claims_table",
-                     width="stretch")
-with slot_sd:
-    if page_sd:
-        st.markdown("**Self-distinctness (SD)**: each sentence against its most similar other sentence")
-        st.dataframe(ui.component_table(page_sd, judged, ["sd"]), hide_index=True, key="sd_table",
-                     width="stretch")
-with slot_rx:
-    ui.verdict_expanders(exchanges_r, calls,
-                         lambda v: f"{v['metric'].upper()} · {v['component_kind']} {v['component_idx']}")
-with slot_o:
-    ui.verdict_expanders(exchanges_o, calls,
-                         lambda v: f"{v['metric']} · {v['component_kind']} {v['component_idx']}")
+if tab_v.open:
+    with tab_v:
+        st.caption("Every verdict with p = P(match is 1), how p was obtained (p kind) and the judge tier that "
+                   "decided it. A verdict whose p lies inside the uncertainty band reads *? unsure*: left out of its "
+                   "score.")
+        lo, hi = ui.pager("Verdicts", "verdict_page", len(verdicts), ui.VERDICT_PAGE)
+        st.dataframe(ui.verdict_table(verdicts[lo:hi], texts),
+                     hide_index=True, key="verdict_table", width="stretch")
+        ui.show_outcome("fix_outcome")
+        parts = sorted({(v["metric"], v["component_kind"], int(v["component_idx"])) for v in verdicts
+                        if v["metric"] in THELMA and int(v["component_idx"]) >= 0})
+        if parts and not ui.read_only() and ui.user().can(access.TRIAGER):
+            with st.expander("Correct a verdict"):
+                with st.form("fix_form"):
+                    st.selectbox("Verdict", parts, key="fix_component",
+                                 format_func=lambda mki: f"{mki[0].upper()} · {mki[1]} {mki[2]}: "
+                                                         f"{texts.get((mki[1], mki[2]), '')[:80]}")
+                    st.radio("Its right value", ["1", "0"], key="fix_value", horizontal=True,
+                             help="1: supported / essential / covered / distinct; 0: not.")
+                    st.text_input("Why the judge was wrong", key="fix_note")
+                    if not ui.user().email:
+                        st.text_input("Your name", key="fix_author")
+                    st.form_submit_button("Save correction", on_click=save_correction,
+                                          args=(str(path), run_id, item_id))
 
 
 def save_note(db: str, run: str, item: str) -> None:
@@ -232,24 +238,25 @@ def save_note(db: str, run: str, item: str) -> None:
         state["triage_note"] = ""
 
 
-with tab_t:
-    me = ui.user()
-    outcome = ui.show_outcome("triage_outcome")
-    if ui.read_only():
-        st.info("Read-only mode: triage notes cannot be saved here.")
-    elif not me.can(access.TRIAGER):
-        st.info(f"You are a {me.role}: saving triage notes needs the triager role (ask an admin).")
-    else:
-        suggested = fired["fix"].iloc[0].split(" or ")[0] if len(fired) else ui.COMPONENTS[-1]
-        with st.form("triage_form"):
-            st.selectbox("Label", ui.LABELS, key="triage_label")
-            st.selectbox("Component to blame", ui.COMPONENTS, key="triage_component",
-                         index=ui.COMPONENTS.index(suggested) if suggested in ui.COMPONENTS else 0)
-            st.text_area("Note", key="triage_note")
-            if not me.email:  # with login the author is the login email
-                st.text_input("Your name", key="triage_author")
-            st.form_submit_button("Save triage note", on_click=save_note, args=(str(path), run_id, item_id))
-    if outcome and outcome[0] == "success":  # the notes read above predate this save
-        notes = ui.read(queries.triage_notes, run_id, item_id)
-    if len(notes):
-        st.dataframe(notes, hide_index=True, key="item_notes", width="stretch")
+if tab_t.open:
+    with tab_t:
+        me = ui.user()
+        outcome = ui.show_outcome("triage_outcome")
+        if ui.read_only():
+            st.info("Read-only mode: triage notes cannot be saved here.")
+        elif not me.can(access.TRIAGER):
+            st.info(f"You are a {me.role}: saving triage notes needs the triager role (ask an admin).")
+        else:
+            suggested = fired["fix"].iloc[0].split(" or ")[0] if len(fired) else ui.COMPONENTS[-1]
+            with st.form("triage_form"):
+                st.selectbox("Label", ui.LABELS, key="triage_label")
+                st.selectbox("Component to blame", ui.COMPONENTS, key="triage_component",
+                             index=ui.COMPONENTS.index(suggested) if suggested in ui.COMPONENTS else 0)
+                st.text_area("Note", key="triage_note")
+                if not me.email:  # with login the author is the login email
+                    st.text_input("Your name", key="triage_author")
+                st.form_submit_button("Save triage note", on_click=save_note, args=(str(path), run_id, item_id))
+        if outcome and outcome[0] == "success":  # the notes read above predate this save
+            notes = ui.read(queries.triage_notes, run_id, item_id)
+        if len(notes):
+            st.dataframe(notes, hide_index=True, key="item_notes", width="stretch")

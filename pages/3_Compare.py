@@ -85,7 +85,7 @@ if item_id:
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
     st.dataframe(diff.rename(columns={"before": run_id, "after": other}), hide_index=True, key="claim_diff",
                  width="stretch")
-    ui.item_link(other, item_id, label=f"Open {ui.md(item_id)} in {ui.md(other)}")
+    ui.item_link(other, item_id, label=f"Open {ui.md(item_id)} in {ui.md(other)}", tab="Response")  # its claims
 
 st.subheader("Pairwise preference")
 if ui.synced(st.toggle, "Preference mode: one run is declared the better variant", "pref", False,
@@ -118,7 +118,7 @@ st.caption("A claim (RP, GR), sub-question (SQC, RQC) or source (SP1) whose conf
 st.dataframe(flipped.rollup, hide_index=True, key="flip_rollup", width="stretch")
 if not flipped.items.empty:
     flip_items = flipped.items.sort_values(["flips", "item_id"], ascending=[False, True])
-    flip_items.insert(0, "open", [ui.item_url(other, i) for i in flip_items["item_id"]])
+    flip_items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in flip_items["item_id"]])
     st.dataframe(flip_items, hide_index=True, key="flip_items", width="stretch",
                  column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")})
 if item_id:

@@ -141,7 +141,7 @@ def test_listed_judges_are_validated() -> None:
 # ---------------------------------------------------------------- what each role sees
 
 def test_viewer_sees_runs_but_no_write_controls(db: Path) -> None:
-    item = run(app(ITEM, "viewer", run="weak-retriever", item="q01"))
+    item = run(app(ITEM, "viewer", run="weak-retriever", item="q01", tab="Triage"))
     assert item.dataframe and not [b for b in item.button if b.label == "Save triage note"]
     assert any("triager role" in i.value for i in item.info)
     assert PEOPLE["viewer"] in texts(item) and "Log out" in [b.label for b in item.sidebar.button]
@@ -152,7 +152,7 @@ def test_viewer_sees_runs_but_no_write_controls(db: Path) -> None:
 
 
 def test_triager_saves_notes_as_their_login_but_cannot_evaluate(db: Path) -> None:
-    at = run(app(ITEM, "triager", run="weak-retriever", item="q02"))
+    at = run(app(ITEM, "triager", run="weak-retriever", item="q02", tab="Triage"))
     assert "triage_author" not in [t.key for t in at.text_input]  # the author is the login email
     at.text_area(key="triage_note").set_value("corpus lacks the founding facts")
     click(at, "Save triage note")
@@ -185,13 +185,13 @@ def test_admin_deletes_a_run_from_the_evaluate_page(db: Path) -> None:
 def test_without_login_the_local_user_has_every_role(db: Path) -> None:
     at = run(app(EVALUATE))
     assert at.get("file_uploader") and [b for b in at.button if b.key == "delete_run"]
-    item = run(app(ITEM, run="weak-retriever", item="q01"))
+    item = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     assert "triage_author" in [t.key for t in item.text_input]  # no login: the page asks for a name
 
 
 def test_malformed_roles_stop_every_page_with_the_reason(db: Path) -> None:
     at = run(app(ITEM, "admin", secrets={"roles": {"admin": ["owner@example.com"]}}, run="weak-retriever",
-                 item="q01"))
+                 item="q01", tab="Triage"))
     assert any("malformed" in e.value and "unknown lists admin" in e.value for e in at.error)
     assert not at.dataframe and not [b for b in at.button if b.label == "Save triage note"]
 
@@ -200,7 +200,7 @@ def test_malformed_roles_stop_every_page_with_the_reason(db: Path) -> None:
 def test_unknown_read_only_value_is_read_only_with_a_notice(db: Path, monkeypatch: pytest.MonkeyPatch,
                                                             value: str) -> None:
     monkeypatch.setenv("RAG_TRIAGE_READ_ONLY", value)
-    at = run(app(ITEM, run="weak-retriever", item="q01"))
+    at = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     assert not [b for b in at.button if b.label == "Save triage note"]
     assert any("RAG_TRIAGE_READ_ONLY" in w.value for w in at.sidebar.warning)
     assert value in [c.value for c in at.sidebar.code]
@@ -222,7 +222,7 @@ def test_write_paths_refuse_roles_below_theirs(db: Path) -> None:
 
 
 def test_a_role_lost_after_the_form_was_drawn_is_refused_at_save(db: Path) -> None:
-    at = run(app(ITEM, "triager", run="weak-retriever", item="q01"))
+    at = run(app(ITEM, "triager", run="weak-retriever", item="q01", tab="Triage"))
     at.secrets["roles"] = {"admins": ["owner@example.com"]}  # ann is a viewer now
     at.text_area(key="triage_note").set_value("typed before the demotion")
     click(at, "Save triage note")
@@ -231,7 +231,7 @@ def test_a_role_lost_after_the_form_was_drawn_is_refused_at_save(db: Path) -> No
 
 
 def test_read_only_refuses_saves_even_from_a_drawn_form(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    at = run(app(ITEM, run="weak-retriever", item="q01"))
+    at = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     monkeypatch.setenv("RAG_TRIAGE_READ_ONLY", "on")
     at.text_area(key="triage_note").set_value("too late")
     at.text_input(key="triage_author").set_value("someone")
@@ -242,7 +242,7 @@ def test_read_only_refuses_saves_even_from_a_drawn_form(db: Path, monkeypatch: p
 # ---------------------------------------------------------------- a failed save keeps what was typed
 
 def test_triage_save_without_a_name_keeps_the_note(db: Path) -> None:
-    at = run(app(ITEM, run="weak-retriever", item="q01"))
+    at = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     at.selectbox(key="triage_label").set_value("false alarm")
     at.text_area(key="triage_note").set_value("a long careful note")
     click(at, "Save triage note")
@@ -256,7 +256,7 @@ def test_triage_save_without_a_name_keeps_the_note(db: Path) -> None:
 
 
 def test_triage_save_on_a_busy_database_keeps_the_note(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    at = run(app(ITEM, run="weak-retriever", item="q01"))
+    at = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     monkeypatch.setattr(ui, "SAVE_DEADLINE_S", 0.3)
     code = ("import sys, time; from evaluators import store\n"
             "with store.connect(sys.argv[1]):\n    print('locked', flush=True); time.sleep(30)\n")

@@ -52,7 +52,7 @@ def frame_with(at: AppTest, column: str):
 
 
 def test_unsure_reads_neither_zero_nor_one_and_the_diagnosis_stays_quiet(band_db: Path) -> None:
-    at = open_page("item", item=ITEM)
+    at = open_page("item", item=ITEM, tab="Verdicts")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["RQC"] == "⚠ unsure" and metrics["SQC"] == "0.00"
     assert "0 scored of 1, 1 unsure" in [c.value for c in at.caption]

@@ -346,6 +346,34 @@ def test_triage_note_survives_a_reload_and_is_listed(page: Any) -> None:
     shot(page, "05b_triage_page")
 
 
+def test_a_tab_is_drawn_when_opened_and_kept_in_the_url(page: Any) -> None:
+    """Only the open tab reaches the browser; clicking another draws it and puts it in the URL, and
+    Previous / Next and a reload keep it."""
+    verdicts_caption = page.get_by_text(re.compile(r"^Every verdict with p = P"))
+    page.goto("/Item?run=weak-retriever&item=q06")
+    check_page(page, "Item")
+    assert grid(page, "sub-question")
+    expect(verdicts_caption).to_have_count(0)  # not hidden: absent
+    page.get_by_role("tab", name="Verdicts").click()
+    page.wait_for_url(re.compile(r"/Item\?.*tab=Verdicts"))
+    expect(verdicts_caption).to_be_visible()
+    settle(page)
+    assert {r["metric"] for r in grid(page, "p kind")} >= {"SP1", "GR"}  # the grid of every verdict
+    expect(page.get_by_test_id("stDataFrame").filter(has_text="sub-question")).to_have_count(0)
+    page.get_by_role("link", name="Previous").click()
+    page.wait_for_url(re.compile(r"/Item\?(?=.*item=q05)(?=.*tab=Verdicts)"))
+    check_page(page, "Item")
+    expect(page.get_by_text(re.compile(r"item\s*q05"))).to_be_visible()
+    expect(verdicts_caption).to_be_visible()
+    page.reload()
+    check_page(page, "Item")
+    expect(verdicts_caption).to_be_visible()
+    page.get_by_role("tab", name="Query").click()
+    page.wait_for_url(lambda url: "tab=" not in url)  # the default tab is left out of the URL
+    expect(verdicts_caption).to_have_count(0)
+    assert grid(page, "sub-question")
+
+
 def test_html_in_evaluated_text_renders_as_text(page: Any, traffic: Traffic) -> None:
     page.goto("/Item?run=weak-retriever&item=q05")
     check_page(page, "Item")

@@ -245,7 +245,7 @@ def test_compare_shows_why_verdicts_flipped(pair_db: Path, monkeypatch: pytest.M
     rollup = _frame(at, flips.UNMATCHED).set_index("metric")
     assert rollup.loc["gr", "flipped"] == 2 and rollup.loc["sqc", flips.UNDECIDED] == 1
     items = _frame(at, "sources_added").set_index("item_id")
-    assert items.loc["retr", "open"] == "Item?run=cand&item=retr"
+    assert items.loc["retr", "open"] == "Item?run=cand&item=retr&tab=Verdicts"  # opens on the verdicts
     assert items.loc["gen", "cause"] == flips.RESPONSE
     mine = _frame(at, "p_before")
     assert set(mine["metric"]) == {"gr", "sqc"} and set(mine["cause"]) == {flips.SOURCES}

@@ -87,6 +87,17 @@ def settle(page: Any) -> None:
     page.wait_for_timeout(300)  # images and fonts a rendered payload would ask for
 
 
+def open_tab(page: Any, name: str) -> None:
+    """Click a tab and wait for its content: only the open tab is drawn, by the run the click starts."""
+    page.get_by_role("tab", name=name).click()
+    page.wait_for_function("""(name) => {
+        const tab = [...document.querySelectorAll('[role=tab]')].find(t => t.textContent.trim() === name);
+        const panel = tab && document.getElementById(tab.getAttribute('aria-controls'));
+        return tab.getAttribute('aria-selected') === 'true' && panel && panel.querySelector('[data-testid]');
+    }""", arg=name)
+    settle(page)
+
+
 def check(page: Any, recorder: Recorder, where: str) -> None:
     settle(page)
     assert page.get_by_test_id("stException").count() == 0, where
@@ -111,8 +122,8 @@ def test_every_page_and_tab_of_the_hostile_run(page: Any, served: tuple[str, dic
             page.goto(f"{path}?{urlencode(query)}")
             check(page, recorder, f"{path} {run}")
             if path == "/Item" and run == names["run"]:
-                for tab in ("Query", "Sources", "Response", "Triage"):
-                    page.get_by_role("tab", name=tab).click()
+                for tab in ("Query", "Sources", "Response", "Verdicts", "Triage"):
+                    open_tab(page, tab)
                     for summary in page.locator("[data-testid=stExpander] summary:visible").all()[:4]:
                         summary.click()  # the raw exchanges: prompts, replies, errors
                     check(page, recorder, f"{path} tab {tab}")

@@ -234,7 +234,7 @@ def test_item_shows_failures_as_failures_not_zeros(db: Path) -> None:
 
 
 def test_item_raw_exchange_of_an_unparsed_verdict(db: Path) -> None:
-    at = open_page("pages/2_Item.py", run="llm-judge", item="q01")
+    at = open_page("pages/2_Item.py", run="llm-judge", item="q01", tab="Response")
     claims = frame_with(at, "claim").set_index("#")
     assert claims.loc[1, "RP"] == "⚠ unparsed" and claims.loc[1, "GR"] == "✗ 0"
     exp = next(e for e in at.expander if e.label.startswith("RP · claim 1"))
@@ -244,7 +244,7 @@ def test_item_raw_exchange_of_an_unparsed_verdict(db: Path) -> None:
 
 
 def test_item_offline_judge_exchange_is_its_explanation(db: Path) -> None:
-    at = open_page("pages/2_Item.py", run="weak-retriever", item="q01")
+    at = open_page("pages/2_Item.py", run="weak-retriever", item="q01", tab="Response")
     exp = next(e for e in at.expander if e.label.startswith("GR · claim 1"))
     assert any("offline judge: cosine 0.31" in c.value for c in exp.code)
 
@@ -253,10 +253,11 @@ def test_item_layout_subquestions_sources_claims_and_sd(db: Path) -> None:
     at = open_page("pages/2_Item.py", run="weak-retriever", item="q06")
     subq = frame_with(at, "sub-question")
     assert list(subq.columns[2:]) == ["source 0", "source 1", "whole set", "SQC covered", "RQC"]
-    sd = frame_with(at, "sentence")
+    sd = frame_with(open_page("pages/2_Item.py", run="weak-retriever", item="q06", tab="Response"), "sentence")
     assert list(sd["SD"]) == ["distinct", "repeats", "repeats"]
     assert sd["similarity"].iloc[1] == pytest.approx(0.93)
-    assert any(m.value.startswith("**Source 1** · SP1 ✗ 0") for m in at.markdown)
+    sources = open_page("pages/2_Item.py", run="weak-retriever", item="q06", tab="Sources")
+    assert any(m.value.startswith("**Source 1** · SP1 ✗ 0") for m in sources.markdown)
     rules = frame_with(at, "fix")
     assert list(rules["rule"]) == ["T2.1"] and rules["fix"].iloc[0] == "Prompt or Generator"
 
@@ -267,18 +268,49 @@ def test_item_rules_follow_thresholds_in_the_url(db: Path) -> None:
 
 
 def test_item_html_injection_renders_as_text(db: Path) -> None:
-    at = open_page("pages/2_Item.py", run="weak-retriever", item="q05")
-    texts = all_text(at)
+    tabs = [open_page("pages/2_Item.py", run="weak-retriever", item="q05", tab=t) for t in ui.ITEM_TABS]
+    texts = [t for at in tabs for t in all_text(at)]
     assert any(html.escape(INJECTION) in t for t in texts)  # shown, as text
-    for t in (e.value for e in at.html):
-        assert "<script" not in t and "<b>" not in t
-    for t in (e.value for e in at.markdown):
-        assert "<script" not in t
+    for at in tabs:
+        for t in (e.value for e in at.html):
+            assert "<script" not in t and "<b>" not in t
+        for t in (e.value for e in at.markdown):
+            assert "<script" not in t
 
 
 def test_item_unknown_id_warns(db: Path) -> None:
     at = open_page("pages/2_Item.py", run="weak-retriever", item="nope")
     assert any("no item with id 'nope'" in w.value for w in at.warning)
+
+
+def frame_columns(at: AppTest) -> set[str]:
+    """Every column of every dataframe the page sent."""
+    return {c for element in at.dataframe for c in element.value.columns}
+
+
+def n_verdict_frames(at: AppTest) -> int:
+    """Dataframes of verdicts: the Verdicts tab's grid and the fired rules' evidence (above the tabs)."""
+    return sum(list(element.value.columns) == ui.EVIDENCE_COLUMNS for element in at.dataframe)
+
+
+def test_item_sends_only_its_open_tab(db: Path) -> None:
+    """A hidden tab's content never reaches the browser: the Verdicts grid comes with ?tab=Verdicts only,
+    and the sub-questions with the default Query tab only; what sits above the tabs comes with both."""
+    query = open_page("pages/2_Item.py", run="weak-retriever", item="q06")
+    verdicts = open_page("pages/2_Item.py", run="weak-retriever", item="q06", tab="Verdicts")
+    assert n_verdict_frames(verdicts) == n_verdict_frames(query) + 1  # the grid, on top of the rules' evidence
+    assert [c for c in all_text(verdicts) if c.startswith("Every verdict with p")]
+    assert not [c for c in all_text(query) if c.startswith("Every verdict with p")]
+    assert "sub-question" in frame_columns(query) and "sub-question" not in frame_columns(verdicts)
+    assert not [e for e in query.expander if e.label == "Correct a verdict"]
+    assert [e for e in verdicts.expander if e.label == "Correct a verdict"]
+    assert "fix" in frame_columns(query) and "fix" in frame_columns(verdicts)  # the fired rules
+    assert query.session_state["tab"] == "Query" and verdicts.session_state["tab"] == "Verdicts"
+    nav = {p.proto.label: p.proto.query_string for p in verdicts.get("page_link")}  # Previous stays on Verdicts
+    assert "tab=Verdicts" in nav["Previous"] and "tab=" not in nav["Item table"]
+    assert "tab=" not in {p.proto.label: p.proto.query_string for p in query.get("page_link")}["Previous"]
+    unknown = open_page("pages/2_Item.py", run="weak-retriever", item="q06", tab="Nope")
+    assert "sub-question" in frame_columns(unknown) and "tab" not in unknown.query_params  # ignored, dropped
 
 
 # ---------------------------------------------------------------- Compare
@@ -360,7 +392,7 @@ def test_diagnosis_threshold_change_moves_counts(db: Path) -> None:
 # ---------------------------------------------------------------- Triage, read-only, login
 
 def test_triage_save_then_listed_and_exported(db: Path) -> None:
-    at = open_page("pages/2_Item.py", run="weak-retriever", item="q02")
+    at = open_page("pages/2_Item.py", run="weak-retriever", item="q02", tab="Triage")
     assert at.selectbox(key="triage_component").value == "Retriever"  # suggested by T2.2
     at.selectbox(key="triage_label").set_value("confirmed")
     at.text_area(key="triage_note").set_value("corpus lacks the founding facts")
@@ -376,7 +408,7 @@ def test_triage_save_then_listed_and_exported(db: Path) -> None:
 
 
 def test_triage_save_retries_a_short_lock(db: Path) -> None:
-    at = open_page("pages/2_Item.py", run="weak-retriever", item="q01")
+    at = open_page("pages/2_Item.py", run="weak-retriever", item="q01", tab="Triage")
     holder = _hold_write_lock(db, seconds=1.0)
     try:
         at.text_area(key="triage_note").set_value("saved after the lock")
@@ -389,7 +421,7 @@ def test_triage_save_retries_a_short_lock(db: Path) -> None:
 
 
 def test_triage_save_says_busy_when_locked(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    at = open_page("pages/2_Item.py", run="weak-retriever", item="q01")
+    at = open_page("pages/2_Item.py", run="weak-retriever", item="q01", tab="Triage")
     monkeypatch.setattr(ui, "SAVE_DEADLINE_S", 0.3)
     holder = _hold_write_lock(db, seconds=3.0)
     try:
@@ -415,7 +447,7 @@ def _hold_write_lock(path: Path, seconds: float) -> subprocess.Popen:
 
 def test_read_only_mode_hides_writes(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAG_TRIAGE_READ_ONLY", "1")
-    at = open_page("pages/2_Item.py", run="weak-retriever", item="q01")
+    at = open_page("pages/2_Item.py", run="weak-retriever", item="q01", tab="Triage")
     assert not [b for b in at.button if b.label == "Save triage note"]
     assert any("Read-only" in i.value for i in at.sidebar.info)
     upload = open_page("pages/6_Evaluate.py")
@@ -430,7 +462,7 @@ def test_login_gate_when_auth_is_configured(db: Path) -> None:
     assert [b.label for b in at.button] == ["Log in"] and not at.dataframe
     at.user = {"is_logged_in": True, "email": "lead@example.com"}
     at.switch_page("pages/2_Item.py")
-    at.query_params.update({"run": "weak-retriever", "item": "q01"})
+    at.query_params.update({"run": "weak-retriever", "item": "q01", "tab": "Triage"})
     at.run()
     assert not at.exception and at.dataframe
     assert "triage_author" not in [t.key for t in at.text_input]  # the author is the login email

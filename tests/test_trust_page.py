@@ -19,8 +19,8 @@ def _row(at, target_prefix: str):
 
 
 def test_labelling_the_next_item_moves_the_trust_figures(db: Path) -> None:
-    at = open_page("pages/8_Trust.py", run=RUN)
-    assert _row(at, "T2.2")["labelled"] == 0
+    assert _row(open_page("pages/8_Trust.py", run=RUN), "T2.2")["labelled"] == 0
+    at = open_page("pages/8_Trust.py", run=RUN, tab="Label next")
     first = frame_with(at, "reason")["item_id"].iloc[0]
     # Mark every fired rule of the first queued item wrong, and save.
     for radio in at.radio:
@@ -35,7 +35,7 @@ def test_labelling_the_next_item_moves_the_trust_figures(db: Path) -> None:
     assert int(saved["n"][0]) >= 1
     # The next item follows, and every rule now has one label more.
     assert frame_with(at, "reason")["item_id"].iloc[0] != first
-    assert _row(at, "T2.2")["labelled"] == 1
+    assert _row(open_page("pages/8_Trust.py", run=RUN), "T2.2")["labelled"] == 1
 
 
 def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
@@ -59,7 +59,7 @@ def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
 def test_a_correction_changes_the_corrected_score_and_never_the_raw_one(db: Path) -> None:
     from evaluators import queries
 
-    at = open_page("pages/2_Item.py", run=RUN, item="q01")
+    at = open_page("pages/2_Item.py", run=RUN, item="q01", tab="Verdicts")
     (gr,) = store.query(db, """SELECT component_idx, value FROM verdicts WHERE run_id = ? AND item_id = 'q01'
                                AND metric = 'gr' AND status = 'ok' AND value = 0 LIMIT 1""", [RUN]).values.tolist()
     at.selectbox(key="fix_component").set_value(("gr", "claim", int(gr[0])))
