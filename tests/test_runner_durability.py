@@ -78,11 +78,14 @@ def test_a_reader_holding_the_database_loses_no_answered_call(tmp_path: Path, op
     err = tmp_path / "err.txt"
     proc = start_cli(evaluate_args(data, db, openai_server, "--concurrency", "2"), err)
     wait_for(lambda: stored(db, "SELECT count(*) AS n FROM judge_calls") >= 5)
-    holder = hold_read_lock(db, 21)
-    time.sleep(4)  # the writer met the lock and the calls in flight came back
+    holder = hold_read_lock(db, 30)
+    # The workers pause when the writer meets the lock, which the progress line says; then the calls
+    # in flight come back. Waiting for the line, not a fixed time, holds on a loaded machine too.
+    wait_for(lambda: "waiting for the database (" in err.read_text(), 15)
+    time.sleep(2)
     paused_at = len(openai_server.requests)
     assert stored(db, "SELECT count(*) AS n FROM items") < 12
-    time.sleep(15)
+    time.sleep(12)
     assert len(openai_server.requests) == paused_at, "judge calls were made while nothing could be stored"
     holder.wait()
     assert proc.wait(timeout=120) == 0, err.read_text()
