@@ -458,7 +458,10 @@ def test_interrupt_exits_130_and_the_run_resumes(tmp_path: Path, openai_server: 
     cmd = [sys.executable, "-m", "evaluators", "evaluate", str(data), "--db", str(db), "--run", "r",
            "--judge", JUDGE, "--api-base", openai_server.base_url, "--metrics", "gr", "--concurrency", "1",
            "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as a terminal sends it: with SIGINT's default action, whatever the test runner's own is (a
+    # background job of a non-interactive shell ignores SIGINT, and a child would inherit that).
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while len(openai_server.requests) < 5 and time.monotonic() < deadline:
@@ -466,7 +469,7 @@ def test_interrupt_exits_130_and_the_run_resumes(tmp_path: Path, openai_server: 
         assert len(openai_server.requests) >= 5, "the run never reached the hanging judge"
         answered = {json.dumps(r, sort_keys=True) for r in openai_server.requests[:4]}
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=90)  # a safety net, not a speed test: a loaded machine is slow
+        out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
