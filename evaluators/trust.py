@@ -6,6 +6,7 @@ labels saying whether it names the component to fix). Nothing here reads a datab
 """
 from __future__ import annotations
 
+import math
 import random
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -61,13 +62,13 @@ def confusion(judge: Sequence[int], human: Sequence[int], positive: int = 1) -> 
     )
 
 
-def _kappa(n: int, agree: int, judged: int, called: int) -> float | None:
-    observed = agree / n
-    p_judge, p_human = judged / n, called / n
+def _kappas(n: int, agree: np.ndarray, judged: np.ndarray, called: np.ndarray) -> np.ndarray:
+    """Cohen's kappa from the counts over n pairs, element-wise (one resample per element); NaN where
+    chance agreement is 1: both raters used one class only, so agreement says everything, kappa nothing."""
+    observed, p_judge, p_human = agree / n, judged / n, called / n
     chance = p_judge * p_human + (1 - p_judge) * (1 - p_human)
-    if chance >= 1.0:
-        return None  # both raters used one class only: agreement says everything, kappa nothing
-    return (observed - chance) / (1 - chance)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(chance < 1.0, (observed - chance) / (1 - chance), np.nan)
 
 
 def kappa(judge: Sequence[int], human: Sequence[int]) -> float | None:
@@ -75,7 +76,9 @@ def kappa(judge: Sequence[int], human: Sequence[int]) -> float | None:
     n = len(judge)
     if n == 0:
         return None
-    return _kappa(n, sum(j == h for j, h in zip(judge, human, strict=True)), sum(judge), sum(human))
+    agree = sum(j == h for j, h in zip(judge, human, strict=True))
+    value = float(_kappas(n, np.array(agree), np.array(sum(judge)), np.array(sum(human))))
+    return None if math.isnan(value) else value
 
 
 def _draws(rng: random.Random, n: int, count: int) -> np.ndarray:
@@ -114,14 +117,10 @@ def _kappa_interval(judge: tuple[int, ...], human: tuple[int, ...], samples: int
         return None
     j, h = np.asarray(judge, dtype=np.int64), np.asarray(human, dtype=np.int64)
     picks = _draws(random.Random(seed), n, samples * n).reshape(samples, n)
-    agree, judged, called = ((j == h)[picks].sum(axis=1), j[picks].sum(axis=1), h[picks].sum(axis=1))
-    # _kappa's arithmetic on every resample at once, operation for operation (IEEE doubles: the same values)
-    observed, p_judge, p_human = agree / n, judged / n, called / n
-    chance = p_judge * p_human + (1 - p_judge) * (1 - p_human)
-    defined = chance < 1.0
-    if defined.sum() < samples / 2:
+    values = _kappas(n, (j == h)[picks].sum(axis=1), j[picks].sum(axis=1), h[picks].sum(axis=1))
+    values = np.sort(values[~np.isnan(values)])
+    if len(values) < samples / 2:
         return None
-    values = np.sort((observed[defined] - chance[defined]) / (1 - chance[defined]))
     last = len(values) - 1
     return float(values[int(0.025 * last)]), float(values[int(0.975 * last)])
 
