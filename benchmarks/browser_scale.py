@@ -1,6 +1,7 @@
 """Scale benchmark in a real browser: every page of the dashboard on the two-run scale DB, in Chromium.
 
     .venv/bin/python benchmarks/browser_scale.py [--items 100000] [--db /tmp/dashboard_scale.duckdb] [--reuse]
+                                                 [--deep-links] [--no-warm-pages]
     .venv/bin/python benchmarks/browser_scale.py --first-paint [--db data/demo.duckdb]
 
 Builds the scale DB of benchmarks/dashboard_scale.py (two runs of N items, ~20 verdicts each) unless
@@ -9,11 +10,15 @@ loopback port, and drives Debian's Chromium (Playwright). Per page it starts a f
 page is the server's first visit:
 
 - cold: time from navigation until `[data-testid=stApp]`'s `data-test-script-state` goes from
-  running to notRunning (no page has run yet: only what `serve` does at start, the imports and the
-  runs catalog, is done);
+  running to notRunning, in a new browser context (nothing cached in the browser), once `serve` has
+  done what it does at start: the imports, the runs catalog, and one view of each page's default
+  (`--no-warm-pages` skips those views, so the cold visit is the page's first run);
 - warm: the same page opened again in a new tab (a new session: cached reads);
 - interaction: one widget change on the page, from the input until the rerun is notRunning.
 
+The pages open as a visitor who opens the dashboard and follows its navigation finds them: on the run
+every picker opens on (the newest, "candidate"; Compare against "base"), the Item page on item i050000.
+`--deep-links` opens them on run "base" instead (a link to an older run: nothing of it is read ahead).
 Then it runs the AppTest benchmark (dashboard_scale.bench) on the same DB and prints its first render
 and interaction beside, with the machine's load average. Targets: ready <= 1.5 s, interaction <= 0.5 s.
 
@@ -97,16 +102,25 @@ def _multiselect(option: str) -> tuple[Callable[[Any], None], Callable[[Any], No
     return prepare, lambda page: page.get_by_role("option", name=option).click()
 
 
-# (page, URL path and query, interaction label, interaction)
+DEFAULT_RUN = "candidate"  # the newest run of the scale DB: what every run picker opens on
+# (page, URL path and query, interaction label, interaction); "{run}" is the run the pages open on
 CASES = [
-    ("Runs", "/?run=base", "SP1 threshold +0.01", _slider("SP1")),
-    ("Run", "/Run?run=base", "text search", _type("Search text (id, query, response)", "topic 42?")),
-    ("Item", "/Item?run=base&item=i050000", "next item", _click_link("Next")),
-    ("Compare", "/Compare?run=base&other=candidate", "claim diff of one item", _type("Item id to diff", "i000042")),
-    ("Diagnosis", "/Diagnosis?run=base", "SQC threshold +0.01", _slider("SQC")),
+    ("Runs", "/?{run}", "SP1 threshold +0.01", _slider("SP1")),
+    ("Run", "/Run?{run}", "text search", _type("Search text (id, query, response)", "topic 42?")),
+    ("Item", "/Item?{run}&item=i050000", "next item", _click_link("Next")),
+    ("Compare", "/Compare?{run}&other=candidate", "claim diff of one item", _type("Item id to diff", "i000042")),
+    ("Diagnosis", "/Diagnosis?{run}", "SQC threshold +0.01", _slider("SQC")),
     ("Triage", "/Triage", "label filter", _multiselect("confirmed")),
-    ("Trust", "/Trust?run=base", "SP1 threshold +0.01", _slider("SP1")),
+    ("Trust", "/Trust?{run}", "SP1 threshold +0.01", _slider("SP1")),
 ]
+
+
+def case_url(url: str, deep: bool) -> str:
+    """A case's URL: with `deep`, on run "base"; else on the default run (no run in the URL, and
+    Compare's default pair)."""
+    if deep:
+        return url.replace("{run}", "run=base")
+    return url.replace("?{run}&other=candidate", "").replace("?{run}&", "?").replace("?{run}", "")
 # The AppTest case shown beside each page (dashboard_scale.bench's page file and interaction).
 APPTEST = {"Runs": ("app.py", None), "Run": ("pages/1_Run.py", "text search"), "Item": ("pages/2_Item.py", None),
            "Compare": ("pages/3_Compare.py", "claim diff of one item"), "Diagnosis": ("pages/4_Diagnosis.py", None),
@@ -130,17 +144,30 @@ def server_cpu_s(port: int) -> float:
 Row = tuple[str, str, float, float, float, tuple[float, float, float]]
 
 
-def browse(db: Path, log: Path, pages: Sequence[str]) -> list[Row]:
+def started(log: Path, warm_pages: bool, timeout_s: float = 600.0) -> None:
+    """Wait for `serve`'s start-up to end: its cache warmed, and with `warm_pages` its pages' views."""
+    done = ("dashboard pages warmed", "dashboard pages not warmed") if warm_pages else ("dashboard cache",)
+    deadline = time.monotonic() + timeout_s
+    while not any(line in log.read_text() for line in done):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"serve did not finish starting in {timeout_s:.0f} s: {log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    print("  " + next(line for line in log.read_text().splitlines() if line.startswith(done)), flush=True)
+
+
+def browse(db: Path, log: Path, pages: Sequence[str], deep: bool = False, warm_pages: bool = True) -> list[Row]:
     """(page, interaction, cold s, warm s, interaction s, the server's CPU s for each) for these pages,
-    each on a freshly started server."""
+    each on a freshly started server, once it has finished starting."""
     from playwright.sync_api import sync_playwright
 
     rows = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         for name, url, label, (prepare, act) in (c for c in CASES if c[0] in pages):
-            with streamlit_server(db, log, timeout_s=120) as base:
+            url = case_url(url, deep)
+            with streamlit_server(db, log, timeout_s=120, warm_pages=warm_pages) as base:
                 port = int(base.rsplit(":", 1)[1])
+                started(log, warm_pages)
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
                 context.add_init_script(WATCH)
                 context.set_default_timeout(TIMEOUT_MS)
@@ -202,7 +229,12 @@ def main() -> None:
     parser.add_argument("--pages", default=",".join(c[0] for c in CASES),
                         help="the pages to time, comma-separated (default: all)")
     parser.add_argument("--labels", type=int, default=200,
-                        help="rule labels and verdict corrections to add to run base (seeded; default 200 each)")
+                        help="rule labels and verdict corrections to add to the run the pages open on "
+                             "(seeded; default 200 each)")
+    parser.add_argument("--deep-links", action="store_true",
+                        help='open the pages on run "base" (an older run) instead of the default run')
+    parser.add_argument("--no-warm-pages", dest="warm_pages", action="store_false",
+                        help="serve without its start-up view of every page")
     args = parser.parse_args()
     log = Path("/tmp/browser_scale_streamlit.log")
     if args.first_paint:
@@ -219,10 +251,11 @@ def main() -> None:
         return
     db = args.db or Path("/tmp/dashboard_scale.duckdb")
     dashboard_scale.build(db, args.items, args.reuse)
-    dashboard_scale.add_labels(db, args.labels)
+    dashboard_scale.add_labels(db, args.labels, run="base" if args.deep_links else DEFAULT_RUN)
     load_before = os.getloadavg()
-    print("Chromium, one fresh server per page:")
-    rows = browse(db, log, args.pages.split(","))
+    print(f"Chromium, one fresh server per page, pages on run {'base' if args.deep_links else DEFAULT_RUN}"
+          + ("" if args.warm_pages else ", serve --no-warm-pages") + ":")
+    rows = browse(db, log, args.pages.split(","), args.deep_links, args.warm_pages)
     load_browser = os.getloadavg()
     apptest = {} if args.no_apptest else {(p, label): (first, inter)
                                           for p, label, first, inter in dashboard_scale.bench(db)}

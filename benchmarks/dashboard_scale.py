@@ -206,23 +206,23 @@ def build(db: Path, items: int, reuse: bool) -> None:
           f"{size / counts['verdicts']:.0f} bytes per verdict (the whole file over its verdicts)")
 
 
-def add_labels(db: Path, n: int, seed: int = 3) -> None:
-    """Give the run "base" people's labels, seeded, so the Trust page has work to do: n rule labels
+def add_labels(db: Path, n: int, seed: int = 3, run: str = "base") -> None:
+    """Give `run` people's labels, seeded, so the Trust page has work to do: n rule labels
     and n verdict corrections on random items (none when the run already has labels)."""
     from evaluators import diagnosis, queries  # noqa: PLC0415
 
-    if n <= 0 or not queries.run_labels(db, "base").empty:
+    if n <= 0 or not queries.run_labels(db, run).empty:
         return
     rng = np.random.default_rng(seed)
-    items = int(queries.shared_item_count(db, "base", "base"))
+    items = int(queries.shared_item_count(db, run, run))
     ids = [f"i{i:06d}" for i in rng.choice(items, size=2 * n, replace=False)]
     rules, metrics = list(diagnosis.RULES), ["sp1", "sqc", "rp", "gr"]
     labels = [Label(item, int(rng.integers(2)), rule=rules[rng.integers(len(rules))], author="bench", origin="import")
               for item in ids[:n]]
     labels += [Label(item, int(rng.integers(2)), metric=metrics[rng.integers(len(metrics))],
                      component_idx=int(rng.integers(2)), author="bench", origin="import") for item in ids[n:]]
-    store.add_labels(db, "base", labels)
-    print(f"labels: {n} rule labels and {n} verdict corrections on run base (seed {seed})")
+    store.add_labels(db, run, labels)
+    print(f"labels: {n} rule labels and {n} verdict corrections on run {run} (seed {seed})")
 
 
 def main() -> None:

@@ -4,12 +4,16 @@
 visitor waits for pandas, pyarrow, DuckDB, plotly and our modules (about 1 s of CPU). This command
 imports them before the server starts, then starts Streamlit's own `run` in this process with the same
 config (.streamlit/config.toml) and flags, and once the server's runtime exists reads the runs catalog
-and the database check through the dashboard's cache. Those reads are keyed by the database file's
-version, so a run written later still shows at once; nothing run-specific is read ahead.
+and the database check through the dashboard's cache. Then it opens every page's default view once
+itself, over Streamlit's websocket as a browser does, so what those views read (the runs a picker opens
+on: a million-item run's summaries take seconds) is cached before the first visitor comes. Every read
+is keyed by the database file's version, so a run written later still shows at once (its first view
+reads it). The start-up views are logged with `session=warmup`; `--no-warm-pages` skips them.
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import inspect
 import os
@@ -41,12 +45,15 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--db", type=Path, default=None,
                    help="the database to show (default: RAG_TRIAGE_DB, else data/demo.duckdb)")
     s.add_argument("--port", type=_port, default=8501, help="the port to listen on (default %(default)s)")
+    s.add_argument("--no-warm-pages", dest="warm_pages", action="store_false",
+                   help="do not open every page's default view at start (its reads are then paid by the first visitor)")
     s.set_defaults(handler=serve)
 
 
-def _warm() -> None:
+def _warm(port: int, pages: bool) -> None:
     """Once Streamlit's runtime exists: import the app's modules and fill the cheap, run-independent
-    cached reads (the catalog of runs, the database check) that every page's first run needs."""
+    cached reads (the catalog of runs, the database check) that every page's first run needs; then,
+    with `pages`, open every page's default view once."""
     from streamlit import runtime
 
     while not runtime.exists():  # ui's caches must be created by the runtime's cache storage
@@ -65,6 +72,52 @@ def _warm() -> None:
         return
     print(f"dashboard cache warmed in {time.perf_counter() - start:.2f} s: "
           + ("no readable database" if n_runs is None else f"{n_runs} runs"), flush=True)
+    if not pages or n_runs is None:
+        return
+    start = time.perf_counter()
+    try:
+        asyncio.run(_visit_pages(port, [p.url_path for p in ui.PAGES.values()]))
+    except Exception as exc:  # the first visitors then pay the reads, as without warming
+        print(f"dashboard pages not warmed: {type(exc).__name__}: {exc}", flush=True)
+        return
+    print(f"dashboard pages warmed in {time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages", flush=True)
+
+
+async def _visit_pages(port: int, url_paths: list[str], connect_s: float = 60.0, view_s: float = 600.0) -> None:
+    """Open each page's default view in turn as a new session over Streamlit's websocket, as a browser's
+    first load does (a rerun_script with the page's URL path), until its script run ends. The server may
+    still be binding its port: connecting is retried for `connect_s`."""
+    import websockets
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    from evaluators.timing import WARMUP_HEADER
+
+    origin = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + connect_s
+    for url_path in url_paths:
+        while True:
+            try:
+                # The browser's subprotocol and same-origin Origin; a page's Arrow tables can pass 1 MiB.
+                ws = await websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", subprotocols=["streamlit"],
+                                              origin=origin, max_size=None, additional_headers={WARMUP_HEADER: "1"})
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+        async with ws:
+            rerun = BackMsg()
+            rerun.rerun_script.page_name = url_path
+            await ws.send(rerun.SerializeToString())
+            async with asyncio.timeout(view_s):
+                while True:
+                    msg = ForwardMsg()
+                    msg.ParseFromString(await ws.recv())
+                    # A run cut short by st.rerun() is followed by the run that counts.
+                    if (msg.WhichOneof("type") == "script_finished"
+                            and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN):
+                        break
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -73,7 +126,7 @@ def serve(args: argparse.Namespace) -> int:
         os.environ["RAG_TRIAGE_DB"] = str(args.db.resolve())
     for name in PRELOAD:
         importlib.import_module(name)
-    threading.Thread(target=_warm, name="rag-triage-warm", daemon=True).start()
+    threading.Thread(target=_warm, args=(args.port, args.warm_pages), name="rag-triage-warm", daemon=True).start()
     from streamlit.web import cli as streamlit_cli
 
     streamlit_cli.main(["run", str(APP), "--server.port", str(args.port)], prog_name="streamlit",

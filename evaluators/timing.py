@@ -5,7 +5,8 @@
 
 `outcome` is `ok`, `stop` (st.stop), `rerun` (st.rerun or st.switch_page cut the run short) or the
 class name of the exception the page raised. The session is a short hash of Streamlit's session id:
-enough to follow one session through the log without printing the id itself.
+enough to follow one session through the log without printing the id itself; `session=warmup` marks
+the views `python -m evaluators serve` opens itself at start (evaluators/serve.py).
 
 A deep link that is a fresh server's first request is served from the pages/ folder without app.py;
 ui.page() hands it over to app.py, so it is logged too, once (tests/test_deep_links.py).
@@ -18,9 +19,11 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+import streamlit as st
 from streamlit.runtime.scriptrunner import RerunException, StopException, get_script_run_ctx
 
 LOGGER_NAME = "rag_triage.pages"
+WARMUP_HEADER = "X-Rag-Triage-Warmup"  # sent by serve's own start-up views, so the log tells them apart
 LOG = logging.getLogger(LOGGER_NAME)
 LOG.setLevel(logging.INFO)
 # `streamlit run` configures no root handler, so without one of our own the line would be dropped
@@ -33,9 +36,14 @@ if not LOG.handlers and not logging.getLogger().handlers:
 
 
 def session_tag() -> str:
-    """A short, stable hash of the current Streamlit session's id, or "-" outside a script run."""
+    """A short, stable hash of the current Streamlit session's id, "warmup" for serve's own start-up
+    views, or "-" outside a script run."""
     ctx = get_script_run_ctx(suppress_warning=True)
-    return hashlib.sha256(ctx.session_id.encode()).hexdigest()[:8] if ctx else "-"
+    if ctx is None:
+        return "-"
+    if st.context.headers.get(WARMUP_HEADER):
+        return "warmup"
+    return hashlib.sha256(ctx.session_id.encode()).hexdigest()[:8]
 
 
 @contextmanager

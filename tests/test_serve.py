@@ -1,19 +1,21 @@
 """`python -m evaluators serve` (the launcher `make run` and every browser test use) and plain
 `streamlit run app.py`, in real Chromium over the seeded DuckDB.
 
-The launcher reads the runs catalog into the dashboard's cache before the first visit; the cache is
-keyed by the database file's version, so a run written after that read must still show on the first
-visit (a stale catalog would leave it out of the run picker).
+The launcher reads the runs catalog into the dashboard's cache before the first visit, then opens each
+page's default view once itself; the cache is keyed by the database file's version, so a run written
+after that read must still show on the first visit (a stale catalog would leave it out of the run picker).
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
-from evaluators import cli, store
+from evaluators import cli, store, ui
 from evaluators.records import Run
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 from tests.seed import seed
@@ -58,6 +60,40 @@ def test_warmed_catalog_still_shows_a_run_written_after_it(tmp_path: Path) -> No
         _run_heading(page, f"{base}/?run=late-run", "late-run")
         sync_api.expect(page.get_by_text("No scores in this run yet.")).to_be_visible()
         browser.close()
+    assert "Traceback" not in log.read_text()
+
+
+def _wait_for(log: Path, text: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.1)
+
+
+def test_serve_opens_every_page_so_a_first_visit_reads_nothing(tmp_path: Path) -> None:
+    """Every page's default view runs once at start, logged as `session=warmup`. Then a writer holds the
+    file, so a view that still had to read it would say the database is busy: the first visits of the
+    default views don't."""
+    db = seed(tmp_path / "seed.duckdb")
+    log = tmp_path / "serve.log"
+    with streamlit_server(db, log, warm_pages=True) as base, sync_api.sync_playwright() as pw:
+        _wait_for(log, "dashboard pages warmed")
+        warmed = re.findall(r"page=(/\S*) ms=[\d.]+ session=warmup outcome=(\S+)", log.read_text())
+        assert sorted(p for p, _ in warmed) == sorted(f"/{p.url_path}" for p in ui.PAGES.values())
+        assert {outcome for _, outcome in warmed} <= {"ok", "stop"}, warmed
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        with duckdb.connect(str(db)):  # read-write: the file is locked against every other process
+            for path in ("", "Run", "Compare", "Diagnosis"):
+                page = browser.new_page()
+                page.goto(f"{base}/{path}")
+                page.wait_for_function("""() => document.querySelector('[data-testid=stApp]')
+                    ?.getAttribute('data-test-script-state') === 'notRunning'""", timeout=TIMEOUT_MS)
+                sync_api.expect(page.get_by_role("heading", level=1)).to_be_visible(timeout=TIMEOUT_MS)
+                assert page.get_by_text(re.compile("busy|locked")).count() == 0, path
+                assert page.get_by_test_id("stException").count() == 0, path
+        browser.close()
+    visits = re.findall(r"page=(/\S*) ms=[\d.]+ session=[0-9a-f]{8} outcome=ok", log.read_text())
+    assert visits == ["/", "/Run", "/Compare", "/Diagnosis"], log.read_text()[-2000:]
     assert "Traceback" not in log.read_text()
 
 
