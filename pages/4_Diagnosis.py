@@ -52,16 +52,21 @@ for rank, (n, component, rids) in enumerate(sorted(ranked, key=lambda r: (-r[0],
     st.markdown(f"{rank}. **{component}**: {ui.n_items(n)} ({n / n_items:.0%}), via {', '.join(rids)}")
 
 st.subheader("Quadrants")
-sample = ui.derived(queries.sample_points, [run_id], metric_ids)
-if len(sample) < n_items:
+# The counts and links cover all items; the scatter plots are drawn on demand: each is a sample of
+# points the browser redraws on every threshold change, and plotly's script (megabytes) is only
+# fetched once a plot is asked for.
+plots = ui.synced(st.toggle, "Scatter plots of a sample of items", "plots", False, lambda s: s in ("1", "True"))
+sample = ui.derived(queries.sample_points, [run_id], metric_ids) if plots else None
+if sample is not None and len(sample) < n_items:
     st.caption(f"Points: a fixed sample of {len(sample)} items; the counts cover all items.")
 cols = st.columns(2)
 for i, (x, y, rule_ids) in enumerate(pairs):
     counts = ui.quadrant_counts(combos, x, y)
     with cols[i % 2]:
         st.markdown(f"**{x.upper()} × {y.upper()}** ({rule_ids})")
-        st.plotly_chart(charts.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts), key=f"quad_{x}_{y}",
-                        config=charts.PLOT_CONFIG)
+        if sample is not None:
+            st.plotly_chart(charts.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts), key=f"quad_{x}_{y}",
+                            config=charts.PLOT_CONFIG)
         for x_low, y_low, n in counts.sort_values(["x_low", "y_low"], ascending=False).itertuples(index=False):
             lx, ly = ("low" if x_low else "high"), ("low" if y_low else "high")
             ui.page_link("run", f"{x.upper()} {lx} · {y.upper()} {ly}: {ui.n_items(int(n))}",

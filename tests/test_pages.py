@@ -375,10 +375,14 @@ def test_diagnosis_ranks_rules_and_fix_first(db: Path) -> None:
     links = {p.proto.label: p.proto.query_string for p in at.get("page_link")}
     assert "quad=sqc%3Alow%2Crqc%3Alow" in links["SQC low · RQC low: 1 item"]
     assert "rule=T2.2" in links["T2.2 · SQC low, RQC low: 1 item"]
+    assert not at.get("plotly_chart")  # the scatter plots are drawn on demand
+    at.toggle(key="plots").set_value(True).run()
+    assert at.query_params["plots"] == "True"
     charts = at.get("plotly_chart")
     assert len(charts) == 5
     spec = json.loads(charts[0].proto.spec)
     assert {s["type"] for s in spec["layout"]["shapes"]} == {"line"}
+    assert len(open_page("pages/4_Diagnosis.py", run="weak-retriever", plots="1").get("plotly_chart")) == 5
 
 
 def test_diagnosis_threshold_change_moves_counts(db: Path) -> None:
