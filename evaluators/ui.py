@@ -869,14 +869,31 @@ def raw_exchange(verdict: Record, calls: Mapping[str, Record], seen: dict[str, s
         st.caption(f"detail: {md(verdict['detail'])}")
 
 
+def exchange_key(row: Record) -> str:
+    """The widget key of a verdict's raw-exchange expander (its open state is kept under it)."""
+    return f"raw:{row['metric']}:{row['component_kind']}:{row['component_idx']}:{row['target']}"
+
+
 def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title: Callable[[Record], str],
                       seen: dict[str, str] | None = None) -> None:
     """One expander per verdict, opening onto the judge's raw exchange; pass one `seen` dict to the
-    lists of a tab to draw each long prompt once there."""
+    lists of a tab to draw each long prompt once there.
+
+    An exchange is drawn only once its expander is opened (a click reruns the page): a browser draws
+    every element it is sent, collapsed or not, and an item's prompts and replies are most of its page.
+    """
     seen = {} if seen is None else seen
+    keys: set[str] = set()
     for row in rows:
-        with st.expander(f"{md(title(row))} · {fmt_verdict(row['value'], row['status'])}{fmt_p(row)} · raw exchange"):
-            raw_exchange(row, calls, seen, title(row))
+        key, n = exchange_key(row), 1
+        while key in keys:  # two verdicts on one component and target (a list given twice): keys stay unique
+            key, n = f"{exchange_key(row)}#{n}", n + 1
+        keys.add(key)
+        box = st.expander(f"{md(title(row))} · {fmt_verdict(row['value'], row['status'])}{fmt_p(row)} · raw exchange",
+                          key=key, on_change="rerun")
+        if box.open:
+            with box:
+                raw_exchange(row, calls, seen, title(row))
 
 
 def verdict_cell(rows: Sequence[Record]) -> str:

@@ -60,7 +60,12 @@ else:
     st.dataframe(fired, hide_index=True, key="item_rules", width="stretch")
     opened = set(ui.csv_list(st.query_params.get("rule", "")))
     for f in found:
-        with st.expander(f"Evidence for {ui.rule_label(f.rule.id)}", expanded=f.rule.id in opened):
+        # Drawn once opened (a click reruns the page), like the raw exchanges below.
+        box = st.expander(f"Evidence for {ui.rule_label(f.rule.id)}", expanded=f.rule.id in opened,
+                          key=f"evidence:{f.rule.id}", on_change="rerun")
+        if not box.open:
+            continue
+        with box:
             for c in f.conditions:
                 rows, n_deciding, n_unsure = ui.rule_evidence(c.metric, c.level, verdicts, texts)
                 left_out = f", {n_unsure} unsure left out" if n_unsure else ""

@@ -89,9 +89,10 @@ def test_a_fired_rule_opens_onto_its_evidence(band_db: Path) -> None:
     assert by_metric["SQC"]["detail"] == "no source sentence names a time"
     assert by_metric["RQC"]["text"] == "When does the ferry leave?" and by_metric["RQC"]["p"] == 0.45
     assert any("SQC low" in m.value and "1 verdict(s) made it low" in m.value for m in at.markdown)
-    # without ?rule= the expander is there, closed: one click away
+    # without ?rule= the expander is there, closed and not drawn: one click away
     closed = open_page("item", item=ITEM, band="0.5,0.5")
-    assert not next(e for e in closed.expander if "Evidence for T2.2" in e.label).proto.expanded
+    shut = next(e for e in closed.expander if "Evidence for T2.2" in e.label)
+    assert not shut.proto.expanded and not shut.children
 
 
 def test_a_bad_band_is_named_and_ignored(band_db: Path) -> None:

@@ -280,7 +280,9 @@ def test_diagnosis_ranks_rules_with_components_to_fix(page: Any) -> None:
         has_text=re.compile(r"items? \(\d+%\), via T2"))
     expect(fix_first.first).to_be_visible()
     assert any(t.startswith("Retriever") for t in fix_first.all_inner_texts())
-    charts_drawn(page, 5)  # the quadrant scatters
+    page.get_by_text("Scatter plots of a sample of items").click()  # the quadrant scatters, on demand
+    page.wait_for_url(re.compile(r"/Diagnosis\?.*plots="))
+    charts_drawn(page, 5)
     shot(page, "04a_diagnosis")
     # A rule leads to its items: the Run page, filtered on that rule.
     t22 = next(r for r in rules if r["rule"] == "T2.2")

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import streamlit as st
@@ -44,6 +45,17 @@ def open_page(page: str, **params: str) -> AppTest:
     _COMPONENTS.setdefault("manager", at._bidi_component_manager)
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def open_expander(at: AppTest, label_start: str) -> Any:
+    """Open the first expander whose label starts so, as a click does (it reruns the page), and return it:
+    the Item page draws a raw exchange or a rule's evidence only once its expander is open."""
+    closed = next(e for e in at.expander if e.label.startswith(label_start))
+    assert not closed.children, "drawn while closed"
+    at.session_state[closed.proto.id.split("-", 2)[2]] = True  # the widget id ends with the page's key
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return next(e for e in at.expander if e.label.startswith(label_start))
 
 
 def frame_with(at: AppTest, column: str):
@@ -228,16 +240,15 @@ def test_item_shows_failures_as_failures_not_zeros(db: Path) -> None:
     assert metrics["SP1"] == "0.00"  # a real, scored 0 stays a 0
     subq = frame_with(at, "sub-question")
     assert set(subq["source 0"]) == {"⚠ timeout"} and set(subq["SQC covered"]) == {"⚠ timeout"}
-    timeouts = [e for e in at.expander if "SQC" in e.label and "timeout" in e.label]
-    assert timeouts
-    assert any("Timeout: no reply" in x.value for x in timeouts[0].error)
+    timeout = next(e for e in at.expander if "SQC" in e.label and "timeout" in e.label)
+    assert any("Timeout: no reply" in x.value for x in open_expander(at, timeout.label).error)
 
 
 def test_item_raw_exchange_of_an_unparsed_verdict(db: Path) -> None:
     at = open_page("pages/2_Item.py", run="llm-judge", item="q01", tab="Response")
     claims = frame_with(at, "claim").set_index("#")
     assert claims.loc[1, "RP"] == "⚠ unparsed" and claims.loc[1, "GR"] == "✗ 0"
-    exp = next(e for e in at.expander if e.label.startswith("RP · claim 1"))
+    exp = open_expander(at, "RP · claim 1")
     codes = [c.value for c in exp.code]
     assert "I believe these claims are mostly fine." in codes
     assert any("latency" in c.value and "tokens" in c.value for c in exp.caption)
@@ -245,7 +256,7 @@ def test_item_raw_exchange_of_an_unparsed_verdict(db: Path) -> None:
 
 def test_item_offline_judge_exchange_is_its_explanation(db: Path) -> None:
     at = open_page("pages/2_Item.py", run="weak-retriever", item="q01", tab="Response")
-    exp = next(e for e in at.expander if e.label.startswith("GR · claim 1"))
+    exp = open_expander(at, "GR · claim 1")
     assert any("offline judge: cosine 0.31" in c.value for c in exp.code)
 
 

@@ -134,11 +134,11 @@ def test_the_endpoint_migration_adds_the_endpoint_to_stored_calls(tmp_path: Path
 
 
 def test_the_item_page_shows_the_endpoint_that_answered(db: Path) -> None:
-    from test_pages import open_page
+    from test_pages import open_expander, open_page
 
     with duckdb.connect(str(db)) as con:
         con.execute("UPDATE judge_calls SET endpoint = 'http://replica-b:8000/v1'")
     at = open_page("pages/2_Item.py", run="llm-judge", item="q01", tab="Response")
-    exp = next(e for e in at.expander if e.label.startswith("RP · claim 1"))
+    exp = open_expander(at, "RP · claim 1")
     shown = f"endpoint {ui.md('http://replica-b:8000/v1')}"  # escaped as every stored text the page shows
     assert any(shown in c.value and "latency" in c.value for c in exp.caption)
