@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 from typing import NoReturn, Sequence
 
@@ -43,6 +44,21 @@ def _band(text: str) -> confidence.Band:
         return confidence.parse_band(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("band ")) from None
+
+
+# From this many calls in flight, on a run this large, the judge's calls go out from two worker processes by
+# default: one event loop's litellm CPU (4-5 ms a call), not the endpoint, then limits the calls in flight
+# (benchmarks/endpoint.py: 0.48-0.52 -> 0.59-0.62 of the bound at 32, 0.26-0.35 -> 0.47-0.49 at 64, on 2 cores).
+# Below that the workers' start-up (a litellm import each) costs more than it saves.
+POOL_CONCURRENCY, POOL_ITEMS = 32, 100
+
+
+def client_processes(asked: int | None, concurrency: int, items: int) -> int:
+    """The judge's client processes: as asked, else 2 from POOL_CONCURRENCY calls in flight and POOL_ITEMS
+    items on a machine with 2 cores or more, else 1 (the run's own process)."""
+    if asked is not None:
+        return asked
+    return 2 if concurrency >= POOL_CONCURRENCY and items >= POOL_ITEMS and (os.cpu_count() or 1) >= 2 else 1
 
 
 _BAND_HELP = ("read the verdicts with this uncertainty band: a verdict with LO < p < HI is unsure and left "
@@ -75,9 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--api-base", action="append", default=None, metavar="URL",
                     help="base URL for an OpenAI-compatible endpoint (every litellm tier of a cascade); repeat it "
                          "for replicas of one model: calls are spread over them, a failing one is routed around")
-    ev.add_argument("--client-processes", type=options.count, default=1, metavar="N",
-                    help="send the judge calls from N worker processes (default 1: this one); litellm's CPU per "
-                         "call, not the endpoint, limits a large --concurrency on one process")
+    ev.add_argument("--client-processes", type=options.count, default=None, metavar="N",
+                    help="send the judge calls from N worker processes (default: 2 from --concurrency "
+                         f"{POOL_CONCURRENCY} and {POOL_ITEMS} items on a machine with 2 cores or more, else 1: this "
+                         "one); litellm's CPU per call, not the endpoint, limits a large --concurrency on one process")
     ev.add_argument("--metrics", default=",".join(THELMA),
                     help=f"comma-separated metric ids (default {','.join(THELMA)}); "
                          f"also: {','.join(registry.SUITE_METRICS)}")
@@ -242,7 +259,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
             sd_threshold=args.sd_threshold, rate_limit_patience=args.rate_limit_patience * 60,
             update=args.update, retry_failed=args.retry_failed, decompose_with=args.decompose_with,
-            client_processes=args.client_processes, on_progress=None if args.quiet else runner.print_progress)
+            client_processes=client_processes(args.client_processes, args.concurrency, len(items)), on_progress=None if args.quiet else runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except store.RunConflict as exc:

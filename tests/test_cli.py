@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import duckdb
 import pytest
 
-from evaluators.cli import main
+from evaluators.cli import client_processes, main
 from openai_server import OpenAIServer, identify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,6 +141,16 @@ def scripted(tmp_path_factory: pytest.TempPathFactory) -> Scripted:
             prompts[run], outputs[run] = prompt_names(server), result.stdout
         assert not server.errors, server.errors
     return Scripted(db, prompts, outputs)
+
+
+def test_large_runs_send_their_calls_from_two_processes_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert client_processes(None, 32, 100) == 2
+    assert client_processes(None, 31, 10_000) == 1  # few calls in flight: one event loop keeps up
+    assert client_processes(None, 64, 99) == 1  # a small run: the workers' start-up would cost more
+    assert client_processes(1, 64, 10_000) == 1 and client_processes(3, 8, 1) == 3  # as asked
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert client_processes(None, 64, 10_000) == 1  # one core: worker processes only take turns
 
 
 def test_batched_and_per_component_modes_give_the_same_scores(scripted: Scripted) -> None:
