@@ -5,8 +5,8 @@ visitor waits for pandas, pyarrow, DuckDB, plotly and our modules (about 1 s of 
 imports them before the server starts, then starts Streamlit's own `run` in this process with the same
 config (.streamlit/config.toml) and flags, and once the server's runtime exists reads the runs catalog
 and the database check through the dashboard's cache. Then it opens every page's default view once
-itself, over Streamlit's websocket as a browser does, so what those views read (the runs a picker opens
-on: a million-item run's summaries take seconds) is cached before the first visitor comes. Every read
+itself, and the Runs page of the newest runs, over Streamlit's websocket as a browser does, so what those
+views read (a million-item run's summaries take seconds) is cached before the first visitor comes. Every read
 is keyed by the database file's version, so a run written later still shows at once (its first view
 reads it). The start-up views are logged with `session=warmup`; `--no-warm-pages` skips them.
 """
@@ -20,12 +20,14 @@ import os
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
 # What the pages import besides Streamlit's core: third-party libraries (streamlit.emojis: the first icon
 # loads it), then our modules that define no Streamlit cache (evaluators.ui does: it is imported once the
 # runtime exists, see _warm).
+WARM_RUNS = 10  # the newest runs whose Runs page is opened at start (the default run's among them)
 PRELOAD = ("numpy", "pandas", "pyarrow", "duckdb", "plotly.graph_objects", "streamlit.emojis",
            "evaluators.queries", "evaluators.store", "evaluators.charts", "evaluators.diagnosis",
            "evaluators.stats", "evaluators.access", "evaluators.confidence", "evaluators.vocabulary")
@@ -66,26 +68,31 @@ def _warm(port: int, pages: bool) -> None:
 
     start = time.perf_counter()
     try:
-        n_runs = ui.warm()
+        runs = ui.warm()
     except Exception as exc:  # a busy or broken file: the first visit reports it, as without warming
         print(f"dashboard cache not warmed: {exc}", flush=True)
         return
     print(f"dashboard cache warmed in {time.perf_counter() - start:.2f} s: "
-          + ("no readable database" if n_runs is None else f"{n_runs} runs"), flush=True)
-    if not pages or n_runs is None:
+          + ("no readable database" if runs is None else f"{len(runs)} runs"), flush=True)
+    if not pages or runs is None:
         return
+    # Every page's default view, then the Runs page of the other newest runs (a switch of its run picker).
+    views = [(p.url_path, "") for p in ui.PAGES.values()]
+    views += [("", urlencode({"run": run})) for run in runs[:WARM_RUNS]]
     start = time.perf_counter()
     try:
-        asyncio.run(_visit_pages(port, [p.url_path for p in ui.PAGES.values()]))
+        asyncio.run(_visit_pages(port, views))
     except Exception as exc:  # the first visitors then pay the reads, as without warming
         print(f"dashboard pages not warmed: {type(exc).__name__}: {exc}", flush=True)
         return
-    print(f"dashboard pages warmed in {time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages", flush=True)
+    print(f"dashboard pages warmed in {time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages, "
+          f"and the Runs page of {min(len(runs), WARM_RUNS)} runs", flush=True)
 
 
-async def _visit_pages(port: int, url_paths: list[str], connect_s: float = 60.0, view_s: float = 600.0) -> None:
-    """Open each page's default view in turn as a new session over Streamlit's websocket, as a browser's
-    first load does (a rerun_script with the page's URL path), until its script run ends. The server may
+async def _visit_pages(port: int, views: list[tuple[str, str]], connect_s: float = 60.0,
+                       view_s: float = 600.0) -> None:
+    """Open each view (a page's URL path and query string) in turn as a new session over Streamlit's
+    websocket, as a browser's first load does (a rerun_script), until its script run ends. The server may
     still be binding its port: connecting is retried for `connect_s`."""
     import websockets
     from streamlit.proto.BackMsg_pb2 import BackMsg
@@ -95,7 +102,7 @@ async def _visit_pages(port: int, url_paths: list[str], connect_s: float = 60.0,
 
     origin = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + connect_s
-    for url_path in url_paths:
+    for url_path, query in views:
         while True:
             try:
                 # The browser's subprotocol and same-origin Origin; a page's Arrow tables can pass 1 MiB.
@@ -109,6 +116,7 @@ async def _visit_pages(port: int, url_paths: list[str], connect_s: float = 60.0,
         async with ws:
             rerun = BackMsg()
             rerun.rerun_script.page_name = url_path
+            rerun.rerun_script.query_string = query
             await ws.send(rerun.SerializeToString())
             async with asyncio.timeout(view_s):
                 while True:

@@ -79,7 +79,8 @@ def test_serve_opens_every_page_so_a_first_visit_reads_nothing(tmp_path: Path) -
     with streamlit_server(db, log, warm_pages=True) as base, sync_api.sync_playwright() as pw:
         _wait_for(log, "dashboard pages warmed")
         warmed = re.findall(r"page=(/\S*) ms=[\d.]+ session=warmup outcome=(\S+)", log.read_text())
-        assert sorted(p for p, _ in warmed) == sorted(f"/{p.url_path}" for p in ui.PAGES.values())
+        # every page's default view, then the Runs page of each of the three runs
+        assert sorted(p for p, _ in warmed) == sorted([f"/{p.url_path}" for p in ui.PAGES.values()] + ["/"] * 3)
         assert {outcome for _, outcome in warmed} <= {"ok", "stop"}, warmed
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         with duckdb.connect(str(db)):  # read-write: the file is locked against every other process
