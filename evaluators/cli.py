@@ -259,7 +259,8 @@ def _evaluate(args: argparse.Namespace) -> int:
             concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
             sd_threshold=args.sd_threshold, rate_limit_patience=args.rate_limit_patience * 60,
             update=args.update, retry_failed=args.retry_failed, decompose_with=args.decompose_with,
-            client_processes=client_processes(args.client_processes, args.concurrency, len(items)), on_progress=None if args.quiet else runner.print_progress)
+            client_processes=client_processes(args.client_processes, args.concurrency, len(items)),
+            on_progress=None if args.quiet else runner.print_progress)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except store.RunConflict as exc:

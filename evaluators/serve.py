@@ -27,10 +27,10 @@ APP = ROOT / "app.py"
 # What the pages import besides Streamlit's core: third-party libraries (streamlit.emojis: the first icon
 # loads it), then our modules that define no Streamlit cache (evaluators.ui does: it is imported once the
 # runtime exists, see _warm).
-WARM_RUNS = 10  # the newest runs whose Runs page is opened at start (the default run's among them)
 PRELOAD = ("numpy", "pandas", "pyarrow", "duckdb", "plotly.graph_objects", "streamlit.emojis",
            "evaluators.queries", "evaluators.store", "evaluators.charts", "evaluators.diagnosis",
            "evaluators.stats", "evaluators.access", "evaluators.confidence", "evaluators.vocabulary")
+WARM_RUNS = 10  # the newest runs whose Runs page is opened at start (the default run's among them)
 
 
 def _port(text: str) -> int:
@@ -55,7 +55,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 def _warm(port: int, pages: bool) -> None:
     """Once Streamlit's runtime exists: import the app's modules and fill the cheap, run-independent
     cached reads (the catalog of runs, the database check) that every page's first run needs; then,
-    with `pages`, open every page's default view once."""
+    with `pages`, open every page's default view once, and the Runs page of the WARM_RUNS newest runs."""
     from streamlit import runtime
 
     while not runtime.exists():  # ui's caches must be created by the runtime's cache storage
