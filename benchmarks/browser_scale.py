@@ -11,8 +11,8 @@ page is the server's first visit:
 
 - cold: time from navigation until `[data-testid=stApp]`'s `data-test-script-state` goes from
   running to notRunning, in a new browser context (nothing cached in the browser), once `serve` has
-  done what it does at start: the imports, the runs catalog, and one view of each page's default
-  (`--no-warm-pages` skips those views, so the cold visit is the page's first run);
+  done what it does at start: the imports, the runs catalog, one view of each page's default and the
+  newest runs' Runs pages (`--no-warm-pages` skips those views, so the cold visit is the page's first run);
 - warm: the same page opened again in a new tab (a new session: cached reads);
 - interaction: one widget change on the page, from the input until the rerun is notRunning.
 
@@ -121,6 +121,8 @@ def case_url(url: str, deep: bool) -> str:
     if deep:
         return url.replace("{run}", "run=base")
     return url.replace("?{run}&other=candidate", "").replace("?{run}&", "?").replace("?{run}", "")
+
+
 # The AppTest case shown beside each page (dashboard_scale.bench's page file and interaction).
 APPTEST = {"Runs": ("app.py", None), "Run": ("pages/1_Run.py", "text search"), "Item": ("pages/2_Item.py", None),
            "Compare": ("pages/3_Compare.py", "claim diff of one item"), "Diagnosis": ("pages/4_Diagnosis.py", None),
