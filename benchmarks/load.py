@@ -42,17 +42,16 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import websockets
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.dashboard_scale import generate  # noqa: E402
 from evaluators import store  # noqa: E402
+from evaluators.serve import view_messages  # noqa: E402
 from evaluators.timing import LOGGER_NAME  # noqa: E402
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, free_port, outside  # noqa: E402
 
@@ -179,34 +178,20 @@ async def browser_session(ctx: Any, base: str, urls: list[str], deadline: float,
 
 
 async def ws_view(base: str, url: str) -> list[str]:
-    """Open one view (a relative URL) as a browser's page load does, over Streamlit's websocket: a new
-    session, one rerun_script with the page's name and query string, then its ForwardMsgs until the
-    script run is over. Returns the errors the server sent: exception elements, compile errors, and
-    "page not found"."""
+    """Open one view (a relative URL) as a browser's page load does (serve.view_messages). Returns the
+    errors the server sent: exception elements, compile errors, and "page not found"."""
     page_name, _, query = url.partition("?")
-    rerun = BackMsg()
-    rerun.rerun_script.page_name = page_name  # the URL path; the server resolves the page from it
-    rerun.rerun_script.query_string = query
     errors = []
-    # The frontend sends the subprotocol "streamlit" (then an XSRF token, needed only with login) and
-    # its page's origin; max_size=None because a page's deltas (Arrow tables) can exceed 1 MiB.
-    async with websockets.connect(f"ws://{urlsplit(base).netloc}/_stcore/stream", subprotocols=["streamlit"],
-                                  origin=base, max_size=None) as ws:
-        await ws.send(rerun.SerializeToString())
-        while True:
-            msg = ForwardMsg()
-            msg.ParseFromString(await ws.recv())
-            kind = msg.WhichOneof("type")
-            if (kind == "delta" and msg.delta.WhichOneof("type") == "new_element"
-                    and msg.delta.new_element.WhichOneof("type") == "exception"):
-                errors.append(f"{url}: exception {msg.delta.new_element.exception.type}")
-            elif kind == "session_event" and msg.session_event.HasField("script_compilation_exception"):
-                errors.append(f"{url}: compile error {msg.session_event.script_compilation_exception.type}")
-            elif kind == "page_not_found":
-                errors.append(f"{url}: page not found")
-            # A run cut short by st.rerun() is followed by the run that counts.
-            elif kind == "script_finished" and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
-                return errors
+    async for msg in view_messages(base, page_name, query):
+        kind = msg.WhichOneof("type")
+        if (kind == "delta" and msg.delta.WhichOneof("type") == "new_element"
+                and msg.delta.new_element.WhichOneof("type") == "exception"):
+            errors.append(f"{url}: exception {msg.delta.new_element.exception.type}")
+        elif kind == "session_event" and msg.session_event.HasField("script_compilation_exception"):
+            errors.append(f"{url}: compile error {msg.session_event.script_compilation_exception.type}")
+        elif kind == "page_not_found":
+            errors.append(f"{url}: page not found")
+    return errors
 
 
 async def ws_session(base: str, urls: list[str], deadline: float, tally: Tally) -> None:

@@ -20,7 +20,8 @@ import os
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlencode
+from typing import Any, AsyncIterator, Mapping
+from urllib.parse import urlencode, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
@@ -91,41 +92,51 @@ def _warm(port: int, pages: bool) -> None:
 
 async def _visit_pages(port: int, views: list[tuple[str, str]], connect_s: float = 60.0,
                        view_s: float = 600.0) -> None:
-    """Open each view (a page's URL path and query string) in turn as a new session over Streamlit's
-    websocket, as a browser's first load does (a rerun_script), until its script run ends. The server may
-    still be binding its port: connecting is retried for `connect_s`."""
+    """Open each view (a page's URL path and query string) in turn, as view_messages() does, until its
+    script run ends. The server may still be binding its port: connecting is retried for `connect_s`."""
+    from evaluators.timing import WARMUP_HEADER
+
+    deadline = time.monotonic() + connect_s
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+    for url_path, query in views:
+        async with asyncio.timeout(view_s):
+            async for _ in view_messages(f"http://127.0.0.1:{port}", url_path, query, {WARMUP_HEADER: "1"}):
+                pass
+
+
+async def view_messages(base: str, url_path: str, query: str = "",
+                        headers: Mapping[str, str] | None = None) -> AsyncIterator[Any]:
+    """One view of the dashboard at `base` as a browser's page load opens it, over Streamlit's websocket:
+    a new session, one rerun_script with the page's URL path and query string; yields its ForwardMsgs
+    until the script run is over (benchmarks/load.py reads them, serve's start-up views drop them)."""
     import websockets
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    from evaluators.timing import WARMUP_HEADER
-
-    origin = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + connect_s
-    for url_path, query in views:
+    rerun = BackMsg()
+    rerun.rerun_script.page_name = url_path  # the server resolves the page from it
+    rerun.rerun_script.query_string = query
+    # The frontend sends the subprotocol "streamlit" (then an XSRF token, needed only with login) and
+    # its page's origin; max_size=None because a page's deltas (Arrow tables) can exceed 1 MiB.
+    async with websockets.connect(f"ws://{urlsplit(base).netloc}/_stcore/stream", subprotocols=["streamlit"],
+                                  origin=base, max_size=None, additional_headers=headers) as ws:
+        await ws.send(rerun.SerializeToString())
         while True:
-            try:
-                # The browser's subprotocol and same-origin Origin; a page's Arrow tables can pass 1 MiB.
-                ws = await websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", subprotocols=["streamlit"],
-                                              origin=origin, max_size=None, additional_headers={WARMUP_HEADER: "1"})
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.1)
-        async with ws:
-            rerun = BackMsg()
-            rerun.rerun_script.page_name = url_path
-            rerun.rerun_script.query_string = query
-            await ws.send(rerun.SerializeToString())
-            async with asyncio.timeout(view_s):
-                while True:
-                    msg = ForwardMsg()
-                    msg.ParseFromString(await ws.recv())
-                    # A run cut short by st.rerun() is followed by the run that counts.
-                    if (msg.WhichOneof("type") == "script_finished"
-                            and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN):
-                        break
+            msg = ForwardMsg()
+            msg.ParseFromString(await ws.recv())
+            yield msg
+            # A run cut short by st.rerun() is followed by the run that counts.
+            if (msg.WhichOneof("type") == "script_finished"
+                    and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN):
+                return
 
 
 def serve(args: argparse.Namespace) -> int:

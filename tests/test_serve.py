@@ -36,6 +36,14 @@ def _run_heading(page: Any, url: str, run_id: str) -> None:
     assert page.get_by_test_id("stException").count() == 0
 
 
+def _wait_for(log: Path, text: str, timeout_s: float = 120) -> None:
+    """Wait until the server's log holds `text`."""
+    deadline = time.monotonic() + timeout_s
+    while text not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.1)
+
+
 def test_serve_is_a_cli_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["serve", "--help"]) == 0
     out = capsys.readouterr().out
@@ -48,10 +56,7 @@ def test_warmed_catalog_still_shows_a_run_written_after_it(tmp_path: Path) -> No
     db = seed(tmp_path / "seed.duckdb")
     log = tmp_path / "serve.log"
     with streamlit_server(db, log) as base, sync_api.sync_playwright() as pw:
-        deadline = time.monotonic() + 60
-        while "dashboard cache warmed" not in log.read_text():
-            assert time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.1)
+        _wait_for(log, "dashboard cache warmed", 60)
         assert "3 runs" in log.read_text()  # the seeded catalog was read before any visit
         store.start_run(db, Run("late-run", "offline", {}, {}), 1)
         store.finish_run(db, "late-run", "finished", {})
@@ -61,13 +66,6 @@ def test_warmed_catalog_still_shows_a_run_written_after_it(tmp_path: Path) -> No
         sync_api.expect(page.get_by_text("No scores in this run yet.")).to_be_visible()
         browser.close()
     assert "Traceback" not in log.read_text()
-
-
-def _wait_for(log: Path, text: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while text not in log.read_text():
-        assert time.monotonic() < deadline, log.read_text()[-2000:]
-        time.sleep(0.1)
 
 
 def test_serve_opens_every_page_so_a_first_visit_reads_nothing(tmp_path: Path) -> None:
