@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
+import os
 import threading
 import time
 from pathlib import Path
@@ -79,6 +81,34 @@ def test_a_replica_killed_mid_run_loses_nothing_and_repeats_nothing(tmp_path: Pa
         code = cli.main(["evaluate", str(data), "--db", str(db), "--run", "again", "--judge", JUDGE,
                          "--api-base", url_b, "--quiet"])
         assert code == 0 and answered(logs[1]) == on_b
+
+
+def test_a_large_run_sends_its_calls_from_worker_processes_by_default(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """100 items at 32 in flight without --client-processes, on a 2-core machine: the calls go out from
+    the two worker processes that are then the default, every item is scored and no call is made twice."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    log, db = tmp_path / "calls.log", tmp_path / "pool.duckdb"
+    data = write_jsonl(tmp_path / "items.jsonl", items(cli.POOL_ITEMS))
+    with OpenAIServer(latency=0.02, log=log) as server:
+        args = ["evaluate", str(data), "--db", str(db), "--run", "pool", "--judge", JUDGE,
+                "--api-base", server.base_url, "--concurrency", str(cli.POOL_CONCURRENCY), "--quiet"]
+        codes: list[int] = []
+        worker = threading.Thread(target=lambda: codes.append(cli.main(args)))
+        worker.start()
+        clients: set[int | None] = set()
+        while worker.is_alive():
+            clients |= {p.pid for p in multiprocessing.active_children() if p.name == "judge-client"}
+            time.sleep(0.01)
+        worker.join()
+    assert codes == [0] and len(clients) == 2
+    digests = answered(log)
+    assert len(digests) == len(set(digests)) > cli.POOL_ITEMS, "a call was answered twice"
+    assert store.count_items(db, "pool") == cli.POOL_ITEMS
+    statuses = store.query(db, "SELECT status, count(*) AS n FROM scores WHERE run_id = 'pool' GROUP BY status")
+    assert statuses.values.tolist() == [["ok", cli.POOL_ITEMS * 7]]
+    stored = store.query(db, "SELECT count(*) AS n FROM judge_calls WHERE reply IS NOT NULL")["n"].iloc[0]
+    assert stored == len(digests)
 
 
 def test_a_hanging_replica_times_out_once_then_is_passed_over(tmp_path: Path) -> None:
