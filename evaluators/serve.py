@@ -7,8 +7,9 @@ config (.streamlit/config.toml) and flags, and once the server's runtime exists 
 and the database check through the dashboard's cache. Then it opens every page's default view once
 itself, and the Runs page of the newest runs, over Streamlit's websocket as a browser does, so what those
 views read (a million-item run's summaries take seconds) is cached before the first visitor comes. Every read
-is keyed by the database file's version, so a run written later still shows at once (its first view
-reads it). The start-up views are logged with `session=warmup`; `--no-warm-pages` skips them.
+is keyed by the database file's version, so a run written later still shows at once; once the file has been
+quiet a few seconds after new runs, serve opens the views again. These views are logged with
+`session=warmup`; `--no-warm-pages` skips them.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ PRELOAD = ("numpy", "pandas", "pyarrow", "duckdb", "plotly.graph_objects", "stre
            "evaluators.queries", "evaluators.store", "evaluators.charts", "evaluators.diagnosis",
            "evaluators.stats", "evaluators.access", "evaluators.confidence", "evaluators.vocabulary")
 WARM_RUNS = 10  # the newest runs whose Runs page is opened at start (the default run's among them)
+REWARM_POLL_S = 2.0  # how often serve looks for new runs in the file
+REWARM_QUIET_S = 5.0  # how long the file must go unwritten first: a run in progress writes every second or so
 
 
 def _port(text: str) -> int:
@@ -56,7 +59,12 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 def _warm(port: int, pages: bool) -> None:
     """Once Streamlit's runtime exists: import the app's modules and fill the cheap, run-independent
     cached reads (the catalog of runs, the database check) that every page's first run needs; then,
-    with `pages`, open every page's default view once, and the Runs page of the WARM_RUNS newest runs."""
+    with `pages`, open the start-up views (_open_views).
+
+    With `pages` it then keeps looking at the file: once the runs have changed (a run written or resumed
+    by `evaluate`) and the file has been quiet for REWARM_QUIET_S, it opens the views again, so the new
+    run's first visitor finds them read. A label or a note changes no run and opens nothing. A busy or
+    broken file is tried again at the next look; until then visitors pay their own reads."""
     from streamlit import runtime
 
     while not runtime.exists():  # ui's caches must be created by the runtime's cache storage
@@ -67,27 +75,50 @@ def _warm(port: int, pages: bool) -> None:
     # call maps every loaded module to its file: 0.1-0.3 s of the first visit, paid here instead.
     inspect.stack()
 
-    start = time.perf_counter()
-    try:
-        runs = ui.warm()
-    except Exception as exc:  # a busy or broken file: the first visit reports it, as without warming
-        print(f"dashboard cache not warmed: {exc}", flush=True)
-        return
-    print(f"dashboard cache warmed in {time.perf_counter() - start:.2f} s: "
-          + ("no readable database" if runs is None else f"{len(runs)} runs"), flush=True)
-    if not pages or runs is None:
-        return
-    # Every page's default view, then the Runs page of the other newest runs (a switch of its run picker).
+    path = ui.db_path()
+    warmed: tuple[float, tuple] | None = None  # the file version read last, and its runs
+    told_busy = False
+    while True:
+        version = ui.db_version(path)
+        if warmed is None or (version != warmed[0] and time.time() - version >= REWARM_QUIET_S):
+            start = time.perf_counter()
+            try:
+                runs = ui.warm()
+            except Exception as exc:  # a busy or broken file: the first visits report it, as without warming
+                if not told_busy:
+                    print(f"dashboard cache not warmed: {exc}", flush=True)
+                told_busy = True
+            else:
+                # What makes a run's views read anew: a new run, or one that got items or finished.
+                changed = () if runs is None else tuple(
+                    runs[["run_id", "status", "n_done", "finished_at"]].itertuples(index=False, name=None))
+                if warmed is None:
+                    print(f"dashboard cache warmed in {time.perf_counter() - start:.2f} s: "
+                          + ("no readable database" if runs is None else f"{len(runs)} runs"), flush=True)
+                if pages and runs is not None and (warmed is None or changed != warmed[1]):
+                    _open_views(port, list(runs["run_id"]), again=warmed is not None)
+                warmed = (version, changed)
+        if warmed is not None and not pages:
+            return
+        time.sleep(REWARM_POLL_S)
+
+
+def _open_views(port: int, run_ids: list[str], again: bool) -> None:
+    """Open every page's default view once, then the Runs page of the WARM_RUNS newest runs (a switch of
+    its run picker), so what they read is cached before a visitor comes."""
+    from evaluators import ui
+
     views = [(p.url_path, "") for p in ui.PAGES.values()]
-    views += [("", urlencode({"run": run})) for run in runs[:WARM_RUNS]]
+    views += [("", urlencode({"run": run})) for run in run_ids[:WARM_RUNS]]
     start = time.perf_counter()
     try:
         asyncio.run(_visit_pages(port, views))
     except Exception as exc:  # the first visitors then pay the reads, as without warming
         print(f"dashboard pages not warmed: {type(exc).__name__}: {exc}", flush=True)
         return
-    print(f"dashboard pages warmed in {time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages, "
-          f"and the Runs page of {min(len(runs), WARM_RUNS)} runs", flush=True)
+    print(f"dashboard pages warmed{' again (the runs changed)' if again else ''} in "
+          f"{time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages, and the Runs page of "
+          f"{min(len(run_ids), WARM_RUNS)} runs", flush=True)
 
 
 async def _visit_pages(port: int, views: list[tuple[str, str]], connect_s: float = 60.0,

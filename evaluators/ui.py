@@ -236,18 +236,19 @@ def read_all(*calls: Call) -> list[Any]:
         st.stop()
 
 
-def warm() -> list[str] | None:
+def warm() -> pd.DataFrame | None:
     """Fill the cached reads that every page's first run needs and no view setting changes (the
     database check, the runs catalog, the runs a picker opens on), outside any page run: for the
-    server's start (evaluators/serve.py). Keyed by the database's version like every read; raises
-    store errors. Returns the run ids, newest first, or None when the database is not one the dashboard reads."""
+    server (evaluators/serve.py). Keyed by the database's version like every read; raises store
+    errors. Returns the runs as store.runs() lists them, newest first, or None when the database is
+    not one the dashboard reads."""
     path = db_path()
     version = db_version(path)
     if _health(str(path), version).state != "ok":
         return None
     with store.reading(path):  # both scan a run's items or scores: 0.1-0.5 s at 1M
         _cached(queries.thelma_runs, _name(queries.thelma_runs), str(path), version, (), ())
-        return list(_cached(queries.catalog, _name(queries.catalog), str(path), version, (), ())[0]["run_id"])
+        return _cached(queries.catalog, _name(queries.catalog), str(path), version, (), ())[0]
 
 
 def read(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from evaluators import cli, store, ui
+from evaluators import cli, serve, store, ui
 from evaluators.records import Run
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 from tests.seed import seed
@@ -93,6 +93,43 @@ def test_serve_opens_every_page_so_a_first_visit_reads_nothing(tmp_path: Path) -
         browser.close()
     visits = re.findall(r"page=(/\S*) ms=[\d.]+ session=[0-9a-f]{8} outcome=ok", log.read_text())
     assert visits == ["/", "/Run", "/Compare", "/Diagnosis"], log.read_text()[-2000:]
+    assert "Traceback" not in log.read_text()
+
+
+def test_serve_opens_the_views_again_once_a_new_run_is_written(tmp_path: Path) -> None:
+    """A run written while serve runs (an `evaluate` finishing): once the file is quiet, serve opens its
+    views again, so the new run's first visit reads nothing; with the file then held by a writer, that
+    visit shows the run and no "busy" message."""
+    db = seed(tmp_path / "seed.duckdb")
+    log = tmp_path / "serve.log"
+    with streamlit_server(db, log, warm_pages=True) as base, sync_api.sync_playwright() as pw:
+        _wait_for(log, "dashboard pages warmed in")
+        store.start_run(db, Run("late-run", "offline", {}, {}), 1)
+        store.finish_run(db, "late-run", "finished", {})
+        _wait_for(log, "dashboard pages warmed again (the runs changed)", 60 + serve.REWARM_QUIET_S)
+        assert "and the Runs page of 4 runs" in log.read_text()
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        with duckdb.connect(str(db)):  # read-write: the file is locked against every other process
+            page = browser.new_page()
+            _run_heading(page, f"{base}/?run=late-run", "late-run")
+            assert page.get_by_text(re.compile("busy|locked")).count() == 0
+        browser.close()
+    assert "Traceback" not in log.read_text()
+
+
+def test_serve_started_on_a_busy_file_warms_once_the_writer_lets_go(tmp_path: Path) -> None:
+    """A file held by a writer at start: serve says the cache is not warmed, serves anyway, and opens
+    the start-up views once the file is free."""
+    db = seed(tmp_path / "seed.duckdb")
+    log = tmp_path / "serve.log"
+    writer = duckdb.connect(str(db))  # read-write: the file is locked against every other process
+    with streamlit_server(db, log, warm_pages=True):
+        _wait_for(log, "dashboard cache not warmed")
+        assert "dashboard cache warmed" not in log.read_text()
+        writer.close()
+        _wait_for(log, "dashboard pages warmed in")
+        warmed = re.findall(r"session=warmup outcome=(\S+)", log.read_text())
+        assert len(warmed) == len(ui.PAGES) + 3 and set(warmed) <= {"ok", "stop"}, warmed
     assert "Traceback" not in log.read_text()
 
 
