@@ -53,8 +53,9 @@ frame, total = ui.derived(queries.filter_items, [run_id], metric_ids, th, below=
                           limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
 first = (page_no - 1) * PAGE_SIZE
 st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len(frame)}" if len(frame) else ""))
-# with a rule filter, the item opens onto that rule's evidence
-frame.insert(0, "open", [ui.item_url(run_id, i, ",".join(rules)) for i in frame["item_id"]])
+# With a rule filter the item opens onto that rule's evidence; with a filter on scores, onto its verdicts.
+tab = "Verdicts" if below or failed or levels else None
+frame.insert(0, "open", [ui.item_url(run_id, i, ",".join(rules), tab) for i in frame["item_id"]])
 event = st.dataframe(
     frame, hide_index=True, key="items_table", on_select="rerun", selection_mode="single-row", width="stretch",
     column_config={
@@ -65,7 +66,8 @@ event = st.dataframe(
     })
 picked = event["selection"]["rows"] if event else []
 if picked and picked[0] < len(frame):
-    ui.switch_page("item", ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]], rule=",".join(rules) or None))
+    ui.switch_page("item", ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]], rule=",".join(rules) or None,
+                                   tab=tab))
 
 # Drawn once opened: a pass over every item, and plotly's script in the browser, that a first visit skips.
 with st.expander("Metric correlations across all items of the run", key="corr_open", on_change="rerun") as corr:

@@ -71,7 +71,7 @@ items = ui.derived(queries.crossed_items, [run_id, other], cross_metric, th.get(
 if items.empty:
     st.caption("No item crossed in that direction.")
 else:
-    items.insert(0, "open", [ui.item_url(other, i) for i in items["item_id"]])
+    items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in items["item_id"]])  # why it crossed
     st.dataframe(items.rename(columns={"a": run_id, "b": other}), hide_index=True, key="crossed_items",
                  width="stretch", column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")})
 

@@ -62,7 +62,7 @@ if source:
     c3.caption(f"of {int((found['n_decided'] > 0).sum())} retrievals where GR decided a claim")
     if n > len(found):
         st.caption(f"Showing the first {len(found)} of {n} retrievals.")
-    table = found.assign(open=[ui.item_url(r, i) for r, i in zip(found["run_id"], found["item_id"])],
+    table = found.assign(open=[ui.item_url(r, i, tab="Sources") for r, i in zip(found["run_id"], found["item_id"])],
                          position=found["idx"] + 1,
                          essential=found["sp1"].map({"yes": "✓ essential", "no": "✗ not essential",
                                                      "unsure": "? unsure", "failed": "⚠ failed"}).fillna("not run"),

@@ -307,7 +307,7 @@ def test_sources_page_detail_opens_the_sources_items(served: Path) -> None:
     at = _open(run=RUN, source=ledger.source_key(B))
     table = at.dataframe[0].value
     assert list(table["item_id"]) == ["i1", "i2", "i3"]
-    assert list(table["open"]) == [f"Item?run={RUN}&item={i}" for i in ("i1", "i2", "i3")]
+    assert list(table["open"]) == [f"Item?run={RUN}&item={i}&tab=Sources" for i in ("i1", "i2", "i3")]
     assert list(table["essential"]) == ["✗ not essential", "⚠ failed", "✗ not essential"]
     assert {m.label: m.value for m in at.metric}["Retrieved"] == "3"
     missing = _open(run=RUN, source="no-such-source")

@@ -195,6 +195,8 @@ def test_run_filters_below_threshold_search_metadata_and_quadrant(db: Path) -> N
     assert len(ids(at)) == 6
     at.multiselect(key="below").set_value(["gr"]).run()
     assert ids(at) == ["q01", "q02", "q05"] and at.query_params["below"] == "gr"
+    # a filter on scores: the item opens on the verdicts that made it low
+    assert frame_with(at, "rules")["open"].iloc[0] == "Item?run=weak-retriever&item=q01&tab=Verdicts"
     at.multiselect(key="below").set_value([]).run()
     at.text_input(key="q").set_value("battery").run()
     assert ids(at) == ["q06"] and at.query_params["q"] == "battery"
@@ -202,6 +204,7 @@ def test_run_filters_below_threshold_search_metadata_and_quadrant(db: Path) -> N
     at.selectbox(key="mk").set_value("topic").run()
     at.selectbox(key="mv").set_value("billing").run()
     assert ids(at) == ["q01", "q05"] and at.query_params["mv"] == "billing"
+    assert frame_with(at, "rules")["open"].iloc[0] == "Item?run=weak-retriever&item=q01"  # a search: its query
     quad = open_page("pages/1_Run.py", run="weak-retriever", quad="sqc:low,rqc:low")
     assert ids(quad) == ["q02"]
 
@@ -229,6 +232,11 @@ def test_run_row_click_opens_the_item(db: Path) -> None:
     at.run()
     assert at.title[0].value == "Item"
     assert at.query_params["item"] == "q05" and at.query_params["run"] == "weak-retriever"
+    assert "tab" not in at.query_params  # a rule's evidence is above the tabs
+    below = open_page("pages/1_Run.py", run="weak-retriever", below="gr")
+    below.session_state["items_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    below.run()
+    assert below.query_params["item"] == "q01" and below.query_params["tab"] == "Verdicts"
 
 
 # ---------------------------------------------------------------- Item
@@ -350,6 +358,7 @@ def test_compare_crossed_items_and_claim_diff(db: Path) -> None:
     crossed = frame_with(at, "fell below").set_index("metric")
     assert crossed.loc["sqc", "rose above"] == 2 and crossed.loc["sqc", "fell below"] == 0
     assert list(frame_with(at, "open")["item_id"]) == ["q02", "q01"]
+    assert frame_with(at, "open")["open"].iloc[0] == "Item?run=better-retriever&item=q02&tab=Verdicts"
     at.text_input(key="item").set_value("q01").run()
     diff = frame_with(at, "change")
     changes = dict(zip(diff["claim"], diff["change"]))
