@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pandas as pd
 
 KEY_LENGTH = 12
-# Python's str.split() splits on every character whose isspace() is true; the SQL key must too.
-_SPACES = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
-WHITESPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):04x}}}" for c in _SPACES) + "]"  # RE2 (DuckDB) syntax
+# Python's str.split() splits on every character whose isspace() is true; the SQL key must too. Written
+# out: finding them among all 1.1M code points took 0.09 s of every start (tests check the list).
+SPACES = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+          "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+WHITESPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):04x}}}" for c in SPACES) + "]"  # RE2 (DuckDB) syntax
 # Where the offline judge quotes the source sentence that supports a claim (evidence.support): the
 # quote is Python's repr of the sentence, in single quotes, or double ones when it holds a single quote.
 QUOTE_PATTERNS = (r"best source sentence '(.*?)' \(cosine", r'best source sentence "(.*?)" \(cosine')

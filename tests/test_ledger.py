@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterator
@@ -81,6 +82,10 @@ def test_source_ids_use_metadata_only_when_aligned_with_the_sources() -> None:
     assert ledger.source_ids([A, B], {"source_ids": ["doc-a"]}) == [ledger.source_key(A), ledger.source_key(B)]
     assert ledger.source_ids([A, B], {"source_ids": ["doc-a", None]}) == ["doc-a", ledger.source_key(B)]
     assert ledger.source_ids([A], {"source_ids": "doc-a"}) == [ledger.source_key(A)]
+
+
+def test_the_written_out_spaces_are_every_character_python_splits_on() -> None:
+    assert ledger.SPACES == "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
 
 
 def test_the_sql_key_equals_source_key_for_every_kind_of_whitespace(tmp_path: Path) -> None:
