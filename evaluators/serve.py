@@ -84,10 +84,10 @@ def _warm(port: int, pages: bool) -> None:
             start = time.perf_counter()
             try:
                 runs = ui.warm()
-            except Exception as exc:  # a busy or broken file: the first visits report it, as without warming
-                if not told_busy:
+            except Exception as exc:  # a busy or broken file: the visitors meet it, as without warming
+                if warmed is None and not told_busy:
                     print(f"dashboard cache not warmed: {exc}", flush=True)
-                told_busy = True
+                    told_busy = True
             else:
                 # What makes a run's views read anew: a new run, or one that got items or finished.
                 changed = () if runs is None else tuple(
