@@ -59,6 +59,39 @@ _EMBED_LOCK = threading.Lock()
 EMBED_CACHE_SIZE = 100_000  # texts kept; the oldest half is dropped beyond this
 
 
+BATCH = 32  # texts per forward pass at most
+PADDING = 0.25  # the share of a batch's tokens that may be padding
+
+
+def _batches(lengths: list[int]) -> list[list[int]]:
+    """Indices of texts grouped for encoding: by length, each group growing while its padding (every text
+    is padded to the group's longest) stays within PADDING of its tokens, up to BATCH texts.
+
+    A forward pass costs about 8 ms plus 0.2 ms per token, padding included, on one core: one batch of a
+    prompt's 20 texts of mixed length is 2.6 times its real tokens, and a batch per text pays 8 ms each.
+    """
+    groups: list[list[int]] = []
+    tokens = 0
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if groups and len(groups[-1]) < BATCH and lengths[i] * (len(groups[-1]) + 1) <= (1 + PADDING) * (tokens + lengths[i]):
+            groups[-1].append(i)
+            tokens += lengths[i]
+        else:
+            groups.append([i])
+            tokens = lengths[i]
+    return groups
+
+
+def _encode(model: Any, texts: list[str]) -> np.ndarray:
+    """Unit-length vectors of `texts`, in batches of like length (_batches)."""
+    ids = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]
+    vectors = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+    for group in _batches([len(i) for i in ids]):
+        vectors[group] = model.encode([texts[i] for i in group], batch_size=BATCH, normalize_embeddings=True,
+                                      show_progress_bar=False)
+    return vectors
+
+
 def embed(texts: list[str]) -> np.ndarray:
     """Unit-length MiniLM embeddings, one row per text; each text is encoded once, also across threads."""
     if not texts:
@@ -70,12 +103,12 @@ def embed(texts: list[str]) -> np.ndarray:
         _IN_FLIGHT.update(dict.fromkeys(mine, done))
     if mine:
         try:
-            vectors = _model().encode(mine, batch_size=32, normalize_embeddings=True, show_progress_bar=False)
+            vectors = _encode(_model(), mine)
             with _EMBED_LOCK:
                 if len(_EMBED_CACHE) > EMBED_CACHE_SIZE:  # bound memory on very long runs
                     for old in list(_EMBED_CACHE)[: len(_EMBED_CACHE) // 2]:
                         del _EMBED_CACHE[old]
-                _EMBED_CACHE.update(zip(mine, np.asarray(vectors, dtype=np.float32)))
+                _EMBED_CACHE.update(zip(mine, vectors))
         finally:
             with _EMBED_LOCK:
                 for t in mine:

@@ -19,3 +19,25 @@ def test_embeddings_are_unit_length_one_row_per_text_and_empty_for_nothing() -> 
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-2)  # bfloat16 on AMX CPUs
     assert np.array_equal(vectors[0], vectors[2])  # one encoding per distinct text
     assert embeddings.embed([]).shape == (0, embeddings.DIMENSIONS)
+
+
+def test_batches_group_texts_of_like_length_within_the_padding_bound() -> None:
+    lengths = [5, 120, 6, 30, 7, 31, 118, 5, 29] + [10] * 40
+    groups = embeddings._batches(lengths)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))  # every text once
+    for g in groups:
+        real = sum(lengths[i] for i in g)
+        assert len(g) <= embeddings.BATCH
+        assert max(lengths[i] for i in g) * len(g) <= (1 + embeddings.PADDING) * real
+    assert {frozenset(g) for g in groups} >= {frozenset({1, 6})}  # the two long texts share a batch
+    assert len(groups) < len(lengths) / 4  # few passes: each one costs milliseconds before its first token
+
+
+def test_batched_vectors_equal_one_text_at_a_time() -> None:
+    texts = ["Short one.", "A much longer sentence about the clock tower, its builders and the year 1896, "
+             "with enough words to be padded against the short ones.", "Mid-length text on the tower.", "Tall."]
+    embeddings._EMBED_CACHE.clear()
+    together = embeddings.embed(texts)
+    alone = np.stack([embeddings._encode(embeddings._model(), [t])[0] for t in texts])
+    # each text's own vector (another text's is far off); bfloat16 on AMX CPUs moves them a little with the batch
+    assert np.allclose(together, alone, atol=5e-3)
