@@ -6,6 +6,7 @@ across threads, so every prompt about one item reuses its sources' vectors.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from functools import lru_cache
@@ -18,6 +19,7 @@ import evaluators  # noqa: F401  (sets HF_HUB_OFFLINE before sentence-transforme
 DIMENSIONS = 384  # MiniLM's vector size
 
 _MODEL_LOCK = threading.Lock()
+_COUNT_LOCK = threading.Lock()
 
 
 def _model() -> Any:
@@ -82,9 +84,17 @@ def _batches(lengths: list[int]) -> list[list[int]]:
     return groups
 
 
+@lru_cache(maxsize=1)
+def _counter() -> Any:
+    """A tokenizer of our own for counting tokens. A tokenizer call sets its truncation and padding, so
+    counting with sentence-transformers' own would unpad a batch another thread is encoding."""
+    return copy.deepcopy(_model().tokenizer)
+
+
 def _encode(model: Any, texts: list[str]) -> np.ndarray:
     """Unit-length vectors of `texts`, in batches of like length (_batches)."""
-    ids = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]
+    with _COUNT_LOCK:
+        ids = _counter()(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]
     vectors = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
     for group in _batches([len(i) for i in ids]):
         vectors[group] = model.encode([texts[i] for i in group], batch_size=BATCH, normalize_embeddings=True,

@@ -1,6 +1,8 @@
 """Sentence embeddings: MiniLM loads quietly from its wheel and gives unit-length vectors."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -41,3 +43,15 @@ def test_batched_vectors_equal_one_text_at_a_time() -> None:
     alone = np.stack([embeddings._encode(embeddings._model(), [t])[0] for t in texts])
     # each text's own vector (another text's is far off); bfloat16 on AMX CPUs moves them a little with the batch
     assert np.allclose(together, alone, atol=5e-3)
+
+
+def test_threads_encoding_at_once_never_trip_over_the_tokenizer() -> None:
+    """Threads encode side by side (the runner's prompts run in a pool): counting one prompt's tokens
+    must not change the padding of another's batch in flight."""
+    def work(k: int) -> None:
+        for j in range(60):  # texts of near lengths: one batch, padded, per call
+            texts = [f"Text {k} {j} {n}: " + "tower " * (8 + n) for n in range(4)]
+            assert embeddings.embed(texts).shape == (4, embeddings.DIMENSIONS)
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(work, range(6)))
