@@ -75,7 +75,8 @@ def _batches(lengths: list[int]) -> list[list[int]]:
     groups: list[list[int]] = []
     tokens = 0
     for i in sorted(range(len(lengths)), key=lengths.__getitem__):
-        if groups and len(groups[-1]) < BATCH and lengths[i] * (len(groups[-1]) + 1) <= (1 + PADDING) * (tokens + lengths[i]):
+        padded = lengths[i] * (len(groups[-1]) + 1) if groups else 0  # the group with i, all padded to i's length
+        if groups and len(groups[-1]) < BATCH and padded <= (1 + PADDING) * (tokens + lengths[i]):
             groups[-1].append(i)
             tokens += lengths[i]
         else:
