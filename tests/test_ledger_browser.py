@@ -73,9 +73,9 @@ def test_dead_weight_opens_the_source_and_then_its_item(page: Any) -> None:
     assert [r["item_id"] for r in rows] == ["i1", "i2", "i3"]
     assert [r["essential"] for r in rows] == ["✗ not essential", "⚠ failed", "✗ not essential"]
     expect(source.get_by_test_id("stMetric").filter(has_text="Retrieved")).to_contain_text("3")
-    item = _open_first_row(source, "item_id", re.compile(rf"/Item\?.*item=i1"))
+    item = _open_first_row(source, "item_id", re.compile(rf"/Item\?.*item=i1.*tab=Sources"))  # on its sources
     check_page(item, "Item")
-    expect(item.get_by_text("What about alpha?").first).to_be_visible()
+    expect(item.get_by_text("Bravo text two.").first).to_be_visible()
 
 
 def test_a_pasted_source_link_takes_the_id_or_the_text_key(page: Any) -> None:
