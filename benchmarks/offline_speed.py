@@ -98,9 +98,9 @@ class _OneAtATime:
 def evaluate_check_set(tmp: Path, sets: dict[str, list] | None = None) -> list[dict]:
     """The check set evaluated by the offline judge through the runner into a fresh DuckDB.
 
-    MiniLM runs in bfloat16 on CPUs with AMX, where a text's vector moves by up to about 0.004
-    with the batch it is encoded in; the runner's concurrent items race to encode shared texts
-    (a query, the sources), so two runs of the same code differ in a few evidence values. A
+    A text's vector moves by up to about 3e-7 with the batch it is encoded in (its padding), and
+    the runner's concurrent items race to encode shared texts (a query, the sources), so two runs
+    of the same code could differ in a calibrated p near a steep point. A
     first pass encodes every text deterministically (one item, one prompt at a time, in order);
     the runner pass then reads the vectors from the cache, so only a change of the code moves them.
     """

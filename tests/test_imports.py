@@ -14,6 +14,10 @@ PACKAGE = ROOT / "evaluators"
 # Third-party library -> the only engine modules allowed to import it.
 OWNERS = {
     "sentence_transformers": {"evaluators.embeddings"},
+    "torch": {"evaluators.embeddings"},
+    "transformers": {"evaluators.embeddings"},
+    "onnxruntime": {"evaluators.embeddings"},
+    "tokenizers": {"evaluators.embeddings"},
     "litellm": {"evaluators.judge"},
     "duckdb": {"evaluators.store", "evaluators.queries"},
 }
