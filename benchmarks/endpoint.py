@@ -13,6 +13,10 @@ average before and after every level.
 
     .venv/bin/python benchmarks/endpoint.py [--latency 0.2] [--items 200] [--levels 32,64]
                                             [--replicas 1] [--extra "--per-component"]
+                                            [--model openai/test-judge]
+
+--model names the judge through another litellm provider of the same protocol, e.g.
+hosted_vllm/test-judge (litellm's own HTTP path, not the OpenAI SDK).
 
 --replicas N starts N servers and passes each with its own --api-base: the ratio is then over all
 replicas together, and the calls each one answered are printed.
@@ -32,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WIKIEVAL = ROOT.parent / "shared" / "datasets" / "wikieval" / "wikieval.jsonl"
-MODEL = "openai/test-judge"
+MODEL = "openai/test-judge"  # unless --model
 
 
 def triplets(n: int) -> list[dict[str, object]]:
@@ -80,13 +84,13 @@ def read_log(path: Path) -> list[dict[str, float | str]]:
 
 
 def measure(items: Path, db: Path, urls: list[str], logs: list[Path], servers: list[int], level: int,
-            latency: float, extra: list[str]) -> None:
+            latency: float, extra: list[str], model: str = MODEL) -> None:
     """Run the CLI once at `level` calls in flight and print its row."""
     for log in logs:
         log.unlink(missing_ok=True)
     before = load()
     cmd = [sys.executable, "-m", "evaluators", "evaluate", str(items), "--db", str(db), "--run", f"c{level}",
-           "--judge", MODEL, "--concurrency", str(level), "--quiet", *extra]
+           "--judge", model, "--concurrency", str(level), "--quiet", *extra]
     for url in urls:
         cmd += ["--api-base", url]
     server0 = sum(cpu_s(pid) for pid in servers)
@@ -119,6 +123,7 @@ def main() -> None:
     parser.add_argument("--levels", default="32,64")
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--extra", default="", help="more evaluate options, e.g. --per-component")
+    parser.add_argument("--model", default=MODEL, help="the judge's litellm model name")
     args = parser.parse_args()
     if not WIKIEVAL.exists():
         raise SystemExit(f"WikiEval is not at {WIKIEVAL}: nothing to measure")
@@ -129,13 +134,13 @@ def main() -> None:
         procs, urls = start_servers(args.replicas, args.latency, logs)
         try:
             print(f"{args.items} WikiEval triplets through `python -m evaluators evaluate`, {args.latency * 1000:.0f} ms "
-                  f"per call, {args.replicas} server(s) in their own process(es) {' '.join(args.extra.split())}")
+                  f"per call, {args.model}, {args.replicas} server(s) in their own process(es) {' '.join(args.extra.split())}")
             print(f"{'concurrency':>11} {'calls':>6} {'distinct':>8} {'span s':>7} {'bound':>7} {'ratio':>6} "
                   f"{'CLI s':>7} {'CLI CPU ms/call':>15} {'server CPU ms/call':>18}  {'per server':<12} "
                   "load before -> after")
             for level in (int(x) for x in args.levels.split(",")):
                 measure(items, Path(tmp) / f"c{level}.duckdb", urls, logs, [p.pid for p in procs], level,
-                        args.latency, shlex.split(args.extra))
+                        args.latency, shlex.split(args.extra), args.model)
         finally:
             for proc in procs:
                 proc.terminate()
