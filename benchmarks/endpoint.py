@@ -134,7 +134,8 @@ def main() -> None:
         procs, urls = start_servers(args.replicas, args.latency, logs)
         try:
             print(f"{args.items} WikiEval triplets through `python -m evaluators evaluate`, {args.latency * 1000:.0f} ms "
-                  f"per call, {args.model}, {args.replicas} server(s) in their own process(es) {' '.join(args.extra.split())}")
+                  f"per call, {args.model}, {args.replicas} server(s) in their own process(es) "
+                  f"{' '.join(args.extra.split())}")
             print(f"{'concurrency':>11} {'calls':>6} {'distinct':>8} {'span s':>7} {'bound':>7} {'ratio':>6} "
                   f"{'CLI s':>7} {'CLI CPU ms/call':>15} {'server CPU ms/call':>18}  {'per server':<12} "
                   "load before -> after")

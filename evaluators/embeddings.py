@@ -12,6 +12,7 @@ prompt about one item reuses its sources' vectors.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -79,13 +80,15 @@ def _export() -> bytes:
 
 def _keep(path: Path, model: bytes) -> None:
     """Write the exported model whole or not at all: processes starting together may each export it."""
+    part = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        part = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.part")
         part.write_bytes(model)
         os.replace(part, path)
-    except OSError as e:  # a read-only home: this process still encodes, the next one exports again
+    except OSError as e:  # a read-only home or a full disk: this process still encodes, the next exports again
         logging.getLogger(__name__).warning("MiniLM's exported model not kept at %s: %s", path, e)
+        with contextlib.suppress(OSError):  # no folder to leave it in, or the disk refused it
+            part.unlink()
 
 
 @lru_cache(maxsize=1)

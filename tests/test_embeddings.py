@@ -91,13 +91,14 @@ def test_batched_vectors_equal_one_text_at_a_time() -> None:
 def test_threads_encoding_at_once_each_get_their_own_vectors() -> None:
     """Threads encode side by side (the runner's prompts run in a pool) through one session and tokenizer."""
     embeddings._EMBED_CACHE.clear()
-    expected = {t: embeddings._encode([t])[0] for k in range(6) for t in (f"Text {k}: " + "tower " * (8 + k),)}
+    expected = {t: embeddings._encode([t])[0] for t in (f"Text {k}: " + "tower " * (8 + k) for k in range(6))}
 
     def work(k: int) -> None:
         for j in range(40):  # texts of near lengths: one batch, padded, per call
-            texts = [f"Text {k} {j} {n}: " + "tower " * (8 + n) for n in range(4)] + [f"Text {k}: " + "tower " * (8 + k)]
+            mine = f"Text {k}: " + "tower " * (8 + k)
+            texts = [f"Text {k} {j} {n}: " + "tower " * (8 + n) for n in range(4)] + [mine]
             vectors = embeddings.embed(texts)
-            assert np.abs(vectors[-1] - expected[texts[-1]]).max() < 1e-5
+            assert np.abs(vectors[-1] - expected[mine]).max() < 1e-5
 
     with ThreadPoolExecutor(6) as pool:
         list(pool.map(work, range(6)))
