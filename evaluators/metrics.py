@@ -518,7 +518,8 @@ def nothing_to_judge(item: Item, metric: str, texts: Sequence[str]) -> list[Verd
     """One empty verdict per text the metric reads that states nothing, saying so; none when all do."""
     return [Verdict(item_id=item.id, metric=metric, component_kind=name, component_idx=-1, target="decompose",
                     value=None, status=Status.EMPTY,
-                    detail=f"nothing to judge: the {name} has no content word (only punctuation, yes/no or stop words)")
+                    detail=f"nothing to judge: the {name} has no content word "
+                           "(only punctuation, list numbers, citation markers, yes/no or stop words)")
             for name in texts if not has_content(getattr(item, name) or "")]
 
 

@@ -5,6 +5,7 @@ on these pieces, SD splits responses with `split_sentences`, and the dry run gue
 decompositions with it. The only data read is MiniLM's word list (`_vocabulary`), a plain file.
 
 - claims: sentence and clause splitting; a leading pronoun takes the previous sentence's subject;
+  markdown (lists, headings, bold lead-ins, emphasis) and citation markers are read as markup;
 - sub-questions: multi-part questions are split and the subject is carried into later parts;
 - facts in text: numbers, dates, names, negation and refusal cues, and the answer type a
   question wants (date, number, person, place).
@@ -111,8 +112,9 @@ def has_words(text: str) -> bool:
 
 def has_content(text: str) -> bool:
     """Whether a text states anything: a word in any script that is not a stop word, a lone Latin letter,
-    or a bare yes / no / OK / N/A. "...", "Yes" and "N/A" have none; "42" and "باريس" do."""
-    for word in _ANY_WORD.findall(text):
+    a bare yes / no / OK / N/A, list numbering or a citation marker. "...", "Yes", "N/A", "1. 2. 3." and
+    "[4]" have none; "42", "42." and "باريس" do."""
+    for word in _ANY_WORD.findall(_without_markers(text)):
         low = word.lower()
         if low.isascii() and low.isalpha() and (len(low) == 1 or low in _STOP or low in _FILLER):
             continue
@@ -152,17 +154,91 @@ def unreadable(text: str) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- markdown and citations
+
+# List markers opening a line: bullets, and numbers up to 99 with "." or ")" ("3.", "3)", "(3)"), each
+# followed by a space or the line's end; repeated, so that "1. 2. 3." is numbering and nothing else.
+_NUMBER_MARK = r"\(?\d{1,2}[.)]"
+_LIST_MARK = re.compile(rf"^[ \t]*(?:>[ \t]*)*(?:(?:[-*+\u2022\u25e6\u25aa\u2023]|{_NUMBER_MARK})(?:[ \t]+|$))*", re.M)
+_LONE_NUMBER = re.compile(rf"\s*{_NUMBER_MARK}\s*")
+# Citation markers ([4], [2][2], [1, 3], [1-3]) with the "in" or "see" that points at them ("layers in [1]").
+_CITE = r"\[\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\]"
+_CITATION = re.compile(rf"(?:\s+(?:in|see|cf\.))?\s*{_CITE}(?:\s*[,;]?\s*{_CITE})*")
+_REFERENCE_ENTRY = re.compile(rf"^\s*{_CITE}\s")  # "[1] A. Novikov, ... Tensorizing neural networks."
+_HASH_HEADING = re.compile(r"^\s*#{1,6}(?:\s|$)")
+_BOLD_ALONE = re.compile(r"(\*\*|__)([^*_]+?)\1\s*:?")
+# "**Parallel corpora**: text", "**Parallel corpora:** text", "**Parallel corpora** - text".
+_BOLD_LABEL = re.compile(r"^(\*\*|__)(?P<label>[^*_]+?)(?::\1|\1\s*(?::|\s[-\u2013\u2014]))\s*(?P<rest>\S.*)$")
+_ITALIC = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?![\w*])")
+_LABEL_PRONOUNS = {"it": True, "this": True, "they": False, "these": False}  # pronoun -> takes a verb in -s
+
+
+def _without_markers(text: str) -> str:
+    """The text without list numbering and citation markers; a text that is one number alone ("42.")
+    keeps it, as an answer rather than a list."""
+    return text if _LONE_NUMBER.fullmatch(text) else _CITATION.sub("", _LIST_MARK.sub("", text))
+
+
+def _clean(text: str) -> str:
+    """Citation markers, emphasis (**, __, *, backticks) and the brackets a citation leaves empty removed."""
+    text = _ITALIC.sub(r"\1", _CITATION.sub("", text).replace("**", "").replace("__", "").replace("`", ""))
+    return re.sub(r"\s*\(\s*\)", "", text).strip()
+
+
+def _fold_label(label: str, rest: str) -> str:
+    """A bold lead-in label and its text as one sentence that names its subject:
+
+    - text opening with It/This/They/These and a verb takes the label as its subject: "**Parallel
+      corpora**: These are created by ..." -> "Parallel corpora are created by ...";
+    - otherwise the label stays in front: "**Down payment**: Aim to put down 20%" -> "Down payment:
+      Aim to put down 20%" (as a plain label, "- Pros: fast", stays).
+    """
+    words = rest.split(maxsplit=2)
+    if len(words) >= 2 and words[0].lower() in _LABEL_PRONOUNS:
+        verb = words[1]
+        singular = _LABEL_PRONOUNS[words[0].lower()] and verb.endswith("s") and not verb.endswith(("ss", "is", "us"))
+        if _is_verb(verb) or singular:
+            return " ".join([label, *words[1:]])
+    return f"{label}: {rest}"
+
+
+def _line(raw: str) -> tuple[str, bool, bool]:
+    """One line as (clean text, is a list item, is a heading alone): markers and emphasis removed, a
+    bold label folded into its text. A '#' line or a line wholly in bold (not ending a sentence) is a heading."""
+    marker = _LIST_MARK.match(raw)
+    listed = bool(marker.group().strip(" \t>"))
+    line = raw[marker.end():].strip()
+    bold = _BOLD_ALONE.fullmatch(line)
+    if _HASH_HEADING.match(line) or (bold and not bold.group(2).rstrip().endswith((".", "!", "?"))):
+        return "", listed, True
+    label = _BOLD_LABEL.match(line)
+    if label:
+        line = _fold_label(_clean(label.group("label")), _clean(label.group("rest")))
+    return _clean(line), listed, False
+
+
 # ---------------------------------------------------------------- sentences
 
-# A terminator and space before a capital or digit; a line break; or "provided.The" with no space.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'’”)\]]*\s+(?=[\"'‘“(\[]?[A-Z0-9])|\n+"
-                           r"|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
-_ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|Mr|Mrs|Ms|Dr|Prof|St|No|Inc|Ltd|Jr|Sr|Co|Corp|Gen|Mt|Ft|approx|"
+# A terminator and space before a capital or digit; or "provided.The" with no space.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'’”)\]]*\s+(?=[\"'‘“(\[]?[A-Z0-9])|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
+_ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|al|vs|Mr|Mrs|Ms|Dr|Prof|St|No|Inc|Ltd|Jr|Sr|Co|Corp|Gen|Mt|Ft|approx|"
                      r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|U\.S|U\.K)\.|\b[A-Z]\.)$", re.I)
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split on sentence terminators (. ! ?) and line breaks, keeping abbreviations, initials and decimals whole."""
+    """Split into sentences on terminators (. ! ?) and line breaks, keeping abbreviations, initials and
+    decimals whole, and reading markdown:
+
+    - list markers (-, *, •, 1., 1), (1)), '#', emphasis (**, __, *, backticks) and citation markers
+      ([4], [2][2], [1, 3], "in [1]") are markup, not words: removed; a piece left with no word is none;
+    - a heading alone ('#' line, a line wholly in bold) is no sentence, and nor is a lead-in alone (the
+      sentence that ends a line with ':'), nor a reference entry ("[1] A. Author. Title.");
+    - a list item of one sentence with no terminator after a lead-in completes it: "The ferry runs
+      on:" and "- Mondays" give "The ferry runs on: Mondays";
+    - a bold lead-in label ("1. **Parallel corpora**: These are created by ...") is folded into its
+      text, naming its subject (see `_fold_label`).
+    A text that is one number alone ("42.") is kept: an answer, not a list.
+    """
     return list(_sentences(text))
 
 
@@ -171,16 +247,39 @@ def split_sentences(text: str) -> list[str]:
 # mutable ones), so each text is read once per item.
 @lru_cache(maxsize=1024)
 def _sentences(text: str) -> tuple[str, ...]:
+    if _LONE_NUMBER.fullmatch(text):
+        return (text.strip(),)
+    out: list[str] = []
+    lead: str | None = None  # the last lead-in ("... such as:"), which short list items complete
+    for raw in text.splitlines():
+        if not raw.strip() or _REFERENCE_ENTRY.match(raw):
+            continue
+        line, listed, heading = _line(raw)
+        if heading or not listed:
+            lead = None
+        pieces = [p for p in _pieces(line) if has_words(p) and not _LONE_NUMBER.fullmatch(p)]
+        if not pieces:
+            continue
+        if line.endswith(":"):
+            lead = pieces.pop()
+        elif listed and lead and len(pieces) == 1 and not pieces[0].endswith((".", "!", "?")):
+            pieces = [f"{lead} {pieces[0]}"]
+        out.extend(pieces)
+    return tuple(out)
+
+
+def _pieces(line: str) -> list[str]:
+    """One line split on sentence terminators, abbreviations and initials kept whole."""
     pieces: list[str] = []
-    for part in _SENTENCE_END.split(text.strip()):
+    for part in _SENTENCE_END.split(line):
         part = part.strip()
         if not part:
             continue
-        if pieces and _ABBREV.search(pieces[-1]) and not pieces[-1].endswith("\n"):
+        if pieces and _ABBREV.search(pieces[-1]):
             pieces[-1] = f"{pieces[-1]} {part}"
         else:
             pieces.append(part)
-    return tuple(pieces)
+    return pieces
 
 
 def _is_heading(sentence: str) -> bool:
@@ -223,7 +322,8 @@ def _is_verb(word: str) -> bool:
 def sentence_subject(sentence: str) -> str | None:
     """The words before the first verb, when they look like a subject (1-8 words, no leading preposition)."""
     words = _ALIAS.sub("", sentence).split()
-    if not words or _bare(words[0]) in _LEAD_PREPOSITION or _bare(words[0]) in _PRONOUNS:
+    if not words or _bare(words[0]) in _LEAD_PREPOSITION or _bare(words[0]) in _PRONOUNS \
+            or _bare(words[0]) in ("there", "here"):  # "There are many options": no subject to refer back to
         return None
     for i, word in enumerate(words[:9]):
         if i and _is_verb(word):
@@ -292,8 +392,11 @@ def _clauses(sentence: str) -> list[str]:
     a name (", who was ..."), coordinated verbs ("was completed ... and named ...") and
     coordinated predicates ("was a queen and the first wife of ...")."""
     out: list[str] = []
-    for part in re.split(r";\s+|,\s+(?:and|but|while)\s+(?=(?:he|she|it|they)\s)", sentence):
-        out.extend(c for clause in _split_relative(part.strip()) for c in _split_domain(clause))
+    # A semicolon inside brackets separates citations ("(Guo et al., 2018; Feng et al., 2022)"), not clauses.
+    masked = re.sub(r"\([^()]*\)", lambda m: m.group().replace(";", "\0"), sentence)
+    for part in re.split(r";\s+|,\s+(?:and|but|while)\s+(?=(?:he|she|it|they)\s)", masked):
+        part = part.replace("\0", ";").strip()
+        out.extend(c for clause in _split_relative(part) for c in _split_domain(clause))
     return [c for c in out if c]
 
 
@@ -380,8 +483,9 @@ def resolve_pronouns(units: list[str]) -> list[str]:
 
 
 def split_claims(text: str) -> list[str]:
-    """Standalone claims: sentences split into clauses, a leading pronoun resolved to the subject
-    of the clause before it, headings and fragments dropped."""
+    """Standalone claims: sentences (markdown read as `split_sentences` does) split into clauses, a
+    leading pronoun resolved to the subject of the clause before it; headings, lead-ins and fragments
+    (under 4 words with no terminator, or no content word) dropped."""
     return list(_claims(text))
 
 
@@ -389,7 +493,7 @@ def split_claims(text: str) -> list[str]:
 def _claims(text: str) -> tuple[str, ...]:
     text = re.sub(r"^\s*answer\s*:\s*", "", text, flags=re.I)
     clauses = [c for sentence in split_sentences(text) if not _is_heading(sentence) for c in _clauses(sentence)]
-    return tuple(resolve_pronouns(clauses))
+    return tuple(resolve_pronouns([c for c in clauses if has_content(c)]))
 
 
 # ---------------------------------------------------------------- sub-questions

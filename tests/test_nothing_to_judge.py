@@ -3,6 +3,8 @@
 - a response, query or reference with no content word ("...", "Yes", "N/A") leaves every metric
   that judges it `empty`, never 0: one test per metric, ours and the suites';
 - a piece with no content word is no claim, sub-question, fact or source to judge;
+- list numbering with nothing after it ("1. 2. 3.") states nothing: every metric is `empty`, and
+  under a heading it is no claim, statement or sentence;
 - text the offline judge cannot read (another script, another language) is `not_applicable` with
   the reason, never 0; LLM judges still judge it;
 - every stored score, value and probability of a run lies within [0, 1].
@@ -127,6 +129,62 @@ def test_nothing_to_judge_costs_no_judge_call(tmp_path: Path, openai_server: Ope
     statuses = store.query(db, "SELECT DISTINCT status FROM scores")["status"].tolist()
     assert statuses == ["empty"]
     assert store.query(db, "SELECT status FROM runs")["status"].iloc[0] == "finished"  # empty is no failure
+
+
+# ---------------------------------------------------------------- list numbering is no claim
+
+NUMBERED = "1. 2. 3."
+UNDER_A_HEADING = "**Steps:**\n1.\n2.\n3."  # the heading has a content word, the items none
+# The metrics built on the response's claims, statements or sentences: nothing to split is nothing to score.
+SPLIT_METRICS = ("rp", "gr", "sd", "ragas_faithfulness", "ragas_answer_relevance", "nv_groundedness",
+                 "de_faithfulness", "de_answer_relevancy")
+
+
+@pytest.fixture(scope="module")
+def numbered_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One offline run of every metric into DuckDB, an item per text that is the numbered fragment."""
+    items = [Item(name, **{"query": QUERY, "sources": SOURCES, "response": RESPONSE, "reference": REFERENCE,
+                           name: NUMBERED}) for name in ("query", "response", "reference")]
+    items += [Item("heading", QUERY, SOURCES, UNDER_A_HEADING, REFERENCE),
+              Item("sources", QUERY, (NUMBERED, "1)\n2)\n3)"), RESPONSE, REFERENCE)]
+    db = tmp_path_factory.mktemp("numbered") / "e.duckdb"
+    runner.evaluate(items, db, "r", runner.OFFLINE, metrics=list(registry.METRICS))
+    return db
+
+
+def numbered_score(db: Path, item_id: str, metric: str) -> dict[str, Any]:
+    (row,) = store.query(db, "SELECT value, n_scored, n_total, status FROM scores WHERE item_id = ? AND metric = ?",
+                         [item_id, metric]).to_dict("records")
+    return row
+
+
+@pytest.mark.parametrize("metric", list(registry.METRICS))
+def test_a_numbered_fragment_leaves_the_metric_empty_not_zero(numbered_run: Path, metric: str) -> None:
+    # Measured before: RP, GR, SD, ragas_faithfulness and de_faithfulness 0.00 with status ok.
+    row = numbered_score(numbered_run, the_text_it_judges(metric), metric)
+    assert row["status"] == "empty" and math.isnan(row["value"]) and row["n_scored"] == 0, (metric, row)
+
+
+@pytest.mark.parametrize("metric", SPLIT_METRICS)
+def test_numbered_fragments_under_a_heading_are_no_claims(numbered_run: Path, metric: str) -> None:
+    row = numbered_score(numbered_run, "heading", metric)
+    assert row["status"] == "empty" and math.isnan(row["value"]) and row["n_scored"] == 0, (metric, row)
+
+
+@pytest.mark.parametrize("metric", ["sp1", "sp2", "ragas_context_relevance", "de_contextual_relevancy"])
+def test_numbered_sources_have_no_facts_or_statements(numbered_run: Path, metric: str) -> None:
+    row = numbered_score(numbered_run, "sources", metric)
+    assert row["status"] == "empty" and math.isnan(row["value"]) and row["n_scored"] == 0, (metric, row)
+
+
+def test_numbered_fragments_leave_no_component(numbered_run: Path) -> None:
+    split = store.query(numbered_run, """SELECT count(*) AS n FROM components WHERE item_id IN ('response', 'heading')
+                                         AND kind IN ('claim', 'sentence', 'ragas_statement', 'de_statement',
+                                                      'generated_question')""")
+    assert split["n"].iloc[0] == 0
+    facts = store.query(numbered_run, "SELECT count(*) AS n FROM components WHERE item_id = 'sources' "
+                                      "AND kind IN ('source_fact', 'context_sentence', 'context_statement')")
+    assert facts["n"].iloc[0] == 0
 
 
 # ---------------------------------------------------------------- text the offline judge cannot read

@@ -1,8 +1,14 @@
 """English text handling: sentences, claims, sub-questions, numbers, negation and answer types."""
 from __future__ import annotations
 
-from evaluators.text import (answer_type, has_answer_type, negated, numbers, refuses, split_claims, split_questions,
-                             split_sentences)
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from evaluators.text import (answer_type, has_answer_type, has_content, negated, numbers, refuses, split_claims,
+                             split_questions, split_sentences)
 
 QUERY = "When was the Chimnabai Clock Tower completed, and who was it named after?"
 
@@ -61,6 +67,114 @@ def test_subquestions_drop_greetings_and_statements() -> None:
 
 def test_a_query_without_a_question_is_kept_whole() -> None:
     assert split_questions("Tell me about the Raopura Tower") == ["Tell me about the Raopura Tower?"]
+
+
+# ---------------------------------------------------------------- markdown: claims from long-form answers
+
+def test_list_markers_are_not_part_of_a_claim() -> None:
+    text = "- The museum was opened in 1901.\n* It was rebuilt in 1950.\n\u2022 Entry is free for children."
+    assert split_claims(text) == ["The museum was opened in 1901.", "The museum was rebuilt in 1950.",
+                                  "Entry is free for children."]
+
+
+def test_numbered_items_are_claims_without_their_numbers() -> None:
+    text = "1. The Blue route takes 50 minutes.\n2) The Red route takes 35 minutes.\n(3) Both leave hourly."
+    assert split_claims(text) == ["The Blue route takes 50 minutes.", "The Red route takes 35 minutes.",
+                                  "Both leave hourly."]
+    # Before, "1. The Blue ..." split into "1." and the sentence: the bare number was a claim of its own.
+    assert split_sentences(text)[0] == "The Blue route takes 50 minutes."
+
+
+def test_a_bold_lead_in_names_the_subject_of_its_text() -> None:
+    text = ("1. **Parallel corpora**: These are created by aligning texts in two languages.\n"
+            "2. **Data augmentation:** This involves modifying existing text.\n"
+            "3. **Down payment** - Aim to put down at least 20% of the price.\n"
+            "- Tensor Train decomposition: used to compress fully-connected layers.")
+    assert split_claims(text) == [
+        "Parallel corpora are created by aligning texts in two languages.",
+        "Data augmentation involves modifying existing text.",
+        "Down payment: Aim to put down at least 20% of the price.",
+        "Tensor Train decomposition: used to compress fully-connected layers."]
+
+
+def test_a_heading_alone_is_no_claim() -> None:
+    for heading in ("# Ferries", "## The Blue route and its timetable", "**The Blue route and its timetable**",
+                    "**Economic Value**:", "1. **Economic Value**"):
+        assert split_claims(heading) == [] and split_sentences(heading) == [], heading
+    text = "## Timetable\n**Weekday crossings on the Blue route**\nThe Blue route takes 50 minutes."
+    assert split_claims(text) == ["The Blue route takes 50 minutes."]
+    # A bold sentence is no heading.
+    assert split_claims("**The Blue route takes 50 minutes.**") == ["The Blue route takes 50 minutes."]
+
+
+def test_a_lead_in_alone_is_no_claim_and_its_items_complete_it() -> None:
+    lead_in = "Additionally, some pre-training corpora may be constructed using techniques such as:"
+    assert split_claims(lead_in) == [] and split_sentences(lead_in) == []
+    text = f"{lead_in}\n\n1. **Data augmentation**: This involves modifying existing text data."
+    assert split_claims(text) == ["Data augmentation involves modifying existing text data."]
+    assert split_claims("The ferry runs on:\n- Mondays\n- Fridays and Sundays\n\nIt is often late.") == [
+        "The ferry runs on: Mondays.", "The ferry runs on: Fridays and Sundays.", "It is often late."]
+
+
+def test_citation_markers_and_emphasis_are_no_content() -> None:
+    text = ("Pre-training uses unlabeled data [4]. Shadow models are trained[5]. Models can leak data [2][2]. "
+            "Both attacks work [1, 3]. TT compresses dense layers in [1] and convolutional layers in [2].\n"
+            "The **Blue** route takes `50` minutes and __costs__ *little*.\n\nReferences:\n\n"
+            "[1] A. Novikov, D. Podoprikhin. Tensorizing neural networks. In NIPS, 2015.")
+    assert split_claims(text) == [
+        "Pre-training uses unlabeled data.", "Shadow models are trained.", "Models can leak data.",
+        "Both attacks work.", "TT compresses dense layers and convolutional layers.",
+        "The Blue route takes 50 minutes and costs little."]
+    assert not has_content("[4]") and not has_content("[1][2], [3]")
+    assert split_claims("The salt is [EMIM][TfO].") == ["The salt is [EMIM][TfO]."]  # not a citation
+
+
+def test_a_numbered_fragment_is_no_claim_and_no_sentence() -> None:
+    for numbered in ("1. 2. 3.", "1.\n2.\n3.", "1) 2) 3)", "- 1.\n- 2.", "**Steps:**\n1.\n2.\n3."):
+        assert split_claims(numbered) == [] and split_sentences(numbered) == [], numbered
+    assert not has_content("1. 2. 3.") and not has_content("1)\n2)")
+    # One number alone is an answer ("How many halls?"), not a list.
+    assert has_content("42.") and split_sentences("42.") == ["42."] and split_claims("42.") == ["42."]
+    # "Steps: 1. Mix." keeps its words; a stray number between sentences is no sentence.
+    assert split_sentences("Mix the flour. 2. Bake it.") == ["Mix the flour.", "Bake it."]
+
+
+def test_citations_inside_brackets_do_not_split_a_claim() -> None:
+    text = "The method is widely used (Hermann and Blunsom, 2014; Singla et al., 2018). Phang et al. (2019) agree."
+    assert split_claims(text) == ["The method is widely used (Hermann and Blunsom, 2014; Singla et al., 2018).",
+                                  "Phang et al. (2019) agree."]
+
+
+RAGCHECKER = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ragchecker_meta_eval" / \
+    "human_labeled_data.json"
+DEV_DOMAINS = {"kiwi", "clapnq", "novelqa", "robustqa/fiqa", "robustqa/lifestyle"}  # the others are held out
+_HEAD_LINE = re.compile(r"^\s*(?:#.*|(?:[-*]|\d+[.)])?\s*\*\*[^*]+\*\*:?|.*:)\s*$")
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", re.sub(r"^\s*(?:#+|[-*\u2022]|\d+[.)])\s", "", text).lower()))
+
+
+@pytest.mark.skipif(not RAGCHECKER.exists(), reason=f"{RAGCHECKER} is absent (the shared datasets are not here)")
+def test_long_form_ragchecker_answers_give_clean_claims() -> None:
+    records = [r for r in json.loads(RAGCHECKER.read_text()) if r["dataset"] in DEV_DOMAINS]
+    texts = [r[m]["response"] for r in records[::2] for m in ("model1", "model2")] + [r["gt_answer"] for r in records]
+    assert len(texts) > 200
+    for text in texts:
+        heads = {_words(line) for line in text.splitlines() if _HEAD_LINE.match(line)} - {""}
+        for claim in split_claims(text):
+            assert _words(claim) not in heads, (claim, "a heading or lead-in alone")
+            assert not re.match(r"^\W*(?:[-*\u2022#]|\d{1,2}[.)])(?:\s|$)", claim), (claim, "a list marker")
+            assert not re.search(r"\[\d+(?:\s*,\s*\d+)*\]", claim) and "**" not in claim, claim
+            assert has_content(claim) and (len(claim.split()) >= 4 or claim.endswith(".")), (claim, "a fragment")
+    # The kiwi answer of the issue: a numbered bold lead-in gives the claim with its subject.
+    kiwi = next(r["model1"]["response"] for r in records if r["model1"]["response"].startswith(
+        "Pre-training corpora for language models can be constructed in various ways"))
+    claims = split_claims(kiwi)
+    assert claims[0] == ("Domain-specific corpora are created by collecting text data from a specific domain, "
+                         "such as Wikipedia or BookCorpus.")
+    assert "Parallel corpora are created by collecting text data in multiple languages and aligning them to " \
+           "create a parallel corpus." in claims
 
 
 # ---------------------------------------------------------------- checks
