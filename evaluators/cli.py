@@ -332,8 +332,9 @@ def _diagnose(args: argparse.Namespace) -> int:
     rows: list[list[object]] = []
     for record in wide.to_dict("records"):
         scores = {m: queries.wide_score(record, m) for m in THELMA}  # with counts: the quiet diagnosis
-        rows += [[record["item_id"], rule.id, rule.components] for rule in diagnosis.diagnose(scores, args.thresholds)]
-    _write_csv(args.out, ["item_id", "rule", "components"], rows)
+        rows += [[record["item_id"], rule.id, rule.components, rule.origin]
+                 for rule in diagnosis.diagnose(scores, args.thresholds)]
+    _write_csv(args.out, ["item_id", "rule", "components", "origin"], rows)
     print(f"wrote {len(rows)} fired rules for {len(wide)} items to {args.out}")
     return 0
 

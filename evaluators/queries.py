@@ -21,7 +21,7 @@ import pandas as pd
 
 from evaluators import ledger, registry, store
 from evaluators.confidence import DEFAULT_BANDS, LABEL, Band, band_for
-from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, LEVELS, MAX_UNSURE_SHARE, MIN_SCORED, READINGS
+from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, LEVELS, MAX_UNSURE_SHARE, MIN_SCORED, READINGS, RULES
 from evaluators.metrics import aggregate_coverage, aggregate_mean
 from evaluators.records import Score, Status
 from evaluators.store import NOT_FAILED, column, count_column
@@ -336,13 +336,14 @@ def _level_column(metric: str, want: str) -> str:
 
 
 def _rules_cte(thresholds: Mapping[str, float]) -> str:
-    """`base`: the run table `wide` plus one flag per Table-2 rule and the list of rules fired, and the
-    levels the rules read (_RULE_LEVELS, as _level_column()): each level is computed once however many
-    rules read it (spelling out rule_sql() for every rule costs a quarter more at a million items)."""
+    """`base`: the run table `wide` plus one flag per Table-2 rule and the list of rules fired (by their
+    shown names: 'X1 (ours)'), and the levels the rules read (_RULE_LEVELS, as _level_column()): each
+    level is computed once however many rules read it (spelling out rule_sql() for every rule costs a
+    quarter more at a million items)."""
     levels = ", ".join(f"{_level_sql(m, want, thresholds)} AS {_level_column(m, want)}" for m, want in _RULE_LEVELS)
     flags = ", ".join(f"coalesce({' AND '.join(_level_column(m, want) for m, want in conds)}, FALSE) AS \"{r}\""
                       for r, conds in CONDITIONS.items())
-    fired = ", ".join(f"CASE WHEN \"{r}\" THEN '{r}' END" for r in CONDITIONS)
+    fired = ", ".join(f"CASE WHEN \"{r}\" THEN '{RULES[r].name}' END" for r in CONDITIONS)
     return (f"WITH levels AS (SELECT *, {levels} FROM wide), flagged AS (SELECT *, {flags} FROM levels), "
             f"base AS (SELECT *, concat_ws(', ', {fired}) AS rules FROM flagged)")
 

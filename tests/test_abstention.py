@@ -210,7 +210,7 @@ def test_quiet_rules_in_sql_agree_with_python(tmp_path: Path, seed_: int) -> Non
                                     limit=1000)
     fired_sql = dict(zip(frame["item_id"], frame["rules"]))
     for iid, s in truth.items():
-        assert fired_sql[iid] == ", ".join(r.id for r in diagnosis.diagnose(s)), (iid, s)
+        assert fired_sql[iid] == ", ".join(r.name for r in diagnosis.diagnose(s)), (iid, s)
 
 
 def test_band_parsing_refuses_what_it_cannot_read() -> None:
