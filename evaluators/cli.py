@@ -23,7 +23,7 @@ from evaluators import confidence, diagnosis, dryrun, ledger, options, queries, 
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
-from evaluators.vocabulary import THELMA
+from evaluators.vocabulary import REFERENCE, THELMA
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,9 +95,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="send the judge calls from N worker processes (default: 2 from --concurrency "
                          f"{POOL_CONCURRENCY} and {POOL_ITEMS} items on a machine with 2 cores or more, else 1: this "
                          "one); litellm's CPU per call, not the endpoint, limits a large --concurrency on one process")
-    ev.add_argument("--metrics", default=",".join(THELMA),
-                    help=f"comma-separated metric ids (default {','.join(THELMA)}); "
-                         f"also: {','.join(registry.SUITE_METRICS)}")
+    ev.add_argument("--metrics", default=None,
+                    help=f"comma-separated metric ids (default {','.join(THELMA)}, and {','.join(REFERENCE)} "
+                         f"when some item carries a reference); also: {','.join(registry.SUITE_METRICS)}")
     ev.add_argument("--concurrency", type=options.count, default=8,
                     help="max judge calls in flight (adapts down on 429)")
     ev.add_argument("--timeout", type=options.duration, default=60.0, help="seconds per judge call")
@@ -236,9 +236,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     from evaluators.ingest import InputError, load_items
 
     try:
-        metrics = runner.check_metrics(args.metrics.split(","))
+        named = runner.check_metrics(args.metrics.split(",")) if args.metrics is not None else None
         runner.check_chain(args.judge, args.decompose_with)
         items = load_items(args.input, args.format)
+        metrics = named or runner.default_metrics(items)
     except InputError as exc:
         print(exc, file=sys.stderr)  # one line per problem, capped for huge files
         return 2
