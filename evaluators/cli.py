@@ -187,7 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     pick = su.add_mutually_exclusive_group()
     pick.add_argument("--items", help="comma-separated item ids")
     pick.add_argument("--triaged", action="store_true", help="the items with a triage note or a label")
-    pick.add_argument("--rule", help="the items a Table-2 rule fires on, e.g. T2.5")
+    pick.add_argument("--rule", help="the items a Table-2 rule fires on, e.g. T2.5, or our X1")
     pick.add_argument("--filter", metavar="METRIC<VALUE,...",
                       help="the items whose scores meet every condition, e.g. gr<0.8,sqc<0.75 (<, <=, >, >=)")
     su.add_argument("--out", required=True, type=options.output_file, help="JSONL file to write")
