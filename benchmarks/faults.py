@@ -11,7 +11,9 @@ the grounded answer) and one item per fault, each with the ONE Table-2 rule it s
   the answer to its first part; a one-part question loses its direct answer);
 - T2.5 extraneous: context sentences the question does not ask for are added to the answer,
   outnumbering its own sentences;
-- T2.6 sources swapped: the sources are other rows' sources, the answer stays.
+- T2.6 sources swapped: the sources are other rows' sources, the answer stays;
+- X1 (ours, beyond Table 2) invented: the sources stay (retrieval covers the query) and the grounded
+  answer gains made-up sentences whose numbers and names the sources lack.
 
 The variants are built by code, deterministically (seeded per row), with the text helpers of
 benchmarks/agreement.py, never by hand per row, and they borrow text only from rows of the same
@@ -36,7 +38,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -60,9 +62,21 @@ NON_ANSWERS = (
     "I'm sorry, but I could not find the answer to this question in the sources I was given.",
     "The sources do not mention this, so I cannot answer the question.",
 )
-FAULTS = {  # fault name -> the Table-2 rule it should raise
+# What a generator that makes things up adds: filled with a year, a count and a person that the
+# row's sources lack (INVENTED_NAMES are made up for this).
+INVENTED = (
+    "This was confirmed in {year} by an independent review led by {name}.",
+    "About {number} percent of the people involved were surveyed by {name} in {year}.",
+    "{name} has overseen it since {year}, with a yearly budget of {number} million euros.",
+    "An expansion costing {number} million euros is planned for {year}, according to {name}.",
+    "In {year}, {name} counted {number} complaints about it in a single month.",
+    "A study by {name} in {year} found that it cut waiting times by {number} percent.",
+)
+INVENTED_NAMES = ("Ilse Marrowby", "Tomas Quennell", "Aveline Strood", "Kasimir Fellowes", "Odile Brackett",
+                  "Bram Heskith", "Wren Talmadge", "Jorun Pellicott")
+FAULTS = {  # fault name -> the Table-2 rule it should raise (X1 is ours, beyond the paper's table)
     "repeat": "T2.1", "no_source": "T2.2", "extra_sources": "T2.3",
-    "part_dropped": "T2.4", "extraneous": "T2.5", "sources_swapped": "T2.6",
+    "part_dropped": "T2.4", "extraneous": "T2.5", "sources_swapped": "T2.6", "invented": "X1",
 }
 CLEAN = "clean"
 
@@ -129,6 +143,22 @@ def _off_answer(row: Row) -> str | None:
     return extra[0] if extra else None
 
 
+def _invented(row: Row, rng: random.Random) -> list[str]:
+    """Made-up sentences for a row's answer: about half as many as it has (at least 2), each with a
+    year, a count and a name that its sources lack, so none of them can be grounded."""
+    text = "\n".join(row.sources)
+
+    def absent(draw: Callable[[], object]) -> str:
+        value = str(draw())
+        while value in text:  # a number inside a longer one counts as present too: drawn again
+            value = str(draw())
+        return value
+
+    k = min(len(INVENTED), max(2, (len(sentences(row.answer)) + 1) // 2 + 1))
+    return [t.format(year=absent(lambda: rng.randint(1961, 2009)), number=absent(lambda: rng.randint(12, 97)),
+                     name=absent(lambda: rng.choice(INVENTED_NAMES))) for t in rng.sample(INVENTED, k)]
+
+
 def variants(row: Row, others: Sequence[Row], rng: random.Random) -> dict[str, tuple[tuple[str, ...], str]]:
     """{fault: (sources, response)} for one row: clean first, then every fault that can be built.
 
@@ -147,6 +177,7 @@ def variants(row: Row, others: Sequence[Row], rng: random.Random) -> dict[str, t
     if len(added) > len(sentences(row.answer)):  # the extraneous facts must outnumber the answer's
         out["extraneous"] = (row.sources, f"{row.answer} {' '.join(added)}")
     out["sources_swapped"] = (swapped, row.answer)
+    out["invented"] = (row.sources, f"{row.answer} {' '.join(_invented(row, rng))}")
     return out
 
 

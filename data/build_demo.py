@@ -93,7 +93,8 @@ def summary(counts: dict[str, Counter[str]]) -> str:
     """A table: one row per rule (then items lacking a score, then items), one column per run."""
     runs = list(counts)
     width = max(len(r) for r in runs) + 2
-    notes = {**{rid: f"{r.pattern} -> {r.components}" for rid, r in RULES.items()},
+    notes = {**{rid: f"{r.pattern} -> {r.components}" + (" (ours, not THELMA's)" if r.ours else "")
+                for rid, r in RULES.items()},
              "missing": "items lacking a score on some metric", "items": ""}
     lines = ["rule".ljust(8) + "".join(r.rjust(width) for r in runs)]
     for key, note in notes.items():

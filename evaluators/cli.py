@@ -23,7 +23,7 @@ from evaluators import confidence, diagnosis, dryrun, ledger, options, queries, 
 from evaluators.grammar import cli as grammar_cli
 from evaluators.masking import mask_secrets
 from evaluators.metrics import SD_THRESHOLD
-from evaluators.vocabulary import THELMA
+from evaluators.vocabulary import REFERENCE, THELMA
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,9 +95,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="send the judge calls from N worker processes (default: 2 from --concurrency "
                          f"{POOL_CONCURRENCY} and {POOL_ITEMS} items on a machine with 2 cores or more, else 1: this "
                          "one); litellm's CPU per call, not the endpoint, limits a large --concurrency on one process")
-    ev.add_argument("--metrics", default=",".join(THELMA),
-                    help=f"comma-separated metric ids (default {','.join(THELMA)}); "
-                         f"also: {','.join(registry.SUITE_METRICS)}")
+    ev.add_argument("--metrics", default=None,
+                    help=f"comma-separated metric ids (default {','.join(THELMA)}, and {','.join(REFERENCE)} "
+                         f"when some item carries a reference); also: {','.join(registry.SUITE_METRICS)}")
     ev.add_argument("--concurrency", type=options.count, default=8,
                     help="max judge calls in flight (adapts down on 429)")
     ev.add_argument("--timeout", type=options.duration, default=60.0, help="seconds per judge call")
@@ -187,7 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     pick = su.add_mutually_exclusive_group()
     pick.add_argument("--items", help="comma-separated item ids")
     pick.add_argument("--triaged", action="store_true", help="the items with a triage note or a label")
-    pick.add_argument("--rule", help="the items a Table-2 rule fires on, e.g. T2.5")
+    pick.add_argument("--rule", help="the items a Table-2 rule fires on, e.g. T2.5, or our X1")
     pick.add_argument("--filter", metavar="METRIC<VALUE,...",
                       help="the items whose scores meet every condition, e.g. gr<0.8,sqc<0.75 (<, <=, >, >=)")
     su.add_argument("--out", required=True, type=options.output_file, help="JSONL file to write")
@@ -236,9 +236,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     from evaluators.ingest import InputError, load_items
 
     try:
-        metrics = runner.check_metrics(args.metrics.split(","))
+        named = runner.check_metrics(args.metrics.split(",")) if args.metrics is not None else None
         runner.check_chain(args.judge, args.decompose_with)
         items = load_items(args.input, args.format)
+        metrics = named or runner.default_metrics(items)
     except InputError as exc:
         print(exc, file=sys.stderr)  # one line per problem, capped for huge files
         return 2
@@ -332,8 +333,9 @@ def _diagnose(args: argparse.Namespace) -> int:
     rows: list[list[object]] = []
     for record in wide.to_dict("records"):
         scores = {m: queries.wide_score(record, m) for m in THELMA}  # with counts: the quiet diagnosis
-        rows += [[record["item_id"], rule.id, rule.components] for rule in diagnosis.diagnose(scores, args.thresholds)]
-    _write_csv(args.out, ["item_id", "rule", "components"], rows)
+        rows += [[record["item_id"], rule.id, rule.components, rule.origin]
+                 for rule in diagnosis.diagnose(scores, args.thresholds)]
+    _write_csv(args.out, ["item_id", "rule", "components", "origin"], rows)
     print(f"wrote {len(rows)} fired rules for {len(wide)} items to {args.out}")
     return 0
 

@@ -1,5 +1,9 @@
 """THELMA Table 2: which component to fix, as pure rules over one item's scores.
 
+Beside the paper's six rules (T2.1-T2.6) there is one of ours, X1, marked `ours` wherever it is shown:
+SQC high, GR low names a generator that makes things up while retrieval covers the query, a case
+Table 2 has no row for.
+
 A metric is "low" when its score is below the metric's threshold and "high" when it is at or
 above it; a metric that was not scored, or not decided from enough confident verdicts (`decided`),
 is neither, so a rule that needs it does not fire: the diagnosis stays quiet where the judge is unsure.
@@ -25,12 +29,23 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of Table 2."""
+    """One row of Table 2, or a rule of ours beyond it (`ours`)."""
 
     id: str
     pattern: str
     meaning: str
     components: str
+    ours: bool = False
+
+    @property
+    def name(self) -> str:
+        """The id as every view shows it: 'T2.2', or 'X1 (ours)' for a rule that is not THELMA's."""
+        return f"{self.id} (ours)" if self.ours else self.id
+
+    @property
+    def origin(self) -> str:
+        """Where the rule comes from: THELMA's Table 2, or ours."""
+        return "ours, beyond THELMA's Table 2" if self.ours else "THELMA Table 2"
 
 
 RULES: dict[str, Rule] = {r.id: r for r in [
@@ -40,6 +55,10 @@ RULES: dict[str, Rule] = {r.id: r for r in [
     Rule("T2.4", "RQC low, SQC high", "the answer is in the sources but not used", "Prompt or Generator"),
     Rule("T2.5", "RP low, SP1 high", "extraneous answer content while the sources are essential", "Prompt or Source chunking"),
     Rule("T2.6", "SQC low, RQC high, GR low", "the generator answers what the sources do not cover", "Prompt"),
+    # Ours: the paper has no row for a generator that invents while retrieval is fine. It needs SQC
+    # high, so it never fires with T2.6 (SQC low).
+    Rule("X1", "SQC high, GR low", "the generator adds claims the sources do not back, though retrieval covers "
+         "the query", "Generator", ours=True),
 ]}
 
 # Each rule as (metric, "low" | "high") conditions that must all hold; a condition may name a
@@ -51,6 +70,7 @@ CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "T2.4": (("rqc", "low"), ("sqc", "high")),
     "T2.5": (("rp", "low"), ("sp1", "high")),
     "T2.6": (("sqc", "low"), ("rqc", "high"), ("gr", "low")),
+    "X1": (("sqc", "high"), ("gr", "low")),
 }
 
 

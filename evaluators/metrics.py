@@ -385,16 +385,22 @@ def _knowledge(item: Item) -> str:
     return "\n\n".join(item.sources)
 
 
+async def judge_support(work: ItemWork, metric: str, kind: str, claims: Sequence[Component], knowledge: str,
+                        target: str) -> list[Verdict]:
+    """B.4 for each claim against one knowledge text: GR's sources, or the reference metrics' reference
+    or response (the prompt's knowledge source is whatever text the claims are checked against)."""
+    return await work.judge_each(
+        metric, kind, range(len(claims)), target,
+        lambda i: work.judge.ask("groundedness", sources=knowledge, claim=claims[i].text),
+        lambda ix: work.judge.ask("groundedness_batch", sources=knowledge, claims=[claims[i].text for i in ix]))
+
+
 async def match_gr(work: ItemWork) -> list[Verdict]:
     """GR: is each claim of the response supported by the whole source set (B.4)?"""
     claims = await work.claims()
     if not isinstance(claims, list):
         return work.decompose_failure("gr", CLAIM, claims)
-    kb = _knowledge(work.item)
-    return await work.judge_each(
-        "gr", CLAIM, range(len(claims)), "sources",
-        lambda i: work.judge.ask("groundedness", sources=kb, claim=claims[i].text),
-        lambda ix: work.judge.ask("groundedness_batch", sources=kb, claims=[claims[i].text for i in ix]))
+    return await judge_support(work, "gr", CLAIM, claims, _knowledge(work.item), "sources")
 
 
 async def match_sqc(work: ItemWork) -> list[Verdict]:

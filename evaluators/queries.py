@@ -21,17 +21,19 @@ import pandas as pd
 
 from evaluators import ledger, registry, store
 from evaluators.confidence import DEFAULT_BANDS, LABEL, Band, band_for
-from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, LEVELS, MAX_UNSURE_SHARE, MIN_SCORED, READINGS
+from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, LEVELS, MAX_UNSURE_SHARE, MIN_SCORED, READINGS, RULES
 from evaluators.metrics import aggregate_coverage, aggregate_mean
 from evaluators.records import Score, Status
 from evaluators.store import NOT_FAILED, column, count_column
+from evaluators.suites import reference
 from evaluators.vocabulary import THELMA, order_metrics
 
 _DEFAULT_THRESHOLD = 0.5
-# How scores_sql() recomputes a metric at another band: the mean of its verdicts, or SQC's coverage
-# (folded per sub-question); any other aggregate keeps its stored score.
+# How scores_sql() recomputes a metric at another band: the mean of its verdicts, SQC's coverage
+# (folded per sub-question) or the F1 of two means (ref_f1); any other aggregate keeps its stored score.
 MEAN_METRICS = tuple(m for m, spec in registry.METRICS.items() if spec.aggregate is aggregate_mean)
 COVERAGE_METRICS = tuple(m for m, spec in registry.METRICS.items() if spec.aggregate is aggregate_coverage)
+F1_METRICS = tuple(m for m, spec in registry.METRICS.items() if spec.aggregate is reference.aggregate_f1)
 _SQL_OPERATORS = {operator.lt: "<", operator.ge: ">="}
 RunTable = pd.DataFrame | store.StoredRun  # a run table: stored in the file, or recomputed in memory
 
@@ -60,21 +62,31 @@ def scores_sql(band: Band | None = None, corrected: bool = False) -> str:
     table's columns: metrics.aggregate() in one generated SQL (tests/test_queries.py holds them equal).
 
     None reads the stored table, which the runner wrote at the default bands. Metrics whose aggregate
-    is a mean or SQC's coverage are recomputed; any other (a rank-weighted precision, a metric this
-    version does not know) keeps its stored score. Unsure verdicts are left out like failures; a
-    score with nothing scored reads `unsure` when any verdict was unsure, else its most common failure.
+    is a mean, SQC's coverage or ref_f1's F1 are recomputed; any other (a rank-weighted precision, a
+    metric this version does not know) keeps its stored score. Unsure verdicts are left out like
+    failures; a score with nothing scored reads `unsure` when any verdict was unsure, else its most
+    common failure (an F1: as reference.aggregate_f1 reads its two sides).
     `corrected`: every verdict of a component people corrected (the latest label) takes their value
     as a decided verdict (labelling.corrected_verdicts in Python); the raw scores never change.
     """
     if band is None and not corrected:
         return "scores"
-    mean, cover = list(MEAN_METRICS), list(COVERAGE_METRICS)
+    mean, cover, f1 = list(MEAN_METRICS), list(COVERAGE_METRICS), list(F1_METRICS)
     failure = "first(state ORDER BY n DESC, state) FILTER (WHERE state NOT IN ('ok', 'unsure'))"
-    judged = f"""SELECT item_id, metric, component_idx, value,
+    # A mean's columns from per-state counts: value, n_scored, n_total, n_unsure and status.
+    mean_of = f"""sum(total) FILTER (WHERE state = 'ok') / sum(n) FILTER (WHERE state = 'ok') AS value,
+                  coalesce(sum(n) FILTER (WHERE state = 'ok'), 0) AS n_scored, sum(n) AS n_total,
+                  coalesce(sum(n) FILTER (WHERE state = 'unsure'), 0) AS n_unsure,
+                  CASE WHEN sum(n) FILTER (WHERE state = 'ok') > 0 THEN 'ok'
+                       WHEN sum(n) FILTER (WHERE state = 'unsure') > 0 THEN 'unsure'
+                       ELSE coalesce({failure}, 'empty') END AS status"""
+    recall_kinds = ", ".join(f"'{k}'" for k in reference.RECALL_KINDS)
+    judged = f"""SELECT item_id, metric, component_kind, component_idx, value,
                    CASE WHEN status <> 'ok' THEN status WHEN {unsure_sql(band)} THEN 'unsure' ELSE 'ok' END AS state
-            FROM verdicts WHERE run_id = $run AND metric IN {_names(mean + cover)}"""
+            FROM verdicts WHERE run_id = $run AND metric IN {_names(mean + cover + f1)}"""
     if corrected:
-        judged = f"""SELECT j.item_id, j.metric, j.component_idx, coalesce(c.label::DOUBLE, j.value) AS value,
+        judged = f"""SELECT j.item_id, j.metric, j.component_kind, j.component_idx,
+                   coalesce(c.label::DOUBLE, j.value) AS value,
                    CASE WHEN c.label IS NOT NULL THEN 'ok' ELSE j.state END AS state
             FROM ({judged}) j LEFT JOIN (
                 SELECT item_id, metric, component_idx, arg_max(label, created_at) AS label FROM labels
@@ -92,17 +104,30 @@ def scores_sql(band: Band | None = None, corrected: bool = False) -> str:
         units AS (SELECT item_id, metric, value, state FROM v WHERE metric IN {_names(mean)}
                   UNION ALL SELECT item_id, metric, value, state FROM folded),
         per_metric AS (SELECT item_id, metric, state, count(*) AS n, sum(value) AS total FROM units GROUP BY ALL),
-        banded AS (SELECT item_id, metric,
-                          sum(total) FILTER (WHERE state = 'ok') / sum(n) FILTER (WHERE state = 'ok') AS value,
-                          coalesce(sum(n) FILTER (WHERE state = 'ok'), 0) AS n_scored, sum(n) AS n_total,
-                          coalesce(sum(n) FILTER (WHERE state = 'unsure'), 0) AS n_unsure, {failure} AS failure
-                   FROM per_metric GROUP BY item_id, metric)
+        means AS (SELECT item_id, metric, {mean_of} FROM per_metric GROUP BY item_id, metric),
+        -- ref_f1: a mean per side (the reference's claims, or the response's), then their F1; a side
+        -- without a value leaves none, with its status (unsure first, then precision's)
+        sides AS (SELECT item_id, metric, CASE WHEN component_kind IN ({recall_kinds}) THEN 'r' ELSE 'p' END AS side,
+                         state, count(*) AS n, sum(value) AS total FROM v WHERE metric IN {_names(f1)} GROUP BY ALL),
+        side_means AS (SELECT item_id, metric, side, {mean_of} FROM sides GROUP BY item_id, metric, side),
+        pr AS (SELECT item_id, metric, any_value(value) FILTER (WHERE side = 'p') AS p,
+                      any_value(value) FILTER (WHERE side = 'r') AS r,
+                      coalesce(any_value(status) FILTER (WHERE side = 'p'), 'empty') AS p_status,
+                      coalesce(any_value(status) FILTER (WHERE side = 'r'), 'empty') AS r_status,
+                      sum(n_scored) AS n_scored, sum(n_total) AS n_total, sum(n_unsure) AS n_unsure
+               FROM side_means GROUP BY item_id, metric),
+        f1s AS (SELECT item_id, metric, CASE WHEN p + r = 0 THEN 0.0 ELSE 2 * p * r / (p + r) END AS value,
+                       n_scored, n_total, n_unsure,
+                       CASE WHEN p IS NOT NULL AND r IS NOT NULL THEN 'ok'
+                            WHEN (p IS NULL AND p_status = 'unsure') OR (r IS NULL AND r_status = 'unsure') THEN 'unsure'
+                            WHEN p IS NULL THEN p_status ELSE r_status END AS status FROM pr),
+        banded AS (SELECT item_id, metric, value, n_scored, n_total, n_unsure, status FROM means
+                   UNION ALL SELECT item_id, metric, value, n_scored, n_total, n_unsure, status FROM f1s)
         SELECT s.run_id, s.item_id, s.metric,
-               CASE WHEN b.metric IS NULL THEN s.value WHEN b.n_scored > 0 THEN b.value END AS value,
+               CASE WHEN b.metric IS NULL THEN s.value ELSE b.value END AS value,
                CASE WHEN b.metric IS NULL THEN s.n_scored ELSE b.n_scored END::INTEGER AS n_scored,
                CASE WHEN b.metric IS NULL THEN s.n_total ELSE b.n_total END::INTEGER AS n_total,
-               CASE WHEN b.metric IS NULL THEN s.status WHEN b.n_scored > 0 THEN 'ok'
-                    WHEN b.n_unsure > 0 THEN 'unsure' ELSE coalesce(b.failure, 'empty') END AS status,
+               CASE WHEN b.metric IS NULL THEN s.status ELSE b.status END AS status,
                CASE WHEN b.metric IS NULL THEN coalesce(s.n_unsure, 0) ELSE b.n_unsure END::INTEGER AS n_unsure
         FROM scores s LEFT JOIN banded b ON b.item_id = s.item_id AND b.metric = s.metric
         WHERE s.run_id = $run) AS banded_scores"""
@@ -336,13 +361,14 @@ def _level_column(metric: str, want: str) -> str:
 
 
 def _rules_cte(thresholds: Mapping[str, float]) -> str:
-    """`base`: the run table `wide` plus one flag per Table-2 rule and the list of rules fired, and the
-    levels the rules read (_RULE_LEVELS, as _level_column()): each level is computed once however many
-    rules read it (spelling out rule_sql() for every rule costs a quarter more at a million items)."""
+    """`base`: the run table `wide` plus one flag per Table-2 rule and the list of rules fired (by their
+    shown names: 'X1 (ours)'), and the levels the rules read (_RULE_LEVELS, as _level_column()): each
+    level is computed once however many rules read it (spelling out rule_sql() for every rule costs a
+    quarter more at a million items)."""
     levels = ", ".join(f"{_level_sql(m, want, thresholds)} AS {_level_column(m, want)}" for m, want in _RULE_LEVELS)
     flags = ", ".join(f"coalesce({' AND '.join(_level_column(m, want) for m, want in conds)}, FALSE) AS \"{r}\""
                       for r, conds in CONDITIONS.items())
-    fired = ", ".join(f"CASE WHEN \"{r}\" THEN '{r}' END" for r in CONDITIONS)
+    fired = ", ".join(f"CASE WHEN \"{r}\" THEN '{RULES[r].name}' END" for r in CONDITIONS)
     return (f"WITH levels AS (SELECT *, {levels} FROM wide), flagged AS (SELECT *, {flags} FROM levels), "
             f"base AS (SELECT *, concat_ws(', ', {fired}) AS rules FROM flagged)")
 

@@ -1,6 +1,7 @@
 """The engine's one registry: plain tables read by the judges and the runner.
 
-- METRICS: every metric by id, THELMA's seven first (in the paper's order), then the other suites;
+- METRICS: every metric by id, THELMA's seven first (in the paper's order), then our reference-based
+  ones, then the other suites;
 - PARSERS: the reply parser of every prompt file in prompts/, for the LLM judge;
 - OFFLINE_ANSWERS: the offline judge's answer to each prompt it can answer;
 - BATCH_ELEMENTS and EVALUATED_TEXTS: which variables the offline judge checks it can read;
@@ -18,7 +19,7 @@ from evaluators import evidence, metrics, prompts
 from evaluators.grammar import pipeline, robustness
 from evaluators.metrics import Metric
 from evaluators.records import Answer
-from evaluators.suites import deepeval, nvidia, ragas
+from evaluators.suites import deepeval, nvidia, ragas, reference
 
 THELMA_METRICS: dict[str, Metric] = {
     "sp1": metrics.SP1,
@@ -28,6 +29,13 @@ THELMA_METRICS: dict[str, Metric] = {
     "rqc": metrics.RQC,
     "sd": metrics.SD,
     "gr": metrics.GR,
+}
+
+# Ours, for items that carry a golden answer: THELMA's steps against the reference.
+REFERENCE_METRICS: dict[str, Metric] = {
+    reference.PRECISION: reference.REF_PRECISION,
+    reference.RECALL: reference.REF_RECALL,
+    reference.F1: reference.REF_F1,
 }
 
 SUITE_METRICS: dict[str, Metric] = {
@@ -47,7 +55,7 @@ SUITE_METRICS: dict[str, Metric] = {
     "de_geval": deepeval.GEVAL,
 }
 
-METRICS: dict[str, Metric] = {**THELMA_METRICS, **SUITE_METRICS}
+METRICS: dict[str, Metric] = {**THELMA_METRICS, **REFERENCE_METRICS, **SUITE_METRICS}
 
 # The prompts the suites' metrics ask (their hashes go on a run like THELMA's).
 SUITE_PROMPTS: frozenset[str] = frozenset(p for metric in SUITE_METRICS.values() for p in metric.prompts)

@@ -27,7 +27,7 @@ from evaluators.confidence import DEFAULT_BANDS, band_for
 from evaluators.judge import RATE_LIMIT_PATIENCE, CallStats, ClientPool, JudgeFatal, LLMJudge
 from evaluators.masking import mask_secrets
 from evaluators.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
-from evaluators.vocabulary import THELMA
+from evaluators.vocabulary import REFERENCE, THELMA
 
 OFFLINE = "offline"
 LOCAL = "local"
@@ -46,6 +46,13 @@ def check_metrics(names: Iterable[str]) -> list[str]:
     if not names:
         raise ValueError("no metrics selected")
     return list(dict.fromkeys(names))
+
+
+def default_metrics(items: Sequence[Item]) -> list[str]:
+    """The metrics a run computes when none are named: THELMA's seven, and the reference-based ones
+    when some item carries a reference (an owner with golden answers expects them; the others stay
+    not_applicable). A file without references gets exactly THELMA's, as before they existed."""
+    return [*THELMA, *(REFERENCE if any(item.reference for item in items) else ())]
 
 
 @dataclass

@@ -62,7 +62,7 @@ SAVE_DEADLINE_S = 5.0  # how long a triage save retries a locked file before say
 COMPONENTS = ("Retriever", "Source text", "Source chunking", "Prompt", "Generator", "Judge", "Other")
 # Quadrant scatters of Table 2: (x, y) metric pairs and the rules they show.
 RULE_PAIRS = (("sqc", "rqc", "T2.2, T2.4"), ("sp1", "sqc", "T2.3"), ("rp", "sd", "T2.1"),
-              ("sp1", "rp", "T2.5"), ("sqc", "gr", "T2.6"))
+              ("sp1", "rp", "T2.5"), ("sqc", "gr", "T2.6, X1 (ours)"))
 OK, GOOD, BAD, FAIL = "ok", "#c8ecd0", "#f8d0d0", "#e6e6e6"
 # An unsure verdict is neither green nor red: the dashboard stays quiet where the judge is unsure.
 UNSURE, UNSURE_COLOUR = Status.UNSURE.value, "#fdf1c7"
@@ -668,7 +668,7 @@ def rules_table(scores: Mapping[str, Score], th: Mapping[str, float]) -> tuple[l
         return "; ".join(f"{c.metric.upper()} {c.level} {c.score.value:.2f} "
                          f"({score_counts(c.score.n_scored, c.score.n_total, c.score.n_unsure)})"
                          for c in f.conditions)
-    return found, pd.DataFrame([{"rule": f.rule.id, "pattern": f.rule.pattern, "meaning": f.rule.meaning,
+    return found, pd.DataFrame([{"rule": f.rule.name, "pattern": f.rule.pattern, "meaning": f.rule.meaning,
                                  "fix": f.rule.components, "scores": behind(f)} for f in found],
                                columns=["rule", "pattern", "meaning", "fix", "scores"])
 
@@ -682,8 +682,8 @@ def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
 
 
 def rule_label(rule_id: str) -> str:
-    """'T2.2 · SQC low, RQC low'."""
-    return f"{rule_id} · {RULES[rule_id].pattern}"
+    """'T2.2 · SQC low, RQC low'; a rule of ours says so: 'X1 (ours) · SQC high, GR low'."""
+    return f"{RULES[rule_id].name} · {RULES[rule_id].pattern}"
 
 
 def highlight(text: str, marks: Sequence[tuple[str, str, str]]) -> tuple[str, list[int]]:

@@ -9,6 +9,8 @@ from typing import Iterable
 
 # THELMA's seven reference-free metrics, in the paper's order.
 THELMA: tuple[str, ...] = ("sp1", "sp2", "sqc", "rp", "rqc", "sd", "gr")
+# Ours, reference-based: listed right after THELMA's, where an item carries a golden answer.
+REFERENCE: tuple[str, ...] = ("ref_precision", "ref_recall", "ref_f1")
 
 DISPLAY_NAMES: dict[str, str] = {
     "sp1": "SP1 source precision (chunks)",
@@ -18,6 +20,9 @@ DISPLAY_NAMES: dict[str, str] = {
     "rqc": "RQC response query coverage",
     "sd": "SD self-distinctness",
     "gr": "GR groundedness",
+    "ref_precision": "Reference precision: response claims the reference supports (ours)",
+    "ref_recall": "Reference recall: reference claims the response supports (ours)",
+    "ref_f1": "Reference F1 of precision and recall (ours)",
     "ragas_faithfulness": "RAGAS faithfulness",
     "ragas_answer_relevance": "RAGAS answer relevance",
     "ragas_context_relevance": "RAGAS context relevance",
@@ -44,6 +49,8 @@ def display_name(metric: str) -> str:
 
 
 def order_metrics(names: Iterable[str]) -> list[str]:
-    """THELMA's metrics first in the paper's order, then any others alphabetically."""
+    """THELMA's metrics first in the paper's order, then the reference-based ones, then any others
+    alphabetically."""
     wanted = set(names)
-    return [m for m in THELMA if m in wanted] + sorted(wanted - set(THELMA))
+    first = THELMA + REFERENCE
+    return [m for m in first if m in wanted] + sorted(wanted - set(first))

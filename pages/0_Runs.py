@@ -19,9 +19,14 @@ metric is the share of 1s, from 0 to 1, higher is better.
 - **SD** self-distinctness: 1 minus the share of response sentences that repeat another one.
 - **GR** groundedness: the share of the response's claims the sources support.
 
+Where items carry a reference (golden) answer, three metrics of ours compare the response with it:
+**REF_PRECISION** (the response's claims the reference supports), **REF_RECALL** (the reference's claims the
+response supports) and **REF_F1** (their harmonic mean); items without a reference are not counted.
+
 **Table 2** (the Diagnosis page) reads pairs of these: for example low SQC with low RQC means the sources
 lack the answer (fix the retriever or the source text), high SQC with low RQC means the answer was there
-but not used (fix the prompt or the generator). Each rule names the component to fix.
+but not used (fix the prompt or the generator). Each rule names the component to fix. One rule is ours, not
+the paper's: **X1** (high SQC, low GR) names a generator that makes things up while retrieval covers the query.
 
 **Unsure**: a verdict whose probability lies inside the uncertainty band (sidebar) is neither 1 nor 0; it is
 left out of the score like a judge failure and counted apart, so read every mean with its "n scored of N"."""

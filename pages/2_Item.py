@@ -14,6 +14,7 @@ import streamlit as st
 
 from evaluators import access, queries, ui
 from evaluators.records import Label
+from evaluators.suites.reference import REFERENCE_CLAIM
 from evaluators.vocabulary import THELMA, display_name
 
 path = ui.page("Item")
@@ -87,6 +88,9 @@ def judged_on(shown: list[ui.Record], metrics: tuple[str, ...]) -> list[ui.Recor
 
 
 subquestions, claims, sentences = kind("subquestion"), kind("claim"), kind("sentence")
+reference_claims = kind(REFERENCE_CLAIM)
+# Claims are also checked against the reference where the run has the reference-based metrics.
+claim_metrics = ["rp", "gr", *(m for m in ("ref_precision",) if m in metric_ids)]
 facts_of: dict[int, list[ui.Record]] = {}
 for fact in kind("source_fact"):
     facts_of.setdefault(fact["parent"], []).append(fact)
@@ -169,8 +173,17 @@ if tab_r.open:
                    f"unsupported, grey failed); hover for RP and GR. {len(missing)} claim(s) are paraphrased and "
                    "appear only in the table.")
         if page_c:
-            st.dataframe(ui.component_table(page_c, judged, ["rp", "gr"]), hide_index=True, key="claims_table",
+            st.dataframe(ui.component_table(page_c, judged, claim_metrics), hide_index=True, key="claims_table",
                          width="stretch")
+        if item["reference"]:  # the owner's golden answer: its claims, each checked against the response
+            st.markdown("**Reference** (golden answer): its claims highlighted by REF_RECALL, whether the response "
+                        "supports them")
+            lo, hi = ui.pager("Reference claims", "refc_page", len(reference_claims), ui.ITEM_PAGE)
+            page_rc = reference_claims[lo:hi]
+            ui.text_block(ui.highlight(item["reference"], ui.marks_for(page_rc, judged, ["ref_recall"]))[0])
+            if page_rc:
+                st.dataframe(ui.component_table(page_rc, judged, ["ref_recall"]), hide_index=True,
+                             key="reference_claims_table", width="stretch")
         lo, hi = ui.pager("Sentences", "sent_page", len(sentences), ui.ITEM_PAGE)
         page_sd = sentences[lo:hi]
         if page_sd:
@@ -183,7 +196,7 @@ if tab_r.open:
         lo, hi = ui.pager("Judge exchanges", "rx_page", len(exchanges_r), ui.ITEM_PAGE)
         exchanges_r = exchanges_r[lo:hi]
         slot_rx = st.container()
-        lo, hi = ui.pager("Other suites' verdicts", "other_page", len(others), ui.ITEM_PAGE)
+        lo, hi = ui.pager("Reference-based and other suites' verdicts", "other_page", len(others), ui.ITEM_PAGE)
         exchanges_o = others[lo:hi]
         calls = calls_for(exchanges_r, exchanges_o)
         with slot_rx:

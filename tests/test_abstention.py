@@ -78,6 +78,7 @@ def test_sqc_folding_a_confident_one_covers_an_unsure_one_does_not() -> None:
 # ---------------------------------------------------------------- SQL agrees with Python at any band
 
 KINDS = [CALIBRATED, LOGPROB, LABEL, None]
+METRIC_IDS = ["sp1", "sqc", "rqc", "gr", "nv_groundedness", "ref_precision", "ref_f1"]
 FAILS = [Status.TIMEOUT, Status.UNPARSED, Status.ERROR, Status.EMPTY]
 
 
@@ -86,6 +87,8 @@ def _random_verdicts(rng: random.Random, item_id: str, metric: str) -> list[Verd
     kind_of_item = "subquestion" if metric in ("sqc", "rqc") else "claim"
     targets = ["source:0", "source:1", "sources"] if metric == "sqc" else ["sources"]
     for idx in range(rng.randint(0, 4)):
+        if metric == "ref_f1":  # two sides: the response's claims and the reference's
+            kind_of_item = rng.choice(["claim", "reference_claim"])
         for target in targets:
             if rng.random() < 0.15:
                 status, value, p, kind = rng.choice(FAILS), None, None, None
@@ -111,7 +114,7 @@ def verdict_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     rng = random.Random(10)
     path = tmp_path_factory.mktemp("band") / "band.duckdb"
     store.start_run(path, Run("r", "offline", {}, {}), 150)
-    metric_ids = ["sp1", "sqc", "rqc", "gr", "nv_groundedness"]
+    metric_ids = METRIC_IDS
     per_item: dict[str, list[Verdict]] = {}
     items, verdicts, scores = [], [], []
     for n in range(150):
@@ -133,7 +136,7 @@ def test_sql_scores_at_a_band_agree_with_python(verdict_db, seed_: int) -> None:
                                                                 rng.choice([0.7, 0.8, 0.5 + rng.random() / 2]))
     sql = store.query(path, f"SELECT * FROM {queries.scores_sql(band)} WHERE run_id = $run", {"run": "r"})
     got = {(r.item_id, r.metric): r for r in sql.itertuples()}
-    specs = {m: registry.METRICS[m] for m in ["sp1", "sqc", "rqc", "gr", "nv_groundedness"]}
+    specs = {m: registry.METRICS[m] for m in METRIC_IDS}
     for iid, verdicts in per_item.items():
         for m, want in rescore(iid, verdicts, specs, band).items():
             row = got[(iid, m)]
@@ -210,7 +213,7 @@ def test_quiet_rules_in_sql_agree_with_python(tmp_path: Path, seed_: int) -> Non
                                     limit=1000)
     fired_sql = dict(zip(frame["item_id"], frame["rules"]))
     for iid, s in truth.items():
-        assert fired_sql[iid] == ", ".join(r.id for r in diagnosis.diagnose(s)), (iid, s)
+        assert fired_sql[iid] == ", ".join(r.name for r in diagnosis.diagnose(s)), (iid, s)
 
 
 def test_band_parsing_refuses_what_it_cannot_read() -> None:

@@ -35,7 +35,7 @@ JUDGE = "openai/test-judge"
 JUDGED = "sp1,sp2,sqc,rp,rqc,gr"
 THELMA = ["sp1", "sp2", "sqc", "rp", "rqc", "sd", "gr"]
 SD_DEFAULT = 0.78  # --sd-threshold's default
-TABLE2_RULES = {"T2.1", "T2.2", "T2.3", "T2.4", "T2.5", "T2.6"}
+TABLE2_RULES = {"T2.1", "T2.2", "T2.3", "T2.4", "T2.5", "T2.6", "X1"}
 
 # The Makefile's offline environment, plus the key litellm's openai provider wants (any value).
 ENV = {
@@ -208,12 +208,13 @@ def test_diagnose_writes_the_fired_table2_rules(scripted: Scripted, tmp_path: Pa
     assert result.stdout.strip() == f"wrote {len(fired)} fired rules for {len(ITEMS)} items to {out}"
     assert {r["rule"] for r in fired} <= TABLE2_RULES and all(r["components"] for r in fired)
     # Neither the sources nor the response touch the Peru query: bad retrieval (T2.2).
-    assert {"item_id": "peru", "rule": "T2.2", "components": "Retriever or Source text"} in fired
+    assert {"item_id": "peru", "rule": "T2.2", "components": "Retriever or Source text",
+            "origin": "THELMA Table 2"} in fired
     # With every threshold at 0 no score is low, so no rule fires.
     result = cli("diagnose", "--db", str(scripted.db), "--run", "batched", "--out", str(out),
                  "--thresholds", ",".join(f"{m}=0" for m in THELMA))
     assert result.returncode == 0, result.stderr
-    assert out.read_text(encoding="utf-8").splitlines() == ["item_id,rule,components"]
+    assert out.read_text(encoding="utf-8").splitlines() == ["item_id,rule,components,origin"]
 
 
 def test_export_to_a_missing_directory_is_a_one_line_error(scripted: Scripted, tmp_path: Path) -> None:
@@ -580,7 +581,7 @@ def test_export_and_diagnose_files(tmp_path: Path, openai_server: OpenAIServer, 
     assert main(["diagnose", "--db", str(db), "--run", "r", "--out", str(tmp_path / "d.csv"),
                  "--thresholds", "gr=1.0"]) == 0
     header = open(tmp_path / "d.csv").readline().strip()
-    assert header == "item_id,rule,components"
+    assert header == "item_id,rule,components,origin"
 
 
 def test_bad_input_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -96,6 +96,7 @@ def test_every_table2_rule_fires_where_the_pipelines_differ(demo: tuple[Path, di
     # Each defect shows up in the run that has it, more than in the good run.
     assert weak["T2.2"] > better["T2.2"] and weak["T2.3"] > better["T2.3"] and weak["T2.6"] > better["T2.6"]
     assert verbose["T2.1"] > better["T2.1"] and verbose["T2.5"] > better["T2.5"] and verbose["T2.4"] > better["T2.4"]
+    assert verbose["X1"] > better["X1"]  # ours: the generator that embellishes
 
 
 def test_rebuild_of_a_finished_demo_does_nothing(demo: tuple[Path, dict]) -> None:

@@ -1,4 +1,5 @@
-"""benchmarks/faults.py's row subsets and its cost line (the offline judge, into a real DuckDB file)."""
+"""benchmarks/faults.py's row subsets, its fault for every rule (our X1 included) and its cost line (the
+offline judge, into a real DuckDB file)."""
 from __future__ import annotations
 
 import re
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import faults
+from evaluators.diagnosis import RULES
 
 
 def test_rows_parse_ranges_and_refuse_anything_else() -> None:
@@ -30,6 +32,21 @@ def test_a_row_subset_keeps_each_kept_row_s_items_as_the_whole_split_builds_them
     assert not faults.splits({3}, demo=0)["held-out"]
 
 
+def test_every_rule_has_a_fault_and_x1_s_invents_what_the_sources_lack() -> None:
+    assert sorted(faults.FAULTS.values()) == sorted(RULES) and faults.FAULTS["invented"] == "X1"
+    cases = faults.splits({0, 2}, demo=2)["dev"]
+    for row in {c.row for c in cases}:
+        clean, invented = (next(c for c in cases if c.row == row and c.fault == f) for f in ("clean", "invented"))
+        assert invented.expected == "X1" and invented.item.sources == clean.item.sources  # retrieval unchanged
+        assert invented.item.response.startswith(clean.item.response)
+        added = re.split(r"(?<=\.) ", invented.item.response[len(clean.item.response):].strip())
+        sources = "\n".join(clean.item.sources)
+        assert len(added) >= 2, (row, added)
+        for sentence in added:  # each made-up sentence: a number and a name that the sources lack
+            assert re.search(r"\d+", sentence) and not any(n in sources for n in re.findall(r"\d+", sentence))
+            assert any(name in sentence and name not in sources for name in faults.INVENTED_NAMES), sentence
+
+
 def test_the_report_gives_verdicts_by_tier_and_seconds_per_triplet(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "f.duckdb"
@@ -40,6 +57,7 @@ def test_the_report_gives_verdicts_by_tier_and_seconds_per_triplet(tmp_path: Pat
     judged = re.search(r"[\d.]+ s per triplet \((\d+) judged in", out)
     assert judged and int(judged.group(1)) >= 5  # the clean item and its faults
     assert "(target >= 70%)" in out  # one judge; a cascade is held to 90%
+    assert re.search(r"  invented\s+X1\s+\d+/1 ", out)  # ours, counted like Table 2's faults
     assert faults.named_target("offline>local") == 0.9
     # A rerun on more rows judges only the new row's items.
     assert faults.main(["--split", "dev", "--rows", "0-1", "--demo", "0", "--db", str(db)]) == 0

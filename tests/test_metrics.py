@@ -1,4 +1,4 @@
-"""Pure aggregation and Table-2 rules, on hand-written verdicts: THELMA Appendix A's golden numbers."""
+"""Pure aggregation and Table-2 rules (and our X1), on hand-written verdicts: THELMA Appendix A's golden numbers."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from evaluators import diagnosis
 from evaluators.metrics import aggregate_coverage, aggregate_mean, sd_verdicts
-from evaluators.records import Status, Verdict
+from evaluators.records import Score, Status, Verdict
 
 OK, ERR, UNP = Status.OK, Status.ERROR, Status.UNPARSED
 
@@ -88,6 +88,44 @@ def test_sd_single_sentence_is_distinct() -> None:
 ])
 def test_table2_rules(scores: dict[str, float | None], fired: list[str]) -> None:
     assert [r.id for r in diagnosis.diagnose(scores)] == fired
+
+
+@pytest.mark.parametrize("scores, fired", [
+    ({"sqc": 1.0, "gr": 0.4}, ["X1"]),
+    ({"sqc": 1.0, "rqc": 1.0, "gr": 0.6}, ["X1"]),
+    ({"sqc": 0.75, "gr": 0.79}, ["X1"]),  # SQC at its threshold is high; GR just below its own is low
+    ({"sqc": 1.0, "gr": 0.8}, []),
+    ({"sqc": 0.5, "gr": 0.4}, []),  # retrieval does not cover the query: not the generator's invention
+    ({"sqc": 0.5, "rqc": 1.0, "gr": 0.4}, ["T2.6"]),  # SQC low: T2.6, never X1 beside it
+    ({"sqc": None, "gr": 0.4}, []),
+    ({"sqc": 1.0, "gr": None}, []),
+])
+def test_x1_names_the_generator_when_retrieval_covers_the_query_but_claims_are_unsupported(
+        scores: dict[str, float | None], fired: list[str]) -> None:
+    assert [r.id for r in diagnosis.diagnose(scores)] == fired
+
+
+def test_x1_is_quiet_when_gr_or_sqc_is_undecided_or_unsure() -> None:
+    sqc, gr = Score("a", "sqc", 1.0, 2, 2, OK), Score("a", "gr", 0.0, 2, 2, OK)
+    assert [r.id for r in diagnosis.diagnose({"sqc": sqc, "gr": gr})] == ["X1"]
+    unsure_gr = Score("a", "gr", None, 0, 3, Status.UNSURE, n_unsure=3)
+    thin_gr = Score("a", "gr", 0.0, 1, 4, OK, n_unsure=3)  # one confident verdict against three unsure
+    unsure_sqc = Score("a", "sqc", None, 0, 1, Status.UNSURE, n_unsure=1)
+    thin_sqc = Score("a", "sqc", 1.0, 1, 3, OK, n_unsure=2)
+    failed_gr = Score("a", "gr", None, 0, 1, Status.TIMEOUT)
+    for scores in ({"sqc": sqc, "gr": unsure_gr}, {"sqc": sqc, "gr": thin_gr}, {"sqc": unsure_sqc, "gr": gr},
+                   {"sqc": thin_sqc, "gr": gr}, {"sqc": sqc, "gr": failed_gr}):
+        assert diagnosis.diagnose(scores) == [], scores
+
+
+def test_x1_is_marked_ours_wherever_a_rule_is_named() -> None:
+    from evaluators import ui
+
+    x1 = diagnosis.RULES["X1"]
+    assert (x1.ours, x1.name, x1.components) == (True, "X1 (ours)", "Generator")
+    assert x1.origin != diagnosis.RULES["T2.6"].origin and "ours" in x1.origin
+    assert ui.rule_label("X1") == "X1 (ours) · SQC high, GR low" and ui.rule_label("T2.6").startswith("T2.6 · ")
+    assert not any(r.ours for rid, r in diagnosis.RULES.items() if rid != "X1")
 
 
 def test_thresholds_change_the_diagnosis() -> None:

@@ -282,7 +282,10 @@ def test_item_layout_subquestions_sources_claims_and_sd(db: Path) -> None:
 
 
 def test_item_rules_follow_thresholds_in_the_url(db: Path) -> None:
+    # q05's RP (1/3) is no longer low at 0.3: T2.5 goes; its GR (1/3) with its query covered is our X1.
     at = open_page("pages/2_Item.py", run="weak-retriever", item="q05", th_rp="0.3")
+    assert list(frame_with(at, "fix")["rule"]) == ["X1 (ours)"]
+    at = open_page("pages/2_Item.py", run="weak-retriever", item="q05", th_rp="0.3", th_gr="0.3")
     assert any("No Table-2 rule fires" in s.value for s in at.success)
 
 

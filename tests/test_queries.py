@@ -58,7 +58,7 @@ def test_sql_rules_agree_with_diagnose(random_db, table, seed_: int) -> None:
     assert total == 400
     fired_sql = {row.item_id: row.rules for row in frame.itertuples()}
     for iid, scores in truth.items():
-        expected = ", ".join(r.id for r in diagnose(scores, th))
+        expected = ", ".join(r.name for r in diagnose(scores, th))  # as shown: "X1 (ours)"
         assert fired_sql[iid] == expected, (iid, scores, th)
     combos = queries.rule_counts(table, th)
     firsts = queries.first_items(combos)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from evaluators import prompts, registry
-from evaluators.vocabulary import DISPLAY_NAMES, THELMA
+from evaluators.vocabulary import DISPLAY_NAMES, REFERENCE, THELMA
 from openai_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,9 +41,10 @@ def test_the_offline_judge_answers_every_prompt_but_the_template_writers() -> No
     assert PROMPT_FILES - set(registry.OFFLINE_ANSWERS) == {"grammar_sql_templates", "grammar_text_templates"}
 
 
-def test_metrics_are_thelma_first_then_the_suites_all_with_display_names() -> None:
+def test_metrics_are_thelma_first_then_ours_then_the_suites_all_with_display_names() -> None:
     assert tuple(registry.THELMA_METRICS) == THELMA
-    assert list(registry.METRICS) == [*THELMA, *registry.SUITE_METRICS]
+    assert tuple(registry.REFERENCE_METRICS) == REFERENCE
+    assert list(registry.METRICS) == [*THELMA, *REFERENCE, *registry.SUITE_METRICS]
     assert set(registry.METRICS) <= set(DISPLAY_NAMES)
 
 
