@@ -87,6 +87,8 @@ class CallStats:
     cost: float = 0.0
     retries: int = 0
     failures: int = 0
+    # Answers read from a bare reply, without the format asked for (a bare rating digit: prompts.Bare).
+    bare_replies: int = 0
     # Calls answered per endpoint (api base), for a judge given one or more.
     endpoints: dict[str, int] = field(default_factory=dict)
     # time.monotonic() before which the judge sends nothing (a 429, or a Retry-After): 0 when not waiting.
@@ -197,7 +199,7 @@ class LLMJudge:
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
             return Answer(top, Status.OK, call.key, call.reply)
         try:
-            return Answer(parser(call.reply or ""), Status.OK, call.key, call.reply)
+            return self._parsed(parser(call.reply or ""), call)
         except prompts.ParseError as exc:
             retry = messages + [{"role": "assistant", "content": call.reply or ""},
                                 {"role": "user", "content": _REASK.format(error=exc)}]
@@ -205,7 +207,7 @@ class LLMJudge:
             if second.status is not Status.OK:
                 return Answer(None, second.status, second.key, second.reply, detail=second.error)
             try:
-                return Answer(parser(second.reply or ""), Status.OK, second.key, second.reply)
+                return self._parsed(parser(second.reply or ""), second)
             except prompts.ParseError as exc2:
                 return Answer(None, Status.UNPARSED, second.key, second.reply, detail=str(exc2))
 
@@ -249,6 +251,13 @@ class LLMJudge:
         return spec, messages, params
 
     # ------------------------------------------------------------ internals
+    def _parsed(self, value: Any, call: JudgeCall) -> Answer:
+        """The answer of a parsed reply; one read from a bare reply says so, and is counted."""
+        if isinstance(value, prompts.Bare):
+            self.stats.bare_replies += 1
+            return Answer(value.value, Status.OK, call.key, call.reply, detail=prompts.BARE_REPLY)
+        return Answer(value, Status.OK, call.key, call.reply)
+
     def _from_logprobs(self, call: JudgeCall, words: tuple[str, str] = ("1", "0")) -> Answer:
         """P(1) / (P(0) + P(1)) from the stored top logprobs of the single answer token, where 1 and 0 are
         `words`: a token counts for the word it begins (case aside) when it does not begin the other."""

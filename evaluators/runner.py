@@ -107,6 +107,9 @@ class RunSummary:
             failures = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s != Status.OK.value)
             lines.append(f"  {metric:<22} scored {counts.get(Status.OK.value, 0)} of {total}"
                          + (f"  ({failures})" if failures else ""))
+        if self.stats.get("bare_replies"):
+            lines.append(f"answers read from a bare reply (a rating without the <output> tags asked for): "
+                         f"{self.stats['bare_replies']}")
         if len(self.stats.get("endpoints") or {}) > 1:
             lines.append("calls by endpoint: " + ", ".join(f"{e} {n}" for e, n in self.stats["endpoints"].items()))
         if self.tiers:
