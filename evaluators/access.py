@@ -11,6 +11,11 @@ Each role can do what the roles before it can (viewer < triager < evaluator < ad
 user whose email no list names is a viewer. Without login configured (the local default) the one
 user has every role. RAG_TRIAGE_READ_ONLY makes everyone a viewer.
 
+An email grants a role only when the provider verified it: the claim `email_verified` is the JSON
+boolean true. Any other value is a viewer with a notice. Some providers (Entra ID) send no such
+claim at all: `[auth] missing_email_verified = "trust"` lets their emails grant roles; the default,
+"viewer", does not.
+
 Judges for the Evaluate page are listed by an admin, each with the NAME of the environment
 variable that holds its key (the one litellm reads for the model's provider), so no key is ever
 typed, shown, or sent to an address a user chose:
@@ -43,6 +48,9 @@ OFFLINE_LABEL = "offline (embedded, no calls)"
 LOCAL_LABEL = "local (small LLM served on 127.0.0.1)"
 JUDGE_FIELDS = ("label", "model", "api_base", "key_env")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# [auth] missing_email_verified: what a login without an email_verified claim is.
+MISSING_VERIFIED_SETTING = "missing_email_verified"
+MISSING_VERIFIED = (VIEWER, "trust")
 
 
 class Refused(PermissionError):
@@ -93,28 +101,44 @@ def role_for(email: str | None, roles: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class User:
-    """The person a dashboard session acts for: their login email (None without login) and role."""
+    """The person a dashboard session acts for: their login email (None without login or unverified),
+    their role, and why their login grants no role when it does not (shown to them)."""
 
     email: str | None
     role: str
+    notice: str = ""
 
     def can(self, role: str) -> bool:
         """Whether this user has `role` or a higher one."""
         return ROLES.index(self.role) >= ROLES.index(role)
 
 
-def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], read_only: bool) -> User:
+def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], read_only: bool,
+                 missing_verified: Any = VIEWER) -> User:
     """The session's user from the login claims (None: login is not configured, the local single user).
 
-    Only an email the provider has not marked unverified grants a listed role: a display name or an
+    Only an email the provider verified grants a listed role: `email_verified` is the JSON boolean
+    true (not "true", not 1), or it is absent and `missing_verified` is "trust". A display name or an
     unverified address is something a user may be able to choose.
     """
+    if missing_verified not in MISSING_VERIFIED:
+        raise ConfigError(f"[auth] {MISSING_VERIFIED_SETTING} must be {' or '.join(map(repr, MISSING_VERIFIED))}, "
+                          f"got {missing_verified!r}")
     if claims is None:
         return User(None, VIEWER if read_only else ADMIN)
-    email = claims.get("email") if claims.get("email_verified", True) is not False else None
-    email = str(email).strip() if email else None
-    role = role_for(email, roles)
-    return User(email, VIEWER if read_only else role)
+    email = str(claims.get("email") or "").strip() or None
+    verified = claims.get("email_verified")
+    notice = ""
+    if "email_verified" not in claims:
+        if missing_verified != "trust":
+            notice = ("Your login provider does not say your email is verified (no email_verified claim), so you "
+                      f"are a viewer; an admin may set [auth] {MISSING_VERIFIED_SETTING} = \"trust\" for it.")
+    elif verified is not True:
+        notice = (f"Your login provider marks your email as not verified (email_verified is {verified!r}), "
+                  "so you are a viewer.")
+    if notice:
+        email = None
+    return User(email, VIEWER if read_only else role_for(email, roles), notice)
 
 
 def require(user: User, role: str, action: str) -> None:

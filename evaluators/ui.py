@@ -97,7 +97,10 @@ def _auth_configured() -> bool:
 def user() -> access.User:
     """This session's user and role: the login's, or without login configured the local single user.
     Write paths call this again when they act, so a role is checked where the write happens."""
-    return access.current_user(st.user if _auth_configured() else None, secret("roles") or {}, read_only())
+    auth, roles = secret("auth"), secret("roles") or {}
+    if auth is None:
+        return access.current_user(None, roles, read_only())
+    return access.current_user(st.user, roles, read_only(), auth.get(access.MISSING_VERIFIED_SETTING, access.VIEWER))
 
 
 def _hand_over_to_app() -> None:
@@ -141,6 +144,8 @@ def page(title: str, need_db: bool = True) -> Path:
     if _auth_configured():  # past the gate, so someone is logged in
         # plain text: the address comes from the login provider
         st.sidebar.text(f"{me.email or '(no verified email)'}\n{me.role}")
+        if me.notice:
+            st.sidebar.warning(me.notice, icon="⚠️")
         st.sidebar.button("Log out", key="logout", on_click=st.logout)
     st.html(WRAP_CSS)
     st.title(title)

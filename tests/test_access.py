@@ -41,7 +41,7 @@ def app(page: str, role: str | None = None, secrets: dict[str, Any] | None = Non
     if role is not None:
         at.secrets["auth"] = AUTH
         at.secrets["roles"] = ROLES
-        at.user = {"is_logged_in": True, "email": PEOPLE[role]}
+        at.user = {"is_logged_in": True, "email": PEOPLE[role], "email_verified": True}
     for key, value in (secrets or {}).items():
         at.secrets[key] = value
     if page != "app.py":
@@ -114,14 +114,57 @@ def test_malformed_roles_are_refused_not_guessed(roles: dict[str, Any]) -> None:
 
 def test_current_user_login_local_read_only_and_unverified_email() -> None:
     roles = {"admins": ["boss@example.com"]}
+    boss = {"email": "boss@example.com", "email_verified": True}
     assert access.current_user(None, roles, read_only=False) == access.User(None, access.ADMIN)
     assert access.current_user(None, roles, read_only=True).role == access.VIEWER
-    assert access.current_user({"email": "boss@example.com"}, roles, read_only=False).role == access.ADMIN
-    assert access.current_user({"email": "boss@example.com"}, roles, read_only=True).role == access.VIEWER
-    unverified = access.current_user({"email": "boss@example.com", "email_verified": False}, roles, False)
-    assert unverified == access.User(None, access.VIEWER)
+    assert access.current_user(boss, roles, read_only=False) == access.User("boss@example.com", access.ADMIN)
+    assert access.current_user(boss, roles, read_only=True).role == access.VIEWER
+    unverified = access.current_user({**boss, "email_verified": False}, roles, False)
+    assert (unverified.email, unverified.role) == (None, access.VIEWER) and "not verified" in unverified.notice
     # a name is not an identity: it never grants a role
-    assert access.current_user({"name": "boss@example.com"}, roles, read_only=False).role == access.VIEWER
+    assert access.current_user({"name": "boss@example.com", "email_verified": True}, roles, False).role == access.VIEWER
+
+
+@pytest.mark.parametrize("claimed", ["false", "False", 0, "no", "true", "True", 1, "yes", None, [True]])
+def test_email_verified_other_than_the_json_true_grants_no_role(claimed: Any) -> None:
+    user = access.current_user({"email": "boss@example.com", "email_verified": claimed}, {"admins": ["boss@example.com"]},
+                               read_only=False, missing_verified="trust")
+    assert (user.email, user.role) == (None, access.VIEWER)
+    assert f"email_verified is {claimed!r}" in user.notice
+
+
+def test_a_missing_email_verified_claim_is_a_viewer_unless_the_setting_trusts_it() -> None:
+    roles, claims = {"admins": ["boss@example.com"]}, {"email": "boss@example.com"}  # Entra ID sends no such claim
+    default = access.current_user(claims, roles, read_only=False)
+    assert (default.email, default.role) == (None, access.VIEWER)
+    assert "no email_verified claim" in default.notice and 'missing_email_verified = "trust"' in default.notice
+    assert access.current_user(claims, roles, False, "viewer") == default
+    assert access.current_user(claims, roles, False, "trust") == access.User("boss@example.com", access.ADMIN)
+    for bad in ("Trust", "yes", True, ""):
+        with pytest.raises(access.ConfigError, match="missing_email_verified"):
+            access.current_user(claims, roles, False, bad)
+
+
+@pytest.mark.parametrize("claimed", ["false", "False", 0, "no"])
+def test_a_string_email_verified_shows_an_admin_no_write_control(db: Path, claimed: Any) -> None:
+    at = app(EVALUATE, "admin")
+    at.user = {"is_logged_in": True, "email": PEOPLE["admin"], "email_verified": claimed}
+    run(at)
+    assert not at.get("file_uploader") and not [b for b in at.button if b.key == "delete_run"]
+    assert any("evaluator role" in i.value for i in at.info)
+    assert any("not verified" in w.value for w in at.sidebar.warning)
+    assert any("(no verified email)" in t.value for t in at.sidebar.text)
+
+
+def test_the_secrets_setting_trusts_a_provider_that_sends_no_email_verified(db: Path) -> None:
+    at = app(EVALUATE, "admin", secrets={"auth": {**AUTH, "missing_email_verified": "trust"}})
+    at.user = {"is_logged_in": True, "email": PEOPLE["admin"]}
+    run(at)
+    assert at.get("file_uploader") and [b for b in at.button if b.key == "delete_run"]
+    default = app(EVALUATE, "admin")
+    default.user = {"is_logged_in": True, "email": PEOPLE["admin"]}
+    run(default)
+    assert not default.get("file_uploader") and any("no email_verified claim" in w.value for w in default.sidebar.warning)
 
 
 def test_listed_judges_are_validated() -> None:
