@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
 from evaluators import prompts, registry
-from evaluators.masking import mask_secrets
+from evaluators.masking import mask_secrets, mask_url, url_secrets
 from evaluators.records import LOGPROB, Answer, Confidence, JudgeCall, Status
 
 # Seconds a judge may go without any answer while rate limited before the run stops.
@@ -167,6 +167,8 @@ class LLMJudge:
         self.api_base = self.replicas.endpoints[0]
         self.pool = pool  # worker processes that send the calls; None: this process's event loop
         self.api_key = api_key
+        # Literal secrets to mask in errors: the key, and what the endpoint URLs carry (user:password@, ?key=).
+        self._secrets = [self.api_key, *(v for e in self.replicas.endpoints if e for v in url_secrets(e))]
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.rate_limit_patience = rate_limit_patience
@@ -327,7 +329,7 @@ class LLMJudge:
                 self._limited_since = None
                 return self._record(key, spec, messages, params, reply, (time.monotonic() - t0) * 1000, endpoint)
             except _Failure as failure:
-                text = _one_line(mask_secrets(failure.message, self.api_key))
+                text = _one_line(mask_secrets(failure.message, *self._secrets))
                 if failure.kind == "refused":
                     # A 400 about this one request (too long, refused content): fail it, not the run.
                     error, status = text, Status.ERROR
@@ -365,7 +367,7 @@ class LLMJudge:
         return JudgeCall(key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
                          messages=messages, params=params, reply=None, status=status,
                          latency_ms=(time.monotonic() - started) * 1000,
-                         error=f"{error} (after {attempt} attempts)", endpoint=endpoint)
+                         error=f"{error} (after {attempt} attempts)", endpoint=_shown(endpoint))
 
     async def _hold(self) -> None:
         """Send nothing before the time a rate limit or a Retry-After set (it may move while we sleep)."""
@@ -393,7 +395,7 @@ class LLMJudge:
 
     def _describe(self, exc: BaseException) -> str:
         """The exception as one line, with this judge's key and any other credential masked."""
-        return _one_line(mask_secrets(str(exc), self.api_key))
+        return _one_line(mask_secrets(str(exc), *self._secrets))
 
     def _check_alive(self) -> None:
         """A dead judge server fails the run at once instead of every call after its retries."""
@@ -409,13 +411,13 @@ class LLMJudge:
             key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
             messages=messages, params=params, reply=reply["reply"], status=Status.OK,
             prompt_tokens=reply["prompt_tokens"], completion_tokens=reply["completion_tokens"],
-            cost=reply["cost"], latency_ms=latency_ms, endpoint=endpoint)
+            cost=reply["cost"], latency_ms=latency_ms, endpoint=_shown(endpoint))
         self.stats.calls += 1
         self.stats.prompt_tokens += call.prompt_tokens
         self.stats.completion_tokens += call.completion_tokens
         self.stats.cost += call.cost or 0.0
-        if endpoint is not None:
-            self.stats.endpoints[endpoint] = self.stats.endpoints.get(endpoint, 0) + 1
+        if call.endpoint is not None:
+            self.stats.endpoints[call.endpoint] = self.stats.endpoints.get(call.endpoint, 0) + 1
         return call
 
 
@@ -643,6 +645,11 @@ async def _serve_async(conn: Any) -> None:
     await done.wait()
     if tasks:
         await asyncio.wait(tasks)
+
+
+def _shown(endpoint: str | None) -> str | None:
+    """An endpoint as it is stored and shown: with the credentials its URL carries masked."""
+    return None if endpoint is None else mask_url(endpoint)
 
 
 def _one_line(text: str) -> str:

@@ -26,6 +26,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from evaluators import access, queries, store
 from evaluators.confidence import DEFAULT_BANDS, LABEL, Band, format_band, parse_band
 from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, Fired, fired
+from evaluators.masking import mask_url
 from evaluators.records import Score, Status
 from evaluators.stats import bootstrap_ci
 from evaluators.vocabulary import order_metrics
@@ -856,7 +857,8 @@ def raw_exchange(verdict: Record, calls: Mapping[str, Record], seen: dict[str, s
     st.caption(f"model {md(call['model'])} · prompt {md(call['prompt_name'])} ({md(call['prompt_hash'])}) · "
                f"call status {md(call['status'])} · tokens {call['prompt_tokens']} in / "
                f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}"
-               + (f" · endpoint {md(call['endpoint'])}" if isinstance(call.get("endpoint"), str) else ""))
+               # masked again: a database written before URLs were masked may hold a key in one
+               + (f" · endpoint {md(mask_url(call['endpoint']))}" if isinstance(call.get("endpoint"), str) else ""))
     messages = json.loads(call["messages"] or "[]")
     size = sum(len(str(m.get("content", ""))) for m in messages)
     if seen is not None and size >= REPEAT_CHARS and call["key"] in seen:

@@ -18,6 +18,7 @@ import pytest
 
 from evaluators import cli, runner, store
 from evaluators.judge import NO_KEY, JudgeFatal, JudgeUnavailable, LLMJudge
+from evaluators.masking import mask_url
 from evaluators.records import Item, Status
 from openai_server import OpenAIServer
 
@@ -259,6 +260,22 @@ def test_a_key_given_to_the_judge_is_masked_even_without_a_known_shape(openai_se
     with pytest.raises(JudgeFatal) as caught:
         asyncio.run(judge.ask("groundedness", **CLAIM_VARS))
     assert key not in str(caught.value) and "***" in str(caught.value)
+
+
+# ---------------------------------------------------------------- credentials in an endpoint URL
+
+@pytest.mark.parametrize("credential", ["http://bob:pa55word-0123@{host}/v1", "http://{host}/v1?api-key=SECRET-0123456789",
+                                        "http://{host}/v1?x=1&access_token=SECRET-0123456789&sig=s1gnature-0123"])
+def test_credentials_in_an_api_base_are_masked_wherever_they_are_kept_or_shown(
+        tmp_path: Path, openai_server: OpenAIServer, capfd: pytest.CaptureFixture[str], credential: str) -> None:
+    url = credential.format(host=openai_server.base_url.removeprefix("http://").removesuffix("/v1"))
+    cli_evaluate(tmp_path, None, "--judge", JUDGE, "--api-base", url)  # the SDK refuses user:password@: errors
+    db, out = tmp_path / "e.duckdb", capfd.readouterr()
+    endpoints = {r["endpoint"] for r in rows(db, "SELECT DISTINCT endpoint FROM judge_calls")}
+    assert mask_url(url) in endpoints and "***" in mask_url(url)
+    stats = json.loads(rows(db, "SELECT stats FROM runs")[0]["stats"])
+    for text in (everything_stored(db), out.out, out.err, json.dumps(stats)):
+        assert "pa55word" not in text and "SECRET" not in text and "s1gnature" not in text
 
 
 # ---------------------------------------------------------------- a judge without its key or endpoint
