@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from evaluators import store
-from evaluators.records import Item, Label
+from evaluators.records import Item, Label, check_run_name
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
 # The [roles] lists in secrets.toml, one per role; any other key is a typo that would grant nothing.
@@ -251,12 +251,12 @@ def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge
                      on_progress: Callable[[Any], None] | None = None) -> Any:
     """Evaluate items into a NEW run as this user (an evaluator or above); returns the runner's summary.
 
-    Refuses an existing run name (a new upload would otherwise be appended to that run), and records
-    the user as the one who started the run.
+    Refuses a name that does not show as itself (records.run_name_problem) or of an existing run (a new
+    upload would otherwise be appended to that run), and records the user as the one who started the
+    run.
     """
     require(user, EVALUATOR, "upload files or run judges")
-    if not run.strip():
-        raise ValueError("Give the run a name.")
+    check_run_name(run)
     if store.run_exists(db, run):
         raise RunExists("A run with this name already exists: choose another name (an evaluation never adds to "
                         "an existing run).")

@@ -80,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
                          "(dataset or result file: its scores are kept as imported peer scores), deepeval (test "
                          "run JSON)")
     ev.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
-    ev.add_argument("--run", required=True, help="run name; an unfinished run of this name is resumed")
+    ev.add_argument("--run", required=True, type=options.run_name,
+                    help="run name (every character visible); an unfinished run of this name is resumed")
     ev.add_argument("--judge", default=runner.OFFLINE, type=options.judge,
                     help="offline (default, embedded), local (optional Qwen 1.5B), any litellm model string, or "
                          "a cascade of them, weakest first, e.g. offline>openai/gpt-4o-mini: each tier decides "
@@ -98,8 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--metrics", default=",".join(THELMA),
                     help=f"comma-separated metric ids (default {','.join(THELMA)}); "
                          f"also: {','.join(registry.SUITE_METRICS)}")
-    ev.add_argument("--concurrency", type=options.count, default=8,
-                    help="max judge calls in flight (adapts down on 429)")
+    ev.add_argument("--concurrency", type=options.concurrency, default=8,
+                    help=f"max judge calls in flight, 1 to {options.MAX_CONCURRENCY} (adapts down on 429)")
     ev.add_argument("--timeout", type=options.duration, default=60.0, help="seconds per judge call")
     ev.add_argument("--rate-limit-patience", type=options.duration, default=10.0, metavar="MINUTES",
                     help="minutes a rate-limited judge may go without an answer before the run stops "
@@ -157,10 +158,11 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("--pairs", required=True, type=options.input_file,
                     help="JSONL: per line metric, and better and worse objects with an item's fields")
     ag.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
-    ag.add_argument("--run", required=True, help="run to evaluate the pairs' sides into (resumed if unfinished)")
+    ag.add_argument("--run", required=True, type=options.run_name,
+                    help="run to evaluate the pairs' sides into (resumed if unfinished)")
     ag.add_argument("--judge", default=runner.OFFLINE, help="as for evaluate")
     ag.add_argument("--api-base", help="base URL for an OpenAI-compatible endpoint")
-    ag.add_argument("--concurrency", type=options.count, default=8, help="max judge calls in flight")
+    ag.add_argument("--concurrency", type=options.concurrency, default=8, help="max judge calls in flight")
     ag.add_argument("--out", type=options.output_file, help="CSV file to write (default: print only)")
 
     gt = sub.add_parser("gate", help="CI gate: exit 1 when the candidate run regresses on the baseline run")

@@ -1,4 +1,4 @@
-"""The command line's checks at the door: argparse types for every path and number option.
+"""The command line's checks at the door: argparse types for every path, number and name option.
 
 Each type refuses a bad value with ArgumentTypeError, which the CLI's parser prints as one line
 naming the option (exit 2), so a command does no work and writes nothing on a bad option.
@@ -11,6 +11,9 @@ import os
 from pathlib import Path
 
 from evaluators import cascade, diagnosis, store
+from evaluators.records import run_name_problem
+
+MAX_CONCURRENCY = 1024  # judge calls in flight: each holds two tasks and a connection
 
 
 def count(text: str) -> int:
@@ -22,6 +25,22 @@ def count(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def concurrency(text: str) -> int:
+    """Judge calls in flight: a whole number from 1 to MAX_CONCURRENCY."""
+    value = count(text)
+    if value > MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_CONCURRENCY}, got {value}")
+    return value
+
+
+def run_name(text: str) -> str:
+    """The name of a run to write: not empty, and every character shows (see records.run_name_problem)."""
+    problem = run_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _finite(text: str) -> float:

@@ -29,7 +29,7 @@ import duckdb
 import pandas as pd
 
 from evaluators import traces
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict, check_run_name
 from evaluators.vocabulary import THELMA, order_metrics
 
 # Replacement scans off: a table missing from the file is an error, not a lookup of a Python
@@ -721,6 +721,7 @@ def _claim(con: Any, run: Run, hashes: dict[str, str], owner: Owner, heartbeat_s
 
 
 def _insert_run(con: Any, run: Run, n_items: int) -> None:
+    check_run_name(run.name)  # every way into a new run: the CLI and the Evaluate page check it first
     con.execute("""INSERT INTO runs (run_id, judge, params, prompt_hashes, status, n_items, created_at, started_by)
                    VALUES (?, ?, ?, ?, 'running', ?, now()::TIMESTAMP, ?)""",
                 [run.name, run.judge, json.dumps(run.params, sort_keys=True),

@@ -338,6 +338,16 @@ def test_evaluate_refuses_an_existing_run_name(db: Path) -> None:
     assert after["n"].iloc[0] == before and after["total"].iloc[0] == before  # nothing appended: no "9/1 items"
 
 
+@pytest.mark.parametrize("name", ["weak-retriever\u200b", "llm\u2060judge", "tab\tname", "nbsp\u00a0name"])
+def test_evaluate_refuses_a_run_name_that_does_not_show_as_itself(db: Path, name: str) -> None:
+    at = run(upload(run(app(EVALUATE)), [ROW], name))
+    assert any("Run name" in e.value and "invisible or control character" in e.value for e in at.error)
+    assert next(b for b in at.button if b.label == "Evaluate").disabled
+    with pytest.raises(ValueError, match="run name must hold no invisible"):  # the write path refuses by itself
+        access.start_evaluation(access.User(None, access.ADMIN), str(db), [], name, "offline", ["sp1"], {})
+    assert run_ids(db) == sorted(RUNS)
+
+
 def test_the_judge_picker_offers_only_listed_judges_and_no_address_input(db: Path) -> None:
     judges = [{"label": "Team judge", "model": "openai/test-judge", "api_base": "http://127.0.0.1:9/v1",
                "key_env": "OPENAI_API_KEY"}]

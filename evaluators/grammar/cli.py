@@ -52,7 +52,7 @@ def add_commands(subparsers: Any) -> None:
     r = subparsers.add_parser("grammar-run", help="GRAMMAR: answer a test set with the reference RAG pipeline")
     r.add_argument("testset", type=options.input_file, help="JSONL from grammar-generate")
     r.add_argument("--db", required=True, type=options.new_database)
-    r.add_argument("--run", required=True)
+    r.add_argument("--run", required=True, type=options.run_name)
     r.add_argument("--corpus", type=options.input_file, default=str(CORPUS), help="documents JSONL (id, title, text)")
     r.add_argument("--retriever", choices=("bm25", "dense"), default="bm25")
     r.add_argument("--top-k", type=options.count, default=1)
@@ -63,7 +63,7 @@ def add_commands(subparsers: Any) -> None:
     r.add_argument("--correctness-judge", default="offline", help="judge for correctness (Table 6 prompt)")
     r.add_argument("--api-base", default=None)
     r.add_argument("--metrics", default=None, help="THELMA metric ids (default all)")
-    r.add_argument("--concurrency", type=options.count, default=8)
+    r.add_argument("--concurrency", type=options.concurrency, default=8)
     r.set_defaults(handler=cli_run)
 
     e = subparsers.add_parser("grammar-eval", help="GRAMMAR: correctness, robustness groups, R and Acc of a run")
@@ -75,7 +75,7 @@ def add_commands(subparsers: Any) -> None:
     e.add_argument("--api-base", default=None)
     e.add_argument("--cluster-by", choices=CLUSTER_BY, default="sql_template")
     e.add_argument("--no-judge", action="store_true", help="report from the stored correctness only")
-    e.add_argument("--concurrency", type=options.count, default=8)
+    e.add_argument("--concurrency", type=options.concurrency, default=8)
     e.set_defaults(handler=cli_eval)
 
     d = subparsers.add_parser("grammar-demo", help="GRAMMAR: build the offline demo runs into a database")
