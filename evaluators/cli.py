@@ -89,9 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--decompose-with", default=None, metavar="TIER",
                     help="the tier of a --judge cascade that splits texts into claims and sub-questions "
                          "(default: the last)")
-    ev.add_argument("--api-base", action="append", default=None, metavar="URL",
-                    help="base URL for an OpenAI-compatible endpoint (every litellm tier of a cascade); repeat it "
-                         "for replicas of one model: calls are spread over them, a failing one is routed around")
+    options.add_endpoint(ev, replicas=True)
     ev.add_argument("--client-processes", type=options.count, default=None, metavar="N",
                     help="send the judge calls from N worker processes (default: 2 from --concurrency "
                          f"{POOL_CONCURRENCY} and {POOL_ITEMS} items on a machine with 2 cores or more, else 1: this "
@@ -161,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("--run", required=True, type=options.run_name,
                     help="run to evaluate the pairs' sides into (resumed if unfinished)")
     ag.add_argument("--judge", default=runner.OFFLINE, help="as for evaluate")
-    ag.add_argument("--api-base", help="base URL for an OpenAI-compatible endpoint")
+    options.add_endpoint(ag)
     ag.add_argument("--concurrency", type=options.concurrency, default=8, help="max judge calls in flight")
     ag.add_argument("--out", type=options.output_file, help="CSV file to write (default: print only)")
 
@@ -257,7 +255,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     try:
         summary = runner.evaluate(
-            items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
+            items, args.db, args.run, args.judge, api_base=args.api_base, key_env=args.key_env, metrics=metrics,
             concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
             sd_threshold=args.sd_threshold, rate_limit_patience=args.rate_limit_patience * 60,
             update=args.update, retry_failed=args.retry_failed, decompose_with=args.decompose_with,
@@ -380,8 +378,8 @@ def _agreement(args: argparse.Namespace) -> int:
     metrics = sorted({m for joined, _, _ in loaded for m in joined.split(",")}, key=list(registry.METRICS).index)
     items = [side for _, better, worse in loaded for side in (better, worse)]
     try:
-        runner.evaluate(items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
-                        concurrency=args.concurrency, on_progress=None)
+        runner.evaluate(items, args.db, args.run, args.judge, api_base=args.api_base, key_env=args.key_env,
+                        metrics=metrics, concurrency=args.concurrency, on_progress=None)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except (store.RunConflict, store.InputChanged) as exc:

@@ -24,6 +24,7 @@ import itertools
 import json
 import math
 import multiprocessing
+import os
 import random
 import signal
 import time
@@ -74,6 +75,33 @@ class _Failure(Exception):
     def __init__(self, kind: str, message: str, retry_after: float = 0.0) -> None:
         super().__init__(message)
         self.kind, self.message, self.retry_after = kind, message, retry_after
+
+
+def _key(api_key: str | None, key_env: str | None, api_base: str | None) -> str | None:
+    """The key a judge sends: the one given, else key_env's value, else NO_KEY to an api_base, else None
+    (litellm then reads the provider's own variable, for the provider's own endpoint)."""
+    if api_key is not None:
+        return api_key
+    if key_env is not None:
+        value = os.environ.get(key_env, "").strip()
+        if not value:
+            raise JudgeUnavailable(f"the key variable {key_env} is not set in the environment; nothing was judged")
+        return value
+    return NO_KEY if api_base is not None else None
+
+
+def other_credentials(model: str, api_base: str | None) -> str:
+    """What else than one key a call to `model` at `api_base` would need ("" for nothing): the variables
+    litellm still misses with a key and the base given, or the ambient credentials of AWS and Google."""
+    import litellm
+
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+    except Exception:
+        return ""  # an unknown model: its first call fails as a refused request
+    if provider.startswith(_AMBIENT_CREDENTIALS):
+        return f"the {provider} SDK's own credentials"
+    return ", ".join(litellm.validate_environment(model, api_key="given", api_base=api_base)["missing_keys"])
 
 
 @dataclass
@@ -142,13 +170,19 @@ _REASK = ("Your reply could not be read ({error}). Answer again in exactly the f
 
 
 class LLMJudge:
-    """Any model litellm can reach: `openai/NAME` with api_base, `anthropic/...`, `ollama/...`."""
+    """Any model litellm can reach: `openai/NAME` with api_base, `anthropic/...`, `ollama/...`.
+
+    The key sent is `api_key`, else the value of the environment variable `key_env` names, else, to
+    an api_base, NO_KEY: a provider's key from the environment goes only to that provider's own
+    endpoint, never to an address given with the judge.
+    """
 
     def __init__(
         self,
         model: str,
         api_base: str | Sequence[str] | None = None,
         api_key: str | None = None,
+        key_env: str | None = None,
         timeout: float = 60.0,
         concurrency: int = 8,
         max_attempts: int = 4,
@@ -166,7 +200,8 @@ class LLMJudge:
         self.replicas = Replicas([api_base] if api_base is None or isinstance(api_base, str) else list(api_base))
         self.api_base = self.replicas.endpoints[0]
         self.pool = pool  # worker processes that send the calls; None: this process's event loop
-        self.api_key = api_key
+        self.key_env = key_env
+        self.api_key = _key(api_key, key_env, self.api_base)
         # Literal secrets to mask in errors: the key, and what the endpoint URLs carry (user:password@, ?key=).
         self._secrets = [self.api_key, *(v for e in self.replicas.endpoints if e for v in url_secrets(e))]
         self.timeout = timeout
@@ -214,7 +249,8 @@ class LLMJudge:
                 return Answer(None, Status.UNPARSED, second.key, second.reply, detail=str(exc2))
 
     def check_access(self) -> None:
-        """Raise JudgeUnavailable, before any call, when litellm lacks the key or endpoint this model needs.
+        """Raise JudgeUnavailable, before any call, when litellm lacks the key or endpoint this model needs,
+        or when a key named by key_env would not be the only credential the call needs.
 
         An api_base stands in for a missing endpoint, and for a missing key: NO_KEY is sent, which a
         local server ignores and a provider that needs a key refuses with a 401 on the first call.
@@ -222,6 +258,12 @@ class LLMJudge:
         import litellm
 
         litellm.suppress_debug_info = True  # an unknown provider would print litellm's banner
+        if self.key_env is not None:
+            needs = other_credentials(self.model, self.api_base)
+            if needs:
+                raise JudgeUnavailable(f"judge {self.model}: its key comes from {self.key_env} alone, but it would "
+                                       f"also need {needs}; nothing was judged")
+            return
         if self.api_key is not None:
             return
         try:
@@ -231,12 +273,8 @@ class LLMJudge:
         if provider.startswith(_AMBIENT_CREDENTIALS):
             return
         # Only keys and endpoints: other names (API versions, projects) have defaults or fail at the call.
-        missing = [m for m in litellm.validate_environment(self.model, api_base=self.api_base)["missing_keys"]
+        missing = [m for m in litellm.validate_environment(self.model)["missing_keys"]
                    if m.endswith(_KEY_NAMES + _ENDPOINT_NAMES)]
-        if self.api_base:
-            if any(m.endswith(_KEY_NAMES) for m in missing):
-                self.api_key = NO_KEY
-            missing = []
         if missing:
             raise JudgeUnavailable(f"judge {self.model}: {', '.join(missing)} not set in the environment "
                                    "(or give an API base for a server of your own); nothing was judged")
@@ -335,7 +373,9 @@ class LLMJudge:
                     error, status = text, Status.ERROR
                     break
                 if failure.kind == "fatal":
-                    raise JudgeFatal(f"judge {self.model} refused the request: {text}") from None
+                    hint = (" (no key was sent to this API base; if it needs one, name the variable that holds it "
+                            "with --key-env)" if self.api_key == NO_KEY else "")
+                    raise JudgeFatal(f"judge {self.model} refused the request: {text}{hint}") from None
                 if failure.kind == "rate":
                     self.limit.throttled()
                     error, status = f"429 rate limited: {text}", Status.ERROR

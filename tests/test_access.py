@@ -417,6 +417,33 @@ def test_a_listed_judge_key_reaches_only_its_listed_api_base(db: Path, recorder:
     assert stored and SERVER_KEY not in stored
 
 
+def test_a_listed_judge_sends_its_key_env_value_and_no_provider_key(db: Path, recorder: Recorder,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The team's OpenAI key is on the server too: the self-hosted judge gets TEAM_KEY's value, only."""
+    monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+    monkeypatch.setenv("TEAM_KEY", "team-key-for-the-llama-box")
+    judges = [{"label": "Llama box", "model": "openai/llama", "api_base": recorder.base, "key_env": "TEAM_KEY"}]
+    at = upload(run(app(EVALUATE, "evaluator", secrets={"judges": judges})), [ROW], "team-key")
+    at.selectbox(key="judge").set_value("Llama box")
+    click(at, "Evaluate", timeout=120)
+    assert any("finished" in s.value for s in at.success), texts(at)
+    assert recorder.seen and {auth for _, auth in recorder.seen} == {"Bearer team-key-for-the-llama-box"}
+    assert {path for path, _ in recorder.seen} == {"/v1/chat/completions"}
+
+
+def test_a_listed_judge_that_needs_another_credential_is_refused_before_any_call(
+        db: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAM_KEY", "team-key-for-azure")
+    monkeypatch.delenv("AZURE_API_VERSION", raising=False)
+    judges = [{"label": "Azure", "model": "azure/gpt-4o", "api_base": recorder.base, "key_env": "TEAM_KEY"}]
+    at = upload(run(app(EVALUATE, "evaluator", secrets={"judges": judges})), [ROW], "azure-run")
+    at.selectbox(key="judge").set_value("Azure")
+    click(at, "Evaluate")
+    error = [e.value for e in at.error]
+    assert len(error) == 1 and "cannot run" in error[0] and "AZURE_API_VERSION" in error[0].replace("\\", "")
+    assert "\n" not in error[0] and recorder.seen == []
+
+
 def test_a_listed_judge_without_its_key_on_the_server_sends_nothing(db: Path, recorder: Recorder,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TEAM_JUDGE_KEY", raising=False)

@@ -350,14 +350,18 @@ def files(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
 
-# The door: a run name that does not show as itself, and more calls in flight than a machine holds
-# (10,000,000 reached 4.9 GB in 40 s) are refused like a bad path.
+# The door: a run name that does not show as itself, an endpoint that is no http(s) URL, and more calls in
+# flight than a machine holds (10,000,000 reached 4.9 GB in 40 s) are refused like a bad path.
 DOOR: list[tuple[str, str, str]] = [
     ("evaluate", "--concurrency", "10000000"), ("evaluate", "--concurrency", "1025"),
     ("evaluate", "--run", ""), ("evaluate", "--run", "weak_retriever\u200b"), ("evaluate", "--run", "tab\there"),
     ("evaluate", "--run", " padded"), ("evaluate", "--run", "line\nbreak"), ("evaluate", "--run", "bom\ufeff"),
+    ("evaluate", "--api-base", "file:///etc/passwd"), ("evaluate", "--api-base", "not a url"),
+    ("evaluate", "--api-base", "http://"), ("evaluate", "--api-base", "ftp://host/v1"),
+    ("evaluate", "--api-base", "http://host:port/v1"), ("evaluate", "--key-env", "sk-live-0123456789"),
     ("grammar-run", "--run", "g\u200b"), ("grammar-run", "--concurrency", "2000"),
-    ("grammar-eval", "--concurrency", "1025"),
+    ("grammar-run", "--api-base", "file:///etc/passwd"), ("grammar-eval", "--api-base", "not a url"),
+    ("grammar-eval", "--concurrency", "1025"), ("grammar-generate", "--api-base", "file:///x"),
 ]
 
 

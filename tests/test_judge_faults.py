@@ -229,7 +229,8 @@ def test_rate_limit_patience_reaches_the_judge_in_seconds(tmp_path: Path, openai
 def test_an_error_echoing_the_key_is_stored_and_printed_masked(tmp_path: Path, openai_server: OpenAIServer,
                                                                capfd: pytest.CaptureFixture[str]) -> None:
     openai_server.fail_when(lambda index, body: True, "echo_key_500")
-    cli_evaluate(tmp_path, openai_server)  # every step failed: the exit code is the runner's to decide
+    # every step failed: the exit code is the runner's to decide
+    cli_evaluate(tmp_path, openai_server, "--key-env", "OPENAI_API_KEY")
     # The key was sent, and the server did quote it back: the masking below has something to do.
     assert openai_server.headers[0]["authorization"] == f"Bearer {SECRET}"
     db = tmp_path / "e.duckdb"
@@ -243,7 +244,7 @@ def test_an_error_echoing_the_key_is_stored_and_printed_masked(tmp_path: Path, o
 def test_a_refusal_echoing_the_key_stops_the_run_with_the_key_masked(tmp_path: Path, openai_server: OpenAIServer,
                                                                     capfd: pytest.CaptureFixture[str]) -> None:
     openai_server.fail_when(lambda index, body: True, "echo_key_401")
-    assert cli_evaluate(tmp_path, openai_server) == 3
+    assert cli_evaluate(tmp_path, openai_server, "--key-env", "OPENAI_API_KEY") == 3
     db = tmp_path / "e.duckdb"
     run = rows(db, "SELECT status, error FROM runs")[0]
     assert run["status"] == "failed" and "Bearer ***" in run["error"]
@@ -262,7 +263,45 @@ def test_a_key_given_to_the_judge_is_masked_even_without_a_known_shape(openai_se
     assert key not in str(caught.value) and "***" in str(caught.value)
 
 
-# ---------------------------------------------------------------- credentials in an endpoint URL
+# ---------------------------------------------------------------- which key goes where
+
+def test_an_api_base_is_sent_no_provider_key_from_the_environment(tmp_path: Path, openai_server: OpenAIServer,
+                                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """OPENAI_API_KEY is set (the autouse fixture): a self-hosted --api-base must never receive it."""
+    assert cli_evaluate(tmp_path, openai_server) == 0
+    assert openai_server.headers and {h["authorization"] for h in openai_server.headers} == {f"Bearer {NO_KEY}"}
+
+
+def test_key_env_sends_exactly_that_variable_to_the_api_base(tmp_path: Path, openai_server: OpenAIServer,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAM_KEY", "team-key-0123456789")
+    assert cli_evaluate(tmp_path, openai_server, "--key-env", "TEAM_KEY") == 0
+    assert openai_server.headers and {h["authorization"] for h in openai_server.headers} == {"Bearer team-key-0123456789"}
+    assert "team-key-0123456789" not in everything_stored(tmp_path / "e.duckdb")
+
+
+def test_key_env_unset_or_not_a_name_fails_before_any_call(tmp_path: Path, openai_server: OpenAIServer,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("TEAM_KEY", raising=False)
+    assert cli_evaluate(tmp_path, openai_server, "--key-env", "TEAM_KEY") == 2
+    assert cli_evaluate(tmp_path, openai_server, "--key-env", SECRET) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "TEAM_KEY is not set" in err[0] and "--key-env must be the name" in err[1]
+    assert SECRET not in "".join(err) and openai_server.requests == []
+
+
+def test_a_model_that_needs_more_than_its_key_env_is_refused_before_any_call(tmp_path: Path,
+                                                                             openai_server: OpenAIServer,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAM_KEY", "team-key-0123456789")
+    monkeypatch.delenv("AZURE_API_VERSION", raising=False)
+    for model, needs in (("azure/gpt-4o", "AZURE_API_VERSION"), ("bedrock/anthropic.claude-v2", "bedrock")):
+        with pytest.raises(JudgeUnavailable, match=f"its key comes from TEAM_KEY alone, but it would also need .*{needs}"):
+            runner.evaluate([ITEM], tmp_path / "e.duckdb", "r", model, api_base=openai_server.base_url,
+                            key_env="TEAM_KEY", metrics=["gr"])
+    assert openai_server.requests == []
+
 
 @pytest.mark.parametrize("credential", ["http://bob:pa55word-0123@{host}/v1", "http://{host}/v1?api-key=SECRET-0123456789",
                                         "http://{host}/v1?x=1&access_token=SECRET-0123456789&sig=s1gnature-0123"])
