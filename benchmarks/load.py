@@ -23,9 +23,10 @@ script run is over. Two kinds of client:
 It prints page views, errors (exception elements and compile errors the server sent, "page not
 found", views that did not finish; with browsers also HTTP errors, script errors and requests off
 loopback), the server-side page-run durations parsed from the log lines of evaluators/timing.py
-(p50 / p95 / max, per page), the server's peak RSS (VmHWM) and CPU time, the clients' CPU time, and
-the machine's load average before and after, against the targets: p95 <= 1.5 s, no error, server
-memory <= 1 GB. Everything stays on 127.0.0.1 (Chromium resolves no other host), and the benchmark
+(p50 / p95 / max, per page) with the server's CPU seconds per view beside the p95 (and the views per
+second the host served, and its CPU would allow), the server's peak RSS (VmHWM) and CPU time, the
+clients' CPU time, and the machine's load average before and after, against the targets: p95 <= 1.5 s,
+no error, server memory <= 1 GB. Everything stays on 127.0.0.1 (Chromium resolves no other host), and the benchmark
 ends by itself after --time-limit seconds at most.
 """
 from __future__ import annotations
@@ -300,6 +301,20 @@ def descendants_cpu(exclude: int) -> float:
     return total
 
 
+def server_cost(server_cpu_s: float, views: int, took_s: float, cores: int) -> str:
+    """The server's CPU per view, and what the host serves at that cost: the views per second it served,
+    the cores the server kept busy meanwhile, and the views per second its CPU would allow on one core
+    (one Python process runs the page scripts) and on every core."""
+    if not views or took_s <= 0:
+        return "server CPU per view: no view finished"
+    per_view = server_cpu_s / views
+    limits = (f"; CPU-bound at {1 / per_view:.1f} views/s on one core, {cores / per_view:.1f} on {cores}"
+              if per_view > 0 else "")
+    return (f"server CPU {per_view:.3f} s per view ({server_cpu_s:.1f} s for {views} views): "
+            f"{views / took_s:.2f} views/s served, the server busy on {server_cpu_s / took_s:.2f} of {cores} "
+            f"cores{limits}")
+
+
 def quantiles(values: list[float]) -> tuple[float, float, float]:
     """(p50, p95, max); p95 by the nearest-rank method, so it is a measured value."""
     s = sorted(values)
@@ -395,6 +410,7 @@ def main() -> None:
               + " ".join(f"{q:>7.2f}" for q in quantiles([d for p, d, _ in runs if p == page])))
     p50, p95, top = quantiles([d for _, d, _ in runs]) if runs else (float("nan"),) * 3
     print(f"{'all':<12} {len(runs):>5} {p50:>7.2f} {p95:>7.2f} {top:>7.2f}")
+    print(server_cost(load.server_cpu_s, tally.views, took, os.cpu_count() or 1))
     if tally.view_s:
         print(f"{args.client} view (load to script run over) p50 / p95 / max: "
               + " / ".join(f"{q:.2f}" for q in quantiles(tally.view_s)) + " s")

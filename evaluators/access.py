@@ -11,9 +11,14 @@ Each role can do what the roles before it can (viewer < triager < evaluator < ad
 user whose email no list names is a viewer. Without login configured (the local default) the one
 user has every role. RAG_TRIAGE_READ_ONLY makes everyone a viewer.
 
+An email grants a role only when the provider verified it: the claim `email_verified` is the JSON
+boolean true. Any other value is a viewer with a notice. Some providers (Entra ID) send no such
+claim at all: `[auth] missing_email_verified = "trust"` lets their emails grant roles; the default,
+"viewer", does not.
+
 Judges for the Evaluate page are listed by an admin, each with the NAME of the environment
-variable that holds its key (the one litellm reads for the model's provider), so no key is ever
-typed, shown, or sent to an address a user chose:
+variable that holds its key, so no key is ever typed, shown, or sent to an address a user chose.
+The judge sends that variable's value, and nothing else, to its api_base:
 
     [[judges]]
     label = "GPT-4o mini (team account)"
@@ -31,7 +36,8 @@ from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from evaluators import store
-from evaluators.records import Item, Label
+from evaluators.masking import mask_url
+from evaluators.records import Item, Label, check_run_name
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
 # The [roles] lists in secrets.toml, one per role; any other key is a typo that would grant nothing.
@@ -42,7 +48,10 @@ READ_ONLY_OFF = ("", "0", "false", "no", "off")
 OFFLINE_LABEL = "offline (embedded, no calls)"
 LOCAL_LABEL = "local (small LLM served on 127.0.0.1)"
 JUDGE_FIELDS = ("label", "model", "api_base", "key_env")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# [auth] missing_email_verified: what a login without an email_verified claim is.
+MISSING_VERIFIED_SETTING = "missing_email_verified"
+MISSING_VERIFIED = (VIEWER, "trust")
 
 
 class Refused(PermissionError):
@@ -93,28 +102,44 @@ def role_for(email: str | None, roles: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class User:
-    """The person a dashboard session acts for: their login email (None without login) and role."""
+    """The person a dashboard session acts for: their login email (None without login or unverified),
+    their role, and why their login grants no role when it does not (shown to them)."""
 
     email: str | None
     role: str
+    notice: str = ""
 
     def can(self, role: str) -> bool:
         """Whether this user has `role` or a higher one."""
         return ROLES.index(self.role) >= ROLES.index(role)
 
 
-def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], read_only: bool) -> User:
+def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], read_only: bool,
+                 missing_verified: Any = VIEWER) -> User:
     """The session's user from the login claims (None: login is not configured, the local single user).
 
-    Only an email the provider has not marked unverified grants a listed role: a display name or an
+    Only an email the provider verified grants a listed role: `email_verified` is the JSON boolean
+    true (not "true", not 1), or it is absent and `missing_verified` is "trust". A display name or an
     unverified address is something a user may be able to choose.
     """
+    if missing_verified not in MISSING_VERIFIED:
+        raise ConfigError(f"[auth] {MISSING_VERIFIED_SETTING} must be {' or '.join(map(repr, MISSING_VERIFIED))}, "
+                          f"got {missing_verified!r}")
     if claims is None:
         return User(None, VIEWER if read_only else ADMIN)
-    email = claims.get("email") if claims.get("email_verified", True) is not False else None
-    email = str(email).strip() if email else None
-    role = role_for(email, roles)
-    return User(email, VIEWER if read_only else role)
+    email = str(claims.get("email") or "").strip() or None
+    verified = claims.get("email_verified")
+    notice = ""
+    if "email_verified" not in claims:
+        if missing_verified != "trust":
+            notice = ("Your login provider does not say your email is verified (no email_verified claim), so you "
+                      f"are a viewer; an admin may set [auth] {MISSING_VERIFIED_SETTING} = \"trust\" for it.")
+    elif verified is not True:
+        notice = (f"Your login provider marks your email as not verified (email_verified is {verified!r}), "
+                  "so you are a viewer.")
+    if notice:
+        email = None
+    return User(email, VIEWER if read_only else role_for(email, roles), notice)
 
 
 def require(user: User, role: str, action: str) -> None:
@@ -125,6 +150,19 @@ def require(user: User, role: str, action: str) -> None:
 
 
 # ---------------------------------------------------------------- judges an admin lists
+
+def url_problem(text: str) -> str | None:
+    """Why `text` cannot be a judge's API base ("must ..."), or None: an http(s) URL with a host. The URL
+    is quoted masked: it may carry a key."""
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  (raises ValueError on a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in text):
+        return f"must be an http(s) URL with a host, such as http://127.0.0.1:8000/v1, got {mask_url(text)!r}"
+    return None
+
 
 @dataclass(frozen=True)
 class ListedJudge:
@@ -148,10 +186,10 @@ def listed_judges(entries: Sequence[Mapping[str, Any]]) -> list[ListedJudge]:
         if problems:
             raise ConfigError(f"[[judges]] entry {n}: {'; '.join(problems)}")
         judge = ListedJudge(*(entry[f].strip() for f in JUDGE_FIELDS))
-        parts = urlsplit(judge.api_base)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"[[judges]] {judge.label!r}: api_base must be an http(s) URL")
-        if not _ENV_NAME.fullmatch(judge.key_env):
+        problem = url_problem(judge.api_base)
+        if problem:
+            raise ConfigError(f"[[judges]] {judge.label!r}: api_base {problem}")
+        if not ENV_NAME.fullmatch(judge.key_env):
             raise ConfigError(f"[[judges]] {judge.label!r}: key_env is the NAME of an environment variable, "
                               "not the key itself")
         judges.append(judge)
@@ -176,16 +214,16 @@ def judge_choices(entries: Sequence[Mapping[str, Any]], local_installed: bool) -
 def judge_options(judge: str | ListedJudge, environ: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     """The runner's judge string and options for a picked judge.
 
-    A listed judge is called at its listed API base only, and its key variable must be set on the
-    server. The key is read there at run time by litellm, from the variable of the model's provider
-    (OPENAI_API_KEY for openai/...): the runner takes no key of its own, so key_env names that variable.
+    A listed judge is called at its listed API base only, with the value of its key variable, which
+    must be set on the server, as its only credential: no provider variable (OPENAI_API_KEY) is read
+    for it. The runner refuses, before any call, a model that would need another credential too.
     """
     if isinstance(judge, str):
         return judge, {}
     if not environ.get(judge.key_env):
         raise ConfigError(f"judge {judge.label!r} cannot run: its key variable {judge.key_env} is not set on "
                           "the server (ask an admin)")
-    return judge.model, {"api_base": judge.api_base}
+    return judge.model, {"api_base": judge.api_base, "key_env": judge.key_env}
 
 
 # ---------------------------------------------------------------- the write paths
@@ -227,20 +265,25 @@ def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge
                      on_progress: Callable[[Any], None] | None = None) -> Any:
     """Evaluate items into a NEW run as this user (an evaluator or above); returns the runner's summary.
 
-    Refuses an existing run name (a new upload would otherwise be appended to that run), and records
-    the user as the one who started the run.
+    Refuses a name that does not show as itself (records.run_name_problem) or of an existing run (a new
+    upload would otherwise be appended to that run), and records the user as the one who started the
+    run. ConfigError (one line, before any call): a listed judge's key is not set, or its model would
+    need another credential than that key.
     """
     require(user, EVALUATOR, "upload files or run judges")
-    if not run.strip():
-        raise ValueError("Give the run a name.")
+    check_run_name(run)
     if store.run_exists(db, run):
         raise RunExists("A run with this name already exists: choose another name (an evaluation never adds to "
                         "an existing run).")
     model, options = judge_options(judge, environ)
-    from evaluators.runner import evaluate  # lazy: the judges import litellm / sentence-transformers
+    from evaluators.judge import JudgeUnavailable  # lazy: the judges import litellm / sentence-transformers
+    from evaluators.runner import evaluate
 
     with store.started_by(user.email or ""):
-        return evaluate(items, db=db, run=run, judge=model, metrics=metrics, on_progress=on_progress, **options)
+        try:
+            return evaluate(items, db=db, run=run, judge=model, metrics=metrics, on_progress=on_progress, **options)
+        except JudgeUnavailable as exc:  # found before any call: the listed judge is what is wrong
+            raise ConfigError(f"judge {getattr(judge, 'label', judge)!r} cannot run: {exc}") from None
 
 
 def delete_run(user: User, db: str, run_id: str) -> dict[str, int]:

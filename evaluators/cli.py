@@ -80,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
                          "(dataset or result file: its scores are kept as imported peer scores), deepeval (test "
                          "run JSON)")
     ev.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
-    ev.add_argument("--run", required=True, help="run name; an unfinished run of this name is resumed")
+    ev.add_argument("--run", required=True, type=options.run_name,
+                    help="run name (every character visible); an unfinished run of this name is resumed")
     ev.add_argument("--judge", default=runner.OFFLINE, type=options.judge,
                     help="offline (default, embedded), local (optional Qwen 1.5B), any litellm model string, or "
                          "a cascade of them, weakest first, e.g. offline>openai/gpt-4o-mini: each tier decides "
@@ -88,9 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--decompose-with", default=None, metavar="TIER",
                     help="the tier of a --judge cascade that splits texts into claims and sub-questions "
                          "(default: the last)")
-    ev.add_argument("--api-base", action="append", default=None, metavar="URL",
-                    help="base URL for an OpenAI-compatible endpoint (every litellm tier of a cascade); repeat it "
-                         "for replicas of one model: calls are spread over them, a failing one is routed around")
+    options.add_endpoint(ev, replicas=True)
     ev.add_argument("--client-processes", type=options.count, default=None, metavar="N",
                     help="send the judge calls from N worker processes (default: 2 from --concurrency "
                          f"{POOL_CONCURRENCY} and {POOL_ITEMS} items on a machine with 2 cores or more, else 1: this "
@@ -98,8 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--metrics", default=None,
                     help=f"comma-separated metric ids (default {','.join(THELMA)}, and {','.join(REFERENCE)} "
                          f"when some item carries a reference); also: {','.join(registry.SUITE_METRICS)}")
-    ev.add_argument("--concurrency", type=options.count, default=8,
-                    help="max judge calls in flight (adapts down on 429)")
+    ev.add_argument("--concurrency", type=options.concurrency, default=8,
+                    help=f"max judge calls in flight, 1 to {options.MAX_CONCURRENCY} (adapts down on 429)")
     ev.add_argument("--timeout", type=options.duration, default=60.0, help="seconds per judge call")
     ev.add_argument("--rate-limit-patience", type=options.duration, default=10.0, metavar="MINUTES",
                     help="minutes a rate-limited judge may go without an answer before the run stops "
@@ -157,10 +156,11 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("--pairs", required=True, type=options.input_file,
                     help="JSONL: per line metric, and better and worse objects with an item's fields")
     ag.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
-    ag.add_argument("--run", required=True, help="run to evaluate the pairs' sides into (resumed if unfinished)")
+    ag.add_argument("--run", required=True, type=options.run_name,
+                    help="run to evaluate the pairs' sides into (resumed if unfinished)")
     ag.add_argument("--judge", default=runner.OFFLINE, help="as for evaluate")
-    ag.add_argument("--api-base", help="base URL for an OpenAI-compatible endpoint")
-    ag.add_argument("--concurrency", type=options.count, default=8, help="max judge calls in flight")
+    options.add_endpoint(ag)
+    ag.add_argument("--concurrency", type=options.concurrency, default=8, help="max judge calls in flight")
     ag.add_argument("--out", type=options.output_file, help="CSV file to write (default: print only)")
 
     gt = sub.add_parser("gate", help="CI gate: exit 1 when the candidate run regresses on the baseline run")
@@ -256,7 +256,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     try:
         summary = runner.evaluate(
-            items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
+            items, args.db, args.run, args.judge, api_base=args.api_base, key_env=args.key_env, metrics=metrics,
             concurrency=args.concurrency, per_component=args.per_component, timeout=args.timeout,
             sd_threshold=args.sd_threshold, rate_limit_patience=args.rate_limit_patience * 60,
             update=args.update, retry_failed=args.retry_failed, decompose_with=args.decompose_with,
@@ -380,8 +380,8 @@ def _agreement(args: argparse.Namespace) -> int:
     metrics = sorted({m for joined, _, _ in loaded for m in joined.split(",")}, key=list(registry.METRICS).index)
     items = [side for _, better, worse in loaded for side in (better, worse)]
     try:
-        runner.evaluate(items, args.db, args.run, args.judge, api_base=args.api_base, metrics=metrics,
-                        concurrency=args.concurrency, on_progress=None)
+        runner.evaluate(items, args.db, args.run, args.judge, api_base=args.api_base, key_env=args.key_env,
+                        metrics=metrics, concurrency=args.concurrency, on_progress=None)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except (store.RunConflict, store.InputChanged) as exc:

@@ -308,6 +308,9 @@ def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Ite
             problems.append((line, f"{where}: field metric: unknown metric {unknown[0]!r}; known: "
                                    f"{', '.join(sorted(metrics))}"))
             continue
+        if isinstance(row.get("id"), str) and _invisible(row["id"]):
+            problems.append((line, f"{where}: field id: empty; leave the field out for an id from the line number"))
+            continue
         pair_id = str(row.get("id") or f"pair{line}")
         if pair_id in seen:
             problems.append((line, f"{where}: field id: duplicate pair id {pair_id!r}, first at {seen[pair_id]}"))
@@ -450,11 +453,12 @@ def _normalise(row: Any, where: str, json_cells: bool) -> tuple[Item | None, lis
         value = given["id"][1]
         if isinstance(value, bool) or not isinstance(value, (str, numbers.Integral)):
             problems.append(f"{where}: field id: expected a string or an integer, got {_type(value)}")
-        elif str(value).strip():
+        else:
+            # A blank id is a mistake, not a request for a content hash: leave the field out for that.
             item_id = str(value)
             error = _text_problem(item_id)
             if error:
-                problems.append(f"{where}: field id: {error}")
+                problems.append(f"{where}: field id: {error}; leave the field out for an id hashed from the content")
 
     if problems:
         return None, problems

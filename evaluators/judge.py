@@ -24,6 +24,7 @@ import itertools
 import json
 import math
 import multiprocessing
+import os
 import random
 import signal
 import time
@@ -35,7 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
 from evaluators import prompts, registry
-from evaluators.masking import mask_secrets
+from evaluators.masking import mask_secrets, mask_url, url_secrets
 from evaluators.records import LOGPROB, Answer, Confidence, JudgeCall, Status
 
 # Seconds a judge may go without any answer while rate limited before the run stops.
@@ -76,6 +77,33 @@ class _Failure(Exception):
         self.kind, self.message, self.retry_after = kind, message, retry_after
 
 
+def _key(api_key: str | None, key_env: str | None, api_base: str | None) -> str | None:
+    """The key a judge sends: the one given, else key_env's value, else NO_KEY to an api_base, else None
+    (litellm then reads the provider's own variable, for the provider's own endpoint)."""
+    if api_key is not None:
+        return api_key
+    if key_env is not None:
+        value = os.environ.get(key_env, "").strip()
+        if not value:
+            raise JudgeUnavailable(f"the key variable {key_env} is not set in the environment; nothing was judged")
+        return value
+    return NO_KEY if api_base is not None else None
+
+
+def other_credentials(model: str, api_base: str | None) -> str:
+    """What else than one key a call to `model` at `api_base` would need ("" for nothing): the variables
+    litellm still misses with a key and the base given, or the ambient credentials of AWS and Google."""
+    import litellm
+
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+    except Exception:
+        return ""  # an unknown model: its first call fails as a refused request
+    if provider.startswith(_AMBIENT_CREDENTIALS):
+        return f"the {provider} SDK's own credentials"
+    return ", ".join(litellm.validate_environment(model, api_key="given", api_base=api_base)["missing_keys"])
+
+
 @dataclass
 class CallStats:
     """Running totals shown by the progress bar and stored on the run."""
@@ -87,6 +115,8 @@ class CallStats:
     cost: float = 0.0
     retries: int = 0
     failures: int = 0
+    # Answers read from a bare reply, without the format asked for (a bare rating digit: prompts.Bare).
+    bare_replies: int = 0
     # Calls answered per endpoint (api base), for a judge given one or more.
     endpoints: dict[str, int] = field(default_factory=dict)
     # time.monotonic() before which the judge sends nothing (a 429, or a Retry-After): 0 when not waiting.
@@ -140,13 +170,19 @@ _REASK = ("Your reply could not be read ({error}). Answer again in exactly the f
 
 
 class LLMJudge:
-    """Any model litellm can reach: `openai/NAME` with api_base, `anthropic/...`, `ollama/...`."""
+    """Any model litellm can reach: `openai/NAME` with api_base, `anthropic/...`, `ollama/...`.
+
+    The key sent is `api_key`, else the value of the environment variable `key_env` names, else, to
+    an api_base, NO_KEY: a provider's key from the environment goes only to that provider's own
+    endpoint, never to an address given with the judge.
+    """
 
     def __init__(
         self,
         model: str,
         api_base: str | Sequence[str] | None = None,
         api_key: str | None = None,
+        key_env: str | None = None,
         timeout: float = 60.0,
         concurrency: int = 8,
         max_attempts: int = 4,
@@ -164,7 +200,10 @@ class LLMJudge:
         self.replicas = Replicas([api_base] if api_base is None or isinstance(api_base, str) else list(api_base))
         self.api_base = self.replicas.endpoints[0]
         self.pool = pool  # worker processes that send the calls; None: this process's event loop
-        self.api_key = api_key
+        self.key_env = key_env
+        self.api_key = _key(api_key, key_env, self.api_base)
+        # Literal secrets to mask in errors: the key, and what the endpoint URLs carry (user:password@, ?key=).
+        self._secrets = [self.api_key, *(v for e in self.replicas.endpoints if e for v in url_secrets(e))]
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.rate_limit_patience = rate_limit_patience
@@ -197,7 +236,7 @@ class LLMJudge:
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
             return Answer(top, Status.OK, call.key, call.reply)
         try:
-            return Answer(parser(call.reply or ""), Status.OK, call.key, call.reply)
+            return self._parsed(parser(call.reply or ""), call)
         except prompts.ParseError as exc:
             retry = messages + [{"role": "assistant", "content": call.reply or ""},
                                 {"role": "user", "content": _REASK.format(error=exc)}]
@@ -205,12 +244,13 @@ class LLMJudge:
             if second.status is not Status.OK:
                 return Answer(None, second.status, second.key, second.reply, detail=second.error)
             try:
-                return Answer(parser(second.reply or ""), Status.OK, second.key, second.reply)
+                return self._parsed(parser(second.reply or ""), second)
             except prompts.ParseError as exc2:
                 return Answer(None, Status.UNPARSED, second.key, second.reply, detail=str(exc2))
 
     def check_access(self) -> None:
-        """Raise JudgeUnavailable, before any call, when litellm lacks the key or endpoint this model needs.
+        """Raise JudgeUnavailable, before any call, when litellm lacks the key or endpoint this model needs,
+        or when a key named by key_env would not be the only credential the call needs.
 
         An api_base stands in for a missing endpoint, and for a missing key: NO_KEY is sent, which a
         local server ignores and a provider that needs a key refuses with a 401 on the first call.
@@ -218,6 +258,12 @@ class LLMJudge:
         import litellm
 
         litellm.suppress_debug_info = True  # an unknown provider would print litellm's banner
+        if self.key_env is not None:
+            needs = other_credentials(self.model, self.api_base)
+            if needs:
+                raise JudgeUnavailable(f"judge {self.model}: its key comes from {self.key_env} alone, but it would "
+                                       f"also need {needs}; nothing was judged")
+            return
         if self.api_key is not None:
             return
         try:
@@ -227,12 +273,8 @@ class LLMJudge:
         if provider.startswith(_AMBIENT_CREDENTIALS):
             return
         # Only keys and endpoints: other names (API versions, projects) have defaults or fail at the call.
-        missing = [m for m in litellm.validate_environment(self.model, api_base=self.api_base)["missing_keys"]
+        missing = [m for m in litellm.validate_environment(self.model)["missing_keys"]
                    if m.endswith(_KEY_NAMES + _ENDPOINT_NAMES)]
-        if self.api_base:
-            if any(m.endswith(_KEY_NAMES) for m in missing):
-                self.api_key = NO_KEY
-            missing = []
         if missing:
             raise JudgeUnavailable(f"judge {self.model}: {', '.join(missing)} not set in the environment "
                                    "(or give an API base for a server of your own); nothing was judged")
@@ -249,6 +291,13 @@ class LLMJudge:
         return spec, messages, params
 
     # ------------------------------------------------------------ internals
+    def _parsed(self, value: Any, call: JudgeCall) -> Answer:
+        """The answer of a parsed reply; one read from a bare reply says so, and is counted."""
+        if isinstance(value, prompts.Bare):
+            self.stats.bare_replies += 1
+            return Answer(value.value, Status.OK, call.key, call.reply, detail=prompts.BARE_REPLY)
+        return Answer(value, Status.OK, call.key, call.reply)
+
     def _from_logprobs(self, call: JudgeCall, words: tuple[str, str] = ("1", "0")) -> Answer:
         """P(1) / (P(0) + P(1)) from the stored top logprobs of the single answer token, where 1 and 0 are
         `words`: a token counts for the word it begins (case aside) when it does not begin the other."""
@@ -318,13 +367,15 @@ class LLMJudge:
                 self._limited_since = None
                 return self._record(key, spec, messages, params, reply, (time.monotonic() - t0) * 1000, endpoint)
             except _Failure as failure:
-                text = _one_line(mask_secrets(failure.message, self.api_key))
+                text = _one_line(mask_secrets(failure.message, *self._secrets))
                 if failure.kind == "refused":
                     # A 400 about this one request (too long, refused content): fail it, not the run.
                     error, status = text, Status.ERROR
                     break
                 if failure.kind == "fatal":
-                    raise JudgeFatal(f"judge {self.model} refused the request: {text}") from None
+                    hint = (" (no key was sent to this API base; if it needs one, name the variable that holds it "
+                            "with --key-env)" if self.api_key == NO_KEY else "")
+                    raise JudgeFatal(f"judge {self.model} refused the request: {text}{hint}") from None
                 if failure.kind == "rate":
                     self.limit.throttled()
                     error, status = f"429 rate limited: {text}", Status.ERROR
@@ -356,7 +407,7 @@ class LLMJudge:
         return JudgeCall(key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
                          messages=messages, params=params, reply=None, status=status,
                          latency_ms=(time.monotonic() - started) * 1000,
-                         error=f"{error} (after {attempt} attempts)", endpoint=endpoint)
+                         error=f"{error} (after {attempt} attempts)", endpoint=_shown(endpoint))
 
     async def _hold(self) -> None:
         """Send nothing before the time a rate limit or a Retry-After set (it may move while we sleep)."""
@@ -384,7 +435,7 @@ class LLMJudge:
 
     def _describe(self, exc: BaseException) -> str:
         """The exception as one line, with this judge's key and any other credential masked."""
-        return _one_line(mask_secrets(str(exc), self.api_key))
+        return _one_line(mask_secrets(str(exc), *self._secrets))
 
     def _check_alive(self) -> None:
         """A dead judge server fails the run at once instead of every call after its retries."""
@@ -400,13 +451,13 @@ class LLMJudge:
             key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
             messages=messages, params=params, reply=reply["reply"], status=Status.OK,
             prompt_tokens=reply["prompt_tokens"], completion_tokens=reply["completion_tokens"],
-            cost=reply["cost"], latency_ms=latency_ms, endpoint=endpoint)
+            cost=reply["cost"], latency_ms=latency_ms, endpoint=_shown(endpoint))
         self.stats.calls += 1
         self.stats.prompt_tokens += call.prompt_tokens
         self.stats.completion_tokens += call.completion_tokens
         self.stats.cost += call.cost or 0.0
-        if endpoint is not None:
-            self.stats.endpoints[endpoint] = self.stats.endpoints.get(endpoint, 0) + 1
+        if call.endpoint is not None:
+            self.stats.endpoints[call.endpoint] = self.stats.endpoints.get(call.endpoint, 0) + 1
         return call
 
 
@@ -634,6 +685,11 @@ async def _serve_async(conn: Any) -> None:
     await done.wait()
     if tasks:
         await asyncio.wait(tasks)
+
+
+def _shown(endpoint: str | None) -> str | None:
+    """An endpoint as it is stored and shown: with the credentials its URL carries masked."""
+    return None if endpoint is None else mask_url(endpoint)
 
 
 def _one_line(text: str) -> str:

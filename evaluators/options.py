@@ -1,4 +1,4 @@
-"""The command line's checks at the door: argparse types for every path and number option.
+"""The command line's checks at the door: argparse types for every path, number, name and URL option.
 
 Each type refuses a bad value with ArgumentTypeError, which the CLI's parser prints as one line
 naming the option (exit 2), so a command does no work and writes nothing on a bad option.
@@ -11,6 +11,10 @@ import os
 from pathlib import Path
 
 from evaluators import cascade, diagnosis, store
+from evaluators.access import ENV_NAME, url_problem
+from evaluators.records import run_name_problem
+
+MAX_CONCURRENCY = 1024  # judge calls in flight: each holds two tasks and a connection
 
 
 def count(text: str) -> int:
@@ -22,6 +26,54 @@ def count(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def concurrency(text: str) -> int:
+    """Judge calls in flight: a whole number from 1 to MAX_CONCURRENCY."""
+    value = count(text)
+    if value > MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_CONCURRENCY}, got {value}")
+    return value
+
+
+def run_name(text: str) -> str:
+    """The name of a run to write: not empty, and every character shows (see records.run_name_problem)."""
+    problem = run_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def api_base(text: str) -> str:
+    """An endpoint's base URL: http or https, with a host."""
+    problem = url_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def env_name(text: str) -> str:
+    """--key-env: the NAME of an environment variable (its value is the key), never the key itself."""
+    if not ENV_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError("must be the name of an environment variable (its value is the key), "
+                                         "not the key itself")
+    return text
+
+
+def add_endpoint(parser: argparse.ArgumentParser, replicas: bool = False) -> None:
+    """--api-base (repeatable for replicas of one model with `replicas`) and --key-env, for a litellm judge."""
+    if replicas:
+        parser.add_argument("--api-base", action="append", type=api_base, default=None, metavar="URL",
+                            help="base URL for an OpenAI-compatible endpoint (every litellm tier of a cascade); "
+                                 "repeat it for replicas of one model: calls are spread over them, a failing one "
+                                 "is routed around")
+    else:
+        parser.add_argument("--api-base", type=api_base, default=None, metavar="URL",
+                            help="base URL for an OpenAI-compatible endpoint")
+    parser.add_argument("--key-env", type=env_name, default=None, metavar="NAME",
+                        help="the environment variable holding the judge's key: its value is the only key sent "
+                             "(without it, an --api-base is sent no key, never a provider's key such as "
+                             "OPENAI_API_KEY)")
 
 
 def _finite(text: str) -> float:

@@ -36,6 +36,18 @@ class ParseError(ValueError):
     """A judge reply does not have the shape its prompt asks for."""
 
 
+# What a verdict's detail says of a value read from a bare reply (see Bare).
+BARE_REPLY = "read from a bare reply, without the <output> tags asked for"
+
+
+@dataclass(frozen=True)
+class Bare:
+    """A parser's value read from a reply that left out the asked format where the format allows no
+    doubt (a bare "2" to a prompt whose only answers are 0, 1 or 2). The judge counts such replies."""
+
+    value: Any
+
+
 def _own_element(text: str) -> frozenset[str]:
     """The variables that the template wraps in an element of their own: `<tag>{name}</tag>`."""
     return frozenset(m.group(2) for m in re.finditer(r"<([^<>/\n]+)>\n?\{([a-z_]+)\}\n?</\1>", text))

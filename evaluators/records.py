@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple, Protocol
@@ -153,6 +155,33 @@ class Run:
     params: dict[str, Any]
     prompt_hashes: dict[str, str]
     status: str = "running"
+
+
+# Characters Python calls printable that still show nothing: variation selectors, the combining
+# grapheme joiner, the Hangul fillers and the braille blank.
+_SHOWS_NOTHING = re.compile("[\u034f\u115f\u1160\u2800\u3164\uffa0\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
+
+def run_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a new run ("must ..."), or None: a name must show as itself, so that two
+    runs never look alike (`weak_retriever` and `weak_retriever` with a zero-width space)."""
+    if not name:
+        return "must not be empty"
+    if name != name.strip():
+        return f"must not begin or end with a space, got {name!r}"
+    for k, ch in enumerate(name):
+        if not ch.isprintable() or _SHOWS_NOTHING.match(ch):
+            return (f"must hold no invisible or control character, got {name!r} (U+{ord(ch):04X} "
+                    f"{unicodedata.name(ch, 'control character')} at position {k + 1})")
+    return None
+
+
+def check_run_name(name: str) -> str:
+    """`name`, or ValueError (one line) when it cannot name a new run (see run_name_problem)."""
+    problem = run_name_problem(name)
+    if problem:
+        raise ValueError(f"run name {problem}")
+    return name
 
 
 class Elements(dict):

@@ -114,6 +114,9 @@ class RunSummary:
             failures = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s != Status.OK.value)
             lines.append(f"  {metric:<22} scored {counts.get(Status.OK.value, 0)} of {total}"
                          + (f"  ({failures})" if failures else ""))
+        if self.stats.get("bare_replies"):
+            lines.append(f"answers read from a bare reply (a rating without the <output> tags asked for): "
+                         f"{self.stats['bare_replies']}")
         if len(self.stats.get("endpoints") or {}) > 1:
             lines.append("calls by endpoint: " + ", ".join(f"{e} {n}" for e, n in self.stats["endpoints"].items()))
         if self.tiers:
@@ -265,12 +268,14 @@ def check_chain(judge: str, decompose_with: str | None = None) -> tuple[list[str
 async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | Sequence[str] | None, concurrency: int,
                       timeout: float, cache: dict[str, JudgeCall], on_call: Callable[[JudgeCall], None],
                       rate_limit_patience: float = RATE_LIMIT_PATIENCE,
-                      client_processes: int = 1) -> tuple[Judge, bool]:
+                      client_processes: int = 1, key_env: str | None = None) -> tuple[Judge, bool]:
     """The judge for a spec, and whether it must judge one component per call.
 
     `api_base`: one endpoint, or several replicas of the model the calls are spread over.
-    `client_processes` above 1 sends a litellm judge's calls from that many worker processes.
-    Raises JudgeUnavailable when a litellm judge lacks its key or endpoint, before any call.
+    `key_env`: the environment variable whose value is a litellm judge's key, and its only credential
+    (without it an api_base gets no key at all). `client_processes` above 1 sends a litellm judge's
+    calls from that many worker processes. Raises JudgeUnavailable when a litellm judge lacks its key
+    or endpoint, before any call.
     """
     if judge == OFFLINE:
         from evaluators.offline import OfflineJudge
@@ -282,7 +287,7 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | Sequence
         server = stack.enter_context(local_llm.LocalServer())
         # Logprob scoring reads one 0/1 token, so the local judge always asks one component per call.
         return local_llm.judge(server, timeout, cache, on_call), True
-    llm = LLMJudge(judge, api_base=api_base, concurrency=concurrency, timeout=timeout,
+    llm = LLMJudge(judge, api_base=api_base, key_env=key_env, concurrency=concurrency, timeout=timeout,
                    rate_limit_patience=rate_limit_patience, cache=cache, on_call=on_call)
     llm.check_access()
     if client_processes > 1:
@@ -294,11 +299,11 @@ async def open_chain(stack: AsyncExitStack, tiers: Sequence[str], decompose_with
                      api_base: str | Sequence[str] | None, concurrency: int, timeout: float,
                      caches: dict[str, dict[str, JudgeCall]], on_call: Callable[[JudgeCall], None],
                      rate_limit_patience: float = RATE_LIMIT_PATIENCE,
-                     client_processes: int = 1) -> tuple[Judge, bool]:
+                     client_processes: int = 1, key_env: str | None = None) -> tuple[Judge, bool]:
     """The judge for a chain of tiers (a single judge for a chain of one), and whether it must judge
     one component per call: when any tier must (the local judge reads one 0/1 token), all do."""
     opened = [await open_judge(stack, tier, api_base, concurrency, timeout, caches.get(tier, {}), on_call,
-                               rate_limit_patience, client_processes) for tier in tiers]
+                               rate_limit_patience, client_processes, key_env) for tier in tiers]
     if len(opened) == 1:
         return opened[0]
     judge = cascade.CascadeJudge([(tier, j) for tier, (j, _) in zip(tiers, opened)], decompose_with)
@@ -326,7 +331,8 @@ class _Paused:
 
 
 async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
-                         api_base: str | Sequence[str] | None = None, metrics: Sequence[str] = THELMA,
+                         api_base: str | Sequence[str] | None = None, key_env: str | None = None,
+                         metrics: Sequence[str] = THELMA,
                          concurrency: int = 8, per_component: bool = False, timeout: float = 60.0,
                          sd_threshold: float = metrics_mod.SD_THRESHOLD,
                          rate_limit_patience: float = RATE_LIMIT_PATIENCE, update: bool = False,
@@ -355,7 +361,7 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
     writer = _Writer(db, run, owner, heartbeat_s, report)
     async with AsyncExitStack() as stack:
         judge_obj, forced = await open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches,
-                                             writer.add_call, rate_limit_patience, client_processes)
+                                             writer.add_call, rate_limit_patience, client_processes, key_env)
         stats = getattr(judge_obj, "stats", stats)  # a cascade's sums its tiers' as it is read
         per_component = per_component or forced
         used = sorted({p for metric in chosen.values() for p in metric.prompts})
@@ -428,7 +434,8 @@ def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLI
     see evaluators/cascade.py) whose tiers each decide what they are sure of; `decompose_with`
     names the chain's tier that decomposes (default: the last).
     Options: api_base (one, or a list of replicas of the judge model: calls are spread over them and
-    a failing one is routed around), metrics, concurrency, per_component, timeout, sd_threshold,
+    a failing one is routed around), key_env (the variable holding the judge's key: the only key an
+    api_base is sent), metrics, concurrency, per_component, timeout, sd_threshold,
     rate_limit_patience (seconds), update, retry_failed, heartbeat_s, decompose_with,
     client_processes (worker processes sending the calls), on_progress. The run must be what `items` say: if
     the run recorded other content, store.InputChanged names the changed, added and removed ids,

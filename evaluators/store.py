@@ -29,7 +29,7 @@ import duckdb
 import pandas as pd
 
 from evaluators import traces
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict, check_run_name
 from evaluators.vocabulary import THELMA, order_metrics
 
 # Replacement scans off: a table missing from the file is an error, not a lookup of a Python
@@ -640,7 +640,14 @@ class Owner:
     def this_process() -> "Owner":
         """A new owner identity for one evaluation in this process."""
         host, pid = socket.gethostname(), os.getpid()
-        return Owner(host, pid, f"{host}:{pid}:{uuid.uuid4().hex[:8]}")
+        owner = Owner(host, pid, f"{host}:{pid}:{uuid.uuid4().hex[:8]}")
+        _MINTED.add(owner.token)
+        return owner
+
+
+# The owner tokens of the evaluations this process started: an owner with this process's host and pid
+# but another token was a process before it that had the same pid (pid 1 in a restarted container).
+_MINTED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -657,8 +664,8 @@ def claim_run(path: str | Path, run: Run, hashes: Mapping[str, str], owner: Owne
     """Create or take over a run for one evaluation, in ONE transaction, so two processes never both own it.
 
     hashes: the input, {item id: Item.content_hash()} in input order. Raises RunBusy while another
-    live process owns the run (same host: its pid runs; another host: it wrote within STALE_BEATS
-    heartbeats), ValueError when judge, params or prompts differ, and InputChanged when the input
+    live process owns the run (it wrote within STALE_BEATS heartbeats and, on this host, its pid still
+    runs: see _check_not_owned), ValueError when judge, params or prompts differ, and InputChanged when the input
     differs from the one the run recorded, unless `update`: then this input is recorded, removed items
     are deleted and changed or added ones evaluated. `retry_failed` adds the items with a failed step.
     Items whose stored results are for other content (an interrupted update) are always evaluated.
@@ -714,6 +721,7 @@ def _claim(con: Any, run: Run, hashes: dict[str, str], owner: Owner, heartbeat_s
 
 
 def _insert_run(con: Any, run: Run, n_items: int) -> None:
+    check_run_name(run.name)  # every way into a new run: the CLI and the Evaluate page check it first
     con.execute("""INSERT INTO runs (run_id, judge, params, prompt_hashes, status, n_items, created_at, started_by)
                    VALUES (?, ?, ?, ?, 'running', ?, now()::TIMESTAMP, ?)""",
                 [run.name, run.judge, json.dumps(run.params, sort_keys=True),
@@ -731,15 +739,22 @@ def _check_same_run(run: Run, row: Sequence[Any]) -> None:
 
 def _check_not_owned(run_id: str, owner: Owner, status: str, current: str | None, pid: int | None,
                      host: str | None, age_s: float | None, heartbeat_s: float | None) -> None:
+    """Raise RunBusy while another live evaluation owns the run.
+
+    An owner lives only while its heartbeat is fresh (it wrote within STALE_BEATS heartbeats), whatever
+    its pid: a pid that runs may be another process's by now (pid 1 in every container, on one hostname).
+    On this host a fresh owner whose pid is gone is dead too, and so is one with this process's pid that
+    this process did not start (the process before it had the pid).
+    """
     if status != "running" or current is None or current == owner.token:
         return
-    if host == owner.host:  # the pid answers for itself, however long the owner waited for the file
-        alive = pid is not None and _pid_alive(pid)
-    else:
-        alive = age_s is not None and age_s <= STALE_BEATS * (heartbeat_s or 0.0)
+    alive = age_s is not None and age_s <= STALE_BEATS * (heartbeat_s or 0.0)
+    if alive and host == owner.host and pid is not None:
+        alive = current in _MINTED if pid == owner.pid else _pid_alive(pid)
     if alive:
         last = "" if age_s is None else f", last write {age_s:.0f} s ago"
-        raise RunBusy(f"run {run_id!r} is being evaluated by another process (pid {pid} on {host}{last})")
+        raise RunBusy(f"run {run_id!r} is being evaluated by another process (pid {pid} on {host}{last}; "
+                      f"one that stops writing for {STALE_BEATS * (heartbeat_s or 0.0):.0f} s counts as gone)")
 
 
 def _pid_alive(pid: int) -> bool:

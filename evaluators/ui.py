@@ -26,6 +26,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from evaluators import access, queries, store
 from evaluators.confidence import DEFAULT_BANDS, LABEL, Band, format_band, parse_band
 from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, Fired, fired
+from evaluators.masking import mask_url
 from evaluators.records import Score, Status
 from evaluators.stats import bootstrap_ci
 from evaluators.vocabulary import order_metrics
@@ -97,7 +98,10 @@ def _auth_configured() -> bool:
 def user() -> access.User:
     """This session's user and role: the login's, or without login configured the local single user.
     Write paths call this again when they act, so a role is checked where the write happens."""
-    return access.current_user(st.user if _auth_configured() else None, secret("roles") or {}, read_only())
+    auth, roles = secret("auth"), secret("roles") or {}
+    if auth is None:
+        return access.current_user(None, roles, read_only())
+    return access.current_user(st.user, roles, read_only(), auth.get(access.MISSING_VERIFIED_SETTING, access.VIEWER))
 
 
 def _hand_over_to_app() -> None:
@@ -141,6 +145,8 @@ def page(title: str, need_db: bool = True) -> Path:
     if _auth_configured():  # past the gate, so someone is logged in
         # plain text: the address comes from the login provider
         st.sidebar.text(f"{me.email or '(no verified email)'}\n{me.role}")
+        if me.notice:
+            st.sidebar.warning(me.notice, icon="⚠️")
         st.sidebar.button("Log out", key="logout", on_click=st.logout)
     st.html(WRAP_CSS)
     st.title(title)
@@ -851,7 +857,8 @@ def raw_exchange(verdict: Record, calls: Mapping[str, Record], seen: dict[str, s
     st.caption(f"model {md(call['model'])} · prompt {md(call['prompt_name'])} ({md(call['prompt_hash'])}) · "
                f"call status {md(call['status'])} · tokens {call['prompt_tokens']} in / "
                f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}"
-               + (f" · endpoint {md(call['endpoint'])}" if isinstance(call.get("endpoint"), str) else ""))
+               # masked again: a database written before URLs were masked may hold a key in one
+               + (f" · endpoint {md(mask_url(call['endpoint']))}" if isinstance(call.get("endpoint"), str) else ""))
     messages = json.loads(call["messages"] or "[]")
     size = sum(len(str(m.get("content", ""))) for m in messages)
     if seen is not None and size >= REPEAT_CHARS and call["key"] in seen:

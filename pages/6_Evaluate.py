@@ -13,6 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from evaluators import access, local_llm, store, ui
+from evaluators.records import run_name_problem
 from evaluators.vocabulary import THELMA
 
 path = ui.page("Evaluate", need_db=False)
@@ -70,8 +71,11 @@ metrics = st.multiselect("Metrics", list(known), default=list(THELMA), key="eval
                          help="THELMA's seven first; the RAGAS, Nvidia and DeepEval suites after them.")
 name = st.text_input("Run name", value=f"upload-{datetime.now():%Y%m%d-%H%M}", key="run_name",
                      help="A new name: an evaluation never adds to an existing run.").strip()
+bad_name = run_name_problem(name)
+if name and bad_name:  # a name that looks like another one (a zero-width space) is refused before any work
+    st.error(f"**Run name** {ui.md(bad_name)}")
 
-if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None or not metrics or not name):
+if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None or not metrics or bool(bad_name)):
     from evaluators.ingest import InputError, load_items  # lazy: ingest may pull heavier readers
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -41,7 +41,7 @@ def app(page: str, role: str | None = None, secrets: dict[str, Any] | None = Non
     if role is not None:
         at.secrets["auth"] = AUTH
         at.secrets["roles"] = ROLES
-        at.user = {"is_logged_in": True, "email": PEOPLE[role]}
+        at.user = {"is_logged_in": True, "email": PEOPLE[role], "email_verified": True}
     for key, value in (secrets or {}).items():
         at.secrets[key] = value
     if page != "app.py":
@@ -114,14 +114,57 @@ def test_malformed_roles_are_refused_not_guessed(roles: dict[str, Any]) -> None:
 
 def test_current_user_login_local_read_only_and_unverified_email() -> None:
     roles = {"admins": ["boss@example.com"]}
+    boss = {"email": "boss@example.com", "email_verified": True}
     assert access.current_user(None, roles, read_only=False) == access.User(None, access.ADMIN)
     assert access.current_user(None, roles, read_only=True).role == access.VIEWER
-    assert access.current_user({"email": "boss@example.com"}, roles, read_only=False).role == access.ADMIN
-    assert access.current_user({"email": "boss@example.com"}, roles, read_only=True).role == access.VIEWER
-    unverified = access.current_user({"email": "boss@example.com", "email_verified": False}, roles, False)
-    assert unverified == access.User(None, access.VIEWER)
+    assert access.current_user(boss, roles, read_only=False) == access.User("boss@example.com", access.ADMIN)
+    assert access.current_user(boss, roles, read_only=True).role == access.VIEWER
+    unverified = access.current_user({**boss, "email_verified": False}, roles, False)
+    assert (unverified.email, unverified.role) == (None, access.VIEWER) and "not verified" in unverified.notice
     # a name is not an identity: it never grants a role
-    assert access.current_user({"name": "boss@example.com"}, roles, read_only=False).role == access.VIEWER
+    assert access.current_user({"name": "boss@example.com", "email_verified": True}, roles, False).role == access.VIEWER
+
+
+@pytest.mark.parametrize("claimed", ["false", "False", 0, "no", "true", "True", 1, "yes", None, [True]])
+def test_email_verified_other_than_the_json_true_grants_no_role(claimed: Any) -> None:
+    user = access.current_user({"email": "boss@example.com", "email_verified": claimed}, {"admins": ["boss@example.com"]},
+                               read_only=False, missing_verified="trust")
+    assert (user.email, user.role) == (None, access.VIEWER)
+    assert f"email_verified is {claimed!r}" in user.notice
+
+
+def test_a_missing_email_verified_claim_is_a_viewer_unless_the_setting_trusts_it() -> None:
+    roles, claims = {"admins": ["boss@example.com"]}, {"email": "boss@example.com"}  # Entra ID sends no such claim
+    default = access.current_user(claims, roles, read_only=False)
+    assert (default.email, default.role) == (None, access.VIEWER)
+    assert "no email_verified claim" in default.notice and 'missing_email_verified = "trust"' in default.notice
+    assert access.current_user(claims, roles, False, "viewer") == default
+    assert access.current_user(claims, roles, False, "trust") == access.User("boss@example.com", access.ADMIN)
+    for bad in ("Trust", "yes", True, ""):
+        with pytest.raises(access.ConfigError, match="missing_email_verified"):
+            access.current_user(claims, roles, False, bad)
+
+
+@pytest.mark.parametrize("claimed", ["false", "False", 0, "no"])
+def test_a_string_email_verified_shows_an_admin_no_write_control(db: Path, claimed: Any) -> None:
+    at = app(EVALUATE, "admin")
+    at.user = {"is_logged_in": True, "email": PEOPLE["admin"], "email_verified": claimed}
+    run(at)
+    assert not at.get("file_uploader") and not [b for b in at.button if b.key == "delete_run"]
+    assert any("evaluator role" in i.value for i in at.info)
+    assert any("not verified" in w.value for w in at.sidebar.warning)
+    assert any("(no verified email)" in t.value for t in at.sidebar.text)
+
+
+def test_the_secrets_setting_trusts_a_provider_that_sends_no_email_verified(db: Path) -> None:
+    at = app(EVALUATE, "admin", secrets={"auth": {**AUTH, "missing_email_verified": "trust"}})
+    at.user = {"is_logged_in": True, "email": PEOPLE["admin"]}
+    run(at)
+    assert at.get("file_uploader") and [b for b in at.button if b.key == "delete_run"]
+    default = app(EVALUATE, "admin")
+    default.user = {"is_logged_in": True, "email": PEOPLE["admin"]}
+    run(default)
+    assert not default.get("file_uploader") and any("no email_verified claim" in w.value for w in default.sidebar.warning)
 
 
 def test_listed_judges_are_validated() -> None:
@@ -295,6 +338,16 @@ def test_evaluate_refuses_an_existing_run_name(db: Path) -> None:
     assert after["n"].iloc[0] == before and after["total"].iloc[0] == before  # nothing appended: no "9/1 items"
 
 
+@pytest.mark.parametrize("name", ["weak-retriever\u200b", "llm\u2060judge", "tab\tname", "nbsp\u00a0name"])
+def test_evaluate_refuses_a_run_name_that_does_not_show_as_itself(db: Path, name: str) -> None:
+    at = run(upload(run(app(EVALUATE)), [ROW], name))
+    assert any("Run name" in e.value and "invisible or control character" in e.value for e in at.error)
+    assert next(b for b in at.button if b.label == "Evaluate").disabled
+    with pytest.raises(ValueError, match="run name must hold no invisible"):  # the write path refuses by itself
+        access.start_evaluation(access.User(None, access.ADMIN), str(db), [], name, "offline", ["sp1"], {})
+    assert run_ids(db) == sorted(RUNS)
+
+
 def test_the_judge_picker_offers_only_listed_judges_and_no_address_input(db: Path) -> None:
     judges = [{"label": "Team judge", "model": "openai/test-judge", "api_base": "http://127.0.0.1:9/v1",
                "key_env": "OPENAI_API_KEY"}]
@@ -362,6 +415,33 @@ def test_a_listed_judge_key_reaches_only_its_listed_api_base(db: Path, recorder:
         stored = con.execute("SELECT string_agg(messages || params || coalesce(reply, '') || error, '') "
                              "FROM judge_calls").fetchone()[0]
     assert stored and SERVER_KEY not in stored
+
+
+def test_a_listed_judge_sends_its_key_env_value_and_no_provider_key(db: Path, recorder: Recorder,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The team's OpenAI key is on the server too: the self-hosted judge gets TEAM_KEY's value, only."""
+    monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+    monkeypatch.setenv("TEAM_KEY", "team-key-for-the-llama-box")
+    judges = [{"label": "Llama box", "model": "openai/llama", "api_base": recorder.base, "key_env": "TEAM_KEY"}]
+    at = upload(run(app(EVALUATE, "evaluator", secrets={"judges": judges})), [ROW], "team-key")
+    at.selectbox(key="judge").set_value("Llama box")
+    click(at, "Evaluate", timeout=120)
+    assert any("finished" in s.value for s in at.success), texts(at)
+    assert recorder.seen and {auth for _, auth in recorder.seen} == {"Bearer team-key-for-the-llama-box"}
+    assert {path for path, _ in recorder.seen} == {"/v1/chat/completions"}
+
+
+def test_a_listed_judge_that_needs_another_credential_is_refused_before_any_call(
+        db: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAM_KEY", "team-key-for-azure")
+    monkeypatch.delenv("AZURE_API_VERSION", raising=False)
+    judges = [{"label": "Azure", "model": "azure/gpt-4o", "api_base": recorder.base, "key_env": "TEAM_KEY"}]
+    at = upload(run(app(EVALUATE, "evaluator", secrets={"judges": judges})), [ROW], "azure-run")
+    at.selectbox(key="judge").set_value("Azure")
+    click(at, "Evaluate")
+    error = [e.value for e in at.error]
+    assert len(error) == 1 and "cannot run" in error[0] and "AZURE_API_VERSION" in error[0].replace("\\", "")
+    assert "\n" not in error[0] and recorder.seen == []
 
 
 def test_a_listed_judge_without_its_key_on_the_server_sends_nothing(db: Path, recorder: Recorder,

@@ -351,10 +351,38 @@ def files(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
 
+# The door: a run name that does not show as itself, an endpoint that is no http(s) URL, and more calls in
+# flight than a machine holds (10,000,000 reached 4.9 GB in 40 s) are refused like a bad path.
+DOOR: list[tuple[str, str, str]] = [
+    ("evaluate", "--concurrency", "10000000"), ("evaluate", "--concurrency", "1025"),
+    ("evaluate", "--run", ""), ("evaluate", "--run", "weak_retriever\u200b"), ("evaluate", "--run", "tab\there"),
+    ("evaluate", "--run", " padded"), ("evaluate", "--run", "line\nbreak"), ("evaluate", "--run", "bom\ufeff"),
+    ("evaluate", "--api-base", "file:///etc/passwd"), ("evaluate", "--api-base", "not a url"),
+    ("evaluate", "--api-base", "http://"), ("evaluate", "--api-base", "ftp://host/v1"),
+    ("evaluate", "--api-base", "http://host:port/v1"), ("evaluate", "--key-env", "sk-live-0123456789"),
+    ("grammar-run", "--run", "g\u200b"), ("grammar-run", "--concurrency", "2000"),
+    ("grammar-run", "--api-base", "file:///etc/passwd"), ("grammar-eval", "--api-base", "not a url"),
+    ("grammar-eval", "--concurrency", "1025"), ("grammar-generate", "--api-base", "file:///x"),
+]
+
+
 @pytest.mark.parametrize(("command", "option", "value"), BAD, ids=[" ".join(case) for case in BAD])
 def test_every_path_and_number_option_is_checked_before_any_work(
         command: str, option: str, value: str, scripted: Scripted, bad_paths: dict[str, Path], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
+    refused_before_any_work(command, option, value, scripted, bad_paths, tmp_path, capsys)
+
+
+@pytest.mark.parametrize(("command", "option", "value"), DOOR, ids=[" ".join(map(repr, case)) for case in DOOR])
+def test_run_names_endpoints_and_concurrency_are_checked_at_the_door(
+        command: str, option: str, value: str, scripted: Scripted, bad_paths: dict[str, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    refused_before_any_work(command, option, value, scripted, bad_paths, tmp_path, capsys)
+
+
+def refused_before_any_work(command: str, option: str, value: str, scripted: Scripted, bad_paths: dict[str, Path],
+                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`command` with `option` set to `value` exits 2 with one line naming the option, and writes nothing."""
     good = {"{db}": str(scripted.db), "{new}": str(tmp_path / "new.duckdb"), "{out}": str(tmp_path / "out.csv"),
             "{in}": str(write_items(tmp_path / "in.jsonl", 1))}
     args = [good.get(a, a) for a in COMMANDS[command]]

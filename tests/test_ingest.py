@@ -129,11 +129,11 @@ def test_integer_ids_become_strings(tmp_path):
     assert items_from_frame(pd.DataFrame(rows))[0].id == "7"
 
 
-def test_stable_hash_id_when_absent_or_empty(tmp_path):
+def test_stable_hash_id_when_absent(tmp_path):
     base = {"query": "Q?", "sources": ["S."], "response": "R."}
     first = load_items(write_jsonl(tmp_path / "a.jsonl", [base]))[0].id
-    again = load_items(write_jsonl(tmp_path / "b.jsonl", [dict(base, id="  ")]))[0].id
-    from_csv = load_items(write_csv(tmp_path / "c.csv", [dict(base, id="")]))[0].id
+    again = load_items(write_jsonl(tmp_path / "b.jsonl", [dict(base, id=None)]))[0].id
+    from_csv = load_items(write_csv(tmp_path / "c.csv", [dict(base, id="")]))[0].id  # CSV: an empty cell is absent
     assert first == again == from_csv == Item.content_id("Q?", ("S.",), "R.")
     others = load_items(write_jsonl(tmp_path / "d.jsonl", [
         dict(base, response="R!"), dict(base, sources=["S.", "T."]), dict(base, query="Q!")]))
@@ -141,6 +141,22 @@ def test_stable_hash_id_when_absent_or_empty(tmp_path):
 
 
 # --- bad input: one located line per problem, all of them ---------------------------------------
+
+def test_a_blank_id_is_refused_with_file_line_and_field_not_replaced_by_a_hash(tmp_path):
+    base = {"query": "Q?", "sources": ["S."], "response": "R."}
+    path = write_jsonl(tmp_path / "a.jsonl", [dict(base, id="ok"), dict(base, id="   "), dict(base, id=""),
+                                              dict(base, id="\u200b"), dict(base, id="\t\n")])
+    with pytest.raises(InputError) as caught:
+        load_items(path)
+    hint = "; leave the field out for an id hashed from the content"
+    assert caught.value.problems == [f"{path}:{n}: field id: {why}{hint}" for n, why in (
+        (2, "empty"), (3, "empty"), (4, "empty (only invisible characters)"), (5, "empty"))]
+    csv_path = write_csv(tmp_path / "c.csv", [dict(base, id="  ")])
+    with pytest.raises(InputError, match=rf"{csv_path}:2: field id: empty"):
+        load_items(csv_path)
+    with pytest.raises(InputError, match=r"<dataframe>:row 1: field id: empty"):
+        items_from_frame(pd.DataFrame([dict(base, id=" ")]))
+
 
 def test_wrong_type_names_file_line_and_field(tmp_path):
     path = tmp_path / "data.jsonl"

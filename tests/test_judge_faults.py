@@ -18,6 +18,7 @@ import pytest
 
 from evaluators import cli, runner, store
 from evaluators.judge import NO_KEY, JudgeFatal, JudgeUnavailable, LLMJudge
+from evaluators.masking import mask_url
 from evaluators.records import Item, Status
 from openai_server import OpenAIServer
 
@@ -228,7 +229,8 @@ def test_rate_limit_patience_reaches_the_judge_in_seconds(tmp_path: Path, openai
 def test_an_error_echoing_the_key_is_stored_and_printed_masked(tmp_path: Path, openai_server: OpenAIServer,
                                                                capfd: pytest.CaptureFixture[str]) -> None:
     openai_server.fail_when(lambda index, body: True, "echo_key_500")
-    cli_evaluate(tmp_path, openai_server)  # every step failed: the exit code is the runner's to decide
+    # every step failed: the exit code is the runner's to decide
+    cli_evaluate(tmp_path, openai_server, "--key-env", "OPENAI_API_KEY")
     # The key was sent, and the server did quote it back: the masking below has something to do.
     assert openai_server.headers[0]["authorization"] == f"Bearer {SECRET}"
     db = tmp_path / "e.duckdb"
@@ -242,7 +244,7 @@ def test_an_error_echoing_the_key_is_stored_and_printed_masked(tmp_path: Path, o
 def test_a_refusal_echoing_the_key_stops_the_run_with_the_key_masked(tmp_path: Path, openai_server: OpenAIServer,
                                                                     capfd: pytest.CaptureFixture[str]) -> None:
     openai_server.fail_when(lambda index, body: True, "echo_key_401")
-    assert cli_evaluate(tmp_path, openai_server) == 3
+    assert cli_evaluate(tmp_path, openai_server, "--key-env", "OPENAI_API_KEY") == 3
     db = tmp_path / "e.duckdb"
     run = rows(db, "SELECT status, error FROM runs")[0]
     assert run["status"] == "failed" and "Bearer ***" in run["error"]
@@ -259,6 +261,60 @@ def test_a_key_given_to_the_judge_is_masked_even_without_a_known_shape(openai_se
     with pytest.raises(JudgeFatal) as caught:
         asyncio.run(judge.ask("groundedness", **CLAIM_VARS))
     assert key not in str(caught.value) and "***" in str(caught.value)
+
+
+# ---------------------------------------------------------------- which key goes where
+
+def test_an_api_base_is_sent_no_provider_key_from_the_environment(tmp_path: Path, openai_server: OpenAIServer,
+                                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """OPENAI_API_KEY is set (the autouse fixture): a self-hosted --api-base must never receive it."""
+    assert cli_evaluate(tmp_path, openai_server) == 0
+    assert openai_server.headers and {h["authorization"] for h in openai_server.headers} == {f"Bearer {NO_KEY}"}
+
+
+def test_key_env_sends_exactly_that_variable_to_the_api_base(tmp_path: Path, openai_server: OpenAIServer,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAM_KEY", "team-key-0123456789")
+    assert cli_evaluate(tmp_path, openai_server, "--key-env", "TEAM_KEY") == 0
+    assert openai_server.headers and {h["authorization"] for h in openai_server.headers} == {"Bearer team-key-0123456789"}
+    assert "team-key-0123456789" not in everything_stored(tmp_path / "e.duckdb")
+
+
+def test_key_env_unset_or_not_a_name_fails_before_any_call(tmp_path: Path, openai_server: OpenAIServer,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("TEAM_KEY", raising=False)
+    assert cli_evaluate(tmp_path, openai_server, "--key-env", "TEAM_KEY") == 2
+    assert cli_evaluate(tmp_path, openai_server, "--key-env", SECRET) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "TEAM_KEY is not set" in err[0] and "--key-env must be the name" in err[1]
+    assert SECRET not in "".join(err) and openai_server.requests == []
+
+
+def test_a_model_that_needs_more_than_its_key_env_is_refused_before_any_call(tmp_path: Path,
+                                                                             openai_server: OpenAIServer,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAM_KEY", "team-key-0123456789")
+    monkeypatch.delenv("AZURE_API_VERSION", raising=False)
+    for model, needs in (("azure/gpt-4o", "AZURE_API_VERSION"), ("bedrock/anthropic.claude-v2", "bedrock")):
+        with pytest.raises(JudgeUnavailable, match=f"its key comes from TEAM_KEY alone, but it would also need .*{needs}"):
+            runner.evaluate([ITEM], tmp_path / "e.duckdb", "r", model, api_base=openai_server.base_url,
+                            key_env="TEAM_KEY", metrics=["gr"])
+    assert openai_server.requests == []
+
+
+@pytest.mark.parametrize("credential", ["http://bob:pa55word-0123@{host}/v1", "http://{host}/v1?api-key=SECRET-0123456789",
+                                        "http://{host}/v1?x=1&access_token=SECRET-0123456789&sig=s1gnature-0123"])
+def test_credentials_in_an_api_base_are_masked_wherever_they_are_kept_or_shown(
+        tmp_path: Path, openai_server: OpenAIServer, capfd: pytest.CaptureFixture[str], credential: str) -> None:
+    url = credential.format(host=openai_server.base_url.removeprefix("http://").removesuffix("/v1"))
+    cli_evaluate(tmp_path, None, "--judge", JUDGE, "--api-base", url)  # the SDK refuses user:password@: errors
+    db, out = tmp_path / "e.duckdb", capfd.readouterr()
+    endpoints = {r["endpoint"] for r in rows(db, "SELECT DISTINCT endpoint FROM judge_calls")}
+    assert mask_url(url) in endpoints and "***" in mask_url(url)
+    stats = json.loads(rows(db, "SELECT stats FROM runs")[0]["stats"])
+    for text in (everything_stored(db), out.out, out.err, json.dumps(stats)):
+        assert "pa55word" not in text and "SECRET" not in text and "s1gnature" not in text
 
 
 # ---------------------------------------------------------------- a judge without its key or endpoint

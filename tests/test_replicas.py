@@ -172,3 +172,16 @@ def test_the_item_page_shows_the_endpoint_that_answered(db: Path) -> None:
     exp = open_expander(at, "RP · claim 1")
     shown = f"endpoint {ui.md('http://replica-b:8000/v1')}"  # escaped as every stored text the page shows
     assert any(shown in c.value and "latency" in c.value for c in exp.caption)
+
+
+def test_the_item_page_never_shows_a_credential_an_endpoint_carries(db: Path) -> None:
+    """A database written before endpoints were masked: the raw-exchange caption masks the URL itself."""
+    from test_pages import open_expander, open_page
+
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE judge_calls SET endpoint = 'http://bob:hunter2-pw@replica-b:8000/v1?api-key=SECRET-42'")
+    at = open_page("pages/2_Item.py", run="llm-judge", item="q01", tab="Response")
+    exp = open_expander(at, "RP · claim 1")
+    captions = [c.value for c in exp.caption if "latency" in c.value]
+    assert captions and all("hunter2" not in c and "SECRET-42" not in c for c in captions)
+    assert any(ui.md("http://***@replica-b:8000/v1?api-key=***") in c for c in captions)

@@ -1,6 +1,7 @@
 """The DuckDB store: round trips, migrations, and two processes on one file."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -154,3 +155,59 @@ def test_a_run_name_taken_by_another_evaluation_is_a_run_conflict(tmp_path: Path
     assert exc.value.run == "r" and "--" not in str(exc.value)
     with pytest.raises(store.RunConflict, match="other prompt files"):
         store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "new"}), 1)
+
+
+# ---------------------------------------------------------------- a run's owner: alive while it beats
+
+def owned_by(path: Path, pid: int, beat_age_s: float, host: str | None = None) -> store.Owner:
+    """A run 'r' owned by another evaluation with this host (default: this one) and pid, its last write
+    `beat_age_s` ago with a 1 s heartbeat (three missed beats: 3 s)."""
+    import socket
+
+    other = store.Owner(host or socket.gethostname(), pid, f"earlier:{pid}:0000")
+    store.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, other, heartbeat_s=1.0)
+    with store.connect(path) as con:
+        con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP - to_seconds(?) WHERE run_id = 'r'",
+                    [beat_age_s])
+    return other
+
+
+def claim(path: Path) -> store.Claim:
+    return store.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, store.Owner.this_process(), 1.0)
+
+
+@pytest.mark.parametrize("pid", [1, os.getpid()], ids=["pid 1", "this test's pid"])
+def test_a_dead_owner_whose_pid_now_runs_another_process_is_taken_over(tmp_path: Path, pid: int) -> None:
+    """kill -9 of `evaluate` as pid 1 in a container with a fixed hostname: the pid lives on in another process."""
+    path = tmp_path / "r.duckdb"
+    owned_by(path, pid, beat_age_s=74)
+    assert claim(path).todo == ["a"]
+    assert store.query(path, "SELECT owner FROM runs")["owner"].iloc[0] != f"earlier:{pid}:0000"
+
+
+def test_an_earlier_process_with_this_process_pid_is_gone_even_with_a_fresh_heartbeat(tmp_path: Path) -> None:
+    """The container restarted at once: the rerun is pid 1 again, and pid 1 was the owner."""
+    path = tmp_path / "r.duckdb"
+    owned_by(path, os.getpid(), beat_age_s=0)
+    assert claim(path).todo == ["a"]
+
+
+def test_a_fresh_heartbeat_of_another_live_process_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.duckdb"
+    owned_by(path, 1, beat_age_s=0)  # pid 1 runs on this host
+    with pytest.raises(store.RunBusy, match=r"pid 1 on .*counts as gone"):
+        claim(path)
+    owned_by(tmp_path / "h.duckdb", 4242, beat_age_s=0, host="another-host")
+    with pytest.raises(store.RunBusy):
+        claim(tmp_path / "h.duckdb")
+
+
+def test_another_evaluation_of_this_process_keeps_its_run_while_it_beats(tmp_path: Path) -> None:
+    """Two dashboard sessions in one server process: the pid is the same, the first evaluation is alive."""
+    path = tmp_path / "r.duckdb"
+    store.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, store.Owner.this_process(), heartbeat_s=1.0)
+    with pytest.raises(store.RunBusy):
+        claim(path)
+    with store.connect(path) as con:
+        con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP - INTERVAL 10 MINUTE")
+    assert claim(path).todo == ["a"]

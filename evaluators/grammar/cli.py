@@ -40,7 +40,7 @@ def add_commands(subparsers: Any) -> None:
                    help="text templates to ask for per SQL template that has none (default 3)")
     g.add_argument("--criteria", default="", help="linguistic criteria for generated text templates")
     g.add_argument("--judge", default=None, help="litellm model (or 'local') that writes missing templates")
-    g.add_argument("--api-base", default=None)
+    options.add_endpoint(g)
     g.add_argument("--save-templates", type=options.output_file, default=None,
                    help="write the templates used (with generated ones) here")
     g.add_argument("--per-group", type=options.count, default=None,
@@ -52,7 +52,7 @@ def add_commands(subparsers: Any) -> None:
     r = subparsers.add_parser("grammar-run", help="GRAMMAR: answer a test set with the reference RAG pipeline")
     r.add_argument("testset", type=options.input_file, help="JSONL from grammar-generate")
     r.add_argument("--db", required=True, type=options.new_database)
-    r.add_argument("--run", required=True)
+    r.add_argument("--run", required=True, type=options.run_name)
     r.add_argument("--corpus", type=options.input_file, default=str(CORPUS), help="documents JSONL (id, title, text)")
     r.add_argument("--retriever", choices=("bm25", "dense"), default="bm25")
     r.add_argument("--top-k", type=options.count, default=1)
@@ -61,9 +61,9 @@ def add_commands(subparsers: Any) -> None:
                    help="judge for the THELMA metrics, or a chain like evaluate's: 'offline>openai/gpt-4o-mini'")
     r.add_argument("--decompose-with", default=None, help="the tier of a --judge chain that decomposes (default: the last)")
     r.add_argument("--correctness-judge", default="offline", help="judge for correctness (Table 6 prompt)")
-    r.add_argument("--api-base", default=None)
+    options.add_endpoint(r)
     r.add_argument("--metrics", default=None, help="THELMA metric ids (default all)")
-    r.add_argument("--concurrency", type=options.count, default=8)
+    r.add_argument("--concurrency", type=options.concurrency, default=8)
     r.set_defaults(handler=cli_run)
 
     e = subparsers.add_parser("grammar-eval", help="GRAMMAR: correctness, robustness groups, R and Acc of a run")
@@ -72,10 +72,10 @@ def add_commands(subparsers: Any) -> None:
     e.add_argument("--judge", default="offline",
                    help="offline (normalised match), local, a litellm model, or a chain 'offline>openai/gpt-4o-mini' "
                         "(the offline match gives a label only, so a chain's next tier decides every item)")
-    e.add_argument("--api-base", default=None)
+    options.add_endpoint(e)
     e.add_argument("--cluster-by", choices=CLUSTER_BY, default="sql_template")
     e.add_argument("--no-judge", action="store_true", help="report from the stored correctness only")
-    e.add_argument("--concurrency", type=options.count, default=8)
+    e.add_argument("--concurrency", type=options.concurrency, default=8)
     e.set_defaults(handler=cli_eval)
 
     d = subparsers.add_parser("grammar-demo", help="GRAMMAR: build the offline demo runs into a database")
@@ -90,7 +90,8 @@ def cli_eval(args: argparse.Namespace) -> int:
     """grammar-eval: judge correctness (unless --no-judge) and print the robustness report."""
     try:
         if not args.no_judge:
-            print(runs.evaluate_correctness(args.db, args.run, args.judge, args.api_base, args.concurrency).text())
+            print(runs.evaluate_correctness(args.db, args.run, args.judge, args.api_base, args.concurrency,
+                                            key_env=args.key_env).text())
         elif args.run not in store.grammar_runs(args.db):
             return _fail(f"run {args.run!r} has no stored GRAMMAR correctness; run grammar-eval without --no-judge")
         print(robustness.report_text(robustness.report(args.db, args.run, args.cluster_by)))
@@ -123,7 +124,8 @@ def cli_generate(args: argparse.Namespace) -> int:
                 async def ask() -> tuple[list[generate.SqlTemplate], list[str]]:
                     calls: list[JudgeCall] = []
                     async with AsyncExitStack() as stack:
-                        judge = await runs.open_judge(stack, args.judge, None, calls, args.api_base)
+                        judge = await runs.open_judge(stack, args.judge, None, calls, args.api_base,
+                                                      key_env=args.key_env)
                         return await generate.complete_templates(judge, con, templates, args.from_schema,
                                                                  args.text_variants, args.criteria,
                                                                  args.requirements)
@@ -159,7 +161,7 @@ def cli_run(args: argparse.Namespace) -> int:
         docs = pipeline.load_corpus(args.corpus)
         result = runs.run_pipeline(cases, docs, args.db, args.run, args.retriever, args.top_k, args.generator,
                                    args.judge, args.correctness_judge, args.api_base, _metrics(args.metrics),
-                                   args.concurrency, args.decompose_with, runner.print_progress)
+                                   args.concurrency, args.decompose_with, runner.print_progress, args.key_env)
     except JudgeFatal as exc:
         return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except store.RunConflict as exc:

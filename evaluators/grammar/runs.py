@@ -27,13 +27,15 @@ class NoGrammarItems(ValueError):
 
 
 async def open_judge(stack: AsyncExitStack, spec: str, db: str | Path | None, calls: list[JudgeCall],
-                     api_base: str | None = None, concurrency: int = 8, timeout: float = 60.0) -> Judge:
+                     api_base: str | None = None, concurrency: int = 8, timeout: float = 60.0,
+                     key_env: str | None = None) -> Judge:
     """A judge for `spec` (offline, local, a litellm model, or a chain of them like `evaluate`'s
     "offline>openai/gpt-4o-mini") that answers from the cache of `db` (when given) and appends every
-    new call to `calls`. ValueError (one line) for a bad chain."""
+    new call to `calls`; `key_env` as for runner.evaluate. ValueError (one line) for a bad chain."""
     tiers, decomposer = runner.check_chain(spec)
     caches = {tier: store.load_cache(db, runner.judge_name(tier)) for tier in tiers if db and tier != runner.OFFLINE}
-    judge, _ = await runner.open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches, calls.append)
+    judge, _ = await runner.open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches, calls.append,
+                                       key_env=key_env)
     return judge
 
 
@@ -57,7 +59,7 @@ class CorrectnessSummary:
 
 
 def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_base: str | None = None,
-                         concurrency: int = 8, timeout: float = 60.0) -> CorrectnessSummary:
+                         concurrency: int = 8, timeout: float = 60.0, key_env: str | None = None) -> CorrectnessSummary:
     """Judge every GRAMMAR item of a stored run against its ground truth and store the verdicts.
 
     Items need `grammar_group` in their metadata and the ground truth as `reference`. Judge calls
@@ -71,7 +73,7 @@ def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_b
     async def go() -> tuple[list[Correctness], list[JudgeCall], str]:
         calls: list[JudgeCall] = []
         async with AsyncExitStack() as stack:
-            judge_obj = await open_judge(stack, judge, db, calls, api_base, concurrency, timeout)
+            judge_obj = await open_judge(stack, judge, db, calls, api_base, concurrency, timeout, key_env)
             return await judge_items(items, judge_obj), calls, judge_obj.name
 
     rows, calls, name = asyncio.run(go())
@@ -96,7 +98,8 @@ def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run
                  top_k: int = 1, generator: str = "offline", judge: str = "offline",
                  correctness_judge: str = "offline", api_base: str | None = None,
                  metrics: Sequence[str] | None = None, concurrency: int = 8, decompose_with: str | None = None,
-                 on_progress: Callable[[runner.Progress], None] | None = None) -> PipelineResult:
+                 on_progress: Callable[[runner.Progress], None] | None = None,
+                 key_env: str | None = None) -> PipelineResult:
     """Answer `cases` over `docs`, store them as run `run` with THELMA scores, then judge correctness.
 
     `judge` may be a chain ("offline>openai/gpt-4o-mini"), whose tier `decompose_with` decomposes.
@@ -110,15 +113,15 @@ def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run
     async def go() -> tuple[list[Item], list[JudgeCall]]:
         calls: list[JudgeCall] = []
         async with AsyncExitStack() as stack:
-            gen = await open_judge(stack, generator, db, calls, api_base, concurrency)
+            gen = await open_judge(stack, generator, db, calls, api_base, concurrency, key_env=key_env)
             return await answer_cases(cases, docs, retriever, top_k, gen), calls
 
     items, calls = asyncio.run(go())
     if calls:
         store.write_batch(db, run, calls=calls)
-    thelma = runner.evaluate(items, db, run, judge, api_base=api_base, metrics=metrics,
+    thelma = runner.evaluate(items, db, run, judge, api_base=api_base, key_env=key_env, metrics=metrics,
                              concurrency=concurrency, decompose_with=decompose_with, on_progress=on_progress)
-    correctness = evaluate_correctness(db, run, correctness_judge, api_base, concurrency)
+    correctness = evaluate_correctness(db, run, correctness_judge, api_base, concurrency, key_env=key_env)
     return PipelineResult(run, thelma, correctness)
 
 

@@ -47,9 +47,13 @@ def verdict_parser(words: Iterable[str]) -> Callable[[str], Elements]:
     return parse
 
 
-def rating_parser(scale: Sequence[int]) -> Callable[[str], int]:
-    """A parser for one integer of `scale` inside <output>."""
-    def parse(reply: str) -> int:
+def rating_parser(scale: Sequence[int]) -> Callable[[str], int | prompts.Bare]:
+    """A parser for one integer of `scale` inside <output>, or for a reply that is nothing but one of
+    them (prompts.Bare): a model that leaves out the tags has still said which rating it means."""
+    def parse(reply: str) -> int | prompts.Bare:
+        bare = reply.strip()
+        if "<output" not in reply.lower() and re.fullmatch(r"\d+", bare) and int(bare) in scale:
+            return prompts.Bare(int(bare))
         body = prompts.output_body(reply)
         if not re.fullmatch(r"\d+", body) or int(body) not in scale:
             raise prompts.ParseError(f"expected one of {list(scale)}, got {body[:40]!r}")

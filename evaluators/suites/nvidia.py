@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from evaluators.evidence import covers
 from evaluators.metrics import ItemWork, Metric
+from evaluators.prompts import BARE_REPLY
 from evaluators.records import Answer, Status, Verdict
 from evaluators.suites.common import knowledge, mean, rating_parser, supported_share
 from evaluators.text import has_content, split_claims, split_questions
@@ -34,9 +35,10 @@ async def _dual_rating(work: ItemWork, metric: str, top: int,
     out: list[Verdict] = []
     for k, ((_, _, what), answer) in enumerate(zip(asks, answers)):
         if answer.status is Status.OK:
+            bare = f"; {BARE_REPLY}" if answer.detail == BARE_REPLY else ""
             out.append(work.verdict(metric, RATING, k, f"template:{k + 1}", answer,
                                     value=normalise_rating(answer.value, top), prob=float(answer.value),
-                                    detail=f"rating {answer.value} of {top} ({what})"))
+                                    detail=f"rating {answer.value} of {top} ({what}{bare})"))
         else:
             out.append(work.verdict(metric, RATING, k, f"template:{k + 1}", answer))
     return out
