@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators import timing, ui
+from evaluators.dashboard import timing, ui
 
 pg = st.navigation([st.Page(p.file, title=p.title, url_path=p.url_path, default=p.url_path == "")
                     for p in ui.PAGES.values()])

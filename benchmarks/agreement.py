@@ -7,7 +7,7 @@ Reproduces THELMA Table 1 (and the RAGAS WikiEval comparison) on ../shared/datas
 - pairs built as THELMA Appendix C describes, by the deterministic procedures below (SP1, SP2
   fact level, SQC, RP, SD, RQC).
 
-Every side of every pair is an Item scored by the engine (`evaluators.runner.evaluate` into a
+Every side of every pair is an Item scored by the engine (`evaluators.runs.runner.evaluate` into a
 DuckDB file, one run per judge and metric), so any judge the runner knows works: `offline`,
 `local`, or a litellm model string with --api-base. Agreement is the share of pairs whose
 better side scores strictly higher; ties and failures (no score) are counted separately.
@@ -36,11 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators import queries, registry, runner, store  # noqa: E402
-from evaluators.confidence import Band, format_band, parse_band  # noqa: E402
-from evaluators.pairs import Tally  # noqa: E402
-from evaluators.pairs import tally as count_pairs  # noqa: E402
-from evaluators.records import Item  # noqa: E402
+from evaluators.core.confidence import Band, format_band, parse_band  # noqa: E402
+from evaluators.core.records import Item  # noqa: E402
+from evaluators.judges import registry
+from evaluators.runs import runner
+from evaluators.runs.pairs import Tally  # noqa: E402
+from evaluators.runs.pairs import tally as count_pairs  # noqa: E402
+from evaluators.storage import store  # noqa: E402
+from evaluators.storage.queries import runs as queries
 
 SHARED = ROOT.parent / "shared"
 WIKIEVAL = SHARED / "datasets" / "wikieval" / "wikieval.jsonl"
@@ -473,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              for name, rng in splits}
     pairs = {name: ps for name, ps in pairs.items() if ps}
 
-    from evaluators.metrics import SD_THRESHOLD
+    from evaluators.metrics.thelma import SD_THRESHOLD
 
     sd_threshold = SD_THRESHOLD if args.sd_threshold is None else args.sd_threshold
     with tempfile.TemporaryDirectory() as tmp:

@@ -65,9 +65,11 @@ def peak_rss_mb() -> float:
 
 def child(kind: str, size: int) -> dict[str, Any]:
     """One case, in this process: evaluate and measure."""
-    from evaluators import embeddings, runner, store
-    from evaluators.records import Item
-    from evaluators.text import split_sentences
+    from evaluators.core.records import Item
+    from evaluators.core.text import split_sentences
+    from evaluators.judges import embeddings
+    from evaluators.runs import runner
+    from evaluators.storage import store
     from evaluators.vocabulary import THELMA
 
     embeddings.embed(["warm the model"])  # model loading is not the case's cost

@@ -23,13 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("OPENAI_API_KEY", "x")
 
-from evaluators import metrics, registry  # noqa: E402
-from evaluators.judge import LLMJudge  # noqa: E402
-from evaluators.records import Item, Status  # noqa: E402
-from evaluators.suites import ragas  # noqa: E402
-from evaluators.vocabulary import THELMA  # noqa: E402
 from openai_server import OpenAIServer, covered, elements, format_aware, identify, sentences, words  # noqa: E402
 from test_runner import TRIPLET  # noqa: E402  (the realistic triplet the tests use)
+
+from evaluators.core.records import Item, Status  # noqa: E402
+from evaluators.judges import registry  # noqa: E402
+from evaluators.judges.llm import LLMJudge  # noqa: E402
+from evaluators.metrics import thelma as metrics
+from evaluators.metrics.suites import ragas  # noqa: E402
+from evaluators.vocabulary import THELMA  # noqa: E402
 
 REFERENCE = "The Chimnabai Clock Tower was completed in 1896. It was named in memory of Chimnabai I, a queen of Baroda State."
 SUITES = {

@@ -25,8 +25,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluators import store  # noqa: E402
-from evaluators.records import Label, Run  # noqa: E402
+from evaluators.core.records import Label, Run  # noqa: E402
+from evaluators.storage import store  # noqa: E402
 
 FIRST_RENDER_S, INTERACTION_S = 1.5, 0.5
 FAILURES = np.array(["unparsed", "error", "timeout"])
@@ -209,7 +209,8 @@ def build(db: Path, items: int, reuse: bool) -> None:
 def add_labels(db: Path, n: int, seed: int = 3, run: str = "base") -> None:
     """Give `run` people's labels, seeded, so the Trust page has work to do: n rule labels
     and n verdict corrections on random items (none when the run already has labels)."""
-    from evaluators import diagnosis, queries  # noqa: PLC0415
+    from evaluators.metrics import diagnosis
+    from evaluators.storage.queries import runs as queries  # noqa: PLC0415
 
     if n <= 0 or not queries.run_labels(db, run).empty:
         return

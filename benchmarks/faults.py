@@ -44,14 +44,25 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.agreement import (WIKIEVAL, RunCost, answer_bearing, drop_part, load_wikieval,  # noqa: E402
-                                  paraphrase, run_label, sentences, words)
+from benchmarks.agreement import (  # noqa: E402
+    WIKIEVAL,
+    RunCost,
+    answer_bearing,
+    drop_part,
+    load_wikieval,
+    paraphrase,
+    run_label,
+    sentences,
+    words,
+)
 from data.demo_runs import load_corpus, load_queries  # noqa: E402
-from evaluators import queries, runner, store  # noqa: E402
-from evaluators.cascade import parse_chain  # noqa: E402
-from evaluators.confidence import Band, parse_band  # noqa: E402
-from evaluators.diagnosis import RULES, diagnose  # noqa: E402
-from evaluators.records import Item, Score  # noqa: E402
+from evaluators.core.confidence import Band, parse_band  # noqa: E402
+from evaluators.core.records import Item, Score  # noqa: E402
+from evaluators.judges.cascade import parse_chain  # noqa: E402
+from evaluators.metrics.diagnosis import RULES, diagnose  # noqa: E402
+from evaluators.runs import runner
+from evaluators.storage import store  # noqa: E402
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA  # noqa: E402
 
 SEED = 10

@@ -17,7 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.dashboard_scale import generate  # noqa: E402
-from evaluators import flips, gate, queries, store  # noqa: E402
+from evaluators.runs import flips, gate
+from evaluators.storage import store  # noqa: E402
+from evaluators.storage.queries import runs as queries
 
 METRICS = ["sp1", "sqc", "rp", "rqc", "gr"]
 

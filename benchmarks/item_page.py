@@ -23,8 +23,8 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluators import store  # noqa: E402
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict  # noqa: E402
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict  # noqa: E402
+from evaluators.storage import store  # noqa: E402
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 
 TARGET_S = 2.0

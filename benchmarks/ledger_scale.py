@@ -22,7 +22,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from dashboard_scale import generate  # noqa: E402
 
-from evaluators import ledger, queries, store  # noqa: E402
+from evaluators.metrics import ledger
+from evaluators.storage import store  # noqa: E402
+from evaluators.storage.queries import runs as queries
 
 
 def best_of(fn: Callable[[], Any], n: int = 3) -> tuple[float, Any]:

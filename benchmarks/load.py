@@ -51,9 +51,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.dashboard_scale import generate  # noqa: E402
-from evaluators import store  # noqa: E402
-from evaluators.serve import view_messages  # noqa: E402
-from evaluators.timing import LOGGER_NAME  # noqa: E402
+from evaluators.dashboard.serve import view_messages  # noqa: E402
+from evaluators.dashboard.timing import LOGGER_NAME  # noqa: E402
+from evaluators.storage import store  # noqa: E402
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, free_port, outside  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"

@@ -32,9 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators import local_llm, metrics, registry, runner  # noqa: E402
-from evaluators.judge import LLMJudge  # noqa: E402
-from evaluators.records import Answer, Item, JudgeCall  # noqa: E402
+from evaluators.core.records import Answer, Item, JudgeCall  # noqa: E402
+from evaluators.judges import local_llm, registry
+from evaluators.judges.llm import LLMJudge  # noqa: E402
+from evaluators.metrics import thelma as metrics
+from evaluators.runs import runner  # noqa: E402
 from evaluators.vocabulary import THELMA  # noqa: E402
 
 WIKIEVAL = ROOT.parent / "shared" / "datasets" / "wikieval" / "wikieval.jsonl"

@@ -23,7 +23,7 @@ at the band asked for), beside a content-word overlap baseline and the peer's or
 - Factcheck-GPT (subtask 3): one item per (claim, web passage) pair: completely-support vs
   partially-support / refute / irrelevant. Proposed response-level split.
 
-Word overlap: the share of a text's content words (evaluators.text.content_stems, matched as
+Word overlap: the share of a text's content words (evaluators.core.text.content_stems, matched as
 text.share does) found in its best source; for RAGChecker the mean of that share over the answer's
 claims (text.split_claims) against gt_answer (precision), the reverse (recall), and their F1.
 
@@ -55,10 +55,14 @@ if str(ROOT) not in sys.path:
 from scipy.stats import spearmanr  # noqa: E402
 
 from benchmarks.agreement import OUT, RunCost, auc, run_label  # noqa: E402
-from evaluators import queries, registry, runner, store, text  # noqa: E402
-from evaluators.confidence import Band, format_band, parse_band  # noqa: E402
-from evaluators.judge import JudgeFatal  # noqa: E402
-from evaluators.records import Item, Status  # noqa: E402
+from evaluators.core import text  # noqa: E402
+from evaluators.core.confidence import Band, format_band, parse_band  # noqa: E402
+from evaluators.core.records import Item, Status  # noqa: E402
+from evaluators.judges import registry
+from evaluators.judges.llm import JudgeFatal  # noqa: E402
+from evaluators.runs import runner
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 
 DATASETS = ROOT.parent / "shared" / "datasets"
 RAGCHECKER = DATASETS / "ragchecker_meta_eval"
@@ -487,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = missing_metrics(args.protocol, registry.METRICS) if "ragchecker" in chosen else []
     if missing:
         print(f"error: --protocol {args.protocol} reads {', '.join(missing)}, which this engine does not have "
-              f"(evaluators.registry.METRICS); use --protocol gr", file=sys.stderr)
+              f"(evaluators.metrics.registry.METRICS); use --protocol gr", file=sys.stderr)
         return 2
     absent = [PATHS[s] for s in chosen if not PATHS[s].exists()]
     if absent:

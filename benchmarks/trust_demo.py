@@ -21,8 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators import diagnosis, labelling, queries, store  # noqa: E402
-from evaluators.ingest import load_labels  # noqa: E402
+from evaluators.metrics import diagnosis
+from evaluators.runs import labelling
+from evaluators.runs.ingest import load_labels  # noqa: E402
+from evaluators.storage import store  # noqa: E402
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA  # noqa: E402
 
 LABELS = ROOT / "data" / "demo" / "labels"

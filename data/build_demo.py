@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from data.demo_runs import RUNS, RUNS_DIR
-from evaluators import queries, store
-from evaluators.diagnosis import RULES, diagnose
-from evaluators.ingest import load_items
-from evaluators.records import Item
+from evaluators.core.records import Item
+from evaluators.metrics.diagnosis import RULES, diagnose
+from evaluators.runs.ingest import load_items
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA
 
 METRICS = THELMA
@@ -110,7 +111,7 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
     if complete and not force:
         emit(f"{db}: demo is up to date")
         return rule_counts(db)
-    from evaluators import runner  # imports the judge stack: only when something is evaluated
+    from evaluators.runs import runner  # imports the judge stack: only when something is evaluated
 
     tmp = temp_path(db)
     if force or not stored_state(tmp, runs)[0]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators import charts, queries, ui
+from evaluators.dashboard import charts, ui
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import display_name
 
 HOW_TO_READ = """Each run scores (query, retrieved sources, response) triplets without a reference answer. A

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators import charts, queries, trends, ui
+from evaluators.dashboard import charts, ui
+from evaluators.metrics import trends
+from evaluators.storage.queries import runs as queries
 
 ui.page("Trends")
 runs = ui.runs()

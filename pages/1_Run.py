@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators import charts, queries, ui
-from evaluators.diagnosis import RULES
+from evaluators.dashboard import charts, ui
+from evaluators.metrics.diagnosis import RULES
+from evaluators.storage.queries import runs as queries
 
 PAGE_SIZE = 200
 

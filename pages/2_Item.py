@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators import access, queries, ui
-from evaluators.records import Label
-from evaluators.suites.reference import REFERENCE_CLAIM
+from evaluators.core.records import Label
+from evaluators.dashboard import access, ui
+from evaluators.metrics.suites.reference import REFERENCE_CLAIM
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA, display_name
 
 path = ui.page("Item")

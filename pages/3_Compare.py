@@ -8,8 +8,10 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from evaluators import charts, flips, queries, ui
-from evaluators.stats import bootstrap_ci
+from evaluators.core.stats import bootstrap_ci
+from evaluators.dashboard import charts, ui
+from evaluators.runs import flips
+from evaluators.storage.queries import runs as queries
 
 FLIPS_AT_ONCE = 20_000  # runs up to this many items show why verdicts flipped without being asked
 ui.page("Compare")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators import charts, queries, ui
-from evaluators.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, RULES
+from evaluators.dashboard import charts, ui
+from evaluators.metrics.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, RULES
+from evaluators.storage.queries import runs as queries
 
 ui.page("Diagnosis")
 run_id, metric_ids, th = ui.current_run()

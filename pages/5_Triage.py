@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators import queries, ui
+from evaluators.dashboard import ui
+from evaluators.storage.queries import runs as queries
 
 ui.page("Triage")
 runs = ui.runs()

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from evaluators import access, local_llm, store, ui
-from evaluators.records import run_name_problem
+from evaluators.core.records import run_name_problem
+from evaluators.dashboard import access, ui
+from evaluators.judges import local_llm
+from evaluators.storage import store
 from evaluators.vocabulary import THELMA
 
 path = ui.page("Evaluate", need_db=False)
@@ -34,8 +36,8 @@ upload = st.file_uploader("Items file (JSONL, CSV or Parquet), or a Phoenix, Lan
                           type=["jsonl", "csv", "parquet", "json"], key="upload")
 fmt = None
 if upload is not None:
-    from evaluators import traces
-    from evaluators.ingest import detect_format
+    from evaluators.runs import traces
+    from evaluators.runs.ingest import detect_format
 
     with tempfile.TemporaryDirectory() as tmp:
         peek = Path(tmp) / Path(upload.name).name
@@ -64,7 +66,7 @@ if escalate in later:
     then = judges[escalate]
     picked = (f"{picked}>{then}" if isinstance(then, str) else  # a listed judge keeps its API base and key
               dataclasses.replace(then, label=f"{judge} > {then.label}", model=f"{picked}>{then.model}"))
-from evaluators import registry  # no judge is imported until a run starts
+from evaluators.judges import registry  # no judge is imported until a run starts
 
 known = registry.METRICS
 metrics = st.multiselect("Metrics", list(known), default=list(THELMA), key="eval_metrics",
@@ -76,7 +78,7 @@ if name and bad_name:  # a name that looks like another one (a zero-width space)
     st.error(f"**Run name** {ui.md(bad_name)}")
 
 if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None or not metrics or bool(bad_name)):
-    from evaluators.ingest import InputError, load_items  # lazy: ingest may pull heavier readers
+    from evaluators.runs.ingest import InputError, load_items  # lazy: ingest may pull heavier readers
 
     with tempfile.TemporaryDirectory() as tmp:
         file = Path(tmp) / Path(upload.name).name

@@ -4,8 +4,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators import grammar, store, ui
+from evaluators import grammar
+from evaluators.dashboard import ui
 from evaluators.grammar import robustness
+from evaluators.storage import store
 
 path = ui.page("Robustness")
 MARK = {True: "✓ right", False: "✗ wrong"}

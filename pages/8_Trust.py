@@ -7,10 +7,12 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from evaluators import access, labelling, pairs, queries, ui
-from evaluators.diagnosis import RULES, diagnose
-from evaluators.ingest import InputError, load_labels
-from evaluators.records import Label
+from evaluators.core.records import Label
+from evaluators.dashboard import access, ui
+from evaluators.metrics.diagnosis import RULES, diagnose
+from evaluators.runs import labelling, pairs
+from evaluators.runs.ingest import InputError, load_labels
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA
 
 path = ui.page("Trust")

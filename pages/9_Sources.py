@@ -7,7 +7,9 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from evaluators import ledger, queries, ui
+from evaluators.dashboard import ui
+from evaluators.metrics import ledger
+from evaluators.storage.queries import runs as queries
 
 path = ui.page("Sources")
 runs = ui.runs()

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from evaluators import store
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.storage import store
 
 INJECTION = '<script>alert("pwned")</script><b>bold</b>'
 RUNS = ("weak-retriever", "better-retriever", "llm-judge")

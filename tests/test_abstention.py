@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import diagnosis, queries, registry, store
-from evaluators.confidence import CALIBRATED, DEFAULT_BANDS, LABEL, LOGPROB, parse_band
-from evaluators.metrics import SQC, GR, aggregate, rescore, with_band
-from evaluators.records import Item, Run, Score, Status, Verdict
+from evaluators.core.confidence import CALIBRATED, DEFAULT_BANDS, LABEL, LOGPROB, parse_band
+from evaluators.core.records import Item, Run, Score, Status, Verdict
+from evaluators.judges import registry
+from evaluators.metrics import diagnosis
+from evaluators.metrics.thelma import GR, SQC, aggregate, rescore, with_band
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 
 OK = Status.OK
 

@@ -17,8 +17,10 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from evaluators import access, local_llm, store, ui
-from evaluators.records import Run
+from evaluators.core.records import Run
+from evaluators.dashboard import access, ui
+from evaluators.judges import local_llm
+from evaluators.storage import store
 from tests.openai_server import completion, format_aware
 from tests.seed import RUNS
 
@@ -301,7 +303,7 @@ def test_triage_save_without_a_name_keeps_the_note(db: Path) -> None:
 def test_triage_save_on_a_busy_database_keeps_the_note(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     at = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     monkeypatch.setattr(ui, "SAVE_DEADLINE_S", 0.3)
-    code = ("import sys, time; from evaluators import store\n"
+    code = ("import sys, time; from evaluators.storage import store\n"
             "with store.connect(sys.argv[1]):\n    print('locked', flush=True); time.sleep(30)\n")
     holder = subprocess.Popen([sys.executable, "-c", code, str(db)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -518,7 +520,7 @@ def test_delete_run_is_one_transaction(db: Path) -> None:
 
 def test_delete_run_gives_up_on_a_busy_database(db: Path) -> None:
     with store.connect(db):  # this process holds the read-write lock...
-        code = "import sys; from evaluators import store; store.delete_run(sys.argv[1], 'llm-judge', deadline_s=0.5)"
+        code = "import sys; from evaluators.storage import store; store.delete_run(sys.argv[1], 'llm-judge', deadline_s=0.5)"
         other = subprocess.run([sys.executable, "-c", code, str(db)], cwd=ROOT, capture_output=True, text=True)
     assert other.returncode != 0 and "StoreBusy" in other.stderr
     assert "llm-judge" in run_ids(db)

@@ -12,7 +12,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import store, ui
+from evaluators.dashboard import ui
+from evaluators.storage import store
 from tests.seed import seed
 
 

@@ -8,10 +8,12 @@ from typing import Iterator
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from evaluators import registry, store, ui
-from evaluators.confidence import CALIBRATED
-from evaluators.metrics import rescore
-from evaluators.records import Component, Item, Run, Status, Verdict
+from evaluators.core.confidence import CALIBRATED
+from evaluators.core.records import Component, Item, Run, Status, Verdict
+from evaluators.dashboard import ui
+from evaluators.judges import registry
+from evaluators.metrics.thelma import rescore
+from evaluators.storage import store
 from tests.conftest import app_db
 from tests.test_bad_db import new_app
 

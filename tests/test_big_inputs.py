@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from benchmarks.big_input import PARAGRAPH, QUERY, SOURCE
-from evaluators import evidence, runner, store
-from evaluators.metrics import SD_BLOCK, Cosines, sd_verdicts
-from evaluators.records import Item
+from evaluators.core.records import Item
+from evaluators.judges import evidence
+from evaluators.metrics.thelma import SD_BLOCK, Cosines, sd_verdicts
+from evaluators.runs import runner
+from evaluators.storage import store
 from evaluators.vocabulary import THELMA
-
 
 
 def with_small_items(big: Item) -> list[Item]:

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from evaluators import store
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.storage import store
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, outside, streamlit_server
 from tests.seed import INJECTION, seed
 

@@ -20,16 +20,20 @@ from typing import Any
 
 import duckdb
 import pytest
-
-from evaluators import cli, metrics, registry, runner, store
-from evaluators.cascade import CascadeJudge, parse_chain
-from evaluators.confidence import is_unsure
-from evaluators.judge import LLMJudge
-from evaluators.offline import OfflineJudge
-from evaluators.records import CALIBRATED, CLAIM, LABEL, LOGPROB, Answer, Confidence, Elements, Status, unit
 from openai_server import MODEL, OpenAIServer, Reply, elements, identify
 from test_access import EVALUATE, ROW, app, click, run, upload
 from test_runner import ROOT, TRIPLET, items, scores, write_jsonl
+
+from evaluators import cli
+from evaluators.core.confidence import is_unsure
+from evaluators.core.records import CALIBRATED, CLAIM, LABEL, LOGPROB, Answer, Confidence, Elements, Status, unit
+from evaluators.judges import registry
+from evaluators.judges.cascade import CascadeJudge, parse_chain
+from evaluators.judges.llm import LLMJudge
+from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics import thelma as metrics
+from evaluators.runs import runner
+from evaluators.storage import store
 
 LLM = f"openai/{MODEL}"
 CHAIN = f"offline>{LLM}"

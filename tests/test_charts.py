@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evaluators import charts
+from evaluators.dashboard import charts
 
 
 def test_histograms_bin_to_tenths_with_one_threshold_line_per_metric() -> None:

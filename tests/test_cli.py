@@ -24,9 +24,9 @@ from typing import Any, Iterator
 
 import duckdb
 import pytest
+from openai_server import OpenAIServer, identify
 
 from evaluators.cli import client_processes, main
-from openai_server import OpenAIServer, identify
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGE = "openai/test-judge"

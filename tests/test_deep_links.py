@@ -16,7 +16,7 @@ import pytest
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from evaluators import timing
+from evaluators.dashboard import timing
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server
 
 TIMEOUT_MS = 45_000

@@ -13,8 +13,9 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from data import build_demo, demo_runs  # noqa: E402
-from evaluators import runner, store  # noqa: E402
-from evaluators.diagnosis import RULES  # noqa: E402
+from evaluators.metrics.diagnosis import RULES  # noqa: E402
+from evaluators.runs import runner
+from evaluators.storage import store  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import flips, store
-from evaluators.records import CALIBRATED, Component, Item, Run, Score, Status, Verdict
+from evaluators.core.records import CALIBRATED, Component, Item, Run, Score, Status, Verdict
+from evaluators.runs import flips
+from evaluators.storage import store
 
 ROOT = Path(__file__).resolve().parents[1]
 _P = {"1": 0.95, "0": 0.05, "?": 0.5}

@@ -10,14 +10,15 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from openai_server import OpenAIServer
 from streamlit.testing.v1 import AppTest
 
-from evaluators import grammar, store
+from evaluators import grammar
+from evaluators.cli import grammar as grammar_cli
 from evaluators.cli import main
-from evaluators.grammar import cli as grammar_cli
+from evaluators.core.records import Item
 from evaluators.grammar import generate, pipeline, robustness, runs
-from evaluators.records import Item
-from openai_server import OpenAIServer
+from evaluators.storage import store
 
 ROOT = Path(__file__).resolve().parents[1]
 

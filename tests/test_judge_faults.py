@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from evaluators import cli, runner, store
-from evaluators.judge import NO_KEY, JudgeFatal, JudgeUnavailable, LLMJudge
-from evaluators.masking import mask_url
-from evaluators.records import Item, Status
 from openai_server import OpenAIServer
+
+from evaluators import cli
+from evaluators.core.masking import mask_url
+from evaluators.core.records import Item, Status
+from evaluators.judges.llm import NO_KEY, JudgeFatal, JudgeUnavailable, LLMJudge
+from evaluators.runs import runner
+from evaluators.storage import store
 
 JUDGE = "openai/test-judge"
 SECRET = "sk-test-SECRET-0123456789abcdefXYZ"  # shaped like a real key, long enough to be searched for

@@ -15,8 +15,11 @@ from streamlit.testing.v1 import AppTest
 
 from data import build_demo
 from data.demo_runs import RUNS, RUNS_DIR
-from evaluators import cli, ledger, queries, store
-from evaluators.records import CALIBRATED, LABEL, Component, Item, Run, Score, Status, Verdict
+from evaluators import cli
+from evaluators.core.records import CALIBRATED, LABEL, Component, Item, Run, Score, Status, Verdict
+from evaluators.metrics import ledger
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from tests.conftest import app_db
 
 ROOT = Path(__file__).resolve().parents[1]

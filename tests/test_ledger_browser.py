@@ -8,7 +8,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import cli, ledger
+from evaluators import cli
+from evaluators.metrics import ledger
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.test_browser import charts_drawn, check_page, grid, settle
 from tests.test_ledger import RUN, B, build_ledger_db

@@ -19,10 +19,12 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import local_llm, registry, runner, store
-from evaluators.judge import LLMJudge
-from evaluators.metrics import evaluate_item
-from evaluators.records import LOGPROB, Answer, Item, Score, Status
+from evaluators.core.records import LOGPROB, Answer, Item, Score, Status
+from evaluators.judges import local_llm, registry
+from evaluators.judges.llm import LLMJudge
+from evaluators.metrics.thelma import evaluate_item
+from evaluators.runs import runner
+from evaluators.storage import store
 from evaluators.vocabulary import THELMA
 
 MISSING = local_llm.available()
@@ -243,7 +245,7 @@ def server_children() -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and b"evaluators.local_llm" in cmdline:
+        if int(fields[1]) == os.getpid() and b"evaluators.judges.local_llm" in cmdline:
             pids.append(int(stat.parent.name))
     return pids
 

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import queries
+from evaluators.storage.queries import runs as queries
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, outside, streamlit_server
 from tests.seed import seed
 

@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from evaluators import registry, runner, store
-from evaluators.metrics import aggregate_coverage, aggregate_mean, evaluate_item
-from evaluators.offline import OfflineJudge
-from evaluators.records import Item, Status
-from evaluators.suites.deepeval import aggregate_ranked_precision
 from openai_server import OpenAIServer, format_aware, identify
+
+from evaluators.core.records import Item, Status
+from evaluators.judges import registry
+from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics.suites.deepeval import aggregate_ranked_precision
+from evaluators.metrics.thelma import aggregate_coverage, aggregate_mean, evaluate_item
+from evaluators.runs import runner
+from evaluators.storage import store
 
 JUDGE = "openai/test-judge"
 QUERY = "When was the Eiffel Tower finished, and how tall is it?"

@@ -14,7 +14,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import queries, store, ui
+from evaluators.dashboard import ui
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from tests.conftest import app_db
 from tests.seed import INJECTION
 
@@ -162,7 +164,7 @@ def test_home_histograms_draw_threshold_lines(db: Path) -> None:
 def test_new_run_appears_without_restart(db: Path) -> None:
     at = open_page("app.py")
     assert len(frame_with(at, "judge")) == 3
-    from evaluators.records import Item, Run, Score, Status
+    from evaluators.core.records import Item, Run, Score, Status
     store.start_run(db, Run("fresh", "offline", {}, {}), 1)
     store.write_batch(db, "fresh", items=[Item("z1", "q?", ("s",), "r")],
                       scores=[Score("z1", "sp1", 1.0, 1, 1, Status.OK)])
@@ -464,7 +466,7 @@ def test_triage_save_says_busy_when_locked(db: Path, monkeypatch: pytest.MonkeyP
 
 def _hold_write_lock(path: Path, seconds: float) -> subprocess.Popen:
     """Another process that opens the DB read-write (as a running evaluation does) for `seconds`."""
-    code = ("import sys, time; from evaluators import store\n"
+    code = ("import sys, time; from evaluators.storage import store\n"
             "with store.connect(sys.argv[1]):\n    print('locked', flush=True); time.sleep(float(sys.argv[2]))\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
@@ -498,7 +500,7 @@ def test_login_gate_when_auth_is_configured(db: Path) -> None:
 # ---------------------------------------------------------------- Evaluate
 
 def test_evaluate_reports_malformed_upload(db: Path) -> None:
-    pytest.importorskip("evaluators.ingest")
+    pytest.importorskip("evaluators.runs.ingest")
     at = open_page("pages/6_Evaluate.py")
     at.file_uploader(key="upload").set_value(("bad.jsonl", b'{"query": "q"}\nnot json\n', "application/json"))
     at.run()
@@ -510,7 +512,7 @@ def test_evaluate_reports_malformed_upload(db: Path) -> None:
 
 
 def test_evaluate_offline_run_appears(db: Path) -> None:
-    pytest.importorskip("evaluators.runner")
+    pytest.importorskip("evaluators.runs.runner")
     at = open_page("pages/6_Evaluate.py")
     rows = [{"id": f"u{i}", "query": "How long is the refund window?",
              "sources": ["Refunds are accepted within 30 days.", "Offices close on holidays."],
@@ -528,7 +530,7 @@ def test_evaluate_offline_run_appears(db: Path) -> None:
 
 
 def test_evaluate_names_a_taken_run_in_the_dashboard_s_words(db: Path) -> None:
-    pytest.importorskip("evaluators.runner")
+    pytest.importorskip("evaluators.runs.runner")
     at = open_page("pages/6_Evaluate.py")
     row = {"id": "u1", "query": "How long is the refund window?", "sources": ["Refunds within 30 days."],
            "response": "30 days."}

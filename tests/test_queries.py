@@ -9,9 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evaluators import queries, store
-from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, diagnose
-from evaluators.records import Item, Run, Score, Status
+from evaluators.core.records import Item, Run, Score, Status
+from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS, RULES, diagnose
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA, order_metrics
 from tests.seed import seed
 
@@ -98,7 +99,7 @@ def test_paging_and_sorting_cover_every_item_once(table) -> None:
 
 
 def test_share_below_is_exact_at_the_threshold(random_db) -> None:
-    from evaluators import ui
+    from evaluators.dashboard import ui
 
     path, truth = random_db
     _, dist, _ = queries.run_summary(path, "r")

@@ -12,17 +12,20 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from openai_server import OpenAIServer, elements, identify
 from streamlit.testing.v1 import AppTest
 
-from evaluators import registry, runner, store, ui
 from evaluators.cli import main
-from evaluators.confidence import CALIBRATED
-from evaluators.judge import LLMJudge
-from evaluators.metrics import aggregate, evaluate_item
-from evaluators.records import CLAIM, Item, Status, Verdict
-from evaluators.suites.reference import REFERENCE_CLAIM, aggregate_f1, f1
+from evaluators.core.confidence import CALIBRATED
+from evaluators.core.records import CLAIM, Item, Status, Verdict
+from evaluators.dashboard import ui
+from evaluators.judges import registry
+from evaluators.judges.llm import LLMJudge
+from evaluators.metrics.suites.reference import REFERENCE_CLAIM, aggregate_f1, f1
+from evaluators.metrics.thelma import aggregate, evaluate_item
+from evaluators.runs import runner
+from evaluators.storage import store
 from evaluators.vocabulary import REFERENCE, THELMA
-from openai_server import OpenAIServer, elements, identify
 from tests.conftest import app_db
 from tests.test_bad_db import new_app
 
@@ -90,7 +93,7 @@ SHORT = "The Harbour Museum opens at 10:00 every day."
 
 
 def offline_scores(response: str, reference: str | None = GOLDEN) -> tuple[dict[str, Any], list[Verdict]]:
-    from evaluators.offline import OfflineJudge
+    from evaluators.judges.offline import OfflineJudge
 
     item = Item("m", QUERY, SOURCES, response, reference=reference)
     result = asyncio.run(evaluate_item(item, {"gr": registry.METRICS["gr"], **REF}, OfflineJudge()))

@@ -9,9 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evaluators import prompts, registry
-from evaluators.vocabulary import DISPLAY_NAMES, REFERENCE, THELMA
 from openai_server import OpenAIServer
+
+from evaluators.judges import prompts, registry
+from evaluators.vocabulary import DISPLAY_NAMES, REFERENCE, THELMA
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT_FILES = {p.stem for p in prompts.PROMPT_DIR.glob("*.txt")}
@@ -51,8 +52,8 @@ def test_metrics_are_thelma_first_then_ours_then_the_suites_all_with_display_nam
 def test_offline_judge_alone_answers_other_suites_and_grammar_prompts() -> None:
     found = fresh_python("""
 import asyncio, json, sys
-import evaluators.offline
-judge = evaluators.offline.OfflineJudge()
+import evaluators.judges.offline
+judge = evaluators.judges.offline.OfflineJudge()
 statements = asyncio.run(judge.ask("ragas_statements", query="Where was Einstein born?",
                                    response="Einstein was born in Ulm. He liked sailing."))
 correct = asyncio.run(judge.ask("grammar_correctness", query="Where is the office?", true_answer="Cork, Ireland",
@@ -68,7 +69,7 @@ def test_llm_judge_alone_asks_and_parses_another_suites_prompt(openai_server: Op
     openai_server.responder = lambda request: "<output>\n- Einstein was born in Ulm.\n- He liked sailing.\n</output>"
     found = fresh_python(f"""
 import asyncio, json
-from evaluators.judge import LLMJudge
+from evaluators.judges.llm import LLMJudge
 judge = LLMJudge("openai/test-judge", api_base={openai_server.base_url!r}, api_key="x", timeout=10.0, max_attempts=2)
 answer = asyncio.run(judge.ask("ragas_statements", query="Where was Einstein born?", response="In Ulm."))
 print(json.dumps([answer.status.value, answer.value]))

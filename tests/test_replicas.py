@@ -15,12 +15,14 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from evaluators import cli, store, ui
-from evaluators.judge import LLMJudge
-from evaluators.records import JudgeCall, Status
 from openai_server import OpenAIServer
 from test_runner import JUDGE, items, write_jsonl
+
+from evaluators import cli
+from evaluators.core.records import JudgeCall, Status
+from evaluators.dashboard import ui
+from evaluators.judges.llm import LLMJudge
+from evaluators.storage import store
 
 SOURCES = ["The sky is blue on a clear day because air scatters short wavelengths more than long ones."]
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evaluators import queries, store
-from evaluators.records import Component, Item, Run, Score, Status, Verdict
+from evaluators.core.records import Component, Item, Run, Score, Status, Verdict
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA
 from tests.seed import RUNS, seed
 

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from evaluators import runner, store
-from evaluators.records import Item, Status
 from openai_server import OpenAIServer
+
+from evaluators.core.records import Item, Status
+from evaluators.runs import runner
+from evaluators.storage import store
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGE = "openai/test-judge"

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-
-from evaluators import cli, runner, store
-from evaluators.records import Item
 from openai_server import OpenAIServer, identify
 from test_runner import JUDGE, ROOT, items, scores, write_jsonl
+
+from evaluators import cli
+from evaluators.core.records import Item
+from evaluators.runs import runner
+from evaluators.storage import store
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +64,7 @@ def hold_read_lock(db: Path, seconds: float) -> subprocess.Popen:
     """A reader in another process that keeps the file open: DuckDB then refuses every writer."""
     code = textwrap.dedent(f"""
         import time
-        from evaluators import store
+        from evaluators.storage import store
         with store.connect({str(db)!r}, read_only=True):
             print("locked", flush=True)
             time.sleep({seconds})

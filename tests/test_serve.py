@@ -15,8 +15,10 @@ from typing import Any
 import duckdb
 import pytest
 
-from evaluators import cli, serve, store, ui
-from evaluators.records import Run
+from evaluators import cli
+from evaluators.core.records import Run
+from evaluators.dashboard import serve, ui
+from evaluators.storage import store
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 from tests.seed import seed
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluators.stats import bootstrap_ci, paired_bootstrap_ci
+from evaluators.core.stats import bootstrap_ci, paired_bootstrap_ci
 
 
 def test_nothing_scored_has_no_interval() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import store
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.storage import store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ def test_a_failed_batch_writes_nothing(tmp_path: Path) -> None:
 def _hold_lock(db: Path, seconds: float) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import sys, time
-        from evaluators import store
+        from evaluators.storage import store
         with store.connect({str(db)!r}):
             print("locked", flush=True)
             time.sleep({seconds})
@@ -109,7 +109,7 @@ def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
         import sys
         sys.path.insert(0, {str(ROOT / 'tests')!r})
         from test_store import bundle
-        from evaluators import store
+        from evaluators.storage import store
         for k in range(15):
             store.write_batch({str(db)!r}, "r", **bundle(f"i{{k}}"))
     """)

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from evaluators import cli, store, suite
-from evaluators.ingest import InputError, load_items
-from evaluators.records import Label
+from evaluators import cli
+from evaluators.core.records import Label
+from evaluators.runs import suite
+from evaluators.runs.ingest import InputError, load_items
+from evaluators.storage import store
 from tests.test_flips import write_run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,13 +9,16 @@ from dataclasses import replace
 from typing import Any, Callable
 
 import pytest
-
-from evaluators import embeddings, metrics, prompts, registry, runner, store
-from evaluators.judge import LLMJudge
-from evaluators.metrics import Metric, aggregate_mean, evaluate_item
-from evaluators.records import CALIBRATED, Answer, Item, Score, Status, Verdict
-from evaluators.suites import common, deepeval, nvidia, ragas
 from openai_server import OpenAIServer, identify
+
+from evaluators.core.records import CALIBRATED, Answer, Item, Score, Status, Verdict
+from evaluators.judges import embeddings, prompts, registry
+from evaluators.judges.llm import LLMJudge
+from evaluators.metrics import thelma as metrics
+from evaluators.metrics.suites import common, deepeval, nvidia, ragas
+from evaluators.metrics.thelma import Metric, aggregate_mean, evaluate_item
+from evaluators.runs import runner
+from evaluators.storage import store
 
 OK, UNP = Status.OK, Status.UNPARSED
 MODEL = "openai/test-judge"
@@ -488,7 +491,7 @@ def test_extracted_sentences_match_context_sentences_ignoring_case_and_punctuati
 # ---------------------------------------------------------------- offline judge and store
 
 def test_every_suite_metric_runs_on_the_offline_judge_with_honest_details(tmp_path) -> None:
-    from evaluators.offline import OfflineJudge
+    from evaluators.judges.offline import OfflineJudge
 
     result = asyncio.run(evaluate_item(ITEM, registry.SUITE_METRICS, OfflineJudge()))
     scores = {s.metric: s for s in result.scores}

@@ -14,7 +14,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import timing
+from evaluators.dashboard import timing
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server
 
 APP = str(ROOT / "app.py")

@@ -13,8 +13,10 @@ import duckdb
 import pandas as pd
 import pytest
 
-from evaluators import cli, queries, store
-from evaluators.ingest import InputError, detect_format, load_items
+from evaluators import cli
+from evaluators.runs.ingest import InputError, detect_format, load_items
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from tests.conftest import app_db
 from tests.test_pages import open_page
 

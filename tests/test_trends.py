@@ -10,8 +10,11 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from evaluators import charts, queries, store, trends
-from evaluators.records import Item, Run, Score, Status
+from evaluators.core.records import Item, Run, Score, Status
+from evaluators.dashboard import charts
+from evaluators.metrics import trends
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from tests.conftest import app_db
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,8 +7,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import store
-from evaluators.records import Label
+from evaluators.core.records import Label
+from evaluators.storage import store
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.seed import seed, set_scores
 from tests.test_browser import check_page, grid, settle

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import diagnosis, queries, store
 from evaluators.cli import main
+from evaluators.metrics import diagnosis
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA
 
 RUN = "weak-retriever"
@@ -97,8 +99,8 @@ def test_bad_label_rows_are_located_and_nothing_is_written(db: Path, tmp_path: P
 
 
 def test_the_review_queue_puts_unsure_then_thin_then_random_and_skips_labelled(db: Path) -> None:
-    from evaluators import labelling
-    from evaluators.records import Label
+    from evaluators.core.records import Label
+    from evaluators.runs import labelling
 
     with store.connect(db) as con:  # make one verdict of q03 unsure: a calibrated p of 0.55
         con.execute("""UPDATE verdicts SET p = 0.55, p_kind = 'calibrated' WHERE rowid = (
@@ -119,8 +121,8 @@ def test_labels_of_two_people_saving_at_once_are_both_kept(db: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from evaluators import access, store\n"
-            "from evaluators.records import Label\n"
+    code = ("import sys; from evaluators.dashboard import access; from evaluators.storage import store\n"
+            "from evaluators.core.records import Label\n"
             "me = access.User(None, access.TRIAGER)\n"
             "for k in range(10):\n"
             "    access.save_labels(me, sys.argv[1], 'weak-retriever', [Label('q01', k % 2, rule='T2.5')],\n"
@@ -135,7 +137,7 @@ def test_labels_of_two_people_saving_at_once_are_both_kept(db: Path) -> None:
 
 
 def test_labels_export_with_the_run_and_import_back(db: Path, tmp_path: Path) -> None:
-    from evaluators.records import Label
+    from evaluators.core.records import Label
 
     store.add_labels(db, RUN, [Label("q01", 1, rule="T2.5", note="a, \"quoted\" note", author="ana"),
                                Label("q02", 0, metric="gr", component_idx=0, author="ben")])
@@ -153,7 +155,7 @@ def test_labels_export_with_the_run_and_import_back(db: Path, tmp_path: Path) ->
 
 
 def test_export_corrected_writes_scores_with_corrections_and_leaves_the_raw_ones(db: Path, tmp_path: Path) -> None:
-    from evaluators.records import Label
+    from evaluators.core.records import Label
 
     idx, value = _gr_verdict(db, "q01")
     store.add_labels(db, RUN, [Label("q01", 1 - value, metric="gr", component_idx=idx, author="ana")])

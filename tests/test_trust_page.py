@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import labelling, store
-from evaluators.records import Label
+from evaluators.core.records import Label
+from evaluators.runs import labelling
+from evaluators.storage import store
 from tests.seed import set_scores
 from tests.test_pages import frame_with, open_page
 
@@ -57,7 +58,7 @@ def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
 
 
 def test_a_correction_changes_the_corrected_score_and_never_the_raw_one(db: Path) -> None:
-    from evaluators import queries
+    from evaluators.storage.queries import runs as queries
 
     at = open_page("pages/2_Item.py", run=RUN, item="q01", tab="Verdicts")
     (gr,) = store.query(db, """SELECT component_idx, value FROM verdicts WHERE run_id = ? AND item_id = 'q01'

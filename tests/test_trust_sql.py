@@ -9,10 +9,14 @@ import pandas as pd
 import pytest
 
 from benchmarks.dashboard_scale import generate
-from evaluators import diagnosis, labelling, queries, registry, store, trust
-from evaluators.confidence import CALIBRATED, Band
-from evaluators.metrics import rescore
-from evaluators.records import Component, Item, Label, Run, Status, Verdict
+from evaluators.core.confidence import CALIBRATED, Band
+from evaluators.core.records import Component, Item, Label, Run, Status, Verdict
+from evaluators.judges import registry
+from evaluators.metrics import diagnosis, trust
+from evaluators.metrics.thelma import rescore
+from evaluators.runs import labelling
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA
 
 RUN = "weak-retriever"

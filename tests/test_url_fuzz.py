@@ -16,10 +16,11 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import store, ui
-from evaluators.diagnosis import DEFAULT_THRESHOLDS
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.dashboard import ui
 from evaluators.grammar.robustness import Correctness, write_correctness
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
+from evaluators.storage import store
 from tests.seed import seed
 from tests.test_bad_db import new_app
 

@@ -19,10 +19,17 @@ import os
 import sys
 from typing import NoReturn, Sequence
 
-from evaluators import confidence, diagnosis, dryrun, ledger, options, queries, registry, runner, serve, store, traces
-from evaluators.grammar import cli as grammar_cli
-from evaluators.masking import mask_secrets
-from evaluators.metrics import SD_THRESHOLD
+from evaluators.cli import arguments as options
+from evaluators.cli import grammar as grammar_cli
+from evaluators.core import confidence
+from evaluators.core.masking import mask_secrets
+from evaluators.dashboard import serve
+from evaluators.judges import registry
+from evaluators.metrics import diagnosis, ledger
+from evaluators.metrics.thelma import SD_THRESHOLD
+from evaluators.runs import dryrun, runner, traces
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import REFERENCE, THELMA
 
 
@@ -67,7 +74,7 @@ _BAND_HELP = ("read the verdicts with this uncertainty band: a verdict with LO <
 
 
 def _parser() -> argparse.ArgumentParser:
-    # Every path and number option has a type from evaluators.options: checked before any work.
+    # Every path and number option has a type from evaluators.cli.arguments: checked before any work.
     p = _Parser(prog="python -m evaluators", description="RAG Triage evaluation engine")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -233,7 +240,7 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from evaluators.ingest import InputError, load_items
+    from evaluators.runs.ingest import InputError, load_items
 
     try:
         named = runner.check_metrics(args.metrics.split(",")) if args.metrics is not None else None
@@ -252,7 +259,7 @@ def _evaluate(args: argparse.Namespace) -> int:
                            args.decompose_with)
         print(plan.text(args.judge))
         return 0
-    from evaluators.judge import JudgeFatal
+    from evaluators.judges.llm import JudgeFatal
 
     try:
         summary = runner.evaluate(
@@ -274,7 +281,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     print(summary.text())
     if args.expect:
-        from evaluators import suite
+        from evaluators.runs import suite
 
         broken = suite.check(args.db, args.run, items, suite.item_lines(args.input, items))
         for line in broken:
@@ -341,8 +348,9 @@ def _diagnose(args: argparse.Namespace) -> int:
 
 
 def _trust(args: argparse.Namespace) -> int:
-    from evaluators import labelling, trust
-    from evaluators.ingest import InputError, load_labels
+    from evaluators.metrics import trust
+    from evaluators.runs import labelling
+    from evaluators.runs.ingest import InputError, load_labels
 
     _check_run(args.db, args.run)
     store.migrate(args.db)  # a database written before labels existed gets the table
@@ -368,9 +376,9 @@ def _trust(args: argparse.Namespace) -> int:
 
 
 def _agreement(args: argparse.Namespace) -> int:
-    from evaluators import pairs
-    from evaluators.ingest import InputError, load_pairs
-    from evaluators.judge import JudgeFatal
+    from evaluators.judges.llm import JudgeFatal
+    from evaluators.runs import pairs
+    from evaluators.runs.ingest import InputError, load_pairs
 
     try:
         loaded = load_pairs(args.pairs, set(registry.METRICS))
@@ -404,7 +412,7 @@ def _agreement(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     import os
 
-    from evaluators import gate
+    from evaluators.runs import gate
 
     try:
         gate.check_runs(args.db, args.baseline, args.candidate)
@@ -423,7 +431,7 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _export_suite(args: argparse.Namespace) -> int:
-    from evaluators import suite
+    from evaluators.runs import suite
 
     _check_run(args.db, args.run)
     store.migrate(args.db)  # a database written before labels existed gets the table: corrections are read

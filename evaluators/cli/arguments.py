@@ -10,9 +10,11 @@ import math
 import os
 from pathlib import Path
 
-from evaluators import cascade, diagnosis, store
-from evaluators.access import ENV_NAME, url_problem
-from evaluators.records import run_name_problem
+from evaluators.core.records import run_name_problem
+from evaluators.dashboard.access import ENV_NAME, url_problem
+from evaluators.judges import cascade
+from evaluators.metrics import diagnosis
+from evaluators.storage import store
 
 MAX_CONCURRENCY = 1024  # judge calls in flight: each holds two tasks and a connection
 

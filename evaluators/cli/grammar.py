@@ -11,10 +11,12 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from evaluators import options, runner, store
+import evaluators.cli.arguments as options
+from evaluators.core.records import JudgeCall
 from evaluators.grammar import CLUSTER_BY, COMPANY_SQL, CORPUS, TEMPLATES, generate, pipeline, robustness, runs
-from evaluators.judge import JudgeFatal
-from evaluators.records import JudgeCall
+from evaluators.judges.llm import JudgeFatal
+from evaluators.runs import runner
+from evaluators.storage import store
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -25,7 +27,7 @@ def _fail(message: str, code: int = 2) -> int:
 def add_commands(subparsers: Any) -> None:
     """Register grammar-generate, grammar-run, grammar-eval and grammar-demo; each sets `handler`.
 
-    Path and number options are typed by evaluators.options, so they are checked before any work.
+    Path and number options are typed by evaluators.cli.arguments, so they are checked before any work.
     """
     g = subparsers.add_parser("grammar-generate", help="GRAMMAR: generate a test set with SQL ground truth")
     g.add_argument("--source", type=options.duckdb_source, default=str(COMPANY_SQL),

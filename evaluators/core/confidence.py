@@ -7,7 +7,7 @@ a label-only judge gives p in {0, 1}, which no band can hold, so its verdicts ar
 """
 from __future__ import annotations
 
-from evaluators.records import CALIBRATED, LABEL, LOGPROB
+from evaluators.core.records import CALIBRATED, LABEL, LOGPROB
 
 Band = tuple[float, float]  # (lo, hi): lo < p < hi is unsure
 

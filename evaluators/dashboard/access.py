@@ -35,9 +35,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from evaluators import store
-from evaluators.masking import mask_url
-from evaluators.records import Item, Label, check_run_name
+from evaluators.core.masking import mask_url
+from evaluators.core.records import Item, Label, check_run_name
+from evaluators.storage import store
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
 # The [roles] lists in secrets.toml, one per role; any other key is a typo that would grant nothing.
@@ -202,7 +202,7 @@ def listed_judges(entries: Sequence[Mapping[str, Any]]) -> list[ListedJudge]:
 def judge_choices(entries: Sequence[Mapping[str, Any]], local_installed: bool) -> dict[str, str | ListedJudge]:
     """The Evaluate page's judge picker, label -> judge: the offline judge, `local` when its extra is
     installed, then the admin's list. There is no free-text model or address."""
-    from evaluators.runner import LOCAL, OFFLINE
+    from evaluators.runs.runner import LOCAL, OFFLINE
 
     choices: dict[str, str | ListedJudge] = {OFFLINE_LABEL: OFFLINE}
     if local_installed:
@@ -276,8 +276,8 @@ def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge
         raise RunExists("A run with this name already exists: choose another name (an evaluation never adds to "
                         "an existing run).")
     model, options = judge_options(judge, environ)
-    from evaluators.judge import JudgeUnavailable  # lazy: the judges import litellm / sentence-transformers
-    from evaluators.runner import evaluate
+    from evaluators.judges.llm import JudgeUnavailable  # lazy: the judges import litellm / sentence-transformers
+    from evaluators.runs.runner import evaluate
 
     with store.started_by(user.email or ""):
         try:

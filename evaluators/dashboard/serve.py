@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 from urllib.parse import urlencode, urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app.py"
 # What the pages import besides Streamlit's core: third-party libraries (streamlit.emojis: the first icon
-# loads it), then our modules that define no Streamlit cache (evaluators.ui does: it is imported once the
+# loads it), then our modules that define no Streamlit cache (evaluators.dashboard.ui does: it is imported once the
 # runtime exists, see _warm).
 PRELOAD = ("numpy", "pandas", "pyarrow", "duckdb", "plotly.graph_objects", "streamlit.emojis",
-           "evaluators.queries", "evaluators.store", "evaluators.charts", "evaluators.diagnosis",
-           "evaluators.stats", "evaluators.access", "evaluators.confidence", "evaluators.vocabulary")
+           "evaluators.storage.queries.runs", "evaluators.storage.store", "evaluators.dashboard.charts",
+           "evaluators.metrics.diagnosis", "evaluators.core.stats", "evaluators.dashboard.access",
+           "evaluators.core.confidence", "evaluators.vocabulary")
 WARM_RUNS = 10  # the newest runs whose Runs page is opened at start (the default run's among them)
 REWARM_POLL_S = 2.0  # how often serve looks for new runs in the file
 REWARM_QUIET_S = 5.0  # how long the file must go unwritten first: a run in progress writes every second or so
@@ -69,7 +70,7 @@ def _warm(port: int, pages: bool) -> None:
 
     while not runtime.exists():  # ui's caches must be created by the runtime's cache storage
         time.sleep(0.01)
-    from evaluators import timing, ui  # noqa: F401  (timing: app.py's other import)
+    from evaluators.dashboard import timing, ui  # noqa: F401  (timing: app.py's other import)
 
     # Streamlit's first element in the process calls inspect.stack() (env_util.is_repl), whose first
     # call maps every loaded module to its file: 0.1-0.3 s of the first visit, paid here instead.
@@ -106,7 +107,7 @@ def _warm(port: int, pages: bool) -> None:
 def _open_views(port: int, run_ids: list[str], again: bool) -> None:
     """Open every page's default view once, then the Runs page of the WARM_RUNS newest runs (a switch of
     its run picker), so what they read is cached before a visitor comes."""
-    from evaluators import ui
+    from evaluators.dashboard import ui
 
     views = [(p.url_path, "") for p in ui.PAGES.values()]
     views += [("", urlencode({"run": run})) for run in run_ids[:WARM_RUNS]]
@@ -125,7 +126,7 @@ async def _visit_pages(port: int, views: list[tuple[str, str]], connect_s: float
                        view_s: float = 600.0) -> None:
     """Open each view (a page's URL path and query string) in turn, as view_messages() does, until its
     script run ends. The server may still be binding its port: connecting is retried for `connect_s`."""
-    from evaluators.timing import WARMUP_HEADER
+    from evaluators.dashboard.timing import WARMUP_HEADER
 
     deadline = time.monotonic() + connect_s
     while True:

@@ -23,15 +23,17 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from evaluators import access, queries, store
-from evaluators.confidence import DEFAULT_BANDS, LABEL, Band, format_band, parse_band
-from evaluators.diagnosis import DEFAULT_THRESHOLDS, RULES, Fired, fired
-from evaluators.masking import mask_url
-from evaluators.records import Score, Status
-from evaluators.stats import bootstrap_ci
+from evaluators.core.confidence import DEFAULT_BANDS, LABEL, Band, format_band, parse_band
+from evaluators.core.masking import mask_url
+from evaluators.core.records import Score, Status
+from evaluators.core.stats import bootstrap_ci
+from evaluators.dashboard import access
+from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS, RULES, Fired, fired
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import order_metrics
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB = "data/demo.duckdb"
 
 

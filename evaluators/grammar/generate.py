@@ -24,8 +24,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from evaluators import grammar, store
-from evaluators.records import Judge, Status
+from evaluators import grammar
+from evaluators.core.records import Judge, Status
+from evaluators.storage import store
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 PLACEHOLDER = re.compile(rf"\[({_NAME})\.({_NAME})\]")

@@ -5,7 +5,7 @@ The domain is data/grammar/: a fictitious company database (company.sql), a corp
 and hand-written SQL and text templates (templates.json).
 
 The pipeline retrieves with BM25 (sparse keywords, written here) or MiniLM embeddings (dense,
-through evaluators.embeddings), and answers through a judge with the `grammar_rag_answer` prompt: a
+through evaluators.judges.embeddings), and answers through a judge with the `grammar_rag_answer` prompt: a
 litellm model, or the offline extractive generator below (`offline_answer`). Its items carry the
 retrieved document ids, the semantic group and the ground truth in their metadata; grammar.runs
 stores them as a run and judges their correctness.
@@ -23,12 +23,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from evaluators import prompts
-from evaluators.embeddings import embed
+from evaluators.core.records import Answer, Item, Judge, Status
+from evaluators.core.text import split_sentences
 from evaluators.grammar import CORPUS_SPEC, META_GENERATOR_STATUS, META_RETRIEVED
 from evaluators.grammar.generate import Case, as_text
-from evaluators.records import Answer, Item, Judge, Status
-from evaluators.text import split_sentences
+from evaluators.judges import prompts
+from evaluators.judges.embeddings import embed
 
 
 def parse_answer(reply: str) -> str:

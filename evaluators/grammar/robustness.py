@@ -23,11 +23,24 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from evaluators import prompts, store
-from evaluators.grammar import (ALL, GAP, LM, META_GENERATOR_STATUS, META_GROUP, META_RETRIEVED, META_SQL_TEMPLATE,
-                                META_TEXT_TEMPLATE, META_TRUE_DOCS, NON_ROBUST, RETRIEVAL, ROBUST, UNKNOWN)
-from evaluators.records import Answer, Judge, Status
-
+from evaluators.core.records import Answer, Judge, Status
+from evaluators.grammar import (
+    ALL,
+    GAP,
+    LM,
+    META_GENERATOR_STATUS,
+    META_GROUP,
+    META_RETRIEVED,
+    META_SQL_TEMPLATE,
+    META_TEXT_TEMPLATE,
+    META_TRUE_DOCS,
+    NON_ROBUST,
+    RETRIEVAL,
+    ROBUST,
+    UNKNOWN,
+)
+from evaluators.judges import prompts
+from evaluators.storage import store
 
 # ---------------------------------------------------------------- correctness: Table 6's verdict
 

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from evaluators import runner, store
+from evaluators.core.records import Item, Judge, JudgeCall, Status
 from evaluators.grammar import COMPANY_SQL, META_GROUP, TEMPLATES
 from evaluators.grammar.generate import Case, generate, load_templates, open_source
 from evaluators.grammar.pipeline import RETRIEVERS, Doc, answer_cases, render_corpus
 from evaluators.grammar.robustness import Correctness, grammar_items, judge_items, write_correctness
-from evaluators.records import Item, Judge, JudgeCall, Status
+from evaluators.runs import runner
+from evaluators.storage import store
 from evaluators.vocabulary import THELMA
 
 

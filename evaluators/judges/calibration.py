@@ -24,8 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from evaluators.records import CALIBRATED, Confidence
-from evaluators.text import answer_phrase
+from evaluators.core.records import CALIBRATED, Confidence
+from evaluators.core.text import answer_phrase
 
 # Match types: the kinds of decision the offline judge makes, each with its own curve.
 SUPPORT = "support"                    # a claim is backed by the sources (GR; the peers' support prompts)

@@ -17,10 +17,10 @@ from collections import Counter
 from dataclasses import fields, replace
 from typing import Any, Sequence
 
-from evaluators import prompts, registry
-from evaluators.confidence import Band, is_unsure
-from evaluators.judge import CallStats
-from evaluators.records import Answer, Confidence, Elements, Judge, Status
+from evaluators.core.confidence import Band, is_unsure
+from evaluators.core.records import Answer, Confidence, Elements, Judge, Status
+from evaluators.judges import prompts, registry
+from evaluators.judges.llm import CallStats
 
 SEPARATOR = ">"
 # Prompts whose parsed answer is a list of texts: a decomposition, never a match to escalate.

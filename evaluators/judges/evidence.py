@@ -22,12 +22,26 @@ from typing import AbstractSet, Any
 
 import numpy as np
 
-from evaluators.embeddings import embed
-from evaluators.records import Answer, Status
-from evaluators.text import (answer_phrase, answer_type, content_stems, date_words, has_answer_type, names, negated,
-                             numbers, question_topic, refuses, resolved_sentences, share, split_claims,
-                             split_questions, split_sentences, stem)
-
+from evaluators.core.records import Answer, Status
+from evaluators.core.text import (
+    answer_phrase,
+    answer_type,
+    content_stems,
+    date_words,
+    has_answer_type,
+    names,
+    negated,
+    numbers,
+    question_topic,
+    refuses,
+    resolved_sentences,
+    share,
+    split_claims,
+    split_questions,
+    split_sentences,
+    stem,
+)
+from evaluators.judges.embeddings import embed
 
 # ---------------------------------------------------------------- calibrated constants
 

@@ -35,9 +35,9 @@ from datetime import timezone
 from typing import Any, Callable, Iterator, Sequence
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
-from evaluators import prompts, registry
-from evaluators.masking import mask_secrets, mask_url, url_secrets
-from evaluators.records import LOGPROB, Answer, Confidence, JudgeCall, Status
+from evaluators.core.masking import mask_secrets, mask_url, url_secrets
+from evaluators.core.records import LOGPROB, Answer, Confidence, JudgeCall, Status
+from evaluators.judges import prompts, registry
 
 # Seconds a judge may go without any answer while rate limited before the run stops.
 RATE_LIMIT_PATIENCE = 600.0

@@ -34,10 +34,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Callable
 
-from evaluators.records import JudgeCall
+from evaluators.core.records import JudgeCall
 
 if TYPE_CHECKING:
-    from evaluators.judge import LLMJudge
+    from evaluators.judges.llm import LLMJudge
 
 MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 GGUF_SIZE = 1_117_320_768
@@ -196,7 +196,7 @@ class LocalServer:
         gguf = ensure_model()
         self._log = tempfile.NamedTemporaryFile(prefix="rag-triage-llama-", suffix=".log")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluators.local_llm", str(gguf), str(self.n_ctx), str(self.n_threads),
+            [sys.executable, "-m", "evaluators.judges.local_llm", str(gguf), str(self.n_ctx), str(self.n_threads),
              str(self.n_parallel)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             cwd=Path(__file__).resolve().parents[1], start_new_session=True)  # Ctrl-C reaches us, not it
@@ -336,7 +336,7 @@ def judge(server: LocalServer, timeout: float, cache: dict[str, JudgeCall] | Non
 
     A 1.5B model on 2 CPU cores needs minutes for a long claim list: the timeout is at least 600 s.
     """
-    from evaluators.judge import LLMJudge  # not in the server's child process: it needs no litellm
+    from evaluators.judges.llm import LLMJudge  # not in the server's child process: it needs no litellm
 
     return LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=server.n_parallel,
                     timeout=max(timeout, 600.0), cache=cache, on_call=on_call, logprob_binary=True,

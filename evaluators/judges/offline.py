@@ -19,11 +19,11 @@ import asyncio
 from dataclasses import replace
 from typing import Any, Callable
 
-from evaluators import calibration, registry
-from evaluators.embeddings import embed
-from evaluators.evidence import needed_texts
-from evaluators.records import Answer, Confidence, Elements, Status
-from evaluators.text import unreadable
+from evaluators.core.records import Answer, Confidence, Elements, Status
+from evaluators.core.text import unreadable
+from evaluators.judges import calibration, registry
+from evaluators.judges.embeddings import embed
+from evaluators.judges.evidence import needed_texts
 
 ENGLISH_ONLY = "the offline judge reads English only"
 

@@ -19,9 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from evaluators.records import Elements, Status
+from evaluators.core.records import Elements, Status
 
-PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPT_DIR = Path(__file__).resolve().parents[2] / "prompts"
 _VAR = re.compile(r"\{([a-z_]+)\}")
 
 # List-valued variables are rendered as numbered, tagged elements: <fact id="1">...</fact>.

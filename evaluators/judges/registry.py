@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from evaluators import evidence, metrics, prompts
+from evaluators.core.records import Answer
 from evaluators.grammar import pipeline, robustness
-from evaluators.metrics import Metric
-from evaluators.records import Answer
-from evaluators.suites import deepeval, nvidia, ragas, reference
+from evaluators.judges import evidence, prompts
+from evaluators.metrics import thelma as metrics
+from evaluators.metrics.suites import deepeval, nvidia, ragas, reference
+from evaluators.metrics.thelma import Metric
 
 THELMA_METRICS: dict[str, Metric] = {
     "sp1": metrics.SP1,

@@ -15,7 +15,7 @@ import operator
 from dataclasses import dataclass
 from typing import Callable, Mapping, NamedTuple, Union
 
-from evaluators.records import Score, Status
+from evaluators.core.records import Score, Status
 
 # Defaults, chosen so that one miss in a typical item counts as low:
 # - sqc/rqc 0.75: a two-part query with one part uncovered (0.5) is low.

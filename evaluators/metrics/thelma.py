@@ -20,13 +20,29 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import numpy as np
 
-from evaluators import calibration
-from evaluators.confidence import Band, is_unsure
-from evaluators.embeddings import embed
-from evaluators.masking import mask_secrets
-from evaluators.records import (CALIBRATED, CLAIM, LABEL, SENTENCE, SOURCE, SOURCE_FACT, SUBQUESTION, Answer, Component,
-                                Confidence, Item, Judge, Score, Status, Verdict, unit)
-from evaluators.text import has_content, has_words, split_sentences, unreadable
+from evaluators.core.confidence import Band, is_unsure
+from evaluators.core.masking import mask_secrets
+from evaluators.core.records import (
+    CALIBRATED,
+    CLAIM,
+    LABEL,
+    SENTENCE,
+    SOURCE,
+    SOURCE_FACT,
+    SUBQUESTION,
+    Answer,
+    Component,
+    Confidence,
+    Item,
+    Judge,
+    Score,
+    Status,
+    Verdict,
+    unit,
+)
+from evaluators.core.text import has_content, has_words, split_sentences, unreadable
+from evaluators.judges import calibration
+from evaluators.judges.embeddings import embed
 
 BATCH = 40          # components per batched call; keeps replies short enough to parse reliably
 SD_THRESHOLD = 0.78  # cosine at or above which two response sentences repeat (MiniLM; calibrated on WikiEval rows 0-19)

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from evaluators.stats import RESAMPLES, SEED, Interval, bootstrap_ci
+from evaluators.core.stats import RESAMPLES, SEED, Interval, bootstrap_ci
 
 PAIRED, UNPAIRED = "paired", "unpaired"
 UNITS = ("day", "week")

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from evaluators import cascade
-from evaluators import metrics as metrics_mod
-from evaluators import registry, store
-from evaluators.judge import LLMJudge, call_key, count_tokens, price_per_token
-from evaluators.records import Answer, Item, Judge, JudgeCall, Status
-from evaluators.runner import LOCAL, OFFLINE, check_chain, check_metrics, judge_name
-from evaluators.text import split_sentences
+from evaluators.core.records import Answer, Item, Judge, JudgeCall, Status
+from evaluators.core.text import split_sentences
+from evaluators.judges import cascade, registry
+from evaluators.judges.llm import LLMJudge, call_key, count_tokens, price_per_token
+from evaluators.metrics import thelma as metrics_mod
+from evaluators.runs.runner import LOCAL, OFFLINE, check_chain, check_metrics, judge_name
+from evaluators.storage import store
 from evaluators.vocabulary import THELMA
 
 
@@ -166,7 +166,7 @@ def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
         walk(planner(tiers[0], result))
         return result.priced(judge_name(tiers[0]))
 
-    from evaluators.offline import OfflineJudge
+    from evaluators.judges.offline import OfflineJudge
 
     plans = {tier: Plan(items=len(todo)) for tier in tiers if tier != OFFLINE}
     chain = cascade.CascadeJudge([(t, OfflineJudge() if t == OFFLINE else planner(t, plans[t])) for t in tiers],

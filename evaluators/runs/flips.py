@@ -19,8 +19,10 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from evaluators import ledger, queries, store
-from evaluators.confidence import Band
+from evaluators.core.confidence import Band
+from evaluators.metrics import ledger
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 
 SOURCES, RESPONSE, JUDGE = "retriever or chunking", "prompt or generator", "judge"
 CAUSES = (SOURCES, RESPONSE, JUDGE)

@@ -19,11 +19,13 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
-from evaluators import flips as flips_mod
-from evaluators import queries, registry, store
-from evaluators.confidence import Band, format_band
-from evaluators.diagnosis import DEFAULT_THRESHOLDS
-from evaluators.stats import bootstrap_ci
+from evaluators.core.confidence import Band, format_band
+from evaluators.core.stats import bootstrap_ci
+from evaluators.judges import registry
+from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
+from evaluators.runs import flips as flips_mod
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import LOWER_IS_BETTER, order_metrics
 
 REGRESSED, OK, IMPROVED, NO_DATA = "regressed", "ok", "improved", "no shared scores"

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evaluators import traces
-from evaluators.records import Item, Label
+from evaluators.core.records import Item, Label
+from evaluators.runs import traces
 
 MAX_TEXT_BYTES = 1_000_000
 """Largest accepted text field (query, each source, response, reference), in UTF-8 bytes."""

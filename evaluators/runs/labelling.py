@@ -12,9 +12,11 @@ from typing import Mapping
 
 import pandas as pd
 
-from evaluators import diagnosis, queries, store, trust
-from evaluators.confidence import Band
-from evaluators.records import Score
+from evaluators.core.confidence import Band
+from evaluators.core.records import Score
+from evaluators.metrics import diagnosis, trust
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA
 
 RULE_IDS = tuple(diagnosis.RULES)

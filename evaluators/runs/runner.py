@@ -20,13 +20,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from evaluators import cascade
-from evaluators import metrics as metrics_mod
-from evaluators import prompts, registry, store
-from evaluators.confidence import DEFAULT_BANDS, band_for
-from evaluators.judge import RATE_LIMIT_PATIENCE, CallStats, ClientPool, JudgeFatal, LLMJudge
-from evaluators.masking import mask_secrets
-from evaluators.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
+from evaluators.core.confidence import DEFAULT_BANDS, band_for
+from evaluators.core.masking import mask_secrets
+from evaluators.core.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
+from evaluators.judges import cascade, prompts, registry
+from evaluators.judges.llm import RATE_LIMIT_PATIENCE, CallStats, ClientPool, JudgeFatal, LLMJudge
+from evaluators.metrics import thelma as metrics_mod
+from evaluators.storage import store
 from evaluators.vocabulary import REFERENCE, THELMA
 
 OFFLINE = "offline"
@@ -278,11 +278,11 @@ async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | Sequence
     or endpoint, before any call.
     """
     if judge == OFFLINE:
-        from evaluators.offline import OfflineJudge
+        from evaluators.judges.offline import OfflineJudge
 
         return OfflineJudge(), False
     if judge == LOCAL:
-        from evaluators import local_llm  # optional extra: the local LLM server
+        from evaluators.judges import local_llm  # optional extra: the local LLM server
 
         server = stack.enter_context(local_llm.LocalServer())
         # Logprob scoring reads one 0/1 token, so the local judge always asks one component per call.
@@ -313,7 +313,7 @@ async def open_chain(stack: AsyncExitStack, tiers: Sequence[str], decompose_with
 def judge_name(judge: str) -> str:
     """The model string a judge's calls are recorded (and cached) under."""
     if judge == LOCAL:
-        from evaluators import local_llm
+        from evaluators.judges import local_llm
 
         return f"openai/{local_llm.MODEL}"  # the litellm model string LocalServer.model gives
     return judge

@@ -19,9 +19,10 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from evaluators import queries, store
-from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, RULES, diagnose, level
-from evaluators.records import Item
+from evaluators.core.records import Item
+from evaluators.metrics.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, RULES, diagnose, level
+from evaluators.storage import store
+from evaluators.storage.queries import runs as queries
 from evaluators.vocabulary import THELMA
 
 EXPECT = "expect"

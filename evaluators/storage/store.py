@@ -28,8 +28,8 @@ from typing import Any, Iterator, NamedTuple, Sequence
 import duckdb
 import pandas as pd
 
-from evaluators import traces
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict, check_run_name
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict, check_run_name
+from evaluators.runs import traces
 from evaluators.vocabulary import THELMA, order_metrics
 
 # Replacement scans off: a table missing from the file is an error, not a lookup of a Python

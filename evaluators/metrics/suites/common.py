@@ -12,11 +12,11 @@ import html
 import re
 from typing import Any, Callable, Iterable, Sequence
 
-from evaluators import prompts
-from evaluators.evidence import Decision, support
-from evaluators.metrics import BATCH, ItemWork, left_out, read_elements, split_elements
-from evaluators.records import Answer, Component, Elements, Status, Verdict
-from evaluators.text import has_content
+from evaluators.core.records import Answer, Component, Elements, Status, Verdict
+from evaluators.core.text import has_content
+from evaluators.judges import prompts
+from evaluators.judges.evidence import Decision, support
+from evaluators.metrics.thelma import BATCH, ItemWork, left_out, read_elements, split_elements
 
 # Verdict words to values, per metric (DeepEval counts "idk" as relevant and as faithful).
 YES_NO = {"yes": 1.0, "no": 0.0}  # supported, attributable, useful, relevant

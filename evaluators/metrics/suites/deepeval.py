@@ -19,14 +19,26 @@ import math
 import re
 from typing import Sequence
 
-from evaluators import prompts
-from evaluators.evidence import Decision, covers, essential, support
-from evaluators.metrics import ItemWork, Metric, failure_status
-from evaluators.records import SOURCE, Answer, Component, Score, Status, Verdict
-from evaluators.suites.common import (CONTRADICTS, NOT_CONTRADICTED, YES_NO, decompose, judge_lines, knowledge,
-                                      lines, mean, rating_parser, supported_share, verdict_parser, yes_no)
-from evaluators.suites.ragas import answer_relevance
-from evaluators.text import has_content, split_claims, split_questions, split_sentences
+from evaluators.core.records import SOURCE, Answer, Component, Score, Status, Verdict
+from evaluators.core.text import has_content, split_claims, split_questions, split_sentences
+from evaluators.judges import prompts
+from evaluators.judges.evidence import Decision, covers, essential, support
+from evaluators.metrics.suites.common import (
+    CONTRADICTS,
+    NOT_CONTRADICTED,
+    YES_NO,
+    decompose,
+    judge_lines,
+    knowledge,
+    lines,
+    mean,
+    rating_parser,
+    supported_share,
+    verdict_parser,
+    yes_no,
+)
+from evaluators.metrics.suites.ragas import answer_relevance
+from evaluators.metrics.thelma import ItemWork, Metric, failure_status
 
 # Component kinds (the dashboard reads kinds from the data).
 DE_STATEMENT = "de_statement"                # statements of the response

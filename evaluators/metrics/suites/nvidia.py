@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from evaluators.evidence import covers
-from evaluators.metrics import ItemWork, Metric
-from evaluators.prompts import BARE_REPLY
-from evaluators.records import Answer, Status, Verdict
-from evaluators.suites.common import knowledge, mean, rating_parser, supported_share
-from evaluators.text import has_content, split_claims, split_questions
+from evaluators.core.records import Answer, Status, Verdict
+from evaluators.core.text import has_content, split_claims, split_questions
+from evaluators.judges.evidence import covers
+from evaluators.judges.prompts import BARE_REPLY
+from evaluators.metrics.suites.common import knowledge, mean, rating_parser, supported_share
+from evaluators.metrics.thelma import ItemWork, Metric
 
 RATING = "rating"  # component kind of one template's rating (verdicts only)
 

@@ -11,13 +11,13 @@ import html
 import re
 from typing import Sequence
 
-from evaluators import prompts
-from evaluators.embeddings import embed
-from evaluators.evidence import essential, support
-from evaluators.metrics import ItemWork, Metric
-from evaluators.records import Answer, Component, Status, Verdict, unit
-from evaluators.suites.common import YES_NO, decompose, judge_lines, knowledge, lines, verdict_parser, yes_no
-from evaluators.text import has_content, split_claims, split_sentences, unreadable
+from evaluators.core.records import Answer, Component, Status, Verdict, unit
+from evaluators.core.text import has_content, split_claims, split_sentences, unreadable
+from evaluators.judges import prompts
+from evaluators.judges.embeddings import embed
+from evaluators.judges.evidence import essential, support
+from evaluators.metrics.suites.common import YES_NO, decompose, judge_lines, knowledge, lines, verdict_parser, yes_no
+from evaluators.metrics.thelma import ItemWork, Metric
 
 # Component kinds (the dashboard reads kinds from the data).
 RAGAS_STATEMENT = "ragas_statement"          # RAGAS statements of the response

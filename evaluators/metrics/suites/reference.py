@@ -24,9 +24,9 @@ import asyncio
 from dataclasses import replace
 from typing import Sequence
 
-from evaluators.metrics import ItemWork, Metric, aggregate_mean, judge_support
-from evaluators.records import CLAIM, Score, Status, Verdict
-from evaluators.suites.common import decompose
+from evaluators.core.records import CLAIM, Score, Status, Verdict
+from evaluators.metrics.suites.common import decompose
+from evaluators.metrics.thelma import ItemWork, Metric, aggregate_mean, judge_support
 from evaluators.vocabulary import REFERENCE
 
 PRECISION, RECALL, F1 = REFERENCE  # the ids, written once in vocabulary.py

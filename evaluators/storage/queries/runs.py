@@ -19,13 +19,23 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from evaluators import ledger, registry, store
-from evaluators.confidence import DEFAULT_BANDS, LABEL, Band, band_for
-from evaluators.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, LEVELS, MAX_UNSURE_SHARE, MIN_SCORED, READINGS, RULES
-from evaluators.metrics import aggregate_coverage, aggregate_mean
-from evaluators.records import Score, Status
-from evaluators.store import NOT_FAILED, column, count_column
-from evaluators.suites import reference
+from evaluators.core.confidence import DEFAULT_BANDS, LABEL, Band, band_for
+from evaluators.core.records import Score, Status
+from evaluators.judges import registry
+from evaluators.metrics import ledger
+from evaluators.metrics.diagnosis import (
+    CONDITIONS,
+    DEFAULT_THRESHOLDS,
+    LEVELS,
+    MAX_UNSURE_SHARE,
+    MIN_SCORED,
+    READINGS,
+    RULES,
+)
+from evaluators.metrics.suites import reference
+from evaluators.metrics.thelma import aggregate_coverage, aggregate_mean
+from evaluators.storage import store
+from evaluators.storage.store import NOT_FAILED, column, count_column
 from evaluators.vocabulary import THELMA, order_metrics
 
 _DEFAULT_THRESHOLD = 0.5

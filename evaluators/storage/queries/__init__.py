@@ -1,0 +1,1 @@
+"""The named reads, one module per domain, grouped in DuckDB."""
