@@ -38,12 +38,11 @@ if str(ROOT) not in sys.path:
 
 from evaluators.core.confidence import Band, format_band, parse_band  # noqa: E402
 from evaluators.core.records import Item  # noqa: E402
-from evaluators.judges import registry
+from evaluators.metrics import registry
 from evaluators.runs import runner
 from evaluators.runs.pairs import Tally  # noqa: E402
 from evaluators.runs.pairs import tally as count_pairs  # noqa: E402
-from evaluators.storage import store  # noqa: E402
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries, store  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 WIKIEVAL = SHARED / "datasets" / "wikieval" / "wikieval.jsonl"
@@ -303,7 +302,7 @@ class RunCost:
         self.judged += (last[0].done - last[0].skipped) if last else 0
         self.calls += summary.stats.get("calls", 0)
         self.cache_hits += summary.stats.get("cache_hits", 0)
-        self.tiers.update(runner.verdicts_by_tier(db, run))
+        self.tiers.update(queries.runs.verdicts_by_tier(db, run))
 
     def text(self) -> str:
         """Verdict shares per tier and seconds per triplet, with the load they were measured at."""
@@ -333,7 +332,7 @@ def score(items_by_metric: dict[str, list[Item]], judge: str, db: Path, dataset:
         if not quiet:
             print(f"[{judge}] {metric}: {len(unique)} items", file=sys.stderr)
         cost.evaluate(unique, db, run, judge, api_base=api_base, metrics=metrics, concurrency=concurrency, **options)
-        frame = store.query(db, f"SELECT item_id, metric, value FROM {queries.scores_sql(band)} WHERE run_id = $run",
+        frame = store.query(db, f"SELECT item_id, metric, value FROM {queries.sql.scores_sql(band)} WHERE run_id = $run",
                             {"run": run})
         for row in frame.itertuples(index=False):
             out[(row.item_id, row.metric)] = None if row.value != row.value else float(row.value)

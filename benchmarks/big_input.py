@@ -68,9 +68,9 @@ def child(kind: str, size: int) -> dict[str, Any]:
     from evaluators.core.records import Item
     from evaluators.core.text import split_sentences
     from evaluators.judges import embeddings
+    from evaluators.metrics.registry import THELMA
     from evaluators.runs import runner
     from evaluators.storage import store
-    from evaluators.vocabulary import THELMA
 
     embeddings.embed(["warm the model"])  # model loading is not the case's cost
     text = response(kind, size)

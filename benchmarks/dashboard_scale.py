@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaluators.core.records import Label, Run  # noqa: E402
-from evaluators.storage import store  # noqa: E402
+from evaluators.storage import queries, store  # noqa: E402
 
 FIRST_RENDER_S, INTERACTION_S = 1.5, 0.5
 FAILURES = np.array(["unparsed", "error", "timeout"])
@@ -199,7 +199,7 @@ def build(db: Path, items: int, reuse: bool) -> None:
         peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
         print(f"generated in {time.perf_counter() - start:.1f} s, peak RSS {peak_gb:.2f} GB "
               f"({CHUNK:,} items per write)")
-    counts = store.row_counts(db)
+    counts = queries.runs.row_counts(db)
     size = db.stat().st_size
     print(f"DB {db}: {size / 1e6:.0f} MB, {counts['items']:,} items, {counts['verdicts']:,} verdicts, "
           f"{counts['components']:,} components, {counts['judge_calls']:,} judge calls (2 runs); "
@@ -210,12 +210,12 @@ def add_labels(db: Path, n: int, seed: int = 3, run: str = "base") -> None:
     """Give `run` people's labels, seeded, so the Trust page has work to do: n rule labels
     and n verdict corrections on random items (none when the run already has labels)."""
     from evaluators.metrics import diagnosis
-    from evaluators.storage.queries import runs as queries  # noqa: PLC0415
+    from evaluators.storage import queries  # noqa: PLC0415
 
-    if n <= 0 or not queries.run_labels(db, run).empty:
+    if n <= 0 or not queries.trust.run_labels(db, run).empty:
         return
     rng = np.random.default_rng(seed)
-    items = int(queries.shared_item_count(db, run, run))
+    items = int(queries.compare.shared_item_count(db, run, run))
     ids = [f"i{i:06d}" for i in rng.choice(items, size=2 * n, replace=False)]
     rules, metrics = list(diagnosis.RULES), ["sp1", "sqc", "rp", "gr"]
     labels = [Label(item, int(rng.integers(2)), rule=rules[rng.integers(len(rules))], author="bench", origin="import")

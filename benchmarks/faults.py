@@ -60,10 +60,9 @@ from evaluators.core.confidence import Band, parse_band  # noqa: E402
 from evaluators.core.records import Item, Score  # noqa: E402
 from evaluators.judges.cascade import parse_chain  # noqa: E402
 from evaluators.metrics.diagnosis import RULES, diagnose  # noqa: E402
+from evaluators.metrics.registry import THELMA  # noqa: E402
 from evaluators.runs import runner
-from evaluators.storage import store  # noqa: E402
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import THELMA  # noqa: E402
+from evaluators.storage import queries  # noqa: E402
 
 SEED = 10
 DEV_ROWS, HELD_OUT_ROWS = range(0, 20), range(20, 50)
@@ -249,8 +248,8 @@ def score(cases: Sequence[Case], judge: str, db: Path, api_base: str | None = No
     options = {"decompose_with": decompose_with} if decompose_with else {}
     (cost if cost is not None else RunCost()).evaluate(items, db, run, judge, api_base=api_base, metrics=THELMA,
                                                        concurrency=concurrency, **options)
-    wide = store.run_scores_wide(db, run, list(THELMA), queries.scores_sql(band))
-    return {r["item_id"]: {m: queries.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
+    wide = queries.runs.run_scores_wide(db, run, list(THELMA), queries.sql.scores_sql(band))
+    return {r["item_id"]: {m: queries.diagnosis.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
 
 
 def fired(scores: Mapping[str, Score | None]) -> set[str]:

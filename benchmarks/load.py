@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.dashboard_scale import generate  # noqa: E402
 from evaluators.dashboard.serve import view_messages  # noqa: E402
 from evaluators.dashboard.timing import LOGGER_NAME  # noqa: E402
-from evaluators.storage import store  # noqa: E402
+from evaluators.storage import queries  # noqa: E402
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, free_port, outside  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
@@ -362,7 +362,7 @@ def main() -> None:
     if args.client == "browser" and not 1 <= args.browsers <= args.sessions:
         parser.error("--browsers must be between 1 and --sessions")
     db = build(args.items)
-    counts = store.row_counts(db)
+    counts = queries.runs.row_counts(db)
     print(f"DB {db.relative_to(ROOT)}: {db.stat().st_size / 1e6:.0f} MB, {counts['items']:,} items in 2 runs, "
           f"{counts['verdicts']:,} verdicts")
     log = OUT / "load-server.log"

@@ -35,9 +35,10 @@ if str(ROOT) not in sys.path:
 from evaluators.core.records import Answer, Item, JudgeCall  # noqa: E402
 from evaluators.judges import local_llm, registry
 from evaluators.judges.llm import LLMJudge  # noqa: E402
+from evaluators.metrics import registry as metric_registry
 from evaluators.metrics import thelma as metrics
+from evaluators.metrics.registry import THELMA  # noqa: E402
 from evaluators.runs import runner  # noqa: E402
-from evaluators.vocabulary import THELMA  # noqa: E402
 
 WIKIEVAL = ROOT.parent / "shared" / "datasets" / "wikieval" / "wikieval.jsonl"
 DEV_ROWS = range(0, 20)  # development rows; 20-49 are held out and never used to tune anything
@@ -195,7 +196,7 @@ def main() -> int:
         print("--save keeps verdicts to tune against: use development rows 0-19 only", file=sys.stderr)
         return 2
     items = wikieval_items(rows)
-    chosen = {m: registry.METRICS[m] for m in runner.check_metrics(args.metrics.split(","))}
+    chosen = {m: metric_registry.METRICS[m] for m in runner.check_metrics(args.metrics.split(","))}
 
     print(load())
     t0 = time.monotonic()

@@ -105,10 +105,11 @@ def evaluate_check_set(tmp: Path, sets: dict[str, list] | None = None) -> list[d
     first pass encodes every text deterministically (one item, one prompt at a time, in order);
     the runner pass then reads the vectors from the cache, so only a change of the code moves them.
     """
-    from evaluators.judges import offline, registry
+    from evaluators.judges import offline
+    from evaluators.metrics import registry
     from evaluators.metrics import thelma as metrics
+    from evaluators.metrics.registry import THELMA
     from evaluators.runs import runner
-    from evaluators.vocabulary import THELMA
 
     sets = check_set() if sets is None else sets
     judge = _OneAtATime(offline.OfflineJudge())
@@ -158,10 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     t0, c0 = time.perf_counter(), time.process_time()
     from evaluators.core.records import Item
-    from evaluators.judges import embeddings, offline, registry
+    from evaluators.judges import embeddings, offline
+    from evaluators.metrics import registry
     from evaluators.metrics import thelma as metrics
+    from evaluators.metrics.registry import THELMA
     from evaluators.runs import runner
-    from evaluators.vocabulary import THELMA
 
     embeddings.embed(["warm the model"])
     startup = time.perf_counter() - t0, time.process_time() - c0

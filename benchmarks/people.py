@@ -58,11 +58,10 @@ from benchmarks.agreement import OUT, RunCost, auc, run_label  # noqa: E402
 from evaluators.core import text  # noqa: E402
 from evaluators.core.confidence import Band, format_band, parse_band  # noqa: E402
 from evaluators.core.records import Item, Status  # noqa: E402
-from evaluators.judges import registry
 from evaluators.judges.llm import JudgeFatal  # noqa: E402
+from evaluators.metrics import registry
 from evaluators.runs import runner
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries, store
 
 DATASETS = ROOT.parent / "shared" / "datasets"
 RAGCHECKER = DATASETS / "ragchecker_meta_eval"
@@ -334,7 +333,7 @@ class Engine:
         cost.evaluate(unique, self.db, run, self.judge, api_base=self.api_base, metrics=list(metrics),
                       concurrency=self.concurrency, **options)
         frame = store.query(self.db, "SELECT item_id, metric, value, status FROM "
-                            f"{queries.scores_sql(self.band)} WHERE run_id = $run", {"run": run})
+                            f"{queries.sql.scores_sql(self.band)} WHERE run_id = $run", {"run": run})
         return {(r.item_id, r.metric): 0.0 if r.status == Status.EMPTY.value
                 else None if r.value is None or r.value != r.value else float(r.value)
                 for r in frame.itertuples(index=False)}

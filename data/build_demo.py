@@ -23,10 +23,9 @@ from typing import Callable, Sequence
 from data.demo_runs import RUNS, RUNS_DIR
 from evaluators.core.records import Item
 from evaluators.metrics.diagnosis import RULES, diagnose
+from evaluators.metrics.registry import THELMA
 from evaluators.runs.ingest import load_items
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import THELMA
+from evaluators.storage import queries, store
 
 METRICS = THELMA
 GRAMMAR_RUNS = ("grammar-bm25", "grammar-dense")
@@ -57,8 +56,8 @@ def stored_state(db: Path, runs: dict[str, list[Item]]) -> tuple[bool, bool]:
     if not db.exists():
         return False, False
     try:
-        finished = store.runs(db)
-        stored = store.run_items(db, list(runs))
+        finished = queries.runs.runs(db)
+        stored = queries.items.run_items(db, list(runs))
     except store.StoreBusy:
         raise  # someone is writing to it: not a reason to throw it away
     except Exception:  # noqa: BLE001  not a DuckDB file, or not one of our stores: start afresh
@@ -79,10 +78,10 @@ def rule_counts(db: Path, runs: Sequence[str] = RUNS) -> dict[str, Counter[str]]
     "missing", how many items lack a score on some metric (failed, empty or unsure)."""
     counts: dict[str, Counter[str]] = {}
     for run in runs:
-        wide = store.run_scores_wide(db, run, METRICS)
+        wide = queries.runs.run_scores_wide(db, run, METRICS)
         tally: Counter[str] = Counter({rid: 0 for rid in RULES})
         for row in wide.to_dict("records"):
-            scores = {m: queries.wide_score(row, m) for m in METRICS}  # with counts: the quiet diagnosis
+            scores = {m: queries.diagnosis.wide_score(row, m) for m in METRICS}  # with counts: the quiet diagnosis
             tally.update(rule.id for rule in diagnose(scores))
             tally["missing"] += any(s is None or s.value is None for s in scores.values())
         tally["items"] = len(wide)

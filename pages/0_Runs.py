@@ -5,8 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.dashboard import charts, ui
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import display_name
+from evaluators.metrics.registry import display_name
+from evaluators.storage import queries
 
 HOW_TO_READ = """Each run scores (query, retrieved sources, response) triplets without a reference answer. A
 judge breaks a text into parts (claims, sub-questions, sentences) and answers 1 or 0 for each part; a
@@ -64,7 +64,7 @@ if not metric_ids:
     st.info("No scores in this run yet.")
     st.stop()
 
-overview, dist, fails = ui.read(queries.run_summary, run_id, band, corrected)
+overview, dist, fails = ui.read(queries.runs.run_summary, run_id, band, corrected)
 overview = overview.set_index("metric")
 
 rows = []

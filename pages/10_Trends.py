@@ -7,7 +7,7 @@ import streamlit as st
 
 from evaluators.dashboard import charts, ui
 from evaluators.metrics import trends
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries
 
 ui.page("Trends")
 runs = ui.runs()
@@ -21,7 +21,7 @@ by = ui.synced(st.radio, "Trend over", "by", "runs", options=["runs", "time"], h
 if by == "runs":
     oldest_first = runs.sort_values("created_at", kind="stable")
     ids = list(oldest_first["run_id"])
-    thelma = ui.read(queries.thelma_runs)
+    thelma = ui.read(queries.runs.thelma_runs)
     chosen = ui.synced(st.multiselect, "Runs", "runs", [r for r in ids if r in thelma] or ids, ui.csv_list,
                        remember=True, options=ids)
     order = [r for r in ids if r in chosen]
@@ -29,12 +29,12 @@ if by == "runs":
         st.info("Pick one or more runs.")
         st.stop()
     baseline = ui.synced(st.selectbox, "Baseline run", "base", order[0], options=order)
-    read = ui.read(queries.trend_scores, order, baseline, band)
+    read = ui.read(queries.trends.trend_scores, order, baseline, band)
     dates = dict(zip(oldest_first["run_id"], oldest_first["created_at"]))
     metric_ids = ui.metrics(*order)
 else:
     run_id = ui.pick_run(runs, where=st)
-    keys = ui.read(queries.metadata_keys, run_id)
+    keys = ui.read(queries.runs.metadata_keys, run_id)
     if not keys:
         st.info("This run's items carry no metadata: nothing to read a timestamp from.")
         st.stop()
@@ -43,7 +43,7 @@ else:
     c1, c2 = st.columns(2)
     key = ui.synced(c1.selectbox, "Timestamp field (item metadata)", "ts", guess, options=keys)
     unit = ui.synced(c2.radio, "Bucket", "unit", "day", options=list(trends.UNITS), horizontal=True)
-    read = ui.read(queries.trend_buckets, run_id, key, unit, band)
+    read = ui.read(queries.trends.trend_buckets, run_id, key, unit, band)
     totals = read["totals"]
     untimed = int(totals.loc[totals["point"].isna(), "n_items"].sum())
     order = [p for p in totals["point"] if isinstance(p, str)]

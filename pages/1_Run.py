@@ -5,7 +5,7 @@ import streamlit as st
 
 from evaluators.dashboard import charts, ui
 from evaluators.metrics.diagnosis import RULES
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries
 
 PAGE_SIZE = 200
 
@@ -24,12 +24,12 @@ rules = ui.synced(c2.multiselect, "Table-2 rule fires (any of)", "rule", [], ui.
 failed = ui.synced(c3.checkbox, "Judge failure or unscored", "failed", False, lambda s: s in ("1", "True"))
 c4, c5, c6 = st.columns([2, 1, 1])
 search = ui.synced(c4.text_input, "Search text (id, query, response)", "q", "")
-keys = ui.read(queries.metadata_keys, run_id)
+keys = ui.read(queries.runs.metadata_keys, run_id)
 meta_key = ui.synced(c5.selectbox, "Metadata field", "mk", "", options=["", *keys],
                      format_func=lambda k: k or "(any)")
 meta = None
 if meta_key:
-    values = list(ui.read(queries.metadata_values, run_id, meta_key)["value"])
+    values = list(ui.read(queries.runs.metadata_values, run_id, meta_key)["value"])
     meta_val = ui.synced(c6.selectbox, "Value", "mv", "", options=["", *values], format_func=lambda v: v or "(any)")
     meta = (meta_key, meta_val) if meta_val else None
 
@@ -48,8 +48,8 @@ desc = ui.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "T
 n_items = int(ui.runs().set_index("run_id").loc[run_id, "n_done"])
 pages = max(1, -(-n_items // PAGE_SIZE))
 page_no = ui.synced(c9.number_input, "Page", "page", 1, ui.whole(1, pages), min_value=1, max_value=pages, step=1)
-ids = ui.read(queries.search_ids, run_id, search, meta) if search or meta else None
-frame, total = ui.derived(queries.filter_items, [run_id], metric_ids, th, below=below, rules=rules, levels=levels,
+ids = ui.read(queries.items.search_ids, run_id, search, meta) if search or meta else None
+frame, total = ui.derived(queries.diagnosis.filter_items, [run_id], metric_ids, th, below=below, rules=rules, levels=levels,
                           failed_only=failed, ids=ids, sort=sort, descending=desc,
                           limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
 first = (page_no - 1) * PAGE_SIZE
@@ -73,12 +73,12 @@ if picked and picked[0] < len(frame):
 # Drawn once opened: a pass over every item, and plotly's script in the browser, that a first visit skips.
 with st.expander("Metric correlations across all items of the run", key="corr_open", on_change="rerun") as corr:
     if corr.open:
-        st.plotly_chart(charts.heatmap(ui.derived(queries.correlations, [run_id], metric_ids), metric_ids),
+        st.plotly_chart(charts.heatmap(ui.derived(queries.diagnosis.correlations, [run_id], metric_ids), metric_ids),
                         key="corr_heatmap", config=charts.PLOT_CONFIG)
 
 # Peer scores that came with the input (RAGAS result columns, DeepEval metrics, Langfuse scores):
 # shown beside ours, never read by our metrics, thresholds or Table 2.
-imported = ui.read(queries.imported_summary, run_id)
+imported = ui.read(queries.runs.imported_summary, run_id)
 if not imported.empty:
     st.markdown("**Imported peer scores** · from the input file, not computed here and never mixed into our "
                 "metrics or Table 2")

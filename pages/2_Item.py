@@ -14,18 +14,18 @@ import streamlit as st
 
 from evaluators.core.records import Label
 from evaluators.dashboard import access, ui
+from evaluators.metrics.registry import THELMA, display_name
 from evaluators.metrics.suites.reference import REFERENCE_CLAIM
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import THELMA, display_name
+from evaluators.storage import queries
 
 path = ui.page("Item")
 run_id, metric_ids, th = ui.current_run()
-first = "" if st.query_params.get("item") else ui.read(queries.item_neighbours, run_id, "")[1]
+first = "" if st.query_params.get("item") else ui.read(queries.items.item_neighbours, run_id, "")[1]
 item_id = ui.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
 d, (prev_id, next_id), notes, imported = ui.read_all(
-    ui.call(queries.item_detail, run_id, item_id, ui.band(), ui.corrected()),
-    ui.call(queries.item_neighbours, run_id, item_id), ui.call(queries.triage_notes, run_id, item_id),
-    ui.call(queries.imported_item_scores, run_id, item_id))
+    ui.call(queries.items.item_detail, run_id, item_id, ui.band(), ui.corrected()),
+    ui.call(queries.items.item_neighbours, run_id, item_id), ui.call(queries.items.triage_notes, run_id, item_id),
+    ui.call(queries.items.imported_item_scores, run_id, item_id))
 if d["item"].empty:
     st.warning(f"Run {ui.md(run_id)} has no item with id {ui.md(repr(item_id))}.")
     st.stop()
@@ -102,7 +102,7 @@ def calls_for(*groups: list[ui.Record]) -> dict[str, ui.Record]:
     """The judge calls behind these verdicts: the item's own when it has few, else only the ones shown."""
     keys = ui.exchange_keys(*groups)
     ahead = d["calls"]
-    shown = ahead if set(keys) <= set(ahead["key"]) else ui.read(queries.judge_calls, keys)
+    shown = ahead if set(keys) <= set(ahead["key"]) else ui.read(queries.items.judge_calls, keys)
     return {c["key"]: c for c in ui.records(shown)}
 
 
@@ -276,6 +276,6 @@ if tab_t.open:
                     st.text_input("Your name", key="triage_author")
                 st.form_submit_button("Save triage note", on_click=save_note, args=(str(path), run_id, item_id))
         if outcome and outcome[0] == "success":  # the notes read above predate this save
-            notes = ui.read(queries.triage_notes, run_id, item_id)
+            notes = ui.read(queries.items.triage_notes, run_id, item_id)
         if len(notes):
             st.dataframe(notes, hide_index=True, key="item_notes", width="stretch")

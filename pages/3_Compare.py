@@ -10,8 +10,9 @@ import streamlit as st
 
 from evaluators.core.stats import bootstrap_ci
 from evaluators.dashboard import charts, ui
+from evaluators.metrics import registry
 from evaluators.runs import flips
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries
 
 FLIPS_AT_ONCE = 20_000  # runs up to this many items show why verdicts flipped without being asked
 ui.page("Compare")
@@ -38,7 +39,7 @@ changed = sorted(k for k in set(ha) | set(hb) if ha.get(k) != hb.get(k))
 if changed:
     st.warning(f"⚠ Different prompt files: {ui.md(', '.join(changed))}. Scores may move because the prompts changed.")
 
-compared = ui.derived(queries.compare_tables, [run_id, other], metric_ids, th)
+compared = ui.derived(queries.compare.compare_tables, [run_id, other], metric_ids, th)
 summary, dist = compared["summary"].set_index("metric"), compared["deltas"]
 rows = []
 for m in metric_ids:
@@ -69,7 +70,7 @@ st.dataframe(crossed.rename(columns={"n_worse": "fell below", "n_better": "rose 
 c1, c2 = st.columns(2)
 cross_metric = ui.synced(c1.selectbox, "Metric", "xm", metric_ids[0], options=metric_ids, format_func=str.upper)
 direction = ui.synced(c2.radio, "Direction", "xd", "worse", options=["worse", "better"], horizontal=True)
-items = ui.derived(queries.crossed_items, [run_id, other], cross_metric, th.get(cross_metric, 0.5), direction)
+items = ui.derived(queries.compare.crossed_items, [run_id, other], cross_metric, th.get(cross_metric, 0.5), direction)
 if items.empty:
     st.caption("No item crossed in that direction.")
 else:
@@ -81,8 +82,8 @@ st.subheader("Claim-level diff for one item")
 default_item = "" if items.empty else items["item_id"].iloc[0]
 item_id = ui.synced(st.text_input, "Item id to diff", "item", default_item)
 if item_id:
-    diff = ui.claim_diff(*ui.read_all(ui.call(queries.claim_verdicts, run_id, item_id, band),
-                                      ui.call(queries.claim_verdicts, other, item_id, band)))
+    diff = ui.claim_diff(*ui.read_all(ui.call(queries.items.claim_verdicts, run_id, item_id, band),
+                                      ui.call(queries.items.claim_verdicts, other, item_id, band)))
     counts = diff["change"].value_counts()
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
     st.dataframe(diff.rename(columns={"before": run_id, "after": other}), hide_index=True, key="claim_diff",
@@ -95,7 +96,7 @@ if ui.synced(st.toggle, "Preference mode: one run is declared the better variant
     better = ui.synced(st.radio, "Declared better run", "better", other, options=[run_id, other], horizontal=True,
                        format_func=ui.md)
     worse = run_id if better == other else other
-    agree = ui.derived(queries.preference_agreement, [better, worse], metric_ids)
+    agree = ui.derived(queries.compare.preference_agreement, [better, worse], metric_ids)
     agree["agreement"] = (agree["agree"] / agree["n_pairs"]).round(3)
     agree["metric"] = pd.Categorical(agree["metric"], categories=metric_ids, ordered=True)
     st.dataframe(agree.sort_values("metric"), hide_index=True, key="preference_table", width="stretch")
@@ -109,7 +110,7 @@ big = max(int(a["n_done"]), int(b["n_done"])) > FLIPS_AT_ONCE
 if big and not ui.synced(st.toggle, "Explain why verdicts flipped (reads every verdict of both runs)", "why", False,
                          lambda s: s in ("1", "True")):
     st.stop()
-flipped = ui.read(flips.between, run_id, other, band, tuple(m for m in metric_ids if m in queries.COMPONENT_METRICS))
+flipped = ui.read(flips.between, run_id, other, band, tuple(m for m in metric_ids if m in registry.component_metrics()))
 causes = flipped.cause_counts()
 st.markdown(f"**{flipped.n_flips}** verdicts flipped: " + " · ".join(f"**{n}** {c}" for c, n in causes.items()))
 st.caption("A claim (RP, GR), sub-question (SQC, RQC) or source (SP1) whose confident verdict changed, matched "

@@ -6,13 +6,13 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.dashboard import charts, ui
-from evaluators.metrics.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, RULES
-from evaluators.storage.queries import runs as queries
+from evaluators.metrics.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, QUADRANTS, RULES
+from evaluators.storage import queries
 
 ui.page("Diagnosis")
 run_id, metric_ids, th = ui.current_run()
-pairs = [(x, y, r) for x, y, r in ui.RULE_PAIRS if x in metric_ids and y in metric_ids]
-combos = ui.derived(queries.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
+pairs = [(x, y, r) for x, y, r in QUADRANTS if x in metric_ids and y in metric_ids]
+combos = ui.derived(queries.diagnosis.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
 n_items = int(combos["n"].sum())
 st.caption(f"Run **{ui.md(run_id)}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
            "or above it; an unscored metric is neither, and so is one decided from too few confident verdicts "
@@ -20,7 +20,7 @@ st.caption(f"Run **{ui.md(run_id)}** · {n_items} items · a metric is low below
            "rules that need it do not fire. Rules marked *(ours)* are not THELMA's: X1 names a generator that "
            "makes things up while retrieval covers the query, a case Table 2 has no row for.")
 
-first = queries.first_items(combos)
+first = queries.diagnosis.first_items(combos)
 rows = []
 for rid in RULES:
     n = int(combos.loc[combos[rid], "n"].sum())
@@ -60,7 +60,7 @@ st.subheader("Quadrants")
 # points the browser redraws on every threshold change, and plotly's script (megabytes) is only
 # fetched once a plot is asked for.
 plots = ui.synced(st.toggle, "Scatter plots of a sample of items", "plots", False, lambda s: s in ("1", "True"))
-sample = ui.derived(queries.sample_points, [run_id], metric_ids) if plots else None
+sample = ui.derived(queries.diagnosis.sample_points, [run_id], metric_ids) if plots else None
 if sample is not None and len(sample) < n_items:
     st.caption(f"Points: a fixed sample of {len(sample)} items; the counts cover all items.")
 cols = st.columns(2)

@@ -4,13 +4,13 @@ from __future__ import annotations
 import streamlit as st
 
 from evaluators.dashboard import ui
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries
 
 ui.page("Triage")
 runs = ui.runs()
 ALL = "(all runs)"
 run_filter = ui.synced(st.selectbox, "Run", "run", ALL, options=[ALL, *runs["run_id"]])
-notes = ui.read(queries.triage_notes, None if run_filter == ALL else run_filter)
+notes = ui.read(queries.items.triage_notes, None if run_filter == ALL else run_filter)
 labels = ui.synced(st.multiselect, "Labels", "labels", [], ui.csv_list, options=list(ui.LABELS))
 if labels:
     notes = notes[notes["label"].isin(labels)]

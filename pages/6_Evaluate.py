@@ -15,8 +15,8 @@ import streamlit as st
 from evaluators.core.records import run_name_problem
 from evaluators.dashboard import access, ui
 from evaluators.judges import local_llm
+from evaluators.metrics.registry import THELMA
 from evaluators.storage import store
-from evaluators.vocabulary import THELMA
 
 path = ui.page("Evaluate", need_db=False)
 me = ui.user()
@@ -66,7 +66,7 @@ if escalate in later:
     then = judges[escalate]
     picked = (f"{picked}>{then}" if isinstance(then, str) else  # a listed judge keeps its API base and key
               dataclasses.replace(then, label=f"{judge} > {then.label}", model=f"{picked}>{then.model}"))
-from evaluators.judges import registry  # no judge is imported until a run starts
+from evaluators.metrics import registry  # no judge is imported until a run starts
 
 known = registry.METRICS
 metrics = st.multiselect("Metrics", list(known), default=list(THELMA), key="eval_metrics",

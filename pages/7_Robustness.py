@@ -7,7 +7,7 @@ import streamlit as st
 from evaluators import grammar
 from evaluators.dashboard import ui
 from evaluators.grammar import robustness
-from evaluators.storage import store
+from evaluators.storage import queries, store
 
 path = ui.page("Robustness")
 MARK = {True: "✓ right", False: "✗ wrong"}
@@ -15,7 +15,7 @@ MARK = {True: "✓ right", False: "✗ wrong"}
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _runs(db: str, version: float) -> list[str]:
-    return store.grammar_runs(db)
+    return queries.grammar.grammar_runs(db)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -10,10 +10,10 @@ import streamlit as st
 from evaluators.core.records import Label
 from evaluators.dashboard import access, ui
 from evaluators.metrics.diagnosis import RULES, diagnose
+from evaluators.metrics.registry import THELMA
 from evaluators.runs import labelling, pairs
 from evaluators.runs.ingest import InputError, load_labels
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import THELMA
+from evaluators.storage import queries
 
 path = ui.page("Trust")
 run_id, metric_ids, th = ui.current_run()
@@ -83,7 +83,7 @@ if tab_agree.open:
                                           index=[f"judge: {call}", f"judge: not {call}"]), key=f"confusion_{t.target}")
 
         st.download_button("Download every label of this run (CSV)",
-                           ui.read(queries.run_labels, run_id).to_csv(index=False).encode("utf-8"),
+                           ui.read(queries.trust.run_labels, run_id).to_csv(index=False).encode("utf-8"),
                            file_name=f"labels_{run_id}.csv", mime="text/csv", key="labels_csv")
 
         st.subheader("Disagreements")
@@ -117,9 +117,9 @@ if tab_next.open:
             st.success("Every item of this run carries a label.")
         else:
             item_id, reason, detail = queue.iloc[0].tolist()
-            row = ui.derived(queries.run_rows, [run_id], (item_id,)).iloc[0]
+            row = ui.derived(queries.trust.run_rows, [run_id], (item_id,)).iloc[0]
             scores = row.to_dict()
-            fired = [r.id for r in diagnose({m: queries.wide_score(scores, m) for m in THELMA}, th)]
+            fired = [r.id for r in diagnose({m: queries.diagnosis.wide_score(scores, m) for m in THELMA}, th)]
             st.markdown(f"**Next: item {ui.md(item_id)}** ({reason}{': ' + ui.md(detail) if detail else ''})")
             st.caption(ui.md(row["query"]))
             ui.item_link(run_id, item_id, "Open the item to read its sources, claims and verdicts")
@@ -156,7 +156,7 @@ if tab_import.open:
                 author = _author("import_author")
                 send = st.form_submit_button("Import", key="import_labels")
             if upload is not None and send:
-                items, components = ui.read(queries.label_targets, run_id)
+                items, components = ui.read(queries.trust.label_targets, run_id)
                 with tempfile.TemporaryDirectory() as tmp:
                     file = Path(tmp) / Path(upload.name).name
                     file.write_bytes(upload.getvalue())
@@ -173,7 +173,7 @@ if tab_pairs.open:
     with tab_pairs:
         runs = ui.runs()
         pair_run = ui.synced(st.selectbox, "Run of validation pairs", "pairs_run", run_id, options=list(runs["run_id"]))
-        outcomes = ui.read(queries.pair_scores, pair_run)
+        outcomes = ui.read(queries.compare.pair_scores, pair_run)
         if outcomes.empty:
             st.caption("This run holds no validation pairs. Evaluate a file of pairs into a run with "
                        "`python -m evaluators agreement --pairs FILE --db DB --run NAME`: per line a metric, and a "

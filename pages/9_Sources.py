@@ -9,7 +9,7 @@ import streamlit as st
 
 from evaluators.dashboard import ui
 from evaluators.metrics import ledger
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries
 
 path = ui.page("Sources")
 runs = ui.runs()
@@ -43,7 +43,7 @@ ATTRIBUTION = ("Claims a source supports come from GR verdicts whose judge named
                "count as *source unknown*.")
 
 if source:
-    found = ui.read(queries.source_retrievals, chosen, source, band)
+    found = ui.read(queries.ledger.source_retrievals, chosen, source, band)
     if found.empty:
         st.warning(f"No source {ui.md(source)} in {ui.md(', '.join(chosen))}.")
         st.stop()
@@ -82,7 +82,7 @@ if source:
     ui.page_link("sources", "Back to the ledger", {**ui.link(), "runs": ",".join(chosen)}, icon="📚")
     st.stop()
 
-frame = ui.read(queries.source_ledger, chosen, th, band)
+frame = ui.read(queries.ledger.source_ledger, chosen, th, band)
 if frame.empty:
     st.info("These runs have no retrieved sources.")
     st.stop()
@@ -130,5 +130,5 @@ for name, title, why in LISTS:
         show(rows, f"{name.replace(' ', '_')}_table")
 st.caption(ATTRIBUTION)
 st.download_button("Download the whole ledger (CSV)", lambda: ledger.to_csv(
-    queries.source_ledger(path, chosen, th, band, limit=None)), file_name="source_ledger.csv",
+    queries.ledger.source_ledger(path, chosen, th, band, limit=None)), file_name="source_ledger.csv",
     mime="text/csv", key="ledger_csv", on_click="ignore")

@@ -10,11 +10,9 @@ import pytest
 
 from evaluators.core.confidence import CALIBRATED, DEFAULT_BANDS, LABEL, LOGPROB, parse_band
 from evaluators.core.records import Item, Run, Score, Status, Verdict
-from evaluators.judges import registry
-from evaluators.metrics import diagnosis
+from evaluators.metrics import diagnosis, registry
 from evaluators.metrics.thelma import GR, SQC, aggregate, rescore, with_band
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries, store
 
 OK = Status.OK
 
@@ -137,7 +135,7 @@ def test_sql_scores_at_a_band_agree_with_python(verdict_db, seed_: int) -> None:
     rng = random.Random(seed_)
     band = None if seed_ == 0 else (0.5, 0.5) if seed_ == 1 else (rng.choice([0.2, 0.3, rng.random() / 2]),
                                                                 rng.choice([0.7, 0.8, 0.5 + rng.random() / 2]))
-    sql = store.query(path, f"SELECT * FROM {queries.scores_sql(band)} WHERE run_id = $run", {"run": "r"})
+    sql = store.query(path, f"SELECT * FROM {queries.sql.scores_sql(band)} WHERE run_id = $run", {"run": "r"})
     got = {(r.item_id, r.metric): r for r in sql.itertuples()}
     specs = {m: registry.METRICS[m] for m in METRIC_IDS}
     for iid, verdicts in per_item.items():
@@ -166,7 +164,7 @@ def test_stored_scores_round_trip_p_kind_tier_and_n_unsure(verdict_db) -> None:
 def test_the_wide_table_at_a_band_carries_counts_and_unsure_status(verdict_db) -> None:
     path, per_item = verdict_db
     band = (0.1, 0.9)
-    wide = store.run_scores_wide(path, "r", ["gr"], queries.scores_sql(band)).set_index("item_id")
+    wide = queries.runs.run_scores_wide(path, "r", ["gr"], queries.sql.scores_sql(band)).set_index("item_id")
     specs = {"gr": registry.METRICS["gr"]}
     for iid, verdicts in per_item.items():
         want = rescore(iid, verdicts, specs, band)["gr"]
@@ -211,8 +209,8 @@ def test_quiet_rules_in_sql_agree_with_python(tmp_path: Path, seed_: int) -> Non
             scores.append(score)
             truth[iid][m] = score
     store.write_batch(path, "r", items=items, scores=scores)
-    table = store.run_scores_wide(path, "r", list(diagnosis.DEFAULT_THRESHOLDS))
-    frame, _ = queries.filter_items(table, list(diagnosis.DEFAULT_THRESHOLDS), diagnosis.DEFAULT_THRESHOLDS,
+    table = queries.runs.run_scores_wide(path, "r", list(diagnosis.DEFAULT_THRESHOLDS))
+    frame, _ = queries.diagnosis.filter_items(table, list(diagnosis.DEFAULT_THRESHOLDS), diagnosis.DEFAULT_THRESHOLDS,
                                     limit=1000)
     fired_sql = dict(zip(frame["item_id"], frame["rules"]))
     for iid, s in truth.items():

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from evaluators.core.records import Run
 from evaluators.dashboard import access, ui
 from evaluators.judges import local_llm
-from evaluators.storage import store
+from evaluators.storage import queries, store
 from tests.openai_server import completion, format_aware
 from tests.seed import RUNS
 
@@ -75,7 +75,7 @@ def notes(path: Path) -> list[tuple]:
 
 
 def run_ids(path: Path) -> list[str]:
-    return sorted(store.runs(path)["run_id"])
+    return sorted(queries.runs.runs(path)["run_id"])
 
 
 # ---------------------------------------------------------------- pure rules

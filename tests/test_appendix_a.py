@@ -14,8 +14,8 @@ import asyncio
 import pytest
 
 from evaluators.core.records import Item
-from evaluators.judges import registry
 from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics
 
 CLOSED = (0.5, 0.5)  # no p lies strictly inside: every verdict counts as decided

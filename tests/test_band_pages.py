@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from evaluators.core.confidence import CALIBRATED
 from evaluators.core.records import Component, Item, Run, Status, Verdict
 from evaluators.dashboard import ui
-from evaluators.judges import registry
+from evaluators.metrics import registry
 from evaluators.metrics.thelma import rescore
 from evaluators.storage import store
 from tests.conftest import app_db

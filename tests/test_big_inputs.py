@@ -16,10 +16,10 @@ import pytest
 from benchmarks.big_input import PARAGRAPH, QUERY, SOURCE
 from evaluators.core.records import Item
 from evaluators.judges import evidence
+from evaluators.metrics.registry import THELMA
 from evaluators.metrics.thelma import SD_BLOCK, Cosines, sd_verdicts
 from evaluators.runs import runner
-from evaluators.storage import store
-from evaluators.vocabulary import THELMA
+from evaluators.storage import queries, store
 
 
 def with_small_items(big: Item) -> list[Item]:
@@ -96,5 +96,5 @@ def test_a_failure_inside_one_item_marks_its_metric_error_and_the_others_are_sto
     assert all(status == "ok" for (item, metric), (_, _, status) in got.items() if (item, metric) != ("bad", "gr"))
     detail = store.query(db, "SELECT detail FROM verdicts WHERE item_id = 'bad' AND metric = 'gr'")["detail"].iloc[0]
     assert detail == "failed inside the engine: RuntimeError: cannot read claim POISON"
-    assert len(store.done_item_ids(db, "r")) == 3
+    assert len(queries.runs.done_item_ids(db, "r")) == 3
     assert run_status(db) == "finished with failures"

@@ -15,10 +15,10 @@ from evaluators.core.records import CALIBRATED, LABEL, Item, Status
 from evaluators.judges import calibration, registry
 from evaluators.judges.calibration import MATCH_TYPES, PROMPT_TYPES, SD
 from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics.registry import THELMA
 from evaluators.metrics.thelma import sd_verdicts
 from evaluators.runs import runner
 from evaluators.storage import store
-from evaluators.vocabulary import THELMA
 
 GRID = [x / 100 for x in range(-5, 106)]  # the whole score range, and a little beyond it
 

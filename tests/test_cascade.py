@@ -31,6 +31,7 @@ from evaluators.judges import registry
 from evaluators.judges.cascade import CascadeJudge, parse_chain
 from evaluators.judges.llm import LLMJudge
 from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics import registry as metric_registry
 from evaluators.metrics import thelma as metrics
 from evaluators.runs import runner
 from evaluators.storage import store
@@ -207,7 +208,7 @@ def test_a_logprob_last_tier_gives_logprob_confidences_under_its_tier(openai_ser
     judge = CascadeJudge([("offline", first), ("local", llm(openai_server, logprob_binary=True))],
                          decompose_with="offline", band=BAND)
     openai_server.replies.extend([Reply("1", {"1": 0.72, "0": 0.18}), Reply("0", {"0": 0.6, "1": 0.15})])
-    result = asyncio.run(metrics.evaluate_item(TRIPLET, {"gr": registry.METRICS["gr"]}, judge, per_component=True))
+    result = asyncio.run(metrics.evaluate_item(TRIPLET, {"gr": metric_registry.METRICS["gr"]}, judge, per_component=True))
     got = sorted(result.verdicts, key=lambda v: v.component_idx)
     assert [(v.tier, v.p_kind) for v in got] == [("local", LOGPROB)] * 2
     assert sorted(round(v.p, 6) for v in got) == [0.2, 0.8]

@@ -18,7 +18,7 @@ from evaluators.cli import grammar as grammar_cli
 from evaluators.cli import main
 from evaluators.core.records import Item
 from evaluators.grammar import generate, pipeline, robustness, runs
-from evaluators.storage import store
+from evaluators.storage import queries, store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ def test_offline_correctness_is_stored_and_reported(tmp_path: Path) -> None:
     assert (f.items, f.correct, f.gap_items, f.robustness) == (6, 3, 2, pytest.approx(3 / 4))
     assert rep.blame == {"g3-b": "lm"} and rep.modular["tpl"].robustness == 1.0
     assert list(rep.non_robust["item_id"]) == ["g3-a", "g3-b"]
-    assert store.grammar_runs(db) == ["r1"]
+    assert queries.grammar.grammar_runs(db) == ["r1"]
     assert "LM shortfall 1" in robustness.report_text(rep)
 
 

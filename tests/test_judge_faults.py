@@ -22,7 +22,7 @@ from evaluators.core.masking import mask_url
 from evaluators.core.records import Item, Status
 from evaluators.judges.llm import NO_KEY, JudgeFatal, JudgeUnavailable, LLMJudge
 from evaluators.runs import runner
-from evaluators.storage import store
+from evaluators.storage import queries, store
 
 JUDGE = "openai/test-judge"
 SECRET = "sk-test-SECRET-0123456789abcdefXYZ"  # shaped like a real key, long enough to be searched for
@@ -106,7 +106,7 @@ def test_a_failed_call_is_not_cached_so_a_rerun_asks_again(tmp_path: Path, opena
     openai_server.fail_when(lambda index, body: index < 4, "null_content")
     db = tmp_path / "e.duckdb"
     evaluate(db, openai_server)
-    judge = LLMJudge(JUDGE, api_base=openai_server.base_url, cache=store.load_cache(db, JUDGE))
+    judge = LLMJudge(JUDGE, api_base=openai_server.base_url, cache=queries.runs.load_cache(db, JUDGE))
     assert judge.cache == {}  # nothing to replay: a reply without content was never an answer
 
 

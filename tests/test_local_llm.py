@@ -20,12 +20,13 @@ from typing import Any, Iterator
 import pytest
 
 from evaluators.core.records import LOGPROB, Answer, Item, Score, Status
-from evaluators.judges import local_llm, registry
+from evaluators.judges import local_llm
 from evaluators.judges.llm import LLMJudge
+from evaluators.metrics import registry
+from evaluators.metrics.registry import THELMA
 from evaluators.metrics.thelma import evaluate_item
 from evaluators.runs import runner
-from evaluators.storage import store
-from evaluators.vocabulary import THELMA
+from evaluators.storage import queries, store
 
 MISSING = local_llm.available()
 needs_extra = pytest.mark.skipif(MISSING is not None, reason=f"local judge extra not installed: {MISSING}")
@@ -195,7 +196,7 @@ def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
     calls = store.query(db, "SELECT model FROM judge_calls")
     assert len(calls) <= 10 and set(calls["model"]) == {f"openai/{local_llm.MODEL}"}
     # The calls are cached under the name the runner looks them up by: a rerun would make none.
-    assert len(store.load_cache(db, runner.judge_name(runner.LOCAL))) == len(calls)
+    assert len(queries.runs.load_cache(db, runner.judge_name(runner.LOCAL))) == len(calls)
 
 
 @pytest.mark.local

@@ -20,8 +20,8 @@ import pytest
 from openai_server import OpenAIServer, format_aware, identify
 
 from evaluators.core.records import Item, Status
-from evaluators.judges import registry
 from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics import registry
 from evaluators.metrics.suites.deepeval import aggregate_ranked_precision
 from evaluators.metrics.thelma import aggregate_coverage, aggregate_mean, evaluate_item
 from evaluators.runs import runner

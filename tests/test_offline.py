@@ -9,8 +9,9 @@ import pytest
 
 from evaluators.core.records import Item, Score, Status
 from evaluators.core.text import answer_phrase, split_questions
-from evaluators.judges import calibration, prompts, registry
+from evaluators.judges import calibration, prompts
 from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

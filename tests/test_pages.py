@@ -15,8 +15,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from evaluators.dashboard import ui
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries, store
 from tests.conftest import app_db
 from tests.seed import INJECTION
 
@@ -446,7 +445,7 @@ def test_triage_save_retries_a_short_lock(db: Path) -> None:
     finally:
         holder.wait(timeout=20)
     assert any("saved" in s.value for s in at.success)
-    assert list(queries.triage_notes(db)["note"]) == ["saved after the lock"]
+    assert list(queries.items.triage_notes(db)["note"]) == ["saved after the lock"]
 
 
 def test_triage_save_says_busy_when_locked(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -508,7 +507,7 @@ def test_evaluate_reports_malformed_upload(db: Path) -> None:
     assert any("cannot be evaluated" in e.value for e in at.error)
     problems = " ".join(c.value for c in at.code)
     assert "bad.jsonl:1" in problems and "bad.jsonl:2" in problems
-    assert len(store.runs(db)) == 3  # nothing was written
+    assert len(queries.runs.runs(db)) == 3  # nothing was written
 
 
 def test_evaluate_offline_run_appears(db: Path) -> None:
@@ -524,7 +523,7 @@ def test_evaluate_offline_run_appears(db: Path) -> None:
     next(b for b in at.button if b.key == "evaluate").click().run(timeout=120)
     assert not at.exception, [e.value for e in at.exception]
     assert any("Run uploaded finished" in s.value for s in at.success)
-    assert "uploaded" in list(store.runs(db)["run_id"])
+    assert "uploaded" in list(queries.runs.runs(db)["run_id"])
     home = open_page("app.py", run="uploaded")
     assert {m.label for m in home.metric} == {"SP1", "SD"}
 
@@ -543,7 +542,7 @@ def test_evaluate_names_a_taken_run_in_the_dashboard_s_words(db: Path) -> None:
     errors = " ".join(e.value for e in at.error)
     assert "already has a run named 'weak-retriever'" in errors and "Run name" in errors
     assert "--run" not in " ".join(all_text(at))
-    assert sorted(store.runs(db)["run_id"]) == ["better-retriever", "llm-judge", "weak-retriever"]
+    assert sorted(queries.runs.runs(db)["run_id"]) == ["better-retriever", "llm-judge", "weak-retriever"]
 
 
 # ---------------------------------------------------------------- navigation
@@ -592,8 +591,8 @@ def demo(demo_built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_home_and_pickers_open_on_the_newest_thelma_run_not_a_grammar_one(demo: Path) -> None:
-    newest = list(store.runs(demo)["run_id"])
-    assert newest[0] in store.grammar_runs(demo)  # the newest run is a GRAMMAR one: not what to open on
+    newest = list(queries.runs.runs(demo)["run_id"])
+    assert newest[0] in queries.grammar.grammar_runs(demo)  # the newest run is a GRAMMAR one: not what to open on
     at = open_page("app.py")
     assert at.query_params["run"] == "verbose_generator"
     assert "verbose\\_generator" in at.header[0].value

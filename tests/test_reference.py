@@ -19,13 +19,13 @@ from evaluators.cli import main
 from evaluators.core.confidence import CALIBRATED
 from evaluators.core.records import CLAIM, Item, Status, Verdict
 from evaluators.dashboard import ui
-from evaluators.judges import registry
 from evaluators.judges.llm import LLMJudge
+from evaluators.metrics import registry
+from evaluators.metrics.registry import REFERENCE, THELMA
 from evaluators.metrics.suites.reference import REFERENCE_CLAIM, aggregate_f1, f1
 from evaluators.metrics.thelma import aggregate, evaluate_item
 from evaluators.runs import runner
-from evaluators.storage import store
-from evaluators.vocabulary import REFERENCE, THELMA
+from evaluators.storage import queries, store
 from tests.conftest import app_db
 from tests.test_bad_db import new_app
 
@@ -197,9 +197,9 @@ def test_evaluate_adds_the_reference_metrics_by_default_only_where_items_carry_a
                  "--quiet"]) == 0
     assert main(["evaluate", str(tmp_path / "gold.jsonl"), "--db", str(db), "--run", "ref-only", "--quiet",
                  "--metrics", "ref_precision,ref_recall,ref_f1"]) == 0
-    assert sorted(store.run_metric_ids(db, "gold")) == sorted([*THELMA, *REFERENCE])
-    assert sorted(store.run_metric_ids(db, "plain")) == sorted(THELMA)
-    assert sorted(store.run_metric_ids(db, "ref-only")) == sorted(REFERENCE)
+    assert sorted(queries.runs.run_metric_ids(db, "gold")) == sorted([*THELMA, *REFERENCE])
+    assert sorted(queries.runs.run_metric_ids(db, "plain")) == sorted(THELMA)
+    assert sorted(queries.runs.run_metric_ids(db, "ref-only")) == sorted(REFERENCE)
     status = store.query(db, "SELECT item_id, metric, status FROM scores WHERE run_id = 'ref-only' ORDER BY ALL")
     assert set(status[status["item_id"] == "b"]["status"]) == {"not_applicable"}
     assert set(status[status["item_id"] == "a"]["status"]) == {"ok"}

@@ -12,7 +12,8 @@ from pathlib import Path
 from openai_server import OpenAIServer
 
 from evaluators.judges import prompts, registry
-from evaluators.vocabulary import DISPLAY_NAMES, REFERENCE, THELMA
+from evaluators.metrics import registry as metric_registry
+from evaluators.metrics.registry import REFERENCE, THELMA
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT_FILES = {p.stem for p in prompts.PROMPT_DIR.glob("*.txt")}
@@ -30,7 +31,7 @@ def test_every_prompt_file_has_a_parser_and_every_entry_has_its_file() -> None:
     assert set(registry.PARSERS) == PROMPT_FILES
     assert set(registry.OFFLINE_ANSWERS) <= PROMPT_FILES
     assert registry.BINARY_PROMPTS | registry.DISTRIBUTION_PROMPTS <= PROMPT_FILES
-    assert {p for metric in registry.METRICS.values() for p in metric.prompts} <= PROMPT_FILES
+    assert {p for metric in metric_registry.METRICS.values() for p in metric.prompts} <= PROMPT_FILES
 
 
 def test_offline_answers_take_exactly_their_prompts_variables() -> None:
@@ -43,10 +44,10 @@ def test_the_offline_judge_answers_every_prompt_but_the_template_writers() -> No
 
 
 def test_metrics_are_thelma_first_then_ours_then_the_suites_all_with_display_names() -> None:
-    assert tuple(registry.THELMA_METRICS) == THELMA
-    assert tuple(registry.REFERENCE_METRICS) == REFERENCE
-    assert list(registry.METRICS) == [*THELMA, *REFERENCE, *registry.SUITE_METRICS]
-    assert set(registry.METRICS) <= set(DISPLAY_NAMES)
+    assert tuple(metric_registry.THELMA_METRICS) == THELMA
+    assert tuple(metric_registry.REFERENCE_METRICS) == REFERENCE
+    assert list(metric_registry.METRICS) == [*THELMA, *REFERENCE, *metric_registry.SUITE_METRICS]
+    assert all(spec.name and spec.name != m for m, spec in metric_registry.METRICS.items())
 
 
 def test_offline_judge_alone_answers_other_suites_and_grammar_prompts() -> None:

@@ -22,7 +22,7 @@ from evaluators import cli
 from evaluators.core.records import JudgeCall, Status
 from evaluators.dashboard import ui
 from evaluators.judges.llm import LLMJudge
-from evaluators.storage import store
+from evaluators.storage import queries, store
 
 SOURCES = ["The sky is blue on a clear day because air scatters short wavelengths more than long ones."]
 
@@ -70,7 +70,7 @@ def test_a_replica_killed_mid_run_loses_nothing_and_repeats_nothing(tmp_path: Pa
         on_a, on_b = answered(logs[0]), answered(logs[1])
         assert 20 <= killed_at == len(on_a) and on_b, (len(on_a), len(on_b))
         assert len(on_a) + len(on_b) == len(set(on_a) | set(on_b)), "a call was answered twice"
-        assert store.count_items(db, "r") == 24
+        assert queries.runs.count_items(db, "r") == 24
         statuses = store.query(db, "SELECT status, count(*) AS n FROM scores WHERE run_id = 'r' GROUP BY status")
         assert statuses.values.tolist() == [["ok", 24 * 7]]
         calls = store.query(db, "SELECT endpoint, count(*) AS n FROM judge_calls WHERE reply IS NOT NULL "
@@ -106,7 +106,7 @@ def test_a_large_run_sends_its_calls_from_worker_processes_by_default(tmp_path: 
     assert codes == [0] and len(clients) == 2
     digests = answered(log)
     assert len(digests) == len(set(digests)) > cli.POOL_ITEMS, "a call was answered twice"
-    assert store.count_items(db, "pool") == cli.POOL_ITEMS
+    assert queries.runs.count_items(db, "pool") == cli.POOL_ITEMS
     statuses = store.query(db, "SELECT status, count(*) AS n FROM scores WHERE run_id = 'pool' GROUP BY status")
     assert statuses.values.tolist() == [["ok", cli.POOL_ITEMS * 7]]
     stored = store.query(db, "SELECT count(*) AS n FROM judge_calls WHERE reply IS NOT NULL")["n"].iloc[0]
@@ -158,7 +158,7 @@ def test_the_endpoint_migration_adds_the_endpoint_to_stored_calls(tmp_path: Path
                        1, 1, NULL, 5.0, '', now())""")
     assert store.migrate(path) == len(store.MIGRATIONS) >= 8
     assert store.query(path, "SELECT endpoint FROM judge_calls")["endpoint"].isna().tolist() == [True]
-    assert store.load_cache(path, "m")["k"].reply == "<output>1</output>"
+    assert queries.runs.load_cache(path, "m")["k"].reply == "<output>1</output>"
     store.write_batch(path, "r", calls=[JudgeCall("k2", "m", "p", "h", [], {}, "<output>0</output>", Status.OK,
                                                   endpoint="http://replica-b/v1")])
     rows = store.query(path, "SELECT key, endpoint FROM judge_calls ORDER BY key").values.tolist()

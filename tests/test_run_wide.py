@@ -1,6 +1,6 @@
 """The stored per-run score table (run_wide, migration 9): equal to the scores grouped on read after
 every kind of write (a new run, a second write, a resumed item, an input update, a deleted run, a
-database from before it), and read by the dashboard through store.run_table()."""
+database from before it), and read by the dashboard through queries.runs.run_table()."""
 from __future__ import annotations
 
 import math
@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 
 from evaluators.core.records import Component, Item, Run, Score, Status, Verdict
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import THELMA
+from evaluators.metrics.registry import THELMA
+from evaluators.storage import queries, store
 from tests.seed import RUNS, seed
 
 EXTRA = ["faithfulness"]  # a suite metric beside THELMA's, with its own columns
@@ -30,8 +29,8 @@ def _rows(frame: pd.DataFrame) -> list[tuple]:
 
 def assert_stored_equals_grouped(db: Path, run_id: str, metrics: list[str] = list(THELMA)) -> None:
     """The dashboard's table from run_wide equals the table grouped from scores and verdicts now."""
-    grouped = store.run_scores_wide(db, run_id, metrics)
-    stored = store.run_table(db, run_id, metrics)
+    grouped = queries.runs.run_scores_wide(db, run_id, metrics)
+    stored = queries.runs.run_table(db, run_id, metrics)
     assert list(stored.columns) == list(grouped.columns)
     assert _rows(stored) == _rows(grouped)
 
@@ -54,7 +53,7 @@ def seeded_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_seeded_run_is_stored_as_grouped(seeded_db: Path) -> None:
     for run_id in RUNS:
         assert_stored_equals_grouped(seeded_db, run_id)
-    assert len(store.run_table(seeded_db, RUNS[0], THELMA)) == 6
+    assert len(queries.runs.run_table(seeded_db, RUNS[0], THELMA)) == 6
 
 
 def test_a_second_write_a_resumed_item_and_a_new_metric(tmp_path: Path) -> None:
@@ -63,7 +62,7 @@ def test_a_second_write_a_resumed_item_and_a_new_metric(tmp_path: Path) -> None:
     store.write_batch(db, "r", **item("a", 1.0))
     store.write_batch(db, "r", **item("b", None, Status.TIMEOUT, extra=0.25))  # a second write, a new metric
     assert_stored_equals_grouped(db, "r", EXTRA)
-    table = store.run_table(db, "r", EXTRA).set_index("item_id")
+    table = queries.runs.run_table(db, "r", EXTRA).set_index("item_id")
     assert table.loc["b", "failed_metrics"] == "gr:timeout" and table.loc["b", "n_failed"] == 1
     assert table.loc["b", "faithfulness"] == 0.25 and math.isnan(table.loc["a", "faithfulness"])
 
@@ -73,7 +72,7 @@ def test_a_second_write_a_resumed_item_and_a_new_metric(tmp_path: Path) -> None:
     assert claim.todo == ["b"]
     store.write_results(db, "r", owner, **item("b", 0.0), replace=claim.replace)  # resumed: b now scored
     assert_stored_equals_grouped(db, "r", EXTRA)
-    table = store.run_table(db, "r", EXTRA).set_index("item_id")
+    table = queries.runs.run_table(db, "r", EXTRA).set_index("item_id")
     assert table.loc["b", "gr"] == 0.0 and table.loc["b", "n_failed"] == 0 and table.loc["b", "failed_metrics"] == ""
     assert math.isnan(table.loc["b", "faithfulness"])  # the replaced item's old suite score is gone
 
@@ -88,7 +87,7 @@ def test_an_input_update_removes_items_and_delete_run_removes_the_run(tmp_path: 
     owner = store.Owner.this_process()
     only_a = {"a": Item("a", "query of a", ("a source",), "a response.").content_hash()}
     store.claim_run(db, Run("r", "m", {}, {}), only_a, owner, 5.0, update=True)  # b left the input
-    assert list(store.run_table(db, "r", THELMA)["item_id"]) == ["a"]
+    assert list(queries.runs.run_table(db, "r", THELMA)["item_id"]) == ["a"]
     assert_stored_equals_grouped(db, "r")
     store.delete_run(db, "r")
     assert store.query(db, "SELECT DISTINCT run_id FROM run_wide")["run_id"].tolist() == ["s"]
@@ -111,7 +110,7 @@ def test_bulk_frames_are_stored_as_grouped(tmp_path: Path) -> None:
                                 "status": "ok"}),
     })
     assert_stored_equals_grouped(db, "r")
-    assert int(store.run_table(db, "r", THELMA)["n_failed"].sum()) == len(range(0, 1500, 7))
+    assert int(queries.runs.run_table(db, "r", THELMA)["n_failed"].sum()) == len(range(0, 1500, 7))
 
 
 def test_a_database_from_before_the_table_is_filled_on_migration(seeded_db: Path, tmp_path: Path) -> None:
@@ -128,10 +127,10 @@ def test_a_database_from_before_the_table_is_filled_on_migration(seeded_db: Path
 
 
 def test_banded_table_is_recomputed_not_stored(seeded_db: Path) -> None:
-    """At another band the dashboard's table comes from the verdicts (queries.scores_sql), as the CLI's."""
+    """At another band the dashboard's table comes from the verdicts (queries.sql.scores_sql), as the CLI's."""
     band = (0.2, 0.8)
-    grouped = store.run_scores_wide(seeded_db, "llm-judge", list(THELMA), queries.scores_sql(band))
-    assert _rows(store.run_table(seeded_db, "llm-judge", THELMA, queries.scores_sql(band))) == _rows(grouped)
+    grouped = queries.runs.run_scores_wide(seeded_db, "llm-judge", list(THELMA), queries.sql.scores_sql(band))
+    assert _rows(queries.runs.run_table(seeded_db, "llm-judge", THELMA, queries.sql.scores_sql(band))) == _rows(grouped)
 
 
 def test_pages_and_summaries_in_the_file_equal_those_in_memory(seeded_db: Path) -> None:
@@ -139,32 +138,32 @@ def test_pages_and_summaries_in_the_file_equal_those_in_memory(seeded_db: Path) 
     the table in memory, and SQL paging returns each matching item once, in order, with the count."""
     metrics = list(THELMA)
     stored = {r: store.StoredRun(str(seeded_db), r, tuple(metrics)) for r in RUNS}
-    memory = {r: store.run_scores_wide(seeded_db, r, metrics) for r in RUNS}
+    memory = {r: queries.runs.run_scores_wide(seeded_db, r, metrics) for r in RUNS}
     th = {"sp1": 0.6}
     for kw in ({}, {"sort": "gr", "descending": True}, {"rules": ["T2.2", "T2.5"]}, {"below": ["sqc"]},
                {"failed_only": True}, {"levels": {"sqc": "low", "rqc": "high"}},
                {"ids": pd.DataFrame({"item_id": ["q02", "q05"]})}):
         for run_id in RUNS:
-            whole, total = queries.filter_items(memory[run_id], metrics, th, **kw)
-            got, n = queries.filter_items(stored[run_id], metrics, th, **kw)
+            whole, total = queries.diagnosis.filter_items(memory[run_id], metrics, th, **kw)
+            got, n = queries.diagnosis.filter_items(stored[run_id], metrics, th, **kw)
             assert (_rows(got), n) == (_rows(whole), total)
-            paged = [queries.filter_items(stored[run_id], metrics, th, limit=2, offset=o, **kw) for o in range(0, 8, 2)]
+            paged = [queries.diagnosis.filter_items(stored[run_id], metrics, th, limit=2, offset=o, **kw) for o in range(0, 8, 2)]
             assert [i for frame, _ in paged for i in frame["item_id"]] == list(whole["item_id"])
             assert {count for _, count in paged} == {total}
     a, b = RUNS[0], RUNS[1]
-    for fn, args in ((queries.rule_counts, (th, [("sqc", "rqc")])), (queries.sample_points, (metrics,)),
-                     (queries.correlations, (metrics,))):
+    for fn, args in ((queries.diagnosis.rule_counts, (th, [("sqc", "rqc")])), (queries.diagnosis.sample_points, (metrics,)),
+                     (queries.diagnosis.correlations, (metrics,))):
         got, want = fn(stored[a], *args), fn(memory[a], *args)
         assert got == want if isinstance(want, dict) else sorted(_rows(got), key=str) == sorted(_rows(want), key=str)
-    assert queries.first_items(queries.rule_counts(stored[a], th)) == queries.first_items(
-        queries.rule_counts(memory[a], th))
+    assert queries.diagnosis.first_items(queries.diagnosis.rule_counts(stored[a], th)) == queries.diagnosis.first_items(
+        queries.diagnosis.rule_counts(memory[a], th))
     for key in ("summary", "deltas"):
-        assert (_rows(queries.compare_tables(stored[a], stored[b], metrics, th)[key])
-                == _rows(queries.compare_tables(memory[a], memory[b], metrics, th)[key]))
-    assert (_rows(queries.crossed_items(stored[a], stored[b], "sp1", 0.5, "better"))
-            == _rows(queries.crossed_items(memory[a], memory[b], "sp1", 0.5, "better")))
-    assert (sorted(_rows(queries.preference_agreement(stored[b], stored[a], metrics)))
-            == sorted(_rows(queries.preference_agreement(memory[b], memory[a], metrics))))
+        assert (_rows(queries.compare.compare_tables(stored[a], stored[b], metrics, th)[key])
+                == _rows(queries.compare.compare_tables(memory[a], memory[b], metrics, th)[key]))
+    assert (_rows(queries.compare.crossed_items(stored[a], stored[b], "sp1", 0.5, "better"))
+            == _rows(queries.compare.crossed_items(memory[a], memory[b], "sp1", 0.5, "better")))
+    assert (sorted(_rows(queries.compare.preference_agreement(stored[b], stored[a], metrics)))
+            == sorted(_rows(queries.compare.preference_agreement(memory[b], memory[a], metrics))))
 
 
 def test_text_search_matches_the_text_literally_in_any_case(tmp_path: Path) -> None:
@@ -176,4 +175,4 @@ def test_text_search_matches_the_text_literally_in_any_case(tmp_path: Path) -> N
         store.write_batch(db, "r", items=[Item(item_id, text, ("s",), "r.")])
     for search in ("% off_", "50%", "_", "\\temp\\", "c:\\", "école", "ÜNÏ", "percent", "zzz"):
         want = sorted(i for i, t in texts.items() if search.lower() in t.lower())
-        assert sorted(queries.search_ids(db, "r", search)["item_id"]) == want, search
+        assert sorted(queries.items.search_ids(db, "r", search)["item_id"]) == want, search

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
-from evaluators.storage import store
+from evaluators.storage import queries, store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,18 +38,18 @@ def test_round_trip(tmp_path: Path) -> None:
     store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
     store.write_batch(db, "r", **bundle("a"))
     store.write_batch(db, "r", calls=bundle("a")["calls"])  # the same call twice is stored once
-    assert store.done_item_ids(db, "r") == {"a"}
+    assert queries.runs.done_item_ids(db, "r") == {"a"}
     item = store.query(db, "SELECT * FROM items")
     assert list(item["sources"].iloc[0]) == ["s1", "s2 ‹tag›"] and item["response"].iloc[0] == "r. é ünïcode"
     assert item["metadata"].iloc[0] == '{"n": 1, "team": "a"}'
     v = store.query(db, "SELECT value, status, evidence, detail FROM verdicts ORDER BY component_idx")
     assert v["status"].tolist() == ["ok", "unparsed"] and v["value"].isna().tolist() == [False, True]
-    wide = store.run_scores_wide(db, "r", ["gr", "rp"])
+    wide = queries.runs.run_scores_wide(db, "r", ["gr", "rp"])
     assert wide["gr"].iloc[0] == 1.0 and wide["rp"].isna().iloc[0] and wide["n_failed"].iloc[0] == 1
-    cache = store.load_cache(db, "m")
+    cache = queries.runs.load_cache(db, "m")
     assert cache["k1"].reply == "<output>1</output>" and cache["k1"].prompt_tokens == 10
     store.finish_run(db, "r", "finished", {"calls": 1})
-    assert store.runs(db)[["status", "n_done"]].values.tolist() == [["finished", 1]]
+    assert queries.runs.runs(db)[["status", "n_done"]].values.tolist() == [["finished", 1]]
 
 
 def test_migrations_are_idempotent(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_second_process_waits_for_the_lock_then_writes(tmp_path: Path) -> None:
     store.write_batch(db, "r", **bundle("a"))  # retries with jitter until the holder lets go
     holder.wait()
     assert time.monotonic() - started > 0.3
-    assert store.done_item_ids(db, "r") == {"a"}
+    assert queries.runs.done_item_ids(db, "r") == {"a"}
 
 
 def test_busy_past_the_deadline_is_a_clear_error(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
             break
         time.sleep(0.05)  # a reader's open blocks the writer's: leave it room
     assert proc.wait() == 0
-    assert store.done_item_ids(db, "r") == {f"i{k}" for k in range(15)}
+    assert queries.runs.done_item_ids(db, "r") == {f"i{k}" for k in range(15)}
 
 
 def test_missing_db_for_a_reader(tmp_path: Path) -> None:
@@ -138,12 +138,12 @@ def test_run_items_and_row_counts(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     store.start_run(db, Run("r", "m", {}, {}), 1)
     store.write_batch(db, "r", **bundle("a"))
-    items = store.run_items(db, ["r", "other"])
+    items = queries.items.run_items(db, ["r", "other"])
     assert list(items["item_id"]) == ["a"] and list(items["sources"].iloc[0]) == ["s1", "s2 ‹tag›"]
-    assert store.run_items(db, ["other"]).empty
-    assert store.row_counts(db) == {"items": 1, "components": 2, "verdicts": 2, "judge_calls": 1}
+    assert queries.items.run_items(db, ["other"]).empty
+    assert queries.runs.row_counts(db) == {"items": 1, "components": 2, "verdicts": 2, "judge_calls": 1}
     with pytest.raises(ValueError):
-        store.row_counts(db, ["items; DROP TABLE runs"])
+        queries.runs.row_counts(db, ["items; DROP TABLE runs"])
 
 
 def test_a_run_name_taken_by_another_evaluation_is_a_run_conflict(tmp_path: Path) -> None:

@@ -9,16 +9,15 @@ import pytest
 
 from evaluators.cli import main
 from evaluators.metrics import diagnosis
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import THELMA
+from evaluators.metrics.registry import THELMA
+from evaluators.storage import queries, store
 
 RUN = "weak-retriever"
 
 
 def _fired(db: Path) -> dict[str, set[str]]:
-    wide = store.run_scores_wide(db, RUN, list(THELMA))
-    return {r["item_id"]: {rule.id for rule in diagnosis.diagnose({m: queries.wide_score(r, m) for m in THELMA})}
+    wide = queries.runs.run_scores_wide(db, RUN, list(THELMA))
+    return {r["item_id"]: {rule.id for rule in diagnosis.diagnose({m: queries.diagnosis.wide_score(r, m) for m in THELMA})}
             for r in wide.to_dict("records")}
 
 
@@ -110,7 +109,7 @@ def test_the_review_queue_puts_unsure_then_thin_then_random_and_skips_labelled(d
     assert queue.iloc[0].tolist()[:2] == ["q03", "unsure verdicts"]
     reasons = list(queue["reason"])
     assert reasons == sorted(reasons, key=labelling.QUEUE_REASONS.index)
-    assert sorted(queue["item_id"]) == sorted(store.run_scores_wide(db, RUN, list(THELMA))["item_id"])
+    assert sorted(queue["item_id"]) == sorted(queries.runs.run_scores_wide(db, RUN, list(THELMA))["item_id"])
     store.add_labels(db, RUN, [Label("q03", 1, rule="T2.5")])
     assert "q03" not in set(labelling.review_queue(db, RUN, {})["item_id"])
     # Seeded: the same run gives the same queue.

@@ -58,7 +58,7 @@ def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
 
 
 def test_a_correction_changes_the_corrected_score_and_never_the_raw_one(db: Path) -> None:
-    from evaluators.storage.queries import runs as queries
+    from evaluators.storage import queries
 
     at = open_page("pages/2_Item.py", run=RUN, item="q01", tab="Verdicts")
     (gr,) = store.query(db, """SELECT component_idx, value FROM verdicts WHERE run_id = ? AND item_id = 'q01'
@@ -69,14 +69,14 @@ def test_a_correction_changes_the_corrected_score_and_never_the_raw_one(db: Path
     at.button(key="FormSubmitter:fix_form-Save correction").click().run()
     assert any("Correction saved" in s.value for s in at.success), [w.value for w in at.warning]
     raw = store.query(db, "SELECT value FROM scores WHERE run_id = ? AND item_id = 'q01' AND metric = 'gr'", [RUN])
-    corrected = store.query(db, f"SELECT value FROM {queries.scores_sql(None, corrected=True)} "
+    corrected = store.query(db, f"SELECT value FROM {queries.sql.scores_sql(None, corrected=True)} "
                                 "WHERE item_id = 'q01' AND metric = 'gr'", {"run": RUN})
     assert float(corrected["value"][0]) > float(raw["value"][0])
     # The raw score is the one the judge gave: recomputing without corrections gives it back.
     stored = store.query(db, "SELECT * FROM verdicts WHERE run_id = ? AND item_id = 'q01' AND metric = 'gr'", [RUN])
     assert float(raw["value"][0]) == pytest.approx(float(stored.loc[stored["status"] == "ok", "value"].mean()))
     # The pages read corrected scores behind the switch kept in the URL.
-    detail = queries.item_detail(db, RUN, "q01", None, True)["scores"].set_index("metric")
+    detail = queries.items.item_detail(db, RUN, "q01", None, True)["scores"].set_index("metric")
     assert float(detail.loc["gr", "value"]) == pytest.approx(float(corrected["value"][0]))
     shown = open_page("pages/1_Run.py", run=RUN, scores="corrected")
     assert shown.radio(key="scores").value == "corrected"

@@ -24,13 +24,11 @@ from evaluators.cli import grammar as grammar_cli
 from evaluators.core import confidence
 from evaluators.core.masking import mask_secrets
 from evaluators.dashboard import serve
-from evaluators.judges import registry
-from evaluators.metrics import diagnosis, ledger
+from evaluators.metrics import diagnosis, ledger, registry
+from evaluators.metrics.registry import REFERENCE, THELMA
 from evaluators.metrics.thelma import SD_THRESHOLD
 from evaluators.runs import dryrun, runner, traces
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import REFERENCE, THELMA
+from evaluators.storage import queries, store
 
 
 class _Parser(argparse.ArgumentParser):
@@ -299,11 +297,11 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _run_metrics(db: str, run: str) -> list[str]:
     """The run's metrics in registry order (THELMA first)."""
     order = list(registry.METRICS)
-    return sorted(store.run_metric_ids(db, run), key=lambda m: order.index(m) if m in order else len(order))
+    return sorted(queries.runs.run_metric_ids(db, run), key=lambda m: order.index(m) if m in order else len(order))
 
 
 def _check_run(db: str, run: str) -> None:
-    if not store.run_exists(db, run):
+    if not queries.runs.run_exists(db, run):
         raise ValueError(f"{db}: no run named {run!r} (see: python -m evaluators runs --db {db})")
 
 
@@ -323,12 +321,12 @@ def _export(args: argparse.Namespace) -> int:
     metrics = [*THELMA, *(m for m in _run_metrics(args.db, args.run) if m not in THELMA)]
     if args.corrected or args.labels_out:
         store.migrate(args.db)  # a database written before labels existed has none, and gets the table
-    wide = store.run_scores_wide(args.db, args.run, metrics, queries.scores_sql(args.band, args.corrected))
+    wide = queries.runs.run_scores_wide(args.db, args.run, metrics, queries.sql.scores_sql(args.band, args.corrected))
     header = ["item_id", *metrics, "n_failed"]
     _write_csv(args.out, header, [[_cell(v) for v in row] for row in wide[header].itertuples(index=False)])
     print(f"wrote {len(wide)} items to {args.out}")
     if args.labels_out:
-        labels = queries.run_labels(args.db, args.run)
+        labels = queries.trust.run_labels(args.db, args.run)
         labels.to_csv(args.labels_out, index=False)
         print(f"wrote {len(labels)} labels to {args.labels_out}")
     return 0
@@ -336,10 +334,10 @@ def _export(args: argparse.Namespace) -> int:
 
 def _diagnose(args: argparse.Namespace) -> int:
     _check_run(args.db, args.run)
-    wide = store.run_scores_wide(args.db, args.run, list(THELMA), queries.scores_sql(args.band))
+    wide = queries.runs.run_scores_wide(args.db, args.run, list(THELMA), queries.sql.scores_sql(args.band))
     rows: list[list[object]] = []
     for record in wide.to_dict("records"):
-        scores = {m: queries.wide_score(record, m) for m in THELMA}  # with counts: the quiet diagnosis
+        scores = {m: queries.diagnosis.wide_score(record, m) for m in THELMA}  # with counts: the quiet diagnosis
         rows += [[record["item_id"], rule.id, rule.components, rule.origin]
                  for rule in diagnosis.diagnose(scores, args.thresholds)]
     _write_csv(args.out, ["item_id", "rule", "components", "origin"], rows)
@@ -355,7 +353,7 @@ def _trust(args: argparse.Namespace) -> int:
     _check_run(args.db, args.run)
     store.migrate(args.db)  # a database written before labels existed gets the table
     if args.labels:
-        items, components = queries.label_targets(args.db, args.run)
+        items, components = queries.trust.label_targets(args.db, args.run)
         try:
             labels = load_labels(args.labels, set(diagnosis.RULES), set(THELMA), items, components,
                                  author=args.author or store.os_user())
@@ -396,7 +394,7 @@ def _agreement(args: argparse.Namespace) -> int:
         return _fail(f"{exc}; choose another --run name")
     except store.RunBusy as exc:
         return _fail(str(exc), 6)
-    outcomes = queries.pair_scores(args.db, args.run)
+    outcomes = queries.compare.pair_scores(args.db, args.run)
     tallies = pairs.tally([(r.metric, None if r.better != r.better else r.better,
                             None if r.worse != r.worse else r.worse) for r in outcomes.itertuples(index=False)])
     rows = [tallies[m].row(m) for m in metrics if m in tallies]
@@ -436,7 +434,7 @@ def _export_suite(args: argparse.Namespace) -> int:
     _check_run(args.db, args.run)
     store.migrate(args.db)  # a database written before labels existed gets the table: corrections are read
     conditions = suite.parse_filter(args.filter) if args.filter is not None else ()
-    wide = store.run_scores_wide(args.db, args.run, list(THELMA))
+    wide = queries.runs.run_scores_wide(args.db, args.run, list(THELMA))
     ids = suite.select_items(args.db, args.run, wide, ids=args.items, triaged=args.triaged, rule=args.rule,
                              conditions=conditions)
     n_items, n_expect = suite.export(args.db, args.run, args.out, ids, wide)
@@ -449,7 +447,7 @@ def _ledger(args: argparse.Namespace) -> int:
     for run in runs:
         _check_run(args.db, run)
     th = ledger.Thresholds(args.min_retrieved, args.dead_max_essential, args.stale_min_unsupported)
-    frame = queries.source_ledger(args.db, runs, th, args.band, limit=None)
+    frame = queries.ledger.source_ledger(args.db, runs, th, args.band, limit=None)
     with open(args.out, "w", newline="", encoding="utf-8") as f:
         f.write(ledger.to_csv(frame))
     print(f"wrote {len(frame)} sources of {len(runs)} run{'s' if len(runs) > 1 else ''} to {args.out}: "
@@ -458,7 +456,7 @@ def _ledger(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    frame = store.runs(args.db)
+    frame = queries.runs.runs(args.db)
     if frame.empty:
         print("no runs")
         return 0

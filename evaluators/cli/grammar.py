@@ -16,7 +16,7 @@ from evaluators.core.records import JudgeCall
 from evaluators.grammar import CLUSTER_BY, COMPANY_SQL, CORPUS, TEMPLATES, generate, pipeline, robustness, runs
 from evaluators.judges.llm import JudgeFatal
 from evaluators.runs import runner
-from evaluators.storage import store
+from evaluators.storage import queries, store
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -94,7 +94,7 @@ def cli_eval(args: argparse.Namespace) -> int:
         if not args.no_judge:
             print(runs.evaluate_correctness(args.db, args.run, args.judge, args.api_base, args.concurrency,
                                             key_env=args.key_env).text())
-        elif args.run not in store.grammar_runs(args.db):
+        elif args.run not in queries.grammar.grammar_runs(args.db):
             return _fail(f"run {args.run!r} has no stored GRAMMAR correctness; run grammar-eval without --no-judge")
         print(robustness.report_text(robustness.report(args.db, args.run, args.cluster_by)))
     except JudgeFatal as exc:

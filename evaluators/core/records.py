@@ -53,6 +53,10 @@ CLAIM = "claim"              # B.1 claims of the response (RP, GR)
 SUBQUESTION = "subquestion"  # B.3 sub-questions of the query (SQC, RQC)
 SENTENCE = "sentence"        # sentences of the response (SD)
 
+# The item metadata key under which peer scores travel with an imported item ({origin: {metric: value
+# or None}}): runs/traces.py writes it, the store keeps them in their own table.
+IMPORTED = "imported_scores"
+
 
 @dataclass(frozen=True)
 class Item:

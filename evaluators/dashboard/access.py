@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 from evaluators.core.masking import mask_url
 from evaluators.core.records import Item, Label, check_run_name
-from evaluators.storage import store
+from evaluators.storage import queries, store
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
 # The [roles] lists in secrets.toml, one per role; any other key is a typo that would grant nothing.
@@ -272,7 +272,7 @@ def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge
     """
     require(user, EVALUATOR, "upload files or run judges")
     check_run_name(run)
-    if store.run_exists(db, run):
+    if queries.runs.run_exists(db, run):
         raise RunExists("A run with this name already exists: choose another name (an evaluation never adds to "
                         "an existing run).")
     model, options = judge_options(judge, environ)

@@ -32,7 +32,7 @@ APP = ROOT / "app.py"
 PRELOAD = ("numpy", "pandas", "pyarrow", "duckdb", "plotly.graph_objects", "streamlit.emojis",
            "evaluators.storage.queries.runs", "evaluators.storage.store", "evaluators.dashboard.charts",
            "evaluators.metrics.diagnosis", "evaluators.core.stats", "evaluators.dashboard.access",
-           "evaluators.core.confidence", "evaluators.vocabulary")
+           "evaluators.core.confidence", "evaluators.metrics.registry")
 WARM_RUNS = 10  # the newest runs whose Runs page is opened at start (the default run's among them)
 REWARM_POLL_S = 2.0  # how often serve looks for new runs in the file
 REWARM_QUIET_S = 5.0  # how long the file must go unwritten first: a run in progress writes every second or so

@@ -28,10 +28,11 @@ from evaluators.core.masking import mask_url
 from evaluators.core.records import Score, Status
 from evaluators.core.stats import bootstrap_ci
 from evaluators.dashboard import access
+from evaluators.metrics import registry
 from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS, RULES, Fired, fired
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import order_metrics
+from evaluators.metrics.registry import order_metrics
+from evaluators.metrics.thelma import aggregate_coverage
+from evaluators.storage import queries, store
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB = "data/demo.duckdb"
@@ -63,9 +64,6 @@ PAGES: dict[str, PageFile] = {
 LABELS = ("confirmed", "false alarm", "fixed")
 SAVE_DEADLINE_S = 5.0  # how long a triage save retries a locked file before saying "busy"
 COMPONENTS = ("Retriever", "Source text", "Source chunking", "Prompt", "Generator", "Judge", "Other")
-# Quadrant scatters of Table 2: (x, y) metric pairs and the rules they show.
-RULE_PAIRS = (("sqc", "rqc", "T2.2, T2.4"), ("sp1", "sqc", "T2.3"), ("rp", "sd", "T2.1"),
-              ("sp1", "rp", "T2.5"), ("sqc", "gr", "T2.6, X1 (ours)"))
 OK, GOOD, BAD, FAIL = "ok", "#c8ecd0", "#f8d0d0", "#e6e6e6"
 # An unsure verdict is neither green nor red: the dashboard stays quiet where the judge is unsure.
 UNSURE, UNSURE_COLOUR = Status.UNSURE.value, "#fdf1c7"
@@ -248,19 +246,19 @@ def warm() -> pd.DataFrame | None:
     """Fill the cached reads that every page's first run needs and no view setting changes (the
     database check, the runs catalog, the runs a picker opens on), outside any page run: for the
     server (evaluators/serve.py). Keyed by the database's version like every read; raises store
-    errors. Returns the runs as store.runs() lists them, newest first, or None when the database is
+    errors. Returns the runs as queries.runs.runs() lists them, newest first, or None when the database is
     not one the dashboard reads."""
     path = db_path()
     version = db_version(path)
     if _health(str(path), version).state != "ok":
         return None
     with store.reading(path):  # both scan a run's items or scores: 0.1-0.5 s at 1M
-        _cached(queries.thelma_runs, _name(queries.thelma_runs), str(path), version, (), ())
-        return _cached(queries.catalog, _name(queries.catalog), str(path), version, (), ())[0]
+        _cached(queries.runs.thelma_runs, _name(queries.runs.thelma_runs), str(path), version, (), ())
+        return _cached(queries.runs.catalog, _name(queries.runs.catalog), str(path), version, (), ())[0]
 
 
 def read(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """fn(db, *args, **kwargs) through the cache, e.g. read(queries.metadata_keys, run_id)."""
+    """fn(db, *args, **kwargs) through the cache, e.g. read(queries.runs.metadata_keys, run_id)."""
     return read_all((fn, args, kwargs))[0]
 
 
@@ -270,11 +268,11 @@ def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ..
     # cache_resource hands out the same frame without a copy: callers must not modify it.
     # At the default band the stored table is read; another band, or people's corrections,
     # recompute it from the verdicts.
-    return store.run_table(path, run_id, metric_ids, queries.scores_sql(band, corrected))
+    return queries.runs.run_table(path, run_id, metric_ids, queries.sql.scores_sql(band, corrected))
 
 
 def _every_metric() -> tuple[str, ...]:
-    return tuple(order_metrics({m for ms in read(queries.catalog)[1].values() for m in ms}))
+    return tuple(order_metrics({m for ms in read(queries.runs.catalog)[1].values() for m in ms}))
 
 
 def run_table(run_id: str) -> pd.DataFrame:
@@ -294,7 +292,7 @@ def _relation(path: str, version: float, run_id: str, every: tuple[str, ...], ba
     """A run table for derived(): at the default band the stored one, queried in the file (a million
     items are never pulled into memory); at another band or corrected, the cached recomputed frame."""
     if band is None and not corrected:
-        return store.StoredRun(path, run_id, every)
+        return queries.runs.stored_table(path, run_id, every)
     return _run_table(path, version, run_id, every, band, corrected)
 
 
@@ -307,7 +305,7 @@ def _derived(_fn: Callable[..., Any], name: str, path: str, version: float, ever
 
 
 def derived(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs: Any) -> Any:
-    """fn(*run tables of run_ids, *args, **kwargs), e.g. derived(queries.correlations, [run], metrics):
+    """fn(*run tables of run_ids, *args, **kwargs), e.g. derived(queries.diagnosis.correlations, [run], metrics):
     a computation over run tables (at the URL's band) in DuckDB, itself cached, so a rerun for an
     unrelated widget costs nothing."""
     path = db_path()
@@ -330,12 +328,12 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
 
 def runs() -> pd.DataFrame:
     """All runs, newest first."""
-    return read(queries.catalog)[0]
+    return read(queries.runs.catalog)[0]
 
 
 def metrics(*run_ids: str) -> list[str]:
     """Metric ids present in these runs, THELMA's first."""
-    per_run = read(queries.catalog)[1]
+    per_run = read(queries.runs.catalog)[1]
     return order_metrics([m for r in run_ids if r for m in per_run.get(r, [])])
 
 
@@ -403,7 +401,7 @@ def csv_list(text: str) -> list[str]:
 def default_run(ids: Sequence[str], skip: str | None = None) -> str:
     """The run a picker opens on: the newest THELMA run (not a GRAMMAR robustness run) other than
     `skip`, else the newest run other than `skip`. `ids` lists runs newest first."""
-    thelma = set(read(queries.thelma_runs))
+    thelma = set(read(queries.runs.thelma_runs))
     return next((r for r in ids if r != skip and r in thelma), next((r for r in ids if r != skip), ids[0]))
 
 
@@ -465,7 +463,7 @@ def thresholds(metric_ids: Sequence[str]) -> dict[str, float]:
     out = dict(DEFAULT_THRESHOLDS)
     with st.sidebar.expander("Thresholds (low < threshold ≤ high)", expanded=False):
         for m in metric_ids:
-            default = DEFAULT_THRESHOLDS.get(m, 0.5)
+            default = registry.threshold(m)
             out[m] = synced(st.slider, f"{m.upper()} threshold", f"th_{m}", default, unit, remember=True,
                             min_value=0.0, max_value=1.0, step=0.01)
     for m in DEFAULT_THRESHOLDS:  # rules may read a metric this run lacks; keep a URL value for it
@@ -661,7 +659,7 @@ def failure_text(frame: pd.DataFrame) -> str:
 
 
 def item_scores(frame: pd.DataFrame) -> dict[str, Score]:
-    """An item's scores (queries.item_detail's `scores`) as Scores with their counts, by metric."""
+    """An item's scores (queries.items.item_detail's `scores`) as Scores with their counts, by metric."""
     return {r["metric"]: Score(r.get("item_id", ""), r["metric"], None if pd.isna(r["value"]) else float(r["value"]),
                                int(r["n_scored"]), int(r["n_total"]), Status(r["status"]), int(r["n_unsure"] or 0))
             for r in frame.to_dict("records")}
@@ -682,7 +680,7 @@ def rules_table(scores: Mapping[str, Score], th: Mapping[str, float]) -> tuple[l
 
 
 def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """Items per quadrant of (x, y) from queries.rule_counts(): x_low, y_low and n; unscored items left out."""
+    """Items per quadrant of (x, y) from queries.diagnosis.rule_counts(): x_low, y_low and n; unscored items left out."""
     cols = [f"x_low:{x}|{y}", f"y_low:{x}|{y}"]
     scored = combos.dropna(subset=cols)
     counts = scored.groupby(cols, as_index=False)["n"].sum()
@@ -790,7 +788,7 @@ def rule_evidence(condition_metric: str, level: str, verdicts: Sequence[Record],
     mine = [v for v in verdicts if v["metric"] == condition_metric and v["target"] != "decompose"]
     want = 0.0 if level == "low" else 1.0
     deciding = [v for v in mine if v["status"] == OK and float(v["value"]) == want]
-    if condition_metric in queries.COVERAGE_METRICS and level == "low":
+    if condition_metric in queries.sql.aggregated_by(aggregate_coverage) and level == "low":
         covered = {v["component_idx"] for v in mine if v["status"] == OK and float(v["value"]) == 1.0}
         deciding = [v for v in deciding if v["component_idx"] not in covered]
     unsure = [v for v in mine if v["status"] == UNSURE]

@@ -23,23 +23,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from evaluators.core.records import Answer, Item, Judge, Status
+from evaluators.core.records import Item, Judge, Status
 from evaluators.core.text import split_sentences
 from evaluators.grammar import CORPUS_SPEC, META_GENERATOR_STATUS, META_RETRIEVED
 from evaluators.grammar.generate import Case, as_text
-from evaluators.judges import prompts
 from evaluators.judges.embeddings import embed
-
-
-def parse_answer(reply: str) -> str:
-    """A free-text answer inside <output>; an empty one is re-asked."""
-    try:
-        body = prompts.output_body(reply)
-    except prompts.ParseError:
-        body = ""
-    if not body:
-        raise prompts.ParseError("no answer inside <output>")
-    return body
+from evaluators.judges.peers.grammar import entity_words, without_entity, words
 
 
 @dataclass(frozen=True)
@@ -103,14 +92,6 @@ def load_corpus(path: str | Path) -> list[Doc]:
 
 # ---------------------------------------------------------------- retrievers
 
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def words(text: str) -> list[str]:
-    """Lower-case alphanumeric tokens."""
-    return _WORD.findall(text.lower())
-
-
 class BM25:
     """Okapi BM25 over whole documents: the sparse keyword retriever."""
 
@@ -155,58 +136,6 @@ def retrieve(retriever: BM25 | Dense, query: str, k: int) -> list[Doc]:
 
 
 RETRIEVERS: dict[str, Callable[[Sequence[Doc]], BM25 | Dense]] = {"bm25": BM25, "dense": Dense}
-
-
-# ---------------------------------------------------------------- the offline extractive generator
-
-# Where a fact sentence turns from its subject to its value.
-_CUE = re.compile(r"\s(?:is|are|was|were|reports to|began on|as)\s", re.I)
-_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9-]*")
-
-
-def entity_words(question: str, sentences: Sequence[str]) -> set[str]:
-    """The question's words that the retrieved text writes capitalised: the entity asked about."""
-    named = {w for s in sentences for w in words(" ".join(_CAPITALISED.findall(s)))}
-    return set(words(question)) & named
-
-
-def answer_span(sentence: str, entity: set[str]) -> str:
-    """Split the sentence at its first cue ("is", "reports to", ...) and answer with the side that
-    names the question's entity less (the value, not the subject); the whole sentence without a cue."""
-    m = _CUE.search(sentence)
-    if not m:
-        return sentence.strip()
-    before, after = sentence[:m.start()].strip(), sentence[m.end():].strip().rstrip(".")
-    return before if len(set(words(after)) & entity) > len(set(words(before)) & entity) else after
-
-
-def without_entity(question: str, entity: set[str]) -> str:
-    """The question with its entity words dropped (unchanged if nothing would be left)."""
-    return " ".join(w for w in question.split() if not set(words(w)) & entity) or question
-
-
-def extract_answer(question: str, sources: Sequence[str]) -> tuple[str, str]:
-    """The answer span of the retrieved sentence most similar (MiniLM cosine) to the question.
-
-    The entity words are dropped from the question first, so the sentence is chosen by what is
-    asked ("director of ..."), not by whom it is about: every sentence of a profile names its subject.
-    """
-    sentences = [s for src in sources for s in split_sentences(src)]
-    if not sentences:
-        return "", "no retrieved text"
-    entity = entity_words(question, sentences)
-    asked = without_entity(question, entity)
-    sims = embed(sentences) @ embed([asked])[0]
-    best = int(np.argmax(sims))
-    span = answer_span(sentences[best], entity)
-    return span, (f"extractive: question without its entity {asked!r}; best sentence {sentences[best]!r} "
-                  f"(cosine {sims[best]:.2f}); answer span {span!r}")
-
-
-def offline_answer(sources: list[str], question: str) -> Answer:
-    """The offline generator's answer to `grammar_rag_answer`: the extractive span."""
-    span, why = extract_answer(question, sources)
-    return Answer(span, Status.OK, detail=why)
 
 
 # ---------------------------------------------------------------- the pipeline

@@ -1,7 +1,7 @@
 """GRAMMAR's robustness: correctness against the ground truth, semantic groups, R and Acc, and blame.
 
-- correctness: Table 6's judge verdict (`parse_correctness`), or offline a normalised match of the
-  ground truth in the response (`answer_match`);
+- correctness: Table 6's verdict on each item, asked of a judge with the `grammar_correctness` prompt
+  (its parser and offline answer are in evaluators/judges/peers/grammar.py);
 - groups: gap (none correct), robust (all correct) or non-robust; robustness
   R = correct / (total - items in gap groups) and Acc = R x (1 - lambda);
 - the paper's "context comparison" blames a wrong item on the language model or on retrieval;
@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import date
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from evaluators.core.records import Answer, Judge, Status
+from evaluators.core.records import Judge, Status
 from evaluators.grammar import (
     ALL,
     GAP,
@@ -39,93 +37,7 @@ from evaluators.grammar import (
     ROBUST,
     UNKNOWN,
 )
-from evaluators.judges import prompts
-from evaluators.storage import store
-
-# ---------------------------------------------------------------- correctness: Table 6's verdict
-
-_OUTPUT_BODY = re.compile(r"<output>(.*?)(?:</output>|$)", re.S | re.I)
-
-
-def _reply_body(reply: str) -> str:
-    match = _OUTPUT_BODY.search(reply)
-    return (match.group(1) if match else reply).strip()
-
-
-def parse_correctness(reply: str) -> int:
-    """Table 6's verdict: "Correct" is 1, "Incorrect" is 0; both or neither is unparseable."""
-    words = set(re.findall(r"[a-z]+", _reply_body(reply).lower()))
-    if ("correct" in words) == ("incorrect" in words):
-        raise prompts.ParseError(f"expected Correct or Incorrect, got {reply[:60]!r}")
-    return int("correct" in words)
-
-
-# ---------------------------------------------------------------- offline correctness: normalised match
-
-_MONTHS = {name: i for i, name in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september",
-     "october", "november", "december"], 1)}
-_MONTH = r"(" + "|".join(sorted({*_MONTHS, *(m[:3] for m in _MONTHS), "sept"}, key=len, reverse=True)) + r")\.?"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DATES = [  # (pattern, (year, month, day) group order)
-    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), (1, 2, 3)),
-    (re.compile(rf"\b{_DAY}(?:\s+of)?\s+{_MONTH},?\s+(\d{{4}})\b"), (3, 2, 1)),
-    (re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+(\d{{4}})\b"), (3, 1, 2)),
-]
-_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*")
-
-
-def _iso_dates(text: str) -> str:
-    """Rewrite recognised dates ("14 March 2022", "March 14th, 2022", "2022-03-14") as one token."""
-    def token(order: tuple[int, int, int]) -> Callable[[re.Match[str]], str]:
-        def sub(m: re.Match[str]) -> str:
-            y, mo, d = (m.group(i) for i in order)
-            month = int(mo) if mo.isdigit() else _MONTHS.get(mo, 0) or next(
-                i for n, i in _MONTHS.items() if n.startswith(mo[:3]))
-            try:
-                return f" d{date(int(y), month, int(d)):%Y%m%d} "
-            except ValueError:
-                return m.group(0)
-        return sub
-
-    text = text.lower()
-    for pattern, order in _DATES:
-        text = pattern.sub(token(order), text)
-    return text
-
-
-def normalise(text: str) -> list[str]:
-    """Lower-case word tokens with punctuation dropped and dates in one canonical form."""
-    return _TOKEN.findall(_iso_dates(text))
-
-
-def _contains(haystack: list[str], needle: list[str]) -> bool:
-    n = len(needle)
-    return n > 0 and any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
-
-
-def answer_match(truth: str, response: str) -> tuple[bool, str]:
-    """The offline correctness check: every comma-separated part of the truth appears in the response.
-
-    Both sides are normalised (case, punctuation, date formats), and each part must occur as a
-    contiguous token sequence, so "Cork, Ireland" is matched by "in Cork (Ireland)" but not by "Cork".
-    """
-    said = normalise(response)
-    parts = [normalise(p) for p in _iso_dates(truth).split(",")]
-    parts = [p for p in parts if p]
-    if not parts:
-        return False, "the ground truth is empty"
-    missing = [" ".join(p) for p in parts if not _contains(said, p)]
-    if missing:
-        return False, f"not in the response: {', '.join(repr(m) for m in missing)}"
-    return True, f"found: {', '.join(repr(' '.join(p)) for p in parts)}"
-
-
-def offline_correctness(query: str, true_answer: str, given_response: str) -> Answer:
-    """Table 6 offline: the normalised match of the ground truth in the response."""
-    correct, why = answer_match(true_answer, given_response)
-    return Answer(int(correct), Status.OK, detail=f"normalised match: {why}")
-
+from evaluators.storage import queries, store
 
 # ---------------------------------------------------------------- pure robustness math
 
@@ -324,7 +236,7 @@ class RunItem:
 def grammar_items(db: str | Path, run: str) -> list[RunItem]:
     """The items of a stored run that carry GRAMMAR metadata (`grammar_group`)."""
     found = []
-    for row in store.run_items(db, [run]).itertuples(index=False):
+    for row in queries.items.run_items(db, [run]).itertuples(index=False):
         meta = json.loads(row.metadata)
         if META_GROUP in meta:
             truth = row.reference if isinstance(row.reference, str) else ""
@@ -381,7 +293,7 @@ def write_correctness(db: str | Path, run: str, rows: Sequence[Correctness]) -> 
 
 def group_counts(db: str | Path, run: str, cluster_by: str = "sql_template") -> list[GroupCount]:
     """Per (cluster, group) counts of a run, grouped in DuckDB."""
-    frame = store.grammar_group_counts(db, run, cluster_by)
+    frame = queries.grammar.grammar_group_counts(db, run, cluster_by)
     return [GroupCount(r.cluster, r.group_id, int(r.total), int(r.n_correct), int(r.unscored))
             for r in frame.itertuples(index=False)]
 
@@ -391,7 +303,7 @@ def outcomes(db: str | Path, run: str, cluster_by: str = "sql_template",
     """Item-level outcomes of a run, optionally only for some groups."""
     if groups is not None and not groups:
         return []
-    frame = store.grammar_outcomes(db, run, cluster_by, groups)
+    frame = queries.grammar.grammar_outcomes(db, run, cluster_by, groups)
     return [Outcome(r.item_id, r.cluster, r.group_id, None if pd.isna(r.correct) else bool(r.correct),
                     tuple(r.retrieved_doc_ids), tuple(r.true_doc_ids)) for r in frame.itertuples(index=False)]
 
@@ -439,10 +351,10 @@ def report(db: str | Path, run: str, cluster_by: str = "sql_template") -> Report
     blame = context_comparison(nr, classes)
     credit = Counter((o.cluster, o.group) for o in nr if blame.get(o.item_id) == LM)
     modular = [replace(c, correct=c.correct + credit[(c.cluster, c.group)]) for c in counts]
-    hits = store.grammar_hits(db, run, cluster_by)
+    hits = queries.grammar.grammar_hits(db, run, cluster_by)
     hit_map = {r.cluster: (int(r.hits), int(r.known)) for r in hits.itertuples(index=False)}
     hit_map[ALL] = (sum(h for h, _ in hit_map.values()), sum(k for _, k in hit_map.values()))
-    detail = store.grammar_group_items(db, run, nr_groups)
+    detail = queries.grammar.grammar_group_items(db, run, nr_groups)
     detail["attribution"] = [blame.get(i, "") for i in detail["item_id"]]
     return Report(run, cluster_by, classes, figures(counts, classes), figures(modular, classes),
                   hit_map, blame, detail)

@@ -18,9 +18,9 @@ from evaluators.grammar import COMPANY_SQL, META_GROUP, TEMPLATES
 from evaluators.grammar.generate import Case, generate, load_templates, open_source
 from evaluators.grammar.pipeline import RETRIEVERS, Doc, answer_cases, render_corpus
 from evaluators.grammar.robustness import Correctness, grammar_items, judge_items, write_correctness
+from evaluators.metrics.registry import THELMA
 from evaluators.runs import runner
-from evaluators.storage import store
-from evaluators.vocabulary import THELMA
+from evaluators.storage import queries, store
 
 
 class NoGrammarItems(ValueError):
@@ -34,7 +34,7 @@ async def open_judge(stack: AsyncExitStack, spec: str, db: str | Path | None, ca
     "offline>openai/gpt-4o-mini") that answers from the cache of `db` (when given) and appends every
     new call to `calls`; `key_env` as for runner.evaluate. ValueError (one line) for a bad chain."""
     tiers, decomposer = runner.check_chain(spec)
-    caches = {tier: store.load_cache(db, runner.judge_name(tier)) for tier in tiers if db and tier != runner.OFFLINE}
+    caches = {tier: queries.runs.load_cache(db, runner.judge_name(tier)) for tier in tiers if db and tier != runner.OFFLINE}
     judge, _ = await runner.open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches, calls.append,
                                        key_env=key_env)
     return judge
@@ -66,7 +66,7 @@ def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_b
     Items need `grammar_group` in their metadata and the ground truth as `reference`. Judge calls
     are stored in judge_calls (so reruns are answered from the cache).
     """
-    total = store.count_items(db, run)
+    total = queries.runs.count_items(db, run)
     items = grammar_items(db, run)
     if not items:
         raise NoGrammarItems(f"run {run!r} has no items with GRAMMAR metadata ({META_GROUP})")

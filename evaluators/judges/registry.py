@@ -1,65 +1,22 @@
-"""The engine's one registry: plain tables read by the judges and the runner.
+"""The judges' registry: per prompt file in prompts/, what the judges know about it, as plain tables.
 
-- METRICS: every metric by id, THELMA's seven first (in the paper's order), then our reference-based
-  ones, then the other suites;
 - PARSERS: the reply parser of every prompt file in prompts/, for the LLM judge;
 - OFFLINE_ANSWERS: the offline judge's answer to each prompt it can answer;
 - BATCH_ELEMENTS and EVALUATED_TEXTS: which variables the offline judge checks it can read;
 - BINARY_PROMPTS, LABEL_PROMPTS and DISTRIBUTION_PROMPTS: prompts a logprob judge reads from the first token.
 
-This module imports the modules that define those functions; nothing registers itself anywhere, so
-any judge answers any prompt listed here whatever was imported first. Adding a prompt means a file
-in prompts/, a parser here, and (for the offline judge) an offline answer here.
+This module imports the modules that define those functions (evidence.py for THELMA's prompts,
+peers/ for the others'); nothing registers itself anywhere, so any judge answers any prompt listed
+here whatever was imported first. Adding a prompt means a file in prompts/, a parser here, and (for
+the offline judge) an offline answer here. The metrics are listed by id in evaluators/metrics/registry.py.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from evaluators.core.records import Answer
-from evaluators.grammar import pipeline, robustness
 from evaluators.judges import evidence, prompts
-from evaluators.metrics import thelma as metrics
-from evaluators.metrics.suites import deepeval, nvidia, ragas, reference
-from evaluators.metrics.thelma import Metric
-
-THELMA_METRICS: dict[str, Metric] = {
-    "sp1": metrics.SP1,
-    "sp2": metrics.SP2,
-    "sqc": metrics.SQC,
-    "rp": metrics.RP,
-    "rqc": metrics.RQC,
-    "sd": metrics.SD,
-    "gr": metrics.GR,
-}
-
-# Ours, for items that carry a golden answer: THELMA's steps against the reference.
-REFERENCE_METRICS: dict[str, Metric] = {
-    reference.PRECISION: reference.REF_PRECISION,
-    reference.RECALL: reference.REF_RECALL,
-    reference.F1: reference.REF_F1,
-}
-
-SUITE_METRICS: dict[str, Metric] = {
-    "ragas_faithfulness": ragas.FAITHFULNESS,
-    "ragas_answer_relevance": ragas.ANSWER_RELEVANCE,
-    "ragas_context_relevance": ragas.CONTEXT_RELEVANCE,
-    "nv_answer_accuracy": nvidia.ANSWER_ACCURACY,
-    "nv_context_relevance": nvidia.CONTEXT_RELEVANCE,
-    "nv_groundedness": nvidia.GROUNDEDNESS,
-    "de_contextual_precision": deepeval.CONTEXTUAL_PRECISION,
-    "de_contextual_recall": deepeval.CONTEXTUAL_RECALL,
-    "de_contextual_relevancy": deepeval.CONTEXTUAL_RELEVANCY,
-    "de_answer_relevancy": deepeval.ANSWER_RELEVANCY,
-    "de_answer_relevancy_sim": deepeval.ANSWER_RELEVANCY_SIM,
-    "de_faithfulness": deepeval.FAITHFULNESS,
-    "de_hallucination": deepeval.HALLUCINATION,
-    "de_geval": deepeval.GEVAL,
-}
-
-METRICS: dict[str, Metric] = {**THELMA_METRICS, **REFERENCE_METRICS, **SUITE_METRICS}
-
-# The prompts the suites' metrics ask (their hashes go on a run like THELMA's).
-SUITE_PROMPTS: frozenset[str] = frozenset(p for metric in SUITE_METRICS.values() for p in metric.prompts)
+from evaluators.judges.peers import deepeval, grammar, nvidia, ragas
 
 PARSERS: dict[str, Callable[[str], Any]] = {
     # THELMA (Appendix B), one component per call and batched
@@ -101,8 +58,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     # GRAMMAR
     "grammar_sql_templates": prompts.parse_list,
     "grammar_text_templates": prompts.parse_list,
-    "grammar_correctness": robustness.parse_correctness,
-    "grammar_rag_answer": pipeline.parse_answer,
+    "grammar_correctness": grammar.parse_correctness,
+    "grammar_rag_answer": grammar.parse_answer,
 }
 
 # GRAMMAR's template prompts have no offline answer: writing SQL needs an LLM.
@@ -144,8 +101,8 @@ OFFLINE_ANSWERS: dict[str, Callable[..., Answer]] = {
     "de_geval_steps": deepeval.offline_geval_steps,
     "de_geval_score": deepeval.offline_geval_score,
     # GRAMMAR
-    "grammar_correctness": robustness.offline_correctness,
-    "grammar_rag_answer": pipeline.offline_answer,
+    "grammar_correctness": grammar.offline_correctness,
+    "grammar_rag_answer": grammar.offline_answer,
 }
 
 # Batched prompts whose answer is keyed by element number: the list variable those numbers count.

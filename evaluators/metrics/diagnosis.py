@@ -16,25 +16,23 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, NamedTuple, Union
 
 from evaluators.core.records import Score, Status
+from evaluators.metrics import registry
 
-# Defaults, chosen so that one miss in a typical item counts as low:
-# - sqc/rqc 0.75: a two-part query with one part uncovered (0.5) is low.
-# - sd 0.8: one repeated pair among five sentences (0.6) is low.
-# - gr 0.8: one unsupported claim in five (0.8) is still high; two (0.6) is low.
-# - sp2 0.3: sources carry many true but extraneous facts; below 0.3 the chunk is mostly noise.
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    "sp1": 0.5, "sp2": 0.3, "sqc": 0.75, "rp": 0.5, "rqc": 0.75, "sd": 0.8, "gr": 0.8,
-}
+# Each THELMA metric's default threshold, from its Metric record (metrics/thelma.py says why each).
+DEFAULT_THRESHOLDS: dict[str, float] = {m: spec.threshold for m, spec in registry.THELMA_METRICS.items()}
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of Table 2, or a rule of ours beyond it (`ours`)."""
+    """One row of Table 2, or a rule of ours beyond it (`ours`): the (metric or reading, "low" | "high")
+    conditions that must all hold, what that means, the component to fix, and the metric pair whose
+    quadrant scatter shows it."""
 
     id: str
-    pattern: str
+    conditions: tuple[tuple[str, str], ...]
     meaning: str
     components: str
+    plot: tuple[str, str]
     ours: bool = False
 
     @property
@@ -47,31 +45,38 @@ class Rule:
         """Where the rule comes from: THELMA's Table 2, or ours."""
         return "ours, beyond THELMA's Table 2" if self.ours else "THELMA Table 2"
 
+    @property
+    def pattern(self) -> str:
+        """The conditions as Table 2 writes them: 'SD low, RP high'."""
+        return ", ".join(f"{metric.upper()} {want}" for metric, want in self.conditions)
+
 
 RULES: dict[str, Rule] = {r.id: r for r in [
-    Rule("T2.1", "SD low, RP high", "long, relevant but repetitive answers", "Prompt or Generator"),
-    Rule("T2.2", "SQC low, RQC low", "bad retrieval, or the corpus lacks the answer", "Retriever or Source text"),
-    Rule("T2.3", "SP low, SQC high", "the query is covered, but some sources are only loosely relevant", "Retriever"),
-    Rule("T2.4", "RQC low, SQC high", "the answer is in the sources but not used", "Prompt or Generator"),
-    Rule("T2.5", "RP low, SP1 high", "extraneous answer content while the sources are essential", "Prompt or Source chunking"),
-    Rule("T2.6", "SQC low, RQC high, GR low", "the generator answers what the sources do not cover", "Prompt"),
+    Rule("T2.1", (("sd", "low"), ("rp", "high")), "long, relevant but repetitive answers", "Prompt or Generator",
+         ("rp", "sd")),
+    Rule("T2.2", (("sqc", "low"), ("rqc", "low")), "bad retrieval, or the corpus lacks the answer",
+         "Retriever or Source text", ("sqc", "rqc")),
+    Rule("T2.3", (("sp", "low"), ("sqc", "high")), "the query is covered, but some sources are only loosely relevant",
+         "Retriever", ("sp1", "sqc")),
+    Rule("T2.4", (("rqc", "low"), ("sqc", "high")), "the answer is in the sources but not used", "Prompt or Generator",
+         ("sqc", "rqc")),
+    Rule("T2.5", (("rp", "low"), ("sp1", "high")), "extraneous answer content while the sources are essential",
+         "Prompt or Source chunking", ("sp1", "rp")),
+    Rule("T2.6", (("sqc", "low"), ("rqc", "high"), ("gr", "low")), "the generator answers what the sources do not cover",
+         "Prompt", ("sqc", "gr")),
     # Ours: the paper has no row for a generator that invents while retrieval is fine. It needs SQC
     # high, so it never fires with T2.6 (SQC low).
-    Rule("X1", "SQC high, GR low", "the generator adds claims the sources do not back, though retrieval covers "
-         "the query", "Generator", ours=True),
+    Rule("X1", (("sqc", "high"), ("gr", "low")), "the generator adds claims the sources do not back, though retrieval "
+         "covers the query", "Generator", ("sqc", "gr"), ours=True),
 ]}
 
-# Each rule as (metric, "low" | "high") conditions that must all hold; a condition may name a
-# reading (READINGS) instead of a metric.
-CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {
-    "T2.1": (("sd", "low"), ("rp", "high")),
-    "T2.2": (("sqc", "low"), ("rqc", "low")),
-    "T2.3": (("sp", "low"), ("sqc", "high")),
-    "T2.4": (("rqc", "low"), ("sqc", "high")),
-    "T2.5": (("rp", "low"), ("sp1", "high")),
-    "T2.6": (("sqc", "low"), ("rqc", "high"), ("gr", "low")),
-    "X1": (("sqc", "high"), ("gr", "low")),
-}
+# Each rule's conditions by id; a condition may name a reading (READINGS) instead of a metric.
+CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {r.id: r.conditions for r in RULES.values()}
+
+# The Diagnosis page's quadrant scatters, in the order it draws them: (x, y, the rules each shows).
+QUADRANTS: tuple[tuple[str, str, str], ...] = tuple(
+    (x, y, ", ".join(r.name for r in RULES.values() if r.plot == (x, y)))
+    for x, y in (("sqc", "rqc"), ("sp1", "sqc"), ("rp", "sd"), ("sp1", "rp"), ("sqc", "gr")))
 
 
 # A reading names the metrics it reads, in order: the first one scored counts, else the last.

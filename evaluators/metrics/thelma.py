@@ -1,6 +1,6 @@
 """THELMA metrics: Decompose and Match steps that call a judge, and pure Aggregate functions.
 
-Each metric is a `Metric(match, aggregate)`. `match(work)` returns the item's verdicts for that
+Each metric is a `Metric(id, name, match, aggregate, ...)`. `match(work)` returns the item's verdicts for that
 metric; `aggregate(metric, ..., verdicts, band)` turns them into a Score without calling anything,
 leaving out the verdicts whose p falls inside the uncertainty band (unsure). Decompositions are
 shared through the per-item `ItemWork`: RP and GR read one set of response claims, SQC and RQC one
@@ -490,40 +490,63 @@ async def match_sd(work: ItemWork) -> list[Verdict]:
     return await asyncio.to_thread(lambda: sd_verdicts(work.item.id, Cosines(embed(sentences)), work.sd_threshold))
 
 
-# ---------------------------------------------------------------- the metrics (evaluators/registry.py lists them by id)
+# ---------------------------------------------------------------- the metrics (evaluators/metrics/registry.py lists them by id)
 
 @dataclass(frozen=True)
 class Metric:
-    """A metric: its match step, its pure aggregate, and what it needs from an item."""
+    """A metric, whole: its id and the name views show, what it means, which way is better and where
+    "low" starts, what it needs from an item, its match step and its pure aggregate.
 
+    evaluators/metrics/registry.py lists every metric by id; nothing else restates what is here."""
+
+    id: str
+    name: str  # the display name every view shows
     match: Callable[[ItemWork], Awaitable[list[Verdict]]]
     # Reads verdicts already marked by with_band(): an UNSURE one is left out and counted apart.
     aggregate: Callable[[str, str, Sequence[Verdict]], Score] = aggregate_mean
-    needs_reference: bool = False
     description: str = ""
+    lower_is_better: bool = False  # its direction: views flip their "low" for a metric where less is better
+    threshold: float = 0.5  # its default threshold: a score below it is low (Table 2, the dashboard's filters)
+    needs_reference: bool = False
     prompts: tuple[str, ...] = ()  # prompt files it may use: their hashes are recorded on the run
     # The item texts ("query", "response", "reference") it judges: when one of them states nothing
     # ("...", "Yes", "N/A"), the metric is not scored (empty), never 0.
     reads: tuple[str, ...] = ()
+    # The component kinds it gives one verdict each (a claim, a sub-question, a source): what a flip
+    # between two runs or a regression suite's expectation can name.
+    components: tuple[str, ...] = ()
 
 
 _CLAIMS = ("claims", "claims_batch")
 _ESSENTIAL = ("essential", "essential_batch")
 _SUBQ = ("subquestions",)
 
-SP1 = Metric(match_sp1, description="Source precision, chunk level: share of sources with essential information",
+# Default thresholds, chosen so that one miss in a typical item counts as low:
+# - sqc/rqc 0.75: a two-part query with one part uncovered (0.5) is low.
+# - sd 0.8: one repeated pair among five sentences (0.6) is low.
+# - gr 0.8: one unsupported claim in five (0.8) is still high; two (0.6) is low.
+# - sp2 0.3: sources carry many true but extraneous facts; below 0.3 the chunk is mostly noise.
+SP1 = Metric("sp1", "SP1 source precision (chunks)", match_sp1, threshold=0.5, components=(SOURCE,),
+             description="Source precision, chunk level: share of sources with essential information",
              prompts=("source_essential", "source_essential_batch"), reads=("query",))
-SP2 = Metric(match_sp2, description="Source precision, fact level: share of source facts essential to the query",
+SP2 = Metric("sp2", "SP2 source precision (facts)", match_sp2, threshold=0.3,
+             description="Source precision, fact level: share of source facts essential to the query",
              prompts=_CLAIMS + _ESSENTIAL, reads=("query",))
-SQC = Metric(match_sqc, aggregate_coverage, description="Source query coverage: share of sub-questions the sources answer",
+SQC = Metric("sqc", "SQC source query coverage", match_sqc, aggregate_coverage, threshold=0.75,
+             components=(SUBQUESTION,),
+             description="Source query coverage: share of sub-questions the sources answer",
              prompts=_SUBQ + ("source_answers", "source_answers_batch"), reads=("query",))
-RP = Metric(match_rp, description="Response precision: share of response claims essential to the query",
+RP = Metric("rp", "RP response precision", match_rp, threshold=0.5, components=(CLAIM,),
+            description="Response precision: share of response claims essential to the query",
             prompts=_CLAIMS + _ESSENTIAL, reads=("query", "response"))
-RQC = Metric(match_rqc, description="Response query coverage: share of sub-questions the response addresses",
+RQC = Metric("rqc", "RQC response query coverage", match_rqc, threshold=0.75, components=(SUBQUESTION,),
+             description="Response query coverage: share of sub-questions the response addresses",
              prompts=_SUBQ + ("response_addresses", "response_addresses_batch"), reads=("query", "response"))
-SD = Metric(match_sd, description="Self-distinctness: 1 - share of response sentences that repeat another",
+SD = Metric("sd", "SD self-distinctness", match_sd, threshold=0.8,
+            description="Self-distinctness: 1 - share of response sentences that repeat another",
             reads=("response",))
-GR = Metric(match_gr, description="Groundedness: share of response claims supported by the sources",
+GR = Metric("gr", "GR groundedness", match_gr, threshold=0.8, components=(CLAIM,),
+            description="Groundedness: share of response claims supported by the sources",
             prompts=_CLAIMS + ("groundedness", "groundedness_batch"), reads=("response",))
 
 

@@ -16,10 +16,11 @@ from evaluators.core.records import Answer, Item, Judge, JudgeCall, Status
 from evaluators.core.text import split_sentences
 from evaluators.judges import cascade, registry
 from evaluators.judges.llm import LLMJudge, call_key, count_tokens, price_per_token
+from evaluators.metrics import registry as metric_registry
 from evaluators.metrics import thelma as metrics_mod
+from evaluators.metrics.registry import THELMA
 from evaluators.runs.runner import LOCAL, OFFLINE, check_chain, check_metrics, judge_name
-from evaluators.storage import store
-from evaluators.vocabulary import THELMA
+from evaluators.storage import queries
 
 
 @dataclass
@@ -114,7 +115,7 @@ def _size(value: Any) -> int:
 
 
 def _guess(prompt: str, v: dict[str, Any]) -> Any:
-    if prompt in registry.SUITE_PROMPTS:
+    if prompt in metric_registry.SUITE_PROMPTS:
         return registry.OFFLINE_ANSWERS[prompt](**v).value  # the parsed shape each suite metric reads
     if prompt == "claims":
         return split_sentences(v["input"])
@@ -144,14 +145,14 @@ def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
     metrics = check_metrics(metrics)
     tiers, decomposer = check_chain(judge, decompose_with)
     exists = Path(db).exists()
-    done = store.done_item_ids(db, run) if exists else set()
+    done = queries.runs.done_item_ids(db, run) if exists else set()
     todo = [i for i in items if i.id not in done]
-    chosen = {m: registry.METRICS[m] for m in metrics if m != "sd"}  # SD calls no judge
+    chosen = {m: metric_registry.METRICS[m] for m in metrics if m != "sd"}  # SD calls no judge
     per_component = per_component or LOCAL in tiers
 
     def planner(tier: str, into: Plan) -> _PlanJudge:
         model = judge_name(tier)
-        return _PlanJudge(model, store.load_cache(db, model) if exists else {}, tier == LOCAL, into)
+        return _PlanJudge(model, queries.runs.load_cache(db, model) if exists else {}, tier == LOCAL, into)
 
     def walk(asked: Judge) -> None:
         async def every() -> None:

@@ -1,5 +1,5 @@
 """Why verdicts flipped between two runs of the same items: attribution (pure, `attribute`) over rows
-read by queries.flip_rows() and queries.item_inputs() (`between` reads them).
+read by queries.compare.flip_rows() and queries.items.item_inputs() (`between` reads them).
 
 A flip is a claim (RP, GR), sub-question (SQC, RQC) or source (SP1) whose confident verdict changed
 between the runs. Its cause is read from the item's inputs, not from the judge:
@@ -21,8 +21,7 @@ import pandas as pd
 
 from evaluators.core.confidence import Band
 from evaluators.metrics import ledger
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
+from evaluators.storage import queries, store
 
 SOURCES, RESPONSE, JUDGE = "retriever or chunking", "prompt or generator", "judge"
 CAUSES = (SOURCES, RESPONSE, JUDGE)
@@ -120,7 +119,7 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
               metrics: Sequence[str] | None = None) -> Flips:
     """Attribute the flips between run_a and run_b.
 
-    flip_rows: queries.flip_rows(); inputs: queries.item_inputs() for both runs and (at least) the
+    flip_rows: queries.compare.flip_rows(); inputs: queries.items.item_inputs() for both runs and (at least) the
     items of those rows; metrics: the metrics to report (default: every one with a row).
     """
     rows = _pair_leftovers(flip_rows["rows"]).copy()
@@ -191,6 +190,6 @@ def between(path: str | Path, run_a: str, run_b: str, band: Band | None = None,
             metrics: Sequence[str] | None = None) -> Flips:
     """attribute() over the two runs' rows as stored (read at `band`): what Compare and the gate show."""
     with store.reading(path):
-        rows = queries.flip_rows(path, run_a, run_b, band)
-        inputs = queries.item_inputs(path, [run_a, run_b], sorted(set(rows["rows"]["item_id"])))
+        rows = queries.compare.flip_rows(path, run_a, run_b, band)
+        inputs = queries.items.item_inputs(path, [run_a, run_b], sorted(set(rows["rows"]["item_id"])))
     return attribute(rows, inputs, run_a, run_b, metrics)

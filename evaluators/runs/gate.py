@@ -1,10 +1,10 @@
 """The CI gate: does a candidate run regress on a baseline run?
 
 Per metric, over the items both runs scored, the paired bootstrap 95 % interval of the mean of
-(candidate - baseline) is computed exactly as Compare computes it (queries.compare_tables, then
+(candidate - baseline) is computed exactly as Compare computes it (queries.compare.compare_tables, then
 stats.bootstrap_ci on the per-item deltas). A metric regresses when the interval's upper end lies
 below -max_drop (default 0), and improves when its lower end lies above 0. For a metric where lower
-is better (vocabulary.LOWER_IS_BETTER) the deltas are read with their sign turned, so "regressed"
+is better (its Metric's lower_is_better) the deltas are read with their sign turned, so "regressed"
 always means worse. A metric also fails when the candidate leaves more of the shared items
 unscored (a judge failure or an unsure verdict; `empty`, nothing to judge, does not count) than the
 baseline by more than max_unscored_rise of them: a judge that failed on most items must not pass the
@@ -21,12 +21,10 @@ import pandas as pd
 
 from evaluators.core.confidence import Band, format_band
 from evaluators.core.stats import bootstrap_ci
-from evaluators.judges import registry
-from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
+from evaluators.metrics import registry
+from evaluators.metrics.registry import order_metrics
 from evaluators.runs import flips as flips_mod
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import LOWER_IS_BETTER, order_metrics
+from evaluators.storage import queries, store
 
 REGRESSED, OK, IMPROVED, NO_DATA = "regressed", "ok", "improved", "no shared scores"
 LESS_SCORED = "fewer scored"  # fails like a regression: the candidate's judge left more items unscored
@@ -109,7 +107,7 @@ def parse_max_drop(text: str, known: Sequence[str]) -> dict[str, float]:
 def check_runs(db: str, baseline: str, candidate: str) -> None:
     """GateInput naming the option when a run does not exist or both options name the same run."""
     for flag, run in (("--baseline", baseline), ("--candidate", candidate)):
-        if not store.run_exists(db, run):
+        if not queries.runs.run_exists(db, run):
             raise GateInput(f"{flag}: no run named {run!r} in {db} (see: python -m evaluators runs --db {db})")
     if baseline == candidate:
         raise GateInput(f"--candidate: {candidate!r} is the baseline itself")
@@ -118,7 +116,7 @@ def check_runs(db: str, baseline: str, candidate: str) -> None:
 def gated_metrics(db: str, baseline: str, candidate: str, wanted: str | None) -> list[str]:
     """The metrics to gate: those given (each known and scored in both runs), else every metric both
     runs scored."""
-    in_a, in_b = store.run_metric_ids(db, baseline), store.run_metric_ids(db, candidate)
+    in_a, in_b = queries.runs.run_metric_ids(db, baseline), queries.runs.run_metric_ids(db, candidate)
     if wanted is None:
         both = order_metrics(m for m in in_a & in_b if m in registry.METRICS)
         if not both:
@@ -146,7 +144,7 @@ def _verdict(low: float, high: float, max_drop: float) -> str:
 
 
 def unscored(frame: pd.DataFrame, items: pd.Index, metric: str) -> int:
-    """How many of `items` a run's wide table (store.run_scores_wide) left unscored on `metric` by a judge
+    """How many of `items` a run's wide table (queries.runs.run_scores_wide) left unscored on `metric` by a judge
     failure or an unsure verdict; `empty` (nothing to judge) and not-applicable do not count."""
     failed = frame.loc[frame["item_id"].isin(items), "failed_metrics"].fillna("")
     return int(failed.str.contains(rf"(?:^|, ){metric}:(?!empty(?:,|$))", regex=True).sum())
@@ -157,16 +155,16 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
              max_unscored_rise: float = MAX_UNSCORED_RISE) -> GateResult:
     """Gate `candidate` against `baseline` on `metrics`; GateInput for an unknown run or no shared items."""
     check_runs(db, baseline, candidate)
-    n_shared = queries.shared_item_count(db, baseline, candidate)
+    n_shared = queries.compare.shared_item_count(db, baseline, candidate)
     if n_shared == 0:
         raise GateInput(f"--candidate: runs {baseline!r} and {candidate!r} share no item ids")
     th = dict(thresholds or {})
-    scores = queries.scores_sql(band)
+    scores = queries.sql.scores_sql(band)
     with store.reading(db):
-        a = store.run_scores_wide(db, baseline, metrics, scores)
-        b = store.run_scores_wide(db, candidate, metrics, scores)
-        judges = store.runs(db).set_index("run_id")["judge"]
-    compared = queries.compare_tables(a, b, metrics, th)
+        a = queries.runs.run_scores_wide(db, baseline, metrics, scores)
+        b = queries.runs.run_scores_wide(db, candidate, metrics, scores)
+        judges = queries.runs.runs(db).set_index("run_id")["judge"]
+    compared = queries.compare.compare_tables(a, b, metrics, th)
     summary, dist = compared["summary"].set_index("metric"), compared["deltas"]
     shared = pd.Index(a["item_id"]).intersection(pd.Index(b["item_id"]))
     results = []
@@ -180,11 +178,11 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
             continue
         s = summary.loc[m]
         part = dist[dist["metric"] == m]
-        sign = -1.0 if m in LOWER_IS_BETTER else 1.0
+        sign = -1.0 if registry.lower_is_better(m) else 1.0
         ci = bootstrap_ci(sign * part["delta"].to_numpy(), part["n"].to_numpy())
         low, high = sign * ci.low, sign * ci.high  # reported in the metric's own direction
         low, high = min(low, high), max(low, high)
-        worse = queries.crossed_items(a, b, m, th.get(m, DEFAULT_THRESHOLDS.get(m, 0.5)),
+        worse = queries.compare.crossed_items(a, b, m, th.get(m, registry.threshold(m)),
                                       "better" if sign < 0 else "worse")
         results.append(MetricResult(
             m, int(s["n_pairs"]), float(s["mean_a"]), float(s["mean_b"]), float(s["delta"]), low, high, drop,
@@ -194,7 +192,7 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
     if all(r.verdict == NO_DATA for r in results):  # nothing to compare and no coverage lost
         raise GateInput(f"--candidate: no item is scored in both {baseline!r} and {candidate!r} "
                         f"on {', '.join(metrics)}")
-    attributed = flips_mod.between(db, baseline, candidate, band, [m for m in metrics if m in queries.COMPONENT_METRICS])
+    attributed = flips_mod.between(db, baseline, candidate, band, [m for m in metrics if m in registry.component_metrics()])
     return GateResult(baseline, candidate, n_shared, results, band,
                       (str(judges.get(baseline, "")), str(judges.get(candidate, ""))), attributed)
 

@@ -15,9 +15,8 @@ import pandas as pd
 from evaluators.core.confidence import Band
 from evaluators.core.records import Score
 from evaluators.metrics import diagnosis, trust
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import THELMA
+from evaluators.metrics.registry import THELMA
+from evaluators.storage import queries, store
 
 RULE_IDS = tuple(diagnosis.RULES)
 QUEUE_REASONS = ("unsure verdicts", "rule on thin evidence", "random")
@@ -33,17 +32,17 @@ class Report:
     suggestions: list[trust.Suggestion]
 
 
-def _table(path: str | Path, run_id: str, band: Band | None) -> queries.RunTable:
+def _table(path: str | Path, run_id: str, band: Band | None) -> queries.sql.RunTable:
     """The run table at the band: the stored one at the default band, queried where it lies (a million
     items stay in the file), else recomputed from the verdicts."""
     if band is None:
-        return store.StoredRun(str(path), run_id, tuple(THELMA))
-    return store.run_table(path, run_id, list(THELMA), queries.scores_sql(band))
+        return queries.runs.stored_table(path, run_id, THELMA)
+    return queries.runs.run_table(path, run_id, list(THELMA), queries.sql.scores_sql(band))
 
 
 def _scores(rows: pd.DataFrame) -> dict[str, dict[str, Score | None]]:
     """Each row's THELMA scores with their counts: what the quiet diagnosis reads."""
-    return {r["item_id"]: {m: queries.wide_score(r, m) for m in THELMA} for r in rows.to_dict("records")}
+    return {r["item_id"]: {m: queries.diagnosis.wide_score(r, m) for m in THELMA} for r in rows.to_dict("records")}
 
 
 def _value(score: Score | None) -> float | None:
@@ -78,17 +77,17 @@ def labelled(path: str | Path, run_id: str, band: Band | None = None) -> Labelle
     metric that some thresholds could give enough rule labels (a triage note labels every rule that
     fires): the midpoints of its distinct scores over the whole run, in one query."""
     with store.reading(path):
-        saved = queries.rule_labels(path, run_id)
-        triage = queries.triage_verdicts(path, run_id)
-        corrections = queries.verdict_corrections(path, run_id).dropna(subset=["judge"])
+        saved = queries.trust.rule_labels(path, run_id)
+        triage = queries.trust.triage_verdicts(path, run_id)
+        corrections = queries.trust.verdict_corrections(path, run_id).dropna(subset=["judge"])
         rule_labels = tuple(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None))
         table = _table(path, run_id, band)
-        scores = _scores(queries.run_rows(table, sorted({l[0] for l in rule_labels} | set(triage["item_id"]))))
+        scores = _scores(queries.trust.run_rows(table, sorted({l[0] for l in rule_labels} | set(triage["item_id"]))))
         noted = sum(item in scores for item in triage["item_id"])
         possible = [m for m in THELMA
                     if sum(item in scores and _reads(rule, m) for item, rule, _ in rule_labels)
                     + noted * sum(_reads(rule, m) for rule in RULE_IDS) >= trust.MIN_LABELS_TO_SUGGEST]
-        midpoints = queries.score_midpoints(table, possible)
+        midpoints = queries.trust.score_midpoints(table, possible)
     return Labelled(rule_labels, dict(zip(triage["item_id"], triage["label"])),
                     tuple(trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
                           for r in corrections.itertuples(index=False)),
@@ -135,14 +134,14 @@ def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float],
     """
     th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
     with store.reading(path):
-        done = set(queries.labelled_items(path, run_id))
-        unsure = queries.unsure_counts(path, run_id, band, skip=sorted(done), limit=limit)
+        done = set(queries.trust.labelled_items(path, run_id))
+        unsure = queries.trust.unsure_counts(path, run_id, band, skip=sorted(done), limit=limit)
         queue = [(row.item_id, QUEUE_REASONS[0], f"{row.n_unsure} unsure verdict(s)")
                  for row in unsure.itertuples(index=False)]
         # Short of the limit, every unsure item is in the queue already: the rest are known to skip.
         table = _table(path, run_id, band) if len(queue) < limit else None
         if table is not None:
-            rows = queries.thin_items(table, th, THIN, sorted(done | {q[0] for q in queue}), limit - len(queue))
+            rows = queries.trust.thin_items(table, th, THIN, sorted(done | {q[0] for q in queue}), limit - len(queue))
             for item, scores in _scores(rows).items():
                 thin = [f"{rule.id} ({metric.upper()} from {score.n_scored} verdicts)"
                         for rule in diagnosis.diagnose(scores, th) for metric in THELMA
@@ -152,9 +151,9 @@ def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float],
         if table is not None and len(queue) < limit:
             seen = sorted(done | {q[0] for q in queue})
             # The seeded shuffle of the remaining items in id order, drawn over their ranks.
-            ranks = list(range(queries.count_items(table, seen)))
+            ranks = list(range(queries.trust.count_items(table, seen)))
             random.Random(f"{run_id}:{seed}").shuffle(ranks)
             picks = ranks[:limit - len(queue)]
-            ids = queries.items_at(table, seen, picks)
+            ids = queries.trust.items_at(table, seen, picks)
             queue += [(ids[r], QUEUE_REASONS[2], "") for r in picks]
     return pd.DataFrame(queue[:limit], columns=["item_id", "reason", "detail"])

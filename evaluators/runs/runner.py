@@ -23,11 +23,12 @@ from typing import Any, Callable, Iterable, Sequence
 from evaluators.core.confidence import DEFAULT_BANDS, band_for
 from evaluators.core.masking import mask_secrets
 from evaluators.core.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
-from evaluators.judges import cascade, prompts, registry
+from evaluators.judges import cascade, prompts
 from evaluators.judges.llm import RATE_LIMIT_PATIENCE, CallStats, ClientPool, JudgeFatal, LLMJudge
+from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics_mod
-from evaluators.storage import store
-from evaluators.vocabulary import REFERENCE, THELMA
+from evaluators.metrics.registry import REFERENCE, THELMA
+from evaluators.storage import queries, store
 
 OFFLINE = "offline"
 LOCAL = "local"
@@ -345,7 +346,7 @@ async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge:
     chosen = {m: registry.METRICS[m] for m in metrics}
     heartbeat_s = heartbeat_s or float(os.environ.get("RAG_TRIAGE_HEARTBEAT_S", HEARTBEAT_S))
     store.migrate(db)
-    caches = {tier: store.load_cache(db, judge_name(tier)) for tier in tiers if tier != OFFLINE}
+    caches = {tier: queries.runs.load_cache(db, judge_name(tier)) for tier in tiers if tier != OFFLINE}
     owner = store.Owner.this_process()
     started = time.monotonic()
     stats = CallStats()
@@ -457,25 +458,18 @@ def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None,
     For a cascade (its `tiers`), the decided verdicts by tier too, also kept in the stats stored on the run.
     """
     counts: dict[str, dict[str, int]] = {}
-    for row in store.score_status_counts(db, run).itertuples(index=False):
+    for row in queries.runs.score_status_counts(db, run).itertuples(index=False):
         counts.setdefault(row.metric, {})[row.status] = int(row.n)
     order = {m: k for k, m in enumerate(registry.METRICS)}
     ordered = dict(sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))
-    steps, failed_items = store.failed_steps(db, run)
+    steps, failed_items = queries.runs.failed_steps(db, run)
     stats = dict(stats or {})
     by_tier: dict[str, int] = {}
     if tiers:
-        found = verdicts_by_tier(db, run)
+        found = queries.runs.verdicts_by_tier(db, run)
         by_tier = {tier: found.pop(tier, 0) for tier in tiers} | found  # chain order; any other tier after
         stats["verdicts_by_tier"] = by_tier
-    return RunSummary(run, store.count_items(db, run), stats, ordered, steps, failed_items, by_tier)
-
-
-def verdicts_by_tier(db: str | Path, run: str) -> dict[str, int]:
-    """A run's decided (ok) verdicts counted by the tier that decided them."""
-    frame = store.query(db, """SELECT tier, count(*) AS n FROM verdicts
-                               WHERE run_id = ? AND status = 'ok' AND tier IS NOT NULL GROUP BY tier""", [run])
-    return {row.tier: int(row.n) for row in frame.itertuples(index=False)}
+    return RunSummary(run, queries.runs.count_items(db, run), stats, ordered, steps, failed_items, by_tier)
 
 
 def print_progress(progress: Progress) -> None:

@@ -21,9 +21,8 @@ import pandas as pd
 
 from evaluators.core.records import Item
 from evaluators.metrics.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS, RULES, diagnose, level
-from evaluators.storage import store
-from evaluators.storage.queries import runs as queries
-from evaluators.vocabulary import THELMA
+from evaluators.metrics.registry import THELMA
+from evaluators.storage import queries, store
 
 EXPECT = "expect"
 # expectation key -> (metric, what the component is, what it must stay)
@@ -72,7 +71,7 @@ def select_items(db: str, run: str, wide: pd.DataFrame, *, ids: str | None = Non
             raise ValueError(f"--items: run {run!r} has no item {missing[0] if missing else ids!r}")
         return wanted
     if triaged:
-        marked = set(queries.labelled_items(db, run)) | set(queries.triage_notes(db, run)["item_id"])
+        marked = set(queries.trust.labelled_items(db, run)) | set(queries.items.triage_notes(db, run)["item_id"])
         chosen = [i for i in every if i in marked]
         if not chosen:
             raise ValueError(f"--triaged: run {run!r} has no triaged or labelled item")
@@ -95,7 +94,7 @@ def select_items(db: str, run: str, wide: pd.DataFrame, *, ids: str | None = Non
 
 
 def _scores(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {m: queries.wide_score(row, m) for m in THELMA}
+    return {m: queries.diagnosis.wide_score(row, m) for m in THELMA}
 
 
 def quiet_rules(scores: Mapping[str, Any]) -> list[str]:
@@ -107,8 +106,8 @@ def quiet_rules(scores: Mapping[str, Any]) -> list[str]:
 
 def expectations(row: Mapping[str, Any], states: pd.DataFrame, corrections: pd.DataFrame,
                  rule_labels: pd.DataFrame) -> dict[str, list[str]]:
-    """One item's expectations from its wide score row, its component states (queries.component_states),
-    people's verdict corrections (queries.verdict_corrections) and rule labels (queries.rule_labels)."""
+    """One item's expectations from its wide score row, its component states (queries.compare.component_states),
+    people's verdict corrections (queries.trust.verdict_corrections) and rule labels (queries.trust.rule_labels)."""
     quiet = set(quiet_rules(_scores(row)))
     for r in rule_labels.itertuples(index=False):
         (quiet.add if int(r.label) == 0 else quiet.discard)(r.rule)  # 0: people say the rule is wrong here
@@ -129,10 +128,10 @@ def export(db: str, run: str, out: str | Path, item_ids: Sequence[str], wide: pd
     """Write the items with their expectations as JSONL (all or nothing); returns (items, expectations)."""
     rows = wide.set_index("item_id")
     with store.reading(db):
-        items = queries.item_inputs(db, [run], item_ids).set_index("item_id")
-        states = queries.component_states(db, run, item_ids=item_ids)
-        corrections = queries.verdict_corrections(db, run)
-        labels = queries.rule_labels(db, run)
+        items = queries.items.item_inputs(db, [run], item_ids).set_index("item_id")
+        states = queries.compare.component_states(db, run, item_ids=item_ids)
+        corrections = queries.trust.verdict_corrections(db, run)
+        labels = queries.trust.rule_labels(db, run)
     lines, n_expect = [], 0
     for item_id in item_ids:
         item = items.loc[item_id]
@@ -206,8 +205,8 @@ def check(db: str, run: str, items: Sequence[Item], where: Mapping[str, str]) ->
     expecting = [i for i in items if isinstance(i.metadata.get(EXPECT), dict)]
     ids = [i.id for i in expecting]
     with store.reading(db):
-        wide = store.run_scores_wide(db, run, list(THELMA)).set_index("item_id")
-        states = queries.component_states(db, run, item_ids=ids)
+        wide = queries.runs.run_scores_wide(db, run, list(THELMA)).set_index("item_id")
+        states = queries.compare.component_states(db, run, item_ids=ids)
     broken = []
     for item in expecting:
         expect, at = item.metadata[EXPECT], f"{where.get(item.id, '?')}: item {item.id}"

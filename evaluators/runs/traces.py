@@ -34,14 +34,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from evaluators.core.records import IMPORTED
+
 ITEMS, OPENINFERENCE, LANGFUSE, RAGAS, DEEPEVAL = "items", "openinference", "langfuse", "ragas", "deepeval"
 FORMATS = (ITEMS, OPENINFERENCE, LANGFUSE, RAGAS, DEEPEVAL)
 LABELS = {ITEMS: "RAG Triage items", OPENINFERENCE: "OpenInference spans (Phoenix)", LANGFUSE: "Langfuse traces",
           RAGAS: "RAGAS dataset or results", DEEPEVAL: "DeepEval test run"}
 """How each format is named to a person."""
-
-IMPORTED = "imported_scores"
-"""The metadata key of an item's imported peer scores: {origin: {metric: value or None}}."""
 
 # The RAGAS score columns we know by name; any other column with a number is imported too.
 RAGAS_METRICS = frozenset({

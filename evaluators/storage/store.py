@@ -28,9 +28,18 @@ from typing import Any, Iterator, NamedTuple, Sequence
 import duckdb
 import pandas as pd
 
-from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict, check_run_name
-from evaluators.runs import traces
-from evaluators.vocabulary import THELMA, order_metrics
+from evaluators.core.records import (
+    IMPORTED,
+    Component,
+    Item,
+    JudgeCall,
+    Label,
+    Run,
+    Score,
+    Status,
+    Verdict,
+    check_run_name,
+)
 
 # Replacement scans off: a table missing from the file is an error, not a lookup of a Python
 # variable of that name (a missing runs table would find this module's runs() function).
@@ -884,15 +893,6 @@ def delete_run(path: str | Path, run_id: str, deadline_s: float = 20.0) -> dict[
     return counts
 
 
-def run_exists(path: str | Path, run_id: str) -> bool:
-    """Whether the database holds a run of this name (False when the file does not exist yet)."""
-    if not Path(path).exists():
-        return False
-    with connect(path, read_only=True) as con:
-        try:
-            return con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] > 0
-        except duckdb.CatalogException:  # a file without the schema yet: evaluating creates it
-            return False
 
 
 # ---------------------------------------------------------------- reads
@@ -931,13 +931,21 @@ def _reader(path: str | Path, deadline_s: float = 10.0) -> Iterator[Any]:
 
 
 def query(path: str | Path, sql: str, params: Mapping[str, Any] | Sequence[Any] = (),
-          deadline_s: float = 10.0) -> pd.DataFrame:
+          deadline_s: float = 10.0, arrow: bool = False) -> pd.DataFrame:
     """Run one read-only query and return a DataFrame; named $params may be given as a dict.
 
-    Inside reading(path) it runs on the block's shared connection.
+    Inside reading(path) it runs on the block's shared connection. `arrow`: fetched through Arrow (a
+    million rows in a tenth of a second, where building Python rows takes seconds); numbers come as
+    floats, NULL as NaN or None.
     """
     with _reader(path, deadline_s) as con:
-        return con.execute(sql, params if isinstance(params, Mapping) else list(params)).df()
+        return _fetch(con, sql, params if isinstance(params, Mapping) else list(params), arrow)
+
+
+def _fetch(con: Any, sql: str, params: Mapping[str, Any] | list[Any], arrow: bool) -> pd.DataFrame:
+    if arrow:
+        return con.sql(sql, params=params or None).to_arrow_table().to_pandas()
+    return con.execute(sql, params).df()
 
 
 # In-memory queries over DataFrames (the dashboard's cached run tables): a process-wide in-memory
@@ -948,7 +956,8 @@ _MEMORY_LOCK = threading.Lock()
 
 class StoredRun(NamedTuple):
     """A run's stored per-item score table (run_wide) in a database file, as a relation frame_query()
-    reads where it lies, with the columns of run_table() for these metrics."""
+    reads where it lies, with a score column and its two count columns for each of these metrics (the
+    caller names them all, in order: queries.runs.stored_table())."""
 
     path: str
     run_id: str
@@ -957,10 +966,10 @@ class StoredRun(NamedTuple):
 
 def _stored_view(con: Any, name: str, run: StoredRun) -> None:
     """A temporary view `name` on this connection: the run's rows of run_wide, a NULL column for a
-    metric no run has (so every run table has the same columns)."""
+    metric no run has (so the run tables of one view have the same columns)."""
     stored = {d[0] for d in con.execute("SELECT * FROM run_wide LIMIT 0").description}
     cols = ", ".join(c if c.strip('"') in stored else f"NULL::{kind} AS {c}"
-                     for m in order_metrics([*run.metrics, *THELMA])
+                     for m in run.metrics
                      for c, kind in ((column(m), "DOUBLE"), (count_column(m, "scored"), "INTEGER"),
                                      (count_column(m, "unsure"), "INTEGER")))
     literal = "'" + run.run_id.replace("'", "''") + "'"  # a view takes no parameters
@@ -969,9 +978,10 @@ def _stored_view(con: Any, name: str, run: StoredRun) -> None:
 
 
 def frame_query(sql: str, frames: Mapping[str, pd.DataFrame | StoredRun],
-                params: Mapping[str, Any] | Sequence[Any] = ()) -> pd.DataFrame:
+                params: Mapping[str, Any] | Sequence[Any] = (), arrow: bool = False) -> pd.DataFrame:
     """Run SQL over the relations given by name: DataFrames (in memory), or stored run tables, which
-    are read in their file (with the DataFrames beside them), never pulled into memory whole."""
+    are read in their file (with the DataFrames beside them), never pulled into memory whole.
+    `arrow` as for query()."""
     stored = [f for f in frames.values() if isinstance(f, StoredRun)]
     args = params if isinstance(params, Mapping) else list(params)
     if stored:
@@ -982,7 +992,7 @@ def frame_query(sql: str, frames: Mapping[str, pd.DataFrame | StoredRun],
                 else:
                     con.register(name, frame)
             try:
-                return con.execute(sql, args).df()
+                return _fetch(con, sql, args, arrow)
             finally:
                 for name, frame in frames.items():
                     if isinstance(frame, StoredRun):
@@ -996,7 +1006,7 @@ def frame_query(sql: str, frames: Mapping[str, pd.DataFrame | StoredRun],
     try:
         for name, frame in frames.items():
             cursor.register(name, frame)
-        return cursor.execute(sql, args).df()
+        return _fetch(cursor, sql, args, arrow)
     finally:
         cursor.close()
 
@@ -1012,57 +1022,14 @@ def column(metric: str) -> str:
 NOT_FAILED = "('ok', 'not_applicable')"
 
 
-def done_item_ids(path: str | Path, run_id: str) -> set[str]:
-    """Ids of the items of a run that are completely written."""
-    if not Path(path).exists():
-        return set()
-    frame = query(path, "SELECT item_id FROM items WHERE run_id = ?", [run_id])
-    return set(frame["item_id"])
 
 
-def load_cache(path: str | Path, model: str) -> dict[str, JudgeCall]:
-    """Every stored call of `model` that got a reply: the request cache, keyed by call key."""
-    if not Path(path).exists():
-        return {}
-    frame = query(path, """
-        SELECT key, model, prompt_name, prompt_hash, params, reply, status,
-               prompt_tokens, completion_tokens, cost, latency_ms, error
-        FROM judge_calls WHERE model = ? AND reply IS NOT NULL""", [model])
-    cache: dict[str, JudgeCall] = {}
-    for row in frame.itertuples(index=False):
-        cache[row.key] = JudgeCall(
-            key=row.key, model=row.model, prompt_name=row.prompt_name, prompt_hash=row.prompt_hash,
-            messages=[], params=json.loads(row.params), reply=row.reply, status=Status(row.status),
-            prompt_tokens=int(row.prompt_tokens), completion_tokens=int(row.completion_tokens),
-            cost=None if pd.isna(row.cost) else float(row.cost), latency_ms=float(row.latency_ms),
-            error=row.error)
-    return cache
 
 
-def runs(path: str | Path) -> pd.DataFrame:
-    """All runs with their item counts, newest first; a run whose process died reads `interrupted`."""
-    return query(path, f"""
-        SELECT r.run_id, r.judge, {RUN_STATUS_SQL} AS status, r.n_items,
-               (SELECT count(*) FROM items i WHERE i.run_id = r.run_id) AS n_done,
-               r.created_at, r.finished_at, r.prompt_hashes, r.params, r.stats, r.error, r.started_by
-        FROM runs r ORDER BY r.created_at DESC""")
 
 
-def row_counts(path: str | Path, tables: Sequence[str] = ("items", "components", "verdicts", "judge_calls")
-               ) -> dict[str, int]:
-    """Rows per table, for reports on a database's size."""
-    unknown = set(tables) - {"runs", "items", "components", "verdicts", "scores", "judge_calls", "triage"}
-    if unknown:
-        raise ValueError(f"unknown tables {sorted(unknown)}")
-    row = query(path, "SELECT " + ", ".join(f"(SELECT count(*) FROM {t}) AS {t}" for t in tables)).iloc[0]
-    return {t: int(row[t]) for t in tables}
 
 
-def run_items(path: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
-    """The items stored for these runs, by run and id: run_id, item_id, query, sources, response,
-    reference and metadata (JSON text)."""
-    return query(path, """SELECT run_id, item_id, query, sources, response, reference, metadata FROM items
-                          WHERE list_contains(?, run_id) ORDER BY run_id, item_id""", [list(run_ids)])
 
 
 def count_column(metric: str, count: str) -> str:
@@ -1072,7 +1039,7 @@ def count_column(metric: str, count: str) -> str:
     return f'"{column(metric)[1:-1]}:{count}"'
 
 
-def _wide_sql(metrics: Sequence[str], scores: str, items: str = "") -> str:
+def wide_sql(metrics: Sequence[str], scores: str, items: str = "") -> str:
     """The per-item score table of run $run as SQL (run_scores_wide() describes its columns); `items`
     narrows it to some items: a condition on the column {id}, added to every scan."""
     cols = ",\n".join(
@@ -1095,34 +1062,8 @@ def _wide_sql(metrics: Sequence[str], scores: str, items: str = "") -> str:
         WHERE i.run_id = $run {theirs} ORDER BY i.item_id"""
 
 
-def run_scores_wide(path: str | Path, run_id: str, metrics: Sequence[str], scores: str = "scores") -> pd.DataFrame:
-    """One row per item of a run, grouped in DuckDB: item_id, a query snippet, one column per metric
-    (THELMA's seven always, then `metrics`; NULL when unscored, NaN included), its counts "m:scored"
-    and "m:unsure" (verdicts behind the score: the quiet diagnosis reads them), n_failed (failed
-    verdicts) and failed_metrics (the unscored metrics with their status: 'gr:timeout, sqc:unsure').
-
-    `scores` is the relation the scores come from: the stored table (the default band), or
-    queries.scores_sql(band), the same columns recomputed from the verdicts at another band ($run).
-    The CLI's export and diagnosis read it; the dashboard reads run_table(), the same table kept
-    stored for the default band.
-    """
-    return query(path, _wide_sql(order_metrics([*metrics, *THELMA]), scores), {"run": run_id})
 
 
-def run_table(path: str | Path, run_id: str, metrics: Sequence[str], scores: str = "scores") -> pd.DataFrame:
-    """run_scores_wide()'s table for the dashboard, fetched through Arrow (a million rows in a tenth of
-    a second, where building Python rows takes seconds): from the stored run_wide at the default band,
-    recomputed from the verdicts for another relation `scores`. Columns as run_scores_wide(); numbers
-    come as floats, NULL as NaN or None: the dashboard queries it again in DuckDB (frame_query)."""
-    metrics = order_metrics([*metrics, *THELMA])
-    with _reader(path) as con:
-        if scores != "scores":
-            return con.sql(_wide_sql(metrics, scores), params={"run": run_id}).to_arrow_table().to_pandas()
-        _stored_view(con, "stored", StoredRun(str(path), run_id, tuple(metrics)))
-        try:
-            return con.sql("SELECT * FROM stored ORDER BY item_id").to_arrow_table().to_pandas()
-        finally:
-            con.execute("DROP VIEW IF EXISTS stored")
 
 
 def _written_ids(frames: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
@@ -1172,7 +1113,7 @@ def refresh_wide(con: Any, run_id: str, item_ids: Sequence[str] | None = None) -
                 if name.strip('"') not in present:
                     con.execute(f"ALTER TABLE run_wide ADD COLUMN {name} {kind}")
         con.execute(f"DELETE FROM run_wide WHERE run_id = $run {mine}", params)
-        rows = _wide_sql(metrics, "scores", items)
+        rows = wide_sql(metrics, "scores", items)
         con.execute(f"INSERT INTO run_wide BY NAME SELECT $run AS run_id, * FROM ({rows})", params)
     finally:
         if item_ids is not None and len(item_ids) > _INLINE_IDS:
@@ -1196,46 +1137,6 @@ def write_frames(path: str | Path, frames: Mapping[str, pd.DataFrame]) -> None:
                 refresh_wide(con, run_id, _written_ids([(t, f[f["run_id"] == run_id]) for t, f in written]))
 
 
-# ---------------------------------------------------------------- moved from runner, cli and grammar
-
-def count_items(path: str | Path, run_id: str) -> int:
-    """How many items of a run are stored."""
-    return int(query(path, "SELECT count(*) AS n FROM items WHERE run_id = ?", [run_id])["n"].iloc[0])
-
-
-def score_status_counts(path: str | Path, run_id: str) -> pd.DataFrame:
-    """Scores of a run counted by metric and status: columns metric, status, n."""
-    return query(path, """
-        SELECT metric, status, count(*) AS n FROM scores WHERE run_id = ?
-        GROUP BY metric, status ORDER BY metric, status""", [run_id])
-
-
-def failed_steps(path: str | Path, run_id: str) -> tuple[dict[str, int], int]:
-    """A run's failed judge steps: verdicts counted by failure status, and the items with any failure."""
-    failed = f"status IN {FAILED_STATUSES}"
-    steps = query(path, f"SELECT status, count(*) AS n FROM verdicts WHERE run_id = ? AND {failed} GROUP BY status",
-                  [run_id])
-    items = query(path, f"""SELECT count(*) AS n FROM (
-        SELECT item_id FROM verdicts WHERE run_id = $run AND {failed}
-        UNION SELECT item_id FROM scores WHERE run_id = $run AND {failed})""", {"run": run_id})
-    return {r.status: int(r.n) for r in steps.itertuples(index=False)}, int(items["n"].iloc[0])
-
-
-def run_metric_ids(path: str | Path, run_id: str) -> set[str]:
-    """The metric ids a run has scores for."""
-    return set(query(path, "SELECT DISTINCT metric FROM scores WHERE run_id = ?", [run_id])["metric"])
-
-
-# GRAMMAR's results (migration 2). Items may be clustered by these columns only: they enter SQL as names.
-_GRAMMAR_CLUSTERS = ("sql_template", "text_template")
-
-
-def _grammar_cluster(cluster_by: str) -> str:
-    if cluster_by not in _GRAMMAR_CLUSTERS:
-        raise ValueError(f"cluster_by must be one of {', '.join(_GRAMMAR_CLUSTERS)}, not {cluster_by!r}")
-    return cluster_by
-
-
 def replace_grammar_correctness(path: str | Path, run_id: str, frame: pd.DataFrame) -> None:
     """Replace the run's rows of grammar_correctness with `frame` (columns by name), in one transaction."""
     migrate(path)
@@ -1245,68 +1146,15 @@ def replace_grammar_correctness(path: str | Path, run_id: str, frame: pd.DataFra
             _insert(con, "grammar_correctness", frame)
 
 
-def grammar_runs(path: str | Path) -> list[str]:
-    """Runs with stored GRAMMAR correctness, newest first (none in a file without the table)."""
-    if not Path(path).exists():
-        return []
-    found = query(path, "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = 'grammar_correctness'")
-    if not found["n"].iloc[0]:
-        return []
-    frame = query(path, """SELECT run_id, max(created_at) AS latest FROM grammar_correctness
-                           GROUP BY run_id ORDER BY latest DESC, run_id""")
-    return list(frame["run_id"])
-
-
-def grammar_group_counts(path: str | Path, run_id: str, cluster_by: str) -> pd.DataFrame:
-    """Per (cluster, group) of a run: cluster, group_id, total (judged), n_correct, unscored."""
-    col = _grammar_cluster(cluster_by)
-    return query(path, f"""
-        SELECT {col} AS cluster, group_id,
-               count(correct) AS total, count(*) FILTER (WHERE correct) AS n_correct,
-               count(*) FILTER (WHERE correct IS NULL) AS unscored
-        FROM grammar_correctness WHERE run_id = ? GROUP BY ALL ORDER BY ALL""", [run_id])
-
-
-def grammar_outcomes(path: str | Path, run_id: str, cluster_by: str,
-                     groups: Sequence[str] | None = None) -> pd.DataFrame:
-    """Item-level correctness of a run (only these groups, when given): item_id, cluster, group_id,
-    correct, retrieved_doc_ids, true_doc_ids."""
-    col = _grammar_cluster(cluster_by)
-    where, params = "run_id = ?", [run_id]
-    if groups is not None:
-        where += " AND group_id IN (SELECT unnest(?::VARCHAR[]))"
-        params.append(list(groups))
-    return query(path, f"""SELECT item_id, {col} AS cluster, group_id, correct, retrieved_doc_ids, true_doc_ids
-                           FROM grammar_correctness WHERE {where} ORDER BY item_id""", params)
-
-
-def grammar_hits(path: str | Path, run_id: str, cluster_by: str) -> pd.DataFrame:
-    """Retrieval hits per cluster of a run: cluster, hits, known (items with true document ids)."""
-    col = _grammar_cluster(cluster_by)
-    return query(path, f"""
-        SELECT {col} AS cluster, count(*) FILTER (WHERE retrieval_hit) AS hits, count(retrieval_hit) AS known
-        FROM grammar_correctness WHERE run_id = ? GROUP BY ALL""", [run_id])
-
-
-def grammar_group_items(path: str | Path, run_id: str, groups: Sequence[str]) -> pd.DataFrame:
-    """The items of some groups of a run with their correctness, query, response and ground truth."""
-    return query(path, """
-        SELECT g.group_id, g.sql_template, g.text_template, g.item_id, i.query, i.response, i.reference AS truth,
-               g.correct, g.status, g.detail, g.retrieved_doc_ids, g.true_doc_ids, g.retrieval_hit
-        FROM grammar_correctness g JOIN items i ON i.run_id = g.run_id AND i.item_id = g.item_id
-        WHERE g.run_id = ? AND g.group_id IN (SELECT unnest(?::VARCHAR[]))
-        ORDER BY g.group_id, g.text_template, g.item_id""", [run_id, list(groups)])
-
-
 # ---------------------------------------------------------------- imported peer scores
 
 def imported_frame(run_id: str, items: Sequence[Item]) -> pd.DataFrame:
-    """The imported_scores rows of these items, from their metadata (traces.IMPORTED: {origin: {metric:
+    """The imported_scores rows of these items, from their metadata (records.IMPORTED: {origin: {metric:
     value or None}}); written in the transaction of the items' rows. Values that are not numbers are
     left out: a plain input's own metadata may use the key for something else."""
     rows = []
     for item in items:
-        imported = item.metadata.get(traces.IMPORTED)
+        imported = item.metadata.get(IMPORTED)
         for origin, scores in imported.items() if isinstance(imported, dict) else ():
             for metric, value in scores.items() if isinstance(scores, dict) else ():
                 if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):

@@ -5,7 +5,8 @@ Same judge layer, cache, statuses and stored intermediates as THELMA: every stat
 question, extracted sentence, rating and evaluation step is a Component or a Verdict, and every
 aggregate is a pure function of verdicts. A failed judge step is a visible status, never a 0.
 
-Each module exports its metrics, reply parsers and offline answers as plain names; the tables in
-evaluators/registry.py say which prompt each belongs to. The suites keep their own call structure
+Each module exports its metrics as plain names, which evaluators/metrics/registry.py lists by id; the
+replies' parsers and the offline judge's answers to their prompts are in evaluators/judges/peers/, listed
+in evaluators/judges/registry.py. The suites keep their own call structure
 (one verification call per list, as the originals do): `per_component` changes THELMA's calls only.
 """

@@ -14,29 +14,14 @@ Metric ids:
 from __future__ import annotations
 
 import asyncio
-import html
 import math
-import re
 from typing import Sequence
 
 from evaluators.core.records import SOURCE, Answer, Component, Score, Status, Verdict
-from evaluators.core.text import has_content, split_claims, split_questions, split_sentences
-from evaluators.judges import prompts
-from evaluators.judges.evidence import Decision, covers, essential, support
-from evaluators.metrics.suites.common import (
-    CONTRADICTS,
-    NOT_CONTRADICTED,
-    YES_NO,
-    decompose,
-    judge_lines,
-    knowledge,
-    lines,
-    mean,
-    rating_parser,
-    supported_share,
-    verdict_parser,
-    yes_no,
-)
+from evaluators.core.text import has_content
+from evaluators.judges.peers.common import CONTRADICTS, NOT_CONTRADICTED, YES_NO
+from evaluators.judges.peers.deepeval import GEVAL_SCALE
+from evaluators.metrics.suites.common import decompose, judge_lines
 from evaluators.metrics.suites.ragas import answer_relevance
 from evaluators.metrics.thelma import ItemWork, Metric, failure_status
 
@@ -47,29 +32,10 @@ CONTEXT_STATEMENT = "context_statement"      # statements of a source (parent: s
 CRITERION = "criterion"                      # G-Eval criteria
 EVALUATION_STEP = "evaluation_step"          # G-Eval steps generated from the criteria
 
-GEVAL_SCALE = (1, 2, 3, 4, 5)  # single-digit scores, so a first-token distribution covers them all
 DEFAULT_CRITERIA = (
     "Determine whether the actual output answers the input using only facts grounded in the retrieval "
     "context. Penalise statements that are irrelevant to the input, missing from or contradicted by the "
     "retrieval context, or invented.")
-
-
-# ---------------------------------------------------------------- parsers
-
-parse_yes_no = verdict_parser(YES_NO)
-parse_not_contradicted = verdict_parser(NOT_CONTRADICTED)
-parse_contradicts = verdict_parser(CONTRADICTS)
-parse_geval_score = rating_parser(GEVAL_SCALE)
-_LABELLED_LINE = re.compile(r"^\s*(?:[-*\u2022]\s*)?(yes|no)\s*[:|\-\u2013\u2014]\s*(.+?)\s*$", re.I)
-
-
-def parse_labelled(reply: str) -> list[tuple[str, str]]:
-    """Lines "yes: statement" / "no: statement" inside <output>, in order."""
-    found = [(m.group(1).lower(), html.unescape(m.group(2))) for line in prompts.output_body(reply).splitlines()
-             if (m := _LABELLED_LINE.match(line))]
-    if not found:
-        raise prompts.ParseError("no 'yes|no: statement' lines")
-    return found
 
 
 # ---------------------------------------------------------------- pure steps and aggregation
@@ -204,7 +170,8 @@ def geval(criteria: str = DEFAULT_CRITERIA, metric: str = "de_geval") -> Metric:
                                       query=work.item.query, sources=list(work.item.sources),
                                       response=work.item.response)
         return [_geval_verdict(work, metric, answer)]
-    return Metric(match, prompts=("de_geval_steps", "de_geval_score"), reads=("query", "response"),
+    return Metric(metric, "DeepEval G-Eval", match, prompts=("de_geval_steps", "de_geval_score"),
+                  reads=("query", "response"),
                   description="DeepEval G-Eval: criteria -> evaluation steps -> 1-5 score, normalised to [0, 1]")
 
 
@@ -227,105 +194,36 @@ def _geval_verdict(work: ItemWork, metric: str, answer: Answer) -> Verdict:
 
 
 CONTEXTUAL_PRECISION = Metric(
-    match_contextual_precision, aggregate_ranked_precision, needs_reference=True, reads=("query", "reference"),
+    "de_contextual_precision", "DeepEval contextual precision", match_contextual_precision,
+    aggregate_ranked_precision, needs_reference=True, reads=("query", "reference"),
     prompts=("de_contextual_precision",),
     description="DeepEval contextual precision: rank-weighted precision of sources useful for the reference")
 CONTEXTUAL_RECALL = Metric(
-    match_contextual_recall, needs_reference=True, prompts=("de_statements", "de_contextual_recall"),
+    "de_contextual_recall", "DeepEval contextual recall", match_contextual_recall,
+    needs_reference=True, prompts=("de_statements", "de_contextual_recall"),
     reads=("reference",),
     description="DeepEval contextual recall: share of the reference's statements attributable to the sources")
 CONTEXTUAL_RELEVANCY = Metric(
-    match_contextual_relevancy, prompts=("de_contextual_relevancy",), reads=("query",),
+    "de_contextual_relevancy", "DeepEval contextual relevancy", match_contextual_relevancy,
+    prompts=("de_contextual_relevancy",), reads=("query",),
     description="DeepEval contextual relevancy: share of the sources' statements relevant to the query")
 ANSWER_RELEVANCY = Metric(
-    match_answer_relevancy, prompts=("de_statements", "de_answer_relevancy"), reads=("query", "response"),
+    "de_answer_relevancy", "DeepEval answer relevancy", match_answer_relevancy,
+    prompts=("de_statements", "de_answer_relevancy"), reads=("query", "response"),
     description="DeepEval answer relevancy: share of the response's statements relevant to the query")
 ANSWER_RELEVANCY_SIM = Metric(
-    match_answer_relevancy_sim, prompts=("ragas_questions",), reads=("query", "response"),
+    "de_answer_relevancy_sim", "DeepEval answer relevancy (similarity)", match_answer_relevancy_sim,
+    prompts=("ragas_questions",), reads=("query", "response"),
     description="DeepEval answer relevancy, similarity form (RAGAS's): mean cosine of generated questions "
                 "to the query")
 FAITHFULNESS = Metric(
-    match_faithfulness, prompts=("de_statements", "de_faithfulness"), reads=("response",),
+    "de_faithfulness", "DeepEval faithfulness", match_faithfulness,
+    prompts=("de_statements", "de_faithfulness"), reads=("response",),
     description="DeepEval faithfulness: share of the response's claims not contradicted by the sources")
 HALLUCINATION = Metric(
-    match_hallucination, prompts=("de_hallucination",), reads=("response",),
+    "de_hallucination", "DeepEval hallucination (lower is better)", match_hallucination,
+    lower_is_better=True, prompts=("de_hallucination",), reads=("response",),
     description="DeepEval hallucination: share of sources the response contradicts (lower is better)")
 GEVAL = geval()
 
 
-# ---------------------------------------------------------------- offline answers
-
-def _three_way(decision: Decision) -> tuple[str, float, str]:
-    """DeepEval's yes/no/idk from a support decision: only a contradiction is a "no"."""
-    value, score, why = decision
-    word = "yes" if value else "no" if why.startswith("contradicted") else "idk"
-    return word, score, f"offline: {why}"
-
-
-def offline_statements(input: str) -> Answer:  # noqa: A002  (the prompt's variable name)
-    """Statements: the offline claim split."""
-    return Answer(split_claims(input), Status.OK, detail="offline: claim split")
-
-
-def offline_answer_relevancy(query: str, claims: list[str]) -> Answer:
-    """Each statement relevant to the query when evidence.essential accepts it."""
-    return lines({i: yes_no(essential(c, query)) for i, c in enumerate(claims, 1)})
-
-
-def offline_faithfulness(sources: list[str], claims: list[str]) -> Answer:
-    """Each claim supported (yes), not backed (idk) or contradicted (no) by the sources."""
-    return lines({i: _three_way(support(c, knowledge(sources))) for i, c in enumerate(claims, 1)})
-
-
-def offline_contextual_recall(sources: list[str], claims: list[str]) -> Answer:
-    """Each reference statement attributable to the sources when evidence.support accepts it."""
-    return lines({i: yes_no(support(c, knowledge(sources))) for i, c in enumerate(claims, 1)})
-
-
-def offline_hallucination(response: str, sources: list[str]) -> Answer:
-    """Per source, "no" when some response claim contradicts it."""
-    # Offline, a contradiction is what evidence.support calls one: a negated version of a source statement.
-    decisions: dict[int, tuple[str, float, str]] = {}
-    for j, source in enumerate(sources, 1):
-        decisions[j] = ("yes", 0.0, "offline: no response claim contradicts this context")
-        for claim in split_claims(response):
-            value, score, why = support(claim, source)
-            if why.startswith("contradicted"):
-                decisions[j] = ("no", score, f"offline: {claim!r} {why}")
-                break
-    return lines(decisions)
-
-
-def offline_contextual_precision(query: str, reference: str, sources: list[str]) -> Answer:
-    """Per source, useful for arriving at the reference when the reference states one of its sentences."""
-    decisions = {}
-    for j, source in enumerate(sources, 1):
-        backed = [s for s in split_sentences(source) if support(s, reference)[0]]
-        decisions[j] = ("yes", 1.0, f"offline: the reference states {backed[0]!r}") if backed else \
-            ("no", 0.0, "offline: the reference states none of this source's sentences")
-    return lines(decisions)
-
-
-def offline_contextual_relevancy(query: str, source: str) -> Answer:
-    """The source's claims, relevant when evidence.essential accepts them."""
-    return Answer([("yes" if essential(c, query)[0] else "no", c) for c in split_claims(source)],
-                  Status.OK, detail="offline: the source's claims, relevant when evidence.essential accepts them")
-
-
-def offline_geval_steps(criteria: str) -> Answer:
-    """The criteria's sentences, as steps."""
-    return Answer(split_sentences(criteria), Status.OK, detail="offline: the criteria's sentences, as steps")
-
-
-def offline_geval_score(criteria: str, steps: str, query: str, sources: list[str], response: str) -> Answer:
-    """The default criteria ask for an answer that addresses the input and stays grounded: average those two shares."""
-    grounded = supported_share(split_claims(response), knowledge(sources))
-    answered = mean([float(covers(response, q, response=True)[0]) for q in split_questions(query) if has_content(q)])
-    parts = [x for x in (grounded, answered) if x is not None]
-    if not parts:
-        return Answer(None, Status.EMPTY, detail="offline: no claims to ground and no sub-questions to answer")
-    signal = mean(parts)
-    score = GEVAL_SCALE[0] + round(signal * (GEVAL_SCALE[-1] - GEVAL_SCALE[0]))
-    shares = "; ".join(f"{x:.0%} of {what}" if x is not None else f"no {what.split()[0]}"
-                       for x, what in ((grounded, "claims grounded"), (answered, "sub-questions answered")))
-    return Answer(score, Status.OK, prob=signal, detail=f"offline: {shares}")

@@ -11,12 +11,12 @@ import html
 import re
 from typing import Sequence
 
-from evaluators.core.records import Answer, Component, Status, Verdict, unit
-from evaluators.core.text import has_content, split_claims, split_sentences, unreadable
-from evaluators.judges import prompts
+from evaluators.core.records import Component, Status, Verdict, unit
+from evaluators.core.text import has_content, split_sentences, unreadable
 from evaluators.judges.embeddings import embed
-from evaluators.judges.evidence import essential, support
-from evaluators.metrics.suites.common import YES_NO, decompose, judge_lines, knowledge, lines, verdict_parser, yes_no
+from evaluators.judges.peers.common import YES_NO
+from evaluators.judges.peers.ragas import N_QUESTIONS
+from evaluators.metrics.suites.common import decompose, judge_lines
 from evaluators.metrics.thelma import ItemWork, Metric
 
 # Component kinds (the dashboard reads kinds from the data).
@@ -25,20 +25,6 @@ GENERATED_QUESTION = "generated_question"    # questions generated from the resp
 CONTEXT_SENTENCE = "context_sentence"        # sentences of the sources (parent: source index)
 EXTRACTED_SENTENCE = "extracted_sentence"    # what the judge extracted (parent: matched context sentence)
 
-N_QUESTIONS = 3  # answer relevance: questions generated per answer (the paper's n)
-
-
-# ---------------------------------------------------------------- parsers
-
-parse_faithfulness = verdict_parser(YES_NO)
-
-
-def parse_extracted(reply: str) -> list[str]:
-    """Extracted sentences; "Insufficient Information" is the empty extraction."""
-    found = prompts.parse_list(reply)
-    if len(found) == 1 and " ".join(re.findall(r"[a-z]+", found[0].lower())) == "insufficient information":
-        return []
-    return found
 
 
 # ---------------------------------------------------------------- pure steps
@@ -147,36 +133,16 @@ async def match_context_relevance(work: ItemWork) -> list[Verdict]:
 
 
 FAITHFULNESS = Metric(
-    match_faithfulness, prompts=("ragas_statements", "ragas_faithfulness"), reads=("response",),
+    "ragas_faithfulness", "RAGAS faithfulness", match_faithfulness,
+    prompts=("ragas_statements", "ragas_faithfulness"), reads=("response",),
     description="RAGAS faithfulness: share of the answer's statements supported by the context")
 ANSWER_RELEVANCE = Metric(
-    match_answer_relevance, prompts=("ragas_questions",), reads=("query", "response"),
+    "ragas_answer_relevance", "RAGAS answer relevance", match_answer_relevance,
+    prompts=("ragas_questions",), reads=("query", "response"),
     description="RAGAS answer relevance: mean cosine between the query and 3 questions generated from the answer")
 CONTEXT_RELEVANCE = Metric(
-    match_context_relevance, prompts=("ragas_context_sentences",), reads=("query",),
+    "ragas_context_relevance", "RAGAS context relevance", match_context_relevance,
+    prompts=("ragas_context_sentences",), reads=("query",),
     description="RAGAS context relevance: extracted relevant sentences / all context sentences")
 
 
-# ---------------------------------------------------------------- offline answers
-
-def offline_statements(query: str, response: str) -> Answer:
-    """Statements of the answer: the offline claim split."""
-    return Answer(split_claims(response), Status.OK, detail="offline: claim split")
-
-
-def offline_faithfulness(sources: list[str], claims: list[str]) -> Answer:
-    """Each statement supported by the context (evidence.support) or not."""
-    return lines({i: yes_no(support(c, knowledge(sources))) for i, c in enumerate(claims, 1)})
-
-
-def offline_questions(response: str) -> Answer:
-    """The answer's first statements, as questions."""
-    questions = [re.sub(r"[.!?]+$", "", c) + "?" for c in split_claims(response)[:N_QUESTIONS]]
-    return Answer(questions, Status.OK, detail="offline: the answer's first statements, as questions")
-
-
-def offline_context_sentences(query: str, sources: list[str]) -> Answer:
-    """The context sentences evidence.essential accepts."""
-    keep = [s for source in sources for s in split_sentences(source)
-            if has_content(s) and essential(s, query)[0]]
-    return Answer(keep, Status.OK, detail="offline: the context sentences evidence.essential accepts")

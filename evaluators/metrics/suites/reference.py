@@ -27,9 +27,8 @@ from typing import Sequence
 from evaluators.core.records import CLAIM, Score, Status, Verdict
 from evaluators.metrics.suites.common import decompose
 from evaluators.metrics.thelma import ItemWork, Metric, aggregate_mean, judge_support
-from evaluators.vocabulary import REFERENCE
 
-PRECISION, RECALL, F1 = REFERENCE  # the ids, written once in vocabulary.py
+PRECISION, RECALL, F1 = "ref_precision", "ref_recall", "ref_f1"  # the ids
 REFERENCE_CLAIM = "reference_claim"  # B.1 claims of the reference (component kind)
 # The verdict kinds on ref_f1's recall side: the reference's claims, and the reference itself when it
 # states nothing (metrics.nothing_to_judge names the text). Every other verdict is on the precision side.
@@ -95,11 +94,14 @@ _PROMPTS = ("claims", "groundedness", "groundedness_batch")
 _READS = ("response", "reference")
 
 REF_PRECISION = Metric(
-    match_precision, needs_reference=True, prompts=_PROMPTS, reads=_READS,
+    PRECISION, "Reference precision: response claims the reference supports (ours)", match_precision,
+    needs_reference=True, prompts=_PROMPTS, reads=_READS,
     description="Reference precision (ours): share of the response's claims the reference supports")
 REF_RECALL = Metric(
-    match_recall, needs_reference=True, prompts=_PROMPTS, reads=_READS,
+    RECALL, "Reference recall: reference claims the response supports (ours)", match_recall,
+    needs_reference=True, prompts=_PROMPTS, reads=_READS,
     description="Reference recall (ours): share of the reference's claims the response supports")
 REF_F1 = Metric(
-    match_f1, aggregate_f1, needs_reference=True, prompts=_PROMPTS, reads=_READS,
+    F1, "Reference F1 of precision and recall (ours)", match_f1,
+    aggregate_f1, needs_reference=True, prompts=_PROMPTS, reads=_READS,
     description="Reference F1 (ours): harmonic mean of reference precision and recall")
