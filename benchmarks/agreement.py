@@ -38,6 +38,7 @@ if str(ROOT) not in sys.path:
 
 from evaluators.core.confidence import Band, format_band, parse_band  # noqa: E402
 from evaluators.core.records import Item  # noqa: E402
+from evaluators.judges import factory
 from evaluators.metrics import registry
 from evaluators.runs import runner
 from evaluators.runs.pairs import Tally  # noqa: E402
@@ -463,8 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not WIKIEVAL.exists():
         print(f"error: {WIKIEVAL} not found", file=sys.stderr)
         return 2
-    judges = args.judge or [runner.OFFLINE]
-    llm = [j for j in judges if j not in (runner.OFFLINE, runner.LOCAL)]
+    judges = args.judge or [factory.OFFLINE]
+    llm = [j for j in judges if j not in (factory.OFFLINE, factory.LOCAL)]
     bases = dict(zip(llm, args.api_base if len(args.api_base) != 1 else args.api_base * len(llm)))
     lo, _, hi = args.rows.partition("-")
     wanted = set(range(int(lo), int(hi or lo) + 1))

@@ -28,10 +28,10 @@ from test_runner import TRIPLET  # noqa: E402  (the realistic triplet the tests 
 
 from evaluators.core.records import Item, Status  # noqa: E402
 from evaluators.judges.llm import LLMJudge  # noqa: E402
+from evaluators.judges.peers import ragas as ragas_prompts  # noqa: E402
 from evaluators.metrics import registry  # noqa: E402
 from evaluators.metrics import thelma as metrics
 from evaluators.metrics.registry import THELMA  # noqa: E402
-from evaluators.judges.peers import ragas as ragas_prompts  # noqa: E402
 
 REFERENCE = "The Chimnabai Clock Tower was completed in 1896. It was named in memory of Chimnabai I, a queen of Baroda State."
 SUITES = {

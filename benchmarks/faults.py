@@ -58,10 +58,10 @@ from benchmarks.agreement import (  # noqa: E402
 from data.demo_runs import load_corpus, load_queries  # noqa: E402
 from evaluators.core.confidence import Band, parse_band  # noqa: E402
 from evaluators.core.records import Item, Score  # noqa: E402
+from evaluators.judges import factory
 from evaluators.judges.cascade import parse_chain  # noqa: E402
 from evaluators.metrics.diagnosis import RULES, diagnose  # noqa: E402
 from evaluators.metrics.registry import THELMA  # noqa: E402
-from evaluators.runs import runner
 from evaluators.storage import queries  # noqa: E402
 
 SEED = 10
@@ -298,7 +298,7 @@ def report(name: str, cases: Sequence[Case], scores: Mapping[str, Mapping[str, S
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--judge", default=runner.OFFLINE, help="offline, local, or a litellm model (default offline)")
+    p.add_argument("--judge", default=factory.OFFLINE, help="offline, local, or a litellm model (default offline)")
     p.add_argument("--api-base", default=None, help="base URL for a litellm judge")
     p.add_argument("--split", choices=("dev", "held-out", "all"), default="all")
     p.add_argument("--db", type=Path, help="DuckDB file for the run and the judge cache (default: a temporary file)")

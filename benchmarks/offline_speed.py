@@ -105,7 +105,7 @@ def evaluate_check_set(tmp: Path, sets: dict[str, list] | None = None) -> list[d
     first pass encodes every text deterministically (one item, one prompt at a time, in order);
     the runner pass then reads the vectors from the cache, so only a change of the code moves them.
     """
-    from evaluators.judges import offline
+    from evaluators.judges import factory, offline
     from evaluators.metrics import registry
     from evaluators.metrics import thelma as metrics
     from evaluators.metrics.registry import THELMA
@@ -118,7 +118,7 @@ def evaluate_check_set(tmp: Path, sets: dict[str, list] | None = None) -> list[d
             asyncio.run(metrics.evaluate_item(item, registry.THELMA_METRICS, judge))
     db = tmp / "check.duckdb"
     for run, items in sets.items():
-        runner.evaluate(items, db, run, judge=runner.OFFLINE, metrics=THELMA)
+        runner.evaluate(items, db, run, judge=factory.OFFLINE, metrics=THELMA)
     return stored_verdicts(db)
 
 
@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     t0, c0 = time.perf_counter(), time.process_time()
     from evaluators.core.records import Item
-    from evaluators.judges import embeddings, offline
+    from evaluators.judges import embeddings, factory, offline
     from evaluators.metrics import registry
     from evaluators.metrics import thelma as metrics
     from evaluators.metrics.registry import THELMA
@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     clear_caches()
     with tempfile.TemporaryDirectory() as tmp:
         w, c = time.perf_counter(), time.process_time()
-        runner.evaluate(items, Path(tmp) / "speed.duckdb", "speed", judge=runner.OFFLINE, metrics=THELMA)
+        runner.evaluate(items, Path(tmp) / "speed.duckdb", "speed", judge=factory.OFFLINE, metrics=THELMA)
         measured.append(("runner into DuckDB", time.perf_counter() - w, time.process_time() - c))
 
     n = len(items)

@@ -58,9 +58,9 @@ from benchmarks.agreement import OUT, RunCost, auc, run_label  # noqa: E402
 from evaluators.core import text  # noqa: E402
 from evaluators.core.confidence import Band, format_band, parse_band  # noqa: E402
 from evaluators.core.records import Item, Status  # noqa: E402
+from evaluators.judges import factory
 from evaluators.judges.llm import JudgeFatal  # noqa: E402
 from evaluators.metrics import registry
-from evaluators.runs import runner
 from evaluators.storage import queries, store
 
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -464,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--split", choices=("dev", "test"), default="dev",
                    help="dev (tuning allowed) or test (held out: aggregates only)")
     p.add_argument("--sets", default=",".join(SETS), help=f"data sets to score (default {','.join(SETS)})")
-    p.add_argument("--judge", default=runner.OFFLINE, help="offline, local, a litellm model, or a chain TIER>TIER")
+    p.add_argument("--judge", default=factory.OFFLINE, help="offline, local, a litellm model, or a chain TIER>TIER")
     p.add_argument("--decompose-with", default=None, metavar="TIER", help="the tier of a chain that decomposes")
     p.add_argument("--api-base", default=None, help="base URL for a litellm judge")
     p.add_argument("--concurrency", type=int, default=8)
@@ -483,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown or not chosen:
             raise ValueError(f"--sets: unknown data set {', '.join(unknown) or '(none)'}; "
                              f"choose from {', '.join(SETS)}")
-        runner.check_chain(args.judge, args.decompose_with)
+        factory.check_chain(args.judge, args.decompose_with)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -110,6 +110,7 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
     if complete and not force:
         emit(f"{db}: demo is up to date")
         return rule_counts(db)
+    from evaluators.judges import factory
     from evaluators.runs import runner  # imports the judge stack: only when something is evaluated
 
     tmp = temp_path(db)
@@ -122,7 +123,7 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
     started = time.monotonic()
     for name, items in runs.items():
         # update: the runs follow the run files (stored_state checked that what is stored agrees with them).
-        result = runner.evaluate(items, tmp, run=name, judge=runner.OFFLINE, update=True)
+        result = runner.evaluate(items, tmp, run=name, judge=factory.OFFLINE, update=True)
         emit(result.text())
     # GRAMMAR's robustness runs over our fictitious company, for the Robustness page.
     from evaluators.grammar import runs as grammar_runs

@@ -26,7 +26,8 @@ import duckdb
 import pytest
 from openai_server import OpenAIServer, identify
 
-from evaluators.cli import client_processes, main
+from evaluators.cli import main
+from evaluators.cli.evaluate import client_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGE = "openai/test-judge"

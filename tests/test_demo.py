@@ -13,6 +13,7 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from data import build_demo, demo_runs  # noqa: E402
+from evaluators.judges import factory
 from evaluators.metrics.diagnosis import RULES  # noqa: E402
 from evaluators.runs import runner
 from evaluators.storage import queries, store  # noqa: E402
@@ -124,7 +125,7 @@ def test_an_interrupted_build_resumes_and_only_then_replaces_the_target(demo: tu
     db = tmp_path / "demo.duckdb"
     partial = build_demo.temp_path(db)
     name = demo_runs.RUNS[1]
-    runner.evaluate(build_demo.run_items()[name][:5], partial, run=name, judge=runner.OFFLINE)
+    runner.evaluate(build_demo.run_items()[name][:5], partial, run=name, judge=factory.OFFLINE)
     assert not db.exists()  # a half-built demo is never at the target path
     build_demo.build(db, emit=lambda _: None)  # embeddings are cached in-process by now: quick
     assert db.exists() and not partial.exists()

@@ -20,6 +20,7 @@ from openai_server import OpenAIServer
 from evaluators import cli
 from evaluators.core.masking import mask_url
 from evaluators.core.records import Item, Status
+from evaluators.judges import factory
 from evaluators.judges.llm import NO_KEY, JudgeFatal, JudgeUnavailable, LLMJudge
 from evaluators.runs import runner
 from evaluators.storage import queries, store
@@ -214,7 +215,7 @@ def test_rate_limit_patience_must_be_a_positive_finite_number_of_minutes(tmp_pat
 def test_rate_limit_patience_reaches_the_judge_in_seconds(tmp_path: Path, openai_server: OpenAIServer,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[float] = []
-    real = runner.open_judge
+    real = factory.open_judge
 
     async def spy(*args: Any, **kwargs: Any) -> Any:
         judge, forced = await real(*args, **kwargs)

@@ -19,6 +19,7 @@ from openai_server import OpenAIServer
 from test_runner import JUDGE, items, write_jsonl
 
 from evaluators import cli
+from evaluators.cli import evaluate as cli_evaluate
 from evaluators.core.records import JudgeCall, Status
 from evaluators.dashboard import ui
 from evaluators.judges.llm import LLMJudge
@@ -91,10 +92,10 @@ def test_a_large_run_sends_its_calls_from_worker_processes_by_default(tmp_path: 
     the two worker processes that are then the default, every item is scored and no call is made twice."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     log, db = tmp_path / "calls.log", tmp_path / "pool.duckdb"
-    data = write_jsonl(tmp_path / "items.jsonl", items(cli.POOL_ITEMS))
+    data = write_jsonl(tmp_path / "items.jsonl", items(cli_evaluate.POOL_ITEMS))
     with OpenAIServer(latency=0.02, log=log) as server:
         args = ["evaluate", str(data), "--db", str(db), "--run", "pool", "--judge", JUDGE,
-                "--api-base", server.base_url, "--concurrency", str(cli.POOL_CONCURRENCY), "--quiet"]
+                "--api-base", server.base_url, "--concurrency", str(cli_evaluate.POOL_CONCURRENCY), "--quiet"]
         codes: list[int] = []
         worker = threading.Thread(target=lambda: codes.append(cli.main(args)))
         worker.start()
@@ -105,10 +106,10 @@ def test_a_large_run_sends_its_calls_from_worker_processes_by_default(tmp_path: 
         worker.join()
     assert codes == [0] and len(clients) == 2
     digests = answered(log)
-    assert len(digests) == len(set(digests)) > cli.POOL_ITEMS, "a call was answered twice"
-    assert queries.runs.count_items(db, "pool") == cli.POOL_ITEMS
+    assert len(digests) == len(set(digests)) > cli_evaluate.POOL_ITEMS, "a call was answered twice"
+    assert queries.runs.count_items(db, "pool") == cli_evaluate.POOL_ITEMS
     statuses = store.query(db, "SELECT status, count(*) AS n FROM scores WHERE run_id = 'pool' GROUP BY status")
-    assert statuses.values.tolist() == [["ok", cli.POOL_ITEMS * 7]]
+    assert statuses.values.tolist() == [["ok", cli_evaluate.POOL_ITEMS * 7]]
     stored = store.query(db, "SELECT count(*) AS n FROM judge_calls WHERE reply IS NOT NULL")["n"].iloc[0]
     assert stored == len(digests)
 

@@ -14,11 +14,11 @@ from openai_server import OpenAIServer, identify
 from evaluators.core.records import CALIBRATED, Answer, Item, Score, Status, Verdict
 from evaluators.judges import embeddings, prompts, registry
 from evaluators.judges.llm import LLMJudge
-from evaluators.metrics import registry as metric_registry
-from evaluators.metrics import thelma as metrics
 from evaluators.judges.peers import common
 from evaluators.judges.peers import deepeval as deepeval_prompts
 from evaluators.judges.peers import ragas as ragas_prompts
+from evaluators.metrics import registry as metric_registry
+from evaluators.metrics import thelma as metrics
 from evaluators.metrics.suites import deepeval, nvidia, ragas
 from evaluators.metrics.thelma import Metric, aggregate_mean, evaluate_item
 from evaluators.runs import runner

@@ -1,6 +1,6 @@
 """The GRAMMAR commands: grammar-generate, grammar-run, grammar-eval and grammar-demo.
 
-Handlers return the CLI's exit codes (evaluators/cli.py): 0 done, 2 bad input, 3 the judge refused.
+Handlers return the CLI's exit codes (evaluators/cli/__init__.py): 0 done, 2 bad input, 3 the judge refused.
 """
 from __future__ import annotations
 
@@ -9,26 +9,30 @@ import asyncio
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 import evaluators.cli.arguments as options
+from evaluators.cli.common import fail
 from evaluators.core.records import JudgeCall
 from evaluators.grammar import CLUSTER_BY, COMPANY_SQL, CORPUS, TEMPLATES, generate, pipeline, robustness, runs
+from evaluators.judges.factory import JudgeConfig
 from evaluators.judges.llm import JudgeFatal
 from evaluators.runs import runner
 from evaluators.storage import queries, store
 
 
-def _fail(message: str, code: int = 2) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return code
-
-
-def add_commands(subparsers: Any) -> None:
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register grammar-generate, grammar-run, grammar-eval and grammar-demo; each sets `handler`.
 
     Path and number options are typed by evaluators.cli.arguments, so they are checked before any work.
     """
+    add_generate(subparsers)
+    add_run(subparsers)
+    add_eval(subparsers)
+    add_demo(subparsers)
+
+
+def add_generate(subparsers: argparse._SubParsersAction) -> None:
+    """Register grammar-generate."""
     g = subparsers.add_parser("grammar-generate", help="GRAMMAR: generate a test set with SQL ground truth")
     g.add_argument("--source", type=options.duckdb_source, default=str(COMPANY_SQL),
                    help="DuckDB file or .sql script with the domain data")
@@ -51,6 +55,9 @@ def add_commands(subparsers: Any) -> None:
     g.add_argument("--seed", type=int, default=0)
     g.set_defaults(handler=cli_generate)
 
+
+def add_run(subparsers: argparse._SubParsersAction) -> None:
+    """Register grammar-run."""
     r = subparsers.add_parser("grammar-run", help="GRAMMAR: answer a test set with the reference RAG pipeline")
     r.add_argument("testset", type=options.input_file, help="JSONL from grammar-generate")
     r.add_argument("--db", required=True, type=options.new_database)
@@ -68,6 +75,9 @@ def add_commands(subparsers: Any) -> None:
     r.add_argument("--concurrency", type=options.concurrency, default=8)
     r.set_defaults(handler=cli_run)
 
+
+def add_eval(subparsers: argparse._SubParsersAction) -> None:
+    """Register grammar-eval."""
     e = subparsers.add_parser("grammar-eval", help="GRAMMAR: correctness, robustness groups, R and Acc of a run")
     e.add_argument("--db", required=True, type=options.database)
     e.add_argument("--run", required=True)
@@ -80,6 +90,9 @@ def add_commands(subparsers: Any) -> None:
     e.add_argument("--concurrency", type=options.concurrency, default=8)
     e.set_defaults(handler=cli_eval)
 
+
+def add_demo(subparsers: argparse._SubParsersAction) -> None:
+    """Register grammar-demo."""
     d = subparsers.add_parser("grammar-demo", help="GRAMMAR: build the offline demo runs into a database")
     d.add_argument("--db", required=True, type=options.new_database)
     d.add_argument("--retrievers", default="bm25,dense")
@@ -95,14 +108,14 @@ def cli_eval(args: argparse.Namespace) -> int:
             print(runs.evaluate_correctness(args.db, args.run, args.judge, args.api_base, args.concurrency,
                                             key_env=args.key_env).text())
         elif args.run not in queries.grammar.grammar_runs(args.db):
-            return _fail(f"run {args.run!r} has no stored GRAMMAR correctness; run grammar-eval without --no-judge")
+            return fail(f"run {args.run!r} has no stored GRAMMAR correctness; run grammar-eval without --no-judge")
         print(robustness.report_text(robustness.report(args.db, args.run, args.cluster_by)))
     except JudgeFatal as exc:
-        return _fail(str(exc), 3)
+        return fail(str(exc), 3)
     except runs.NoGrammarItems as exc:
-        return _fail(f"{exc}; create them with grammar-run or from a grammar-generate test set")
+        return fail(f"{exc}; create them with grammar-run or from a grammar-generate test set")
     except ValueError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     return 0
 
 
@@ -114,20 +127,20 @@ def cli_generate(args: argparse.Namespace) -> int:
     try:
         templates = generate.load_templates(templates_path) if templates_path else None
         if templates is None and not args.from_schema:
-            return _fail("give --templates, or --from-schema with --judge")
+            return fail("give --templates, or --from-schema with --judge")
         needs_judge = args.from_schema or any(not t.texts for t in templates or [])
         if needs_judge and not args.judge:
-            return _fail("--judge is needed to write missing SQL or text templates")
+            return fail("--judge is needed to write missing SQL or text templates")
         if needs_judge and args.judge == "offline":
-            return _fail("the offline judge cannot write SQL or text templates: give --templates "
+            return fail("the offline judge cannot write SQL or text templates: give --templates "
                          "with text variants, or --judge with an LLM (local or a litellm model)")
         with generate.open_source(source) as con:
             if needs_judge:
                 async def ask() -> tuple[list[generate.SqlTemplate], list[str]]:
                     calls: list[JudgeCall] = []
                     async with AsyncExitStack() as stack:
-                        judge = await runs.open_judge(stack, args.judge, None, calls, args.api_base,
-                                                      key_env=args.key_env)
+                        config = JudgeConfig(args.judge, args.api_base, args.key_env)
+                        judge = await runs.open_judge(stack, config, None, calls)
                         return await generate.complete_templates(judge, con, templates, args.from_schema,
                                                                  args.text_variants, args.criteria,
                                                                  args.requirements)
@@ -139,11 +152,11 @@ def cli_generate(args: argparse.Namespace) -> int:
                 generate.save_templates(templates, args.save_templates)
             testset = generate.generate(con, templates, args.per_group, args.max_groups, args.seed)
     except JudgeFatal as exc:
-        return _fail(str(exc), 3)
+        return fail(str(exc), 3)
     except (ValueError, OSError) as exc:  # TemplateError is a ValueError
-        return _fail(" ".join(str(exc).split()))
+        return fail(" ".join(str(exc).split()))
     if not testset.cases:
-        return _fail("no test case: every combination was dropped (see the counts above)")
+        return fail("no test case: every combination was dropped (see the counts above)")
     generate.write_testset(testset.cases, args.out)
     print(testset.summary())
     print(f"wrote {len(testset.cases)} test cases to {args.out}")
@@ -165,11 +178,11 @@ def cli_run(args: argparse.Namespace) -> int:
                                    args.judge, args.correctness_judge, args.api_base, _metrics(args.metrics),
                                    args.concurrency, args.decompose_with, runner.print_progress, args.key_env)
     except JudgeFatal as exc:
-        return _fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
+        return fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except store.RunConflict as exc:
-        return _fail(f"{exc}; rerun with the same options, or choose another --run name")
+        return fail(f"{exc}; rerun with the same options, or choose another --run name")
     except (ValueError, OSError) as exc:
-        return _fail(" ".join(str(exc).split()))
+        return fail(" ".join(str(exc).split()))
     print(result.thelma.text())
     print(result.correctness.text())
     print(robustness.report_text(robustness.report(args.db, args.run)))
@@ -181,11 +194,11 @@ def cli_demo(args: argparse.Namespace) -> int:
     retrievers = [r.strip() for r in args.retrievers.split(",") if r.strip()]
     unknown = [r for r in retrievers if r not in pipeline.RETRIEVERS]
     if unknown or not retrievers:
-        return _fail(f"unknown retrievers {unknown or retrievers}; known: {', '.join(pipeline.RETRIEVERS)}")
+        return fail(f"unknown retrievers {unknown or retrievers}; known: {', '.join(pipeline.RETRIEVERS)}")
     try:
         results = runs.build_demo(args.db, retrievers, args.max_groups, _metrics(args.metrics), runner.print_progress)
     except ValueError as exc:
-        return _fail(" ".join(str(exc).split()))
+        return fail(" ".join(str(exc).split()))
     for result in results:
         print(result.correctness.text())
         print(robustness.report_text(robustness.report(args.db, result.run)))

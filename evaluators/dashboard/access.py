@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 from evaluators.core.masking import mask_url
 from evaluators.core.records import Item, Label, check_run_name
+from evaluators.judges.factory import LOCAL, OFFLINE, JudgeConfig
 from evaluators.storage import queries, store
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
@@ -202,8 +203,6 @@ def listed_judges(entries: Sequence[Mapping[str, Any]]) -> list[ListedJudge]:
 def judge_choices(entries: Sequence[Mapping[str, Any]], local_installed: bool) -> dict[str, str | ListedJudge]:
     """The Evaluate page's judge picker, label -> judge: the offline judge, `local` when its extra is
     installed, then the admin's list. There is no free-text model or address."""
-    from evaluators.runs.runner import LOCAL, OFFLINE
-
     choices: dict[str, str | ListedJudge] = {OFFLINE_LABEL: OFFLINE}
     if local_installed:
         choices[LOCAL_LABEL] = LOCAL
@@ -211,19 +210,19 @@ def judge_choices(entries: Sequence[Mapping[str, Any]], local_installed: bool) -
     return choices
 
 
-def judge_options(judge: str | ListedJudge, environ: Mapping[str, str]) -> tuple[str, dict[str, str]]:
-    """The runner's judge string and options for a picked judge.
+def judge_config(judge: str | ListedJudge, environ: Mapping[str, str]) -> JudgeConfig:
+    """The judge's configuration for a picked judge.
 
     A listed judge is called at its listed API base only, with the value of its key variable, which
     must be set on the server, as its only credential: no provider variable (OPENAI_API_KEY) is read
     for it. The runner refuses, before any call, a model that would need another credential too.
     """
     if isinstance(judge, str):
-        return judge, {}
+        return JudgeConfig(judge)
     if not environ.get(judge.key_env):
         raise ConfigError(f"judge {judge.label!r} cannot run: its key variable {judge.key_env} is not set on "
                           "the server (ask an admin)")
-    return judge.model, {"api_base": judge.api_base, "key_env": judge.key_env}
+    return JudgeConfig(judge.model, api_base=judge.api_base, key_env=judge.key_env)
 
 
 # ---------------------------------------------------------------- the write paths
@@ -275,13 +274,15 @@ def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge
     if queries.runs.run_exists(db, run):
         raise RunExists("A run with this name already exists: choose another name (an evaluation never adds to "
                         "an existing run).")
-    model, options = judge_options(judge, environ)
-    from evaluators.judges.llm import JudgeUnavailable  # lazy: the judges import litellm / sentence-transformers
-    from evaluators.runs.runner import evaluate
+    config = judge_config(judge, environ)
+    from evaluators.judges.llm import JudgeUnavailable
+    from evaluators.runs.runner import RunOptions, evaluate  # lazy: the runner's stack, only when a run starts
+
+    options = RunOptions(config, tuple(metrics))
 
     with store.started_by(user.email or ""):
         try:
-            return evaluate(items, db=db, run=run, judge=model, metrics=metrics, on_progress=on_progress, **options)
+            return evaluate(items, db, run, options=options, on_progress=on_progress)
         except JudgeUnavailable as exc:  # found before any call: the listed judge is what is wrong
             raise ConfigError(f"judge {getattr(judge, 'label', judge)!r} cannot run: {exc}") from None
 

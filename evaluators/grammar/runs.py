@@ -18,6 +18,8 @@ from evaluators.grammar import COMPANY_SQL, META_GROUP, TEMPLATES
 from evaluators.grammar.generate import Case, generate, load_templates, open_source
 from evaluators.grammar.pipeline import RETRIEVERS, Doc, answer_cases, render_corpus
 from evaluators.grammar.robustness import Correctness, grammar_items, judge_items, write_correctness
+from evaluators.judges import factory
+from evaluators.judges.factory import JudgeConfig
 from evaluators.metrics.registry import THELMA
 from evaluators.runs import runner
 from evaluators.storage import queries, store
@@ -27,16 +29,15 @@ class NoGrammarItems(ValueError):
     """A run holds no item with GRAMMAR metadata, so there is no correctness to judge."""
 
 
-async def open_judge(stack: AsyncExitStack, spec: str, db: str | Path | None, calls: list[JudgeCall],
-                     api_base: str | None = None, concurrency: int = 8, timeout: float = 60.0,
-                     key_env: str | None = None) -> Judge:
-    """A judge for `spec` (offline, local, a litellm model, or a chain of them like `evaluate`'s
-    "offline>openai/gpt-4o-mini") that answers from the cache of `db` (when given) and appends every
-    new call to `calls`; `key_env` as for runner.evaluate. ValueError (one line) for a bad chain."""
-    tiers, decomposer = runner.check_chain(spec)
-    caches = {tier: queries.runs.load_cache(db, runner.judge_name(tier)) for tier in tiers if db and tier != runner.OFFLINE}
-    judge, _ = await runner.open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches, calls.append,
-                                       key_env=key_env)
+async def open_judge(stack: AsyncExitStack, config: JudgeConfig, db: str | Path | None,
+                     calls: list[JudgeCall]) -> Judge:
+    """The judge `config` names (offline, local, a litellm model, or a chain of them like `evaluate`'s
+    "offline>openai/gpt-4o-mini") answering from the cache of `db` (when given) and appending every new
+    call to `calls`. ValueError (one line) for a bad chain."""
+    tiers, _ = factory.check_chain(config.spec, config.decompose_with)
+    caches = {tier: queries.runs.load_cache(db, factory.judge_name(tier))
+              for tier in tiers if db and tier != factory.OFFLINE}
+    judge, _ = await factory.open_chain(stack, config, caches, calls.append)
     return judge
 
 
@@ -74,7 +75,8 @@ def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_b
     async def go() -> tuple[list[Correctness], list[JudgeCall], str]:
         calls: list[JudgeCall] = []
         async with AsyncExitStack() as stack:
-            judge_obj = await open_judge(stack, judge, db, calls, api_base, concurrency, timeout, key_env)
+            config = JudgeConfig(judge, api_base, key_env, concurrency, timeout)
+            judge_obj = await open_judge(stack, config, db, calls)
             return await judge_items(items, judge_obj), calls, judge_obj.name
 
     rows, calls, name = asyncio.run(go())
@@ -108,13 +110,14 @@ def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run
     if retriever not in RETRIEVERS:
         raise ValueError(f"unknown retriever {retriever!r}; known: {', '.join(RETRIEVERS)}")
     metrics = runner.check_metrics(metrics or THELMA)
-    runner.check_chain(judge, decompose_with)  # a bad chain fails before the generator is asked
+    factory.check_chain(judge, decompose_with)  # a bad chain fails before the generator is asked
     store.migrate(db)
 
     async def go() -> tuple[list[Item], list[JudgeCall]]:
         calls: list[JudgeCall] = []
         async with AsyncExitStack() as stack:
-            gen = await open_judge(stack, generator, db, calls, api_base, concurrency, key_env=key_env)
+            config = JudgeConfig(generator, api_base, key_env, concurrency)
+            gen = await open_judge(stack, config, db, calls)
             return await answer_cases(cases, docs, retriever, top_k, gen), calls
 
     items, calls = asyncio.run(go())

@@ -15,11 +15,11 @@ from typing import Any, Sequence
 from evaluators.core.records import Answer, Item, Judge, JudgeCall, Status
 from evaluators.core.text import split_sentences
 from evaluators.judges import cascade, registry
+from evaluators.judges.factory import LOCAL, OFFLINE, check_chain, judge_name
 from evaluators.judges.llm import LLMJudge, call_key, count_tokens, price_per_token
 from evaluators.metrics import registry as metric_registry
 from evaluators.metrics import thelma as metrics_mod
-from evaluators.metrics.registry import THELMA
-from evaluators.runs.runner import LOCAL, OFFLINE, check_chain, check_metrics, judge_name
+from evaluators.runs.runner import RunOptions, check_metrics
 from evaluators.storage import queries
 
 
@@ -132,9 +132,7 @@ def _guess(prompt: str, v: dict[str, Any]) -> Any:
     return 1
 
 
-def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
-         metrics: Sequence[str] = THELMA, per_component: bool = False,
-         sd_threshold: float = metrics_mod.SD_THRESHOLD, decompose_with: str | None = None) -> Plan:
+def plan(items: Sequence[Item], db: str | Path, run: str, options: RunOptions) -> Plan:
     """Count the judge calls, tokens and cost a run would need, calling nothing.
 
     For a cascade the offline tier, being free, judges for real, so the plan counts exactly what it
@@ -142,13 +140,13 @@ def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
     non-last one is counted as escalating everything it is asked (an upper bound). The plan also
     counts the last tier alone, to show what the cascade saves.
     """
-    metrics = check_metrics(metrics)
-    tiers, decomposer = check_chain(judge, decompose_with)
+    metrics = check_metrics(options.metrics)
+    tiers, decomposer = check_chain(options.judge.spec, options.judge.decompose_with)
     exists = Path(db).exists()
     done = queries.runs.done_item_ids(db, run) if exists else set()
     todo = [i for i in items if i.id not in done]
     chosen = {m: metric_registry.METRICS[m] for m in metrics if m != "sd"}  # SD calls no judge
-    per_component = per_component or LOCAL in tiers
+    per_component = options.per_component or LOCAL in tiers
 
     def planner(tier: str, into: Plan) -> _PlanJudge:
         model = judge_name(tier)
@@ -157,7 +155,7 @@ def plan(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
     def walk(asked: Judge) -> None:
         async def every() -> None:
             for item in todo:
-                await metrics_mod.evaluate_item(item, chosen, asked, per_component, sd_threshold)
+                await metrics_mod.evaluate_item(item, chosen, asked, per_component, options.sd_threshold)
         asyncio.run(every())
 
     if tiers == [OFFLINE]:

@@ -16,6 +16,7 @@ import sys
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -24,14 +25,13 @@ from evaluators.core.confidence import DEFAULT_BANDS, band_for
 from evaluators.core.masking import mask_secrets
 from evaluators.core.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
 from evaluators.judges import cascade, prompts
-from evaluators.judges.llm import RATE_LIMIT_PATIENCE, CallStats, ClientPool, JudgeFatal, LLMJudge
+from evaluators.judges.factory import OFFLINE, JudgeConfig, check_chain, judge_name, open_chain
+from evaluators.judges.llm import CallStats, JudgeFatal
 from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics_mod
 from evaluators.metrics.registry import REFERENCE, THELMA
 from evaluators.storage import queries, store
 
-OFFLINE = "offline"
-LOCAL = "local"
 WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge waits out a rate limit
 HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEARTBEAT_S overrides it
 BUSY_TRY_S = 1.0    # one attempt at a busy database file; the writer tries again, without a deadline
@@ -260,64 +260,40 @@ def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float,
     return params
 
 
-def check_chain(judge: str, decompose_with: str | None = None) -> tuple[list[str], str]:
-    """The tiers of a judge chain and the tier that decomposes; ValueError (one line) when either is bad."""
-    tiers = cascade.parse_chain(judge)
-    return tiers, cascade.decomposer(tiers, decompose_with)
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run computes and with which judge: one record shared by evaluate(), the CLI's `evaluate`
+    and the dashboard's Evaluate page. Resuming a run requires the options that define its results
+    (run_params()).
 
-
-async def open_judge(stack: AsyncExitStack, judge: str, api_base: str | Sequence[str] | None, concurrency: int,
-                      timeout: float, cache: dict[str, JudgeCall], on_call: Callable[[JudgeCall], None],
-                      rate_limit_patience: float = RATE_LIMIT_PATIENCE,
-                      client_processes: int = 1, key_env: str | None = None) -> tuple[Judge, bool]:
-    """The judge for a spec, and whether it must judge one component per call.
-
-    `api_base`: one endpoint, or several replicas of the model the calls are spread over.
-    `key_env`: the environment variable whose value is a litellm judge's key, and its only credential
-    (without it an api_base gets no key at all). `client_processes` above 1 sends a litellm judge's
-    calls from that many worker processes. Raises JudgeUnavailable when a litellm judge lacks its key
-    or endpoint, before any call.
+    judge: the judge's configuration (judges/factory.py). metrics: metric ids, in order. per_component:
+    one judge call per component, as in the paper (default: batched). sd_threshold: the cosine at which
+    two response sentences repeat. update: the run recorded other content: re-evaluate exactly the
+    changed and added items and delete the removed ones. retry_failed: ask the failed judge steps again.
+    heartbeat_s: the longest pause between the run's writes (None: RAG_TRIAGE_HEARTBEAT_S, else
+    HEARTBEAT_S).
     """
-    if judge == OFFLINE:
-        from evaluators.judges.offline import OfflineJudge
 
-        return OfflineJudge(), False
-    if judge == LOCAL:
-        from evaluators.judges import local_llm  # optional extra: the local LLM server
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    metrics: tuple[str, ...] = THELMA
+    per_component: bool = False
+    sd_threshold: float = metrics_mod.SD_THRESHOLD
+    update: bool = False
+    retry_failed: bool = False
+    heartbeat_s: float | None = None
 
-        server = stack.enter_context(local_llm.LocalServer())
-        # Logprob scoring reads one 0/1 token, so the local judge always asks one component per call.
-        return local_llm.judge(server, timeout, cache, on_call), True
-    llm = LLMJudge(judge, api_base=api_base, key_env=key_env, concurrency=concurrency, timeout=timeout,
-                   rate_limit_patience=rate_limit_patience, cache=cache, on_call=on_call)
-    llm.check_access()
-    if client_processes > 1:
-        llm.pool = stack.enter_context(ClientPool(client_processes))
-    return llm, False
-
-
-async def open_chain(stack: AsyncExitStack, tiers: Sequence[str], decompose_with: str,
-                     api_base: str | Sequence[str] | None, concurrency: int, timeout: float,
-                     caches: dict[str, dict[str, JudgeCall]], on_call: Callable[[JudgeCall], None],
-                     rate_limit_patience: float = RATE_LIMIT_PATIENCE,
-                     client_processes: int = 1, key_env: str | None = None) -> tuple[Judge, bool]:
-    """The judge for a chain of tiers (a single judge for a chain of one), and whether it must judge
-    one component per call: when any tier must (the local judge reads one 0/1 token), all do."""
-    opened = [await open_judge(stack, tier, api_base, concurrency, timeout, caches.get(tier, {}), on_call,
-                               rate_limit_patience, client_processes, key_env) for tier in tiers]
-    if len(opened) == 1:
-        return opened[0]
-    judge = cascade.CascadeJudge([(tier, j) for tier, (j, _) in zip(tiers, opened)], decompose_with)
-    return judge, any(forced for _, forced in opened)
+    @staticmethod
+    def of(judge: str = OFFLINE, **fields: Any) -> RunOptions:
+        """The options evaluate() is given by name: a JudgeConfig's fields (api_base, key_env, concurrency,
+        timeout, rate_limit_patience, client_processes, decompose_with) configure the judge, the others
+        are the run's own. An unknown name is a TypeError."""
+        config = {name: fields.pop(name) for name in list(fields) if name in _JUDGE_FIELDS}
+        if "metrics" in fields:
+            fields["metrics"] = tuple(fields["metrics"])
+        return RunOptions(JudgeConfig(judge, **config), **fields)
 
 
-def judge_name(judge: str) -> str:
-    """The model string a judge's calls are recorded (and cached) under."""
-    if judge == LOCAL:
-        from evaluators.judges import local_llm
-
-        return f"openai/{local_llm.MODEL}"  # the litellm model string LocalServer.model gives
-    return judge
+_JUDGE_FIELDS = frozenset(f.name for f in dataclass_fields(JudgeConfig)) - {"spec"}
 
 
 class _Paused:
@@ -331,124 +307,144 @@ class _Paused:
         return await self.judge.ask(prompt, **variables)
 
 
-async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE,
-                         api_base: str | Sequence[str] | None = None, key_env: str | None = None,
-                         metrics: Sequence[str] = THELMA,
-                         concurrency: int = 8, per_component: bool = False, timeout: float = 60.0,
-                         sd_threshold: float = metrics_mod.SD_THRESHOLD,
-                         rate_limit_patience: float = RATE_LIMIT_PATIENCE, update: bool = False,
-                         retry_failed: bool = False, heartbeat_s: float | None = None,
-                         decompose_with: str | None = None, client_processes: int = 1,
-                         on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
-    """Evaluate `items` into run `run` of `db`; see `evaluate`."""
-    metrics = check_metrics(metrics)
-    tiers, decomposer = check_chain(judge, decompose_with)
-    chosen = {m: registry.METRICS[m] for m in metrics}
-    heartbeat_s = heartbeat_s or float(os.environ.get("RAG_TRIAGE_HEARTBEAT_S", HEARTBEAT_S))
-    store.migrate(db)
-    caches = {tier: queries.runs.load_cache(db, judge_name(tier)) for tier in tiers if tier != OFFLINE}
-    owner = store.Owner.this_process()
-    started = time.monotonic()
-    stats = CallStats()
-    counter = {"done": 0, "skipped": 0}
+class _Evaluation:
+    """One evaluation's moving parts: its options checked, its writer, its judge's statistics and the
+    progress counts that on_progress hears about."""
 
-    def report() -> None:
-        if on_progress:
+    def __init__(self, items: Sequence[Item], db: str | Path, run: str, options: RunOptions,
+                 on_progress: Callable[[Progress], None] | None) -> None:
+        self.items, self.db, self.run, self.on_progress = items, db, run, on_progress
+        self.metrics = check_metrics(options.metrics)
+        self.tiers, _ = check_chain(options.judge.spec, options.judge.decompose_with)
+        self.chosen = {m: registry.METRICS[m] for m in self.metrics}
+        self.options = options
+        self.heartbeat_s = options.heartbeat_s or float(os.environ.get("RAG_TRIAGE_HEARTBEAT_S", HEARTBEAT_S))
+        self.owner = store.Owner.this_process()
+        self.started = time.monotonic()
+        self.stats = CallStats()
+        self.done = self.skipped = 0
+        self.writer = _Writer(db, run, self.owner, self.heartbeat_s, self.report)
+
+    def report(self) -> None:
+        if self.on_progress:
             now = time.monotonic()
-            on_progress(Progress(counter["done"], len(items), counter["skipped"], stats.calls, stats.cache_hits,
-                                 stats.prompt_tokens + stats.completion_tokens, stats.cost, now - started,
-                                 max(0.0, stats.waiting_until - now), writer.waiting_s))
+            s = self.stats
+            self.on_progress(Progress(self.done, len(self.items), self.skipped, s.calls, s.cache_hits,
+                                      s.prompt_tokens + s.completion_tokens, s.cost, now - self.started,
+                                      max(0.0, s.waiting_until - now), self.writer.waiting_s))
 
-    writer = _Writer(db, run, owner, heartbeat_s, report)
-    async with AsyncExitStack() as stack:
-        judge_obj, forced = await open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches,
-                                             writer.add_call, rate_limit_patience, client_processes, key_env)
-        stats = getattr(judge_obj, "stats", stats)  # a cascade's sums its tiers' as it is read
-        per_component = per_component or forced
-        used = sorted({p for metric in chosen.values() for p in metric.prompts})
-        chain = judge_obj if isinstance(judge_obj, cascade.CascadeJudge) else None
-        meta = Run(run, chain.chain if chain else judge_obj.name,
-                   run_params(metrics, per_component, sd_threshold, chain), prompts.prompt_hashes(used))
-        # One transaction decides, before any judge call, whether this process may evaluate the run and what.
-        claim = store.claim_run(db, meta, {i.id: i.content_hash() for i in items}, owner, heartbeat_s,
-                                update, retry_failed)
-        writer.replace = claim.replace
+    def claim(self, judge: Judge, per_component: bool) -> asyncio.Queue[Item]:
+        """Record the run (or take it over) in one transaction, before any judge call; the items to evaluate."""
+        chain = judge if isinstance(judge, cascade.CascadeJudge) else None
+        used = sorted({p for metric in self.chosen.values() for p in metric.prompts})
+        meta = Run(self.run, chain.chain if chain else judge.name,
+                   run_params(self.metrics, per_component, self.options.sd_threshold, chain),
+                   prompts.prompt_hashes(used))
+        claim = store.claim_run(self.db, meta, {i.id: i.content_hash() for i in self.items}, self.owner,
+                                self.heartbeat_s, self.options.update, self.options.retry_failed)
+        self.writer.replace = claim.replace
         wanted = set(claim.todo)
         queue: asyncio.Queue[Item] = asyncio.Queue()
-        for item in items:
+        for item in self.items:
             if item.id in wanted:
                 queue.put_nowait(item)
-        counter["done"] = counter["skipped"] = len(items) - queue.qsize()
-        paused = _Paused(judge_obj, writer)
-        report()
+        self.done = self.skipped = len(self.items) - queue.qsize()
+        return queue
 
-        async def worker() -> None:
-            while True:
-                await writer.ready()  # start no item while its results could not be stored
-                if queue.empty():
-                    return
-                item = queue.get_nowait()
-                # A bug or a bad input inside one item marks its metrics `error`; a refusing judge ends the run.
-                result = await metrics_mod.evaluate_item(item, chosen, paused, per_component, sd_threshold,
-                                                         fatal=(JudgeFatal,))
-                writer.add_item(item, result)
-                counter["done"] += 1
-                report()
+    async def worker(self, queue: asyncio.Queue[Item], judge: Judge, per_component: bool) -> None:
+        while True:
+            await self.writer.ready()  # start no item while its results could not be stored
+            if queue.empty():
+                return
+            item = queue.get_nowait()
+            # A bug or a bad input inside one item marks its metrics `error`; a refusing judge ends the run.
+            result = await metrics_mod.evaluate_item(item, self.chosen, judge, per_component,
+                                                     self.options.sd_threshold, fatal=(JudgeFatal,))
+            self.writer.add_item(item, result)
+            self.done += 1
+            self.report()
 
-        async def tick() -> None:
-            # A rate-limited judge finishes no item for minutes: keep the wait on the progress line.
-            while True:
-                await asyncio.sleep(WAIT_TICK_S)
-                if stats.waiting_until > time.monotonic():
-                    report()
+    async def tick(self) -> None:
+        # A rate-limited judge finishes no item for minutes: keep the wait on the progress line.
+        while True:
+            await asyncio.sleep(WAIT_TICK_S)
+            if self.stats.waiting_until > time.monotonic():
+                self.report()
 
-        writer_task = asyncio.create_task(writer.loop())
-        ticker = asyncio.create_task(tick())
-        workers = [asyncio.create_task(worker()) for _ in range(max(2, concurrency * 2))]
-        error = ""
-        summary: RunSummary | None = None
+    async def judge_all(self, queue: asyncio.Queue[Item], judge: Judge, per_component: bool) -> None:
+        """Evaluate the queued items with as many workers as keep the judge busy; everything answered
+        is stored before this returns, however it ends."""
+        writer_task = asyncio.create_task(self.writer.loop())
+        workers = [asyncio.create_task(self.worker(queue, judge, per_component))
+                   for _ in range(max(2, self.options.judge.concurrency * 2))]
         try:
-            try:
-                await asyncio.gather(*workers)
-            finally:
-                for w in workers:
-                    w.cancel()
-                writer.close()
-                await writer_task  # everything answered is stored before the run ends, however it ends
-        except BaseException as exc:
-            error = mask_secrets(str(exc)) or type(exc).__name__
-            raise
+            await asyncio.gather(*workers)
         finally:
-            ticker.cancel()
-            if not error:
-                summary = summarize(db, run, stats.as_dict(), chain.labels if chain else None)
-            finish = partial(store.finish_run, db, run, summary.status if summary else FAILED,
-                             summary.stats if summary else stats.as_dict(), error, owner, BUSY_TRY_S)
-            await _patiently(lambda: finish, writer.waiting)
-    return summary
+            for w in workers:
+                w.cancel()
+            self.writer.close()
+            await writer_task
+
+    async def finish(self, error: str, tiers: Sequence[str] | None) -> RunSummary | None:
+        """Record how the run ended (waiting out a busy database); the summary unless it failed."""
+        summary = None if error else summarize(self.db, self.run, self.stats.as_dict(), tiers)
+        finish = partial(store.finish_run, self.db, self.run, summary.status if summary else FAILED,
+                         summary.stats if summary else self.stats.as_dict(), error, self.owner, BUSY_TRY_S)
+        await _patiently(lambda: finish, self.writer.waiting)
+        return summary
+
+    async def evaluate(self) -> RunSummary:
+        store.migrate(self.db)
+        caches = {tier: queries.runs.load_cache(self.db, judge_name(tier)) for tier in self.tiers if tier != OFFLINE}
+        async with AsyncExitStack() as stack:
+            judge, forced = await open_chain(stack, self.options.judge, caches, self.writer.add_call)
+            self.stats = getattr(judge, "stats", self.stats)  # a cascade's sums its tiers' as it is read
+            per_component = self.options.per_component or forced
+            chain = judge if isinstance(judge, cascade.CascadeJudge) else None
+            queue = self.claim(judge, per_component)
+            self.report()
+            ticker = asyncio.create_task(self.tick())
+            error = ""
+            try:
+                await self.judge_all(queue, _Paused(judge, self.writer), per_component)
+            except BaseException as exc:
+                error = mask_secrets(str(exc)) or type(exc).__name__
+                raise
+            finally:
+                ticker.cancel()
+                summary = await self.finish(error, chain.labels if chain else None)
+        assert summary is not None  # a failed run raised above
+        return summary
 
 
-def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE, **options: Any) -> RunSummary:
+async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, options: RunOptions | None = None,
+                         on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
+    """Evaluate `items` into run `run` of `db` with `options`; see `evaluate`."""
+    return await _Evaluation(items, db, run, options or RunOptions(), on_progress).evaluate()
+
+
+def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE, options: RunOptions | None = None,
+             on_progress: Callable[[Progress], None] | None = None, **fields: Any) -> RunSummary:
     """Evaluate items into a named run of a DuckDB file; resumes an unfinished run of that name.
 
-    `judge` is offline, local, a litellm model, or a chain of them ("offline>openai/gpt-4o-mini",
-    see evaluators/cascade.py) whose tiers each decide what they are sure of; `decompose_with`
-    names the chain's tier that decomposes (default: the last).
-    Options: api_base (one, or a list of replicas of the judge model: calls are spread over them and
-    a failing one is routed around), key_env (the variable holding the judge's key: the only key an
-    api_base is sent), metrics, concurrency, per_component, timeout, sd_threshold,
-    rate_limit_patience (seconds), update, retry_failed, heartbeat_s, decompose_with,
-    client_processes (worker processes sending the calls), on_progress. The run must be what `items` say: if
-    the run recorded other content, store.InputChanged names the changed, added and removed ids,
-    unless `update` re-evaluates exactly those (and deletes the removed ones). `retry_failed` asks
-    the failed steps again. store.RunBusy: another live process is evaluating the run (nothing was
-    called). store.RunConflict: the run exists with another judge, options or prompt files.
+    The options are a RunOptions record, or its fields given by name with the judge's spec in `judge`
+    (RunOptions.of: `evaluate(items, db, run, "openai/gpt-4o-mini", metrics=["gr"], api_base=URL)`).
+    The judge is offline, local, a litellm model, or a chain of them ("offline>openai/gpt-4o-mini", see
+    evaluators/judges/cascade.py) whose tiers each decide what they are sure of. on_progress hears a
+    Progress after every item. The run must be what `items` say: if the run recorded other content,
+    store.InputChanged names the changed, added and removed ids, unless `update` re-evaluates exactly
+    those (and deletes the removed ones). store.RunBusy: another live process is evaluating the run
+    (nothing was called). store.RunConflict: the run exists with another judge, options or prompt files.
     Raises JudgeUnavailable (a ValueError) before any call when a litellm judge lacks its key or
     endpoint, and JudgeFatal when the judge refuses requests (400/401) or stays rate limited past
     the patience: completed items stay stored. The summary's status is `finished with failures`
     when a judge step failed.
     """
-    return asyncio.run(evaluate_async(items, db, run, judge, **options))
+    if options is None:
+        options = RunOptions.of(judge, **fields)
+    elif fields or judge != OFFLINE:
+        raise TypeError("evaluate() takes options as a RunOptions record or by name, not both")
+    return asyncio.run(evaluate_async(items, db, run, options, on_progress))
 
 
 def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None,
