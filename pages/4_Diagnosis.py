@@ -5,16 +5,17 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators.dashboard import charts, ui
+from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard.views import diagnosis as diagnosis_view
 from evaluators.metrics.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, QUADRANTS, RULES
 from evaluators.storage import queries
 
 ui.page("Diagnosis")
 run_id, metric_ids, th = ui.current_run()
 pairs = [(x, y, r) for x, y, r in QUADRANTS if x in metric_ids and y in metric_ids]
-combos = ui.derived(queries.diagnosis.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
+combos = reads.derived(queries.diagnosis.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
 n_items = int(combos["n"].sum())
-st.caption(f"Run **{ui.md(run_id)}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
+st.caption(f"Run **{markup.md(run_id)}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
            "or above it; an unscored metric is neither, and so is one decided from too few confident verdicts "
            f"(fewer than {MIN_SCORED}, or more than {MAX_UNSURE_SHARE:.0%} unsure at the uncertainty band), so "
            "rules that need it do not fire. Rules marked *(ours)* are not THELMA's: X1 names a generator that "
@@ -37,7 +38,7 @@ st.dataframe(table.drop(columns="id"), hide_index=True, key="rules_table", width
     "evidence": st.column_config.LinkColumn("evidence", display_text="first item's evidence")})
 for rid, n in zip(table["id"], table["items"]):
     if n:
-        ui.page_link("run", f"{ui.rule_label(rid)}: {ui.n_items(int(n))}", ui.link(run=run_id, rule=rid), icon="📋")
+        ui.page_link("run", f"{markup.rule_label(rid)}: {markup.n_items(int(n))}", ui.link(run=run_id, rule=rid), icon="📋")
 
 st.subheader("Fix this first")
 fixes: dict[str, list[str]] = {}
@@ -52,20 +53,20 @@ for component, rids in fixes.items():  # distinct items: an item firing two rule
 if not ranked:
     st.success("No Table-2 rule fires in this run at these thresholds.")
 for rank, (n, component, rids) in enumerate(sorted(ranked, key=lambda r: (-r[0], r[1])), start=1):
-    st.markdown(f"{rank}. **{component}**: {ui.n_items(n)} ({n / n_items:.0%}), via "
+    st.markdown(f"{rank}. **{component}**: {markup.n_items(n)} ({n / n_items:.0%}), via "
                 f"{', '.join(RULES[r].name for r in rids)}")
 
 st.subheader("Quadrants")
 # The counts and links cover all items; the scatter plots are drawn on demand: each is a sample of
 # points the browser redraws on every threshold change, and plotly's script (megabytes) is only
 # fetched once a plot is asked for.
-plots = ui.synced(st.toggle, "Scatter plots of a sample of items", "plots", False, lambda s: s in ("1", "True"))
-sample = ui.derived(queries.diagnosis.sample_points, [run_id], metric_ids) if plots else None
+plots = state.synced(st.toggle, "Scatter plots of a sample of items", "plots", False, lambda s: s in ("1", "True"))
+sample = reads.derived(queries.diagnosis.sample_points, [run_id], metric_ids) if plots else None
 if sample is not None and len(sample) < n_items:
     st.caption(f"Points: a fixed sample of {len(sample)} items; the counts cover all items.")
 cols = st.columns(2)
 for i, (x, y, rule_ids) in enumerate(pairs):
-    counts = ui.quadrant_counts(combos, x, y)
+    counts = diagnosis_view.quadrant_counts(combos, x, y)
     with cols[i % 2]:
         st.markdown(f"**{x.upper()} × {y.upper()}** ({rule_ids})")
         if sample is not None:
@@ -73,5 +74,5 @@ for i, (x, y, rule_ids) in enumerate(pairs):
                             config=charts.PLOT_CONFIG)
         for x_low, y_low, n in counts.sort_values(["x_low", "y_low"], ascending=False).itertuples(index=False):
             lx, ly = ("low" if x_low else "high"), ("low" if y_low else "high")
-            ui.page_link("run", f"{x.upper()} {lx} · {y.upper()} {ly}: {ui.n_items(int(n))}",
+            ui.page_link("run", f"{x.upper()} {lx} · {y.upper()} {ly}: {markup.n_items(int(n))}",
                          ui.link(run=run_id, quad=f"{x}:{lx},{y}:{ly}"))

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators.dashboard import ui
+from evaluators.dashboard import reads, state, ui
 from evaluators.storage import queries
 
 ui.page("Triage")
-runs = ui.runs()
+runs = reads.runs()
 ALL = "(all runs)"
-run_filter = ui.synced(st.selectbox, "Run", "run", ALL, options=[ALL, *runs["run_id"]])
-notes = ui.read(queries.items.triage_notes, None if run_filter == ALL else run_filter)
-labels = ui.synced(st.multiselect, "Labels", "labels", [], ui.csv_list, options=list(ui.LABELS))
+run_filter = state.synced(st.selectbox, "Run", "run", ALL, options=[ALL, *runs["run_id"]])
+notes = reads.read(queries.items.triage_notes, None if run_filter == ALL else run_filter)
+labels = state.synced(st.multiselect, "Labels", "labels", [], state.csv_list, options=list(ui.LABELS))
 if labels:
     notes = notes[notes["label"].isin(labels)]
 st.markdown(f"**{len(notes)}** triage notes")

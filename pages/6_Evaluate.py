@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from evaluators.core.records import run_name_problem
-from evaluators.dashboard import access, ui
+from evaluators.dashboard import access, markup, ui
 from evaluators.judges import local_llm
 from evaluators.metrics.registry import THELMA
 from evaluators.storage import store
@@ -29,7 +29,7 @@ if not me.can(access.EVALUATOR):
 try:
     judges = access.judge_choices(ui.secret("judges") or [], local_installed=local_llm.available() is None)
 except access.ConfigError as exc:
-    st.error(f"The judges listed in .streamlit/secrets.toml are malformed: {ui.md(exc)}")
+    st.error(f"The judges listed in .streamlit/secrets.toml are malformed: {markup.md(exc)}")
     st.stop()
 
 upload = st.file_uploader("Items file (JSONL, CSV or Parquet), or a Phoenix, Langfuse, RAGAS or DeepEval export",
@@ -75,7 +75,7 @@ name = st.text_input("Run name", value=f"upload-{datetime.now():%Y%m%d-%H%M}", k
                      help="A new name: an evaluation never adds to an existing run.").strip()
 bad_name = run_name_problem(name)
 if name and bad_name:  # a name that looks like another one (a zero-width space) is refused before any work
-    st.error(f"**Run name** {ui.md(bad_name)}")
+    st.error(f"**Run name** {markup.md(bad_name)}")
 
 if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None or not metrics or bool(bad_name)):
     from evaluators.runs.ingest import InputError, load_items  # lazy: ingest may pull heavier readers
@@ -86,7 +86,7 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
         try:
             items = load_items(file, fmt)
         except InputError as exc:
-            st.error(f"{ui.md(upload.name)} cannot be evaluated:")
+            st.error(f"{markup.md(upload.name)} cannot be evaluated:")
             st.code("\n".join(exc.problems) or str(exc), language=None, wrap_lines=True)
             st.stop()
 
@@ -101,20 +101,20 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
         access.start_evaluation(ui.user(), str(path), items, name, picked, metrics, os.environ,
                                 on_progress=on_progress)
     except access.RunExists:  # the engine's words name no widget: say which one to change
-        st.error(f"The database already has a run named {ui.md(repr(name))}. Change **Run name** to start a new run: "
+        st.error(f"The database already has a run named {markup.md(repr(name))}. Change **Run name** to start a new run: "
                  "an evaluation never adds to an existing run.")
         st.stop()
     except (access.Refused, access.ConfigError) as exc:
-        st.error(ui.md(exc))
+        st.error(markup.md(exc))
         st.stop()
     except store.StoreBusy:
         st.warning("The database is busy (another evaluation is writing), try again in a moment.")
         st.stop()
     except Exception as exc:  # the run is recorded as failed by the runner; show why, plainly
-        st.error(f"Evaluation failed: {type(exc).__name__}: {ui.md(exc)}")
+        st.error(f"Evaluation failed: {type(exc).__name__}: {markup.md(exc)}")
         st.stop()
-    st.success(f"Run {ui.md(name)} finished: {len(items)} items.")
-    ui.page_link("runs", f"Open run {ui.md(name)}", {"run": name}, icon="📊")
+    st.success(f"Run {markup.md(name)} finished: {len(items)} items.")
+    ui.page_link("runs", f"Open run {markup.md(name)}", {"run": name}, icon="📊")
 
 if me.can(access.ADMIN):
     with st.expander("Delete a run (admins)"):
@@ -124,7 +124,7 @@ if me.can(access.ADMIN):
             try:
                 counts = access.delete_run(ui.user(), str(path), doomed)
             except access.Refused as exc:
-                st.error(ui.md(exc))
+                st.error(markup.md(exc))
             except (KeyError, store.StoreMissing):
                 st.error("There is no run with this name.")
             except store.StoreBusy:

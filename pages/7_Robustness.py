@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators import grammar
-from evaluators.dashboard import ui
+from evaluators.dashboard import markup, reads, state, ui
 from evaluators.grammar import robustness
 from evaluators.storage import queries, store
 
@@ -28,21 +28,21 @@ def _mark(correct: object, status: str) -> str:
 
 
 try:
-    version = ui.db_version(path)
+    version = reads.db_version(path)
     runs = _runs(str(path), version)
     if not runs:
         st.info("No GRAMMAR runs in this database. Build the demo runs with "
                 "`python -m evaluators grammar-demo --db DB`, or judge a run with `python -m evaluators grammar-eval`.")
         st.stop()
     run = ui.pick_run(pd.DataFrame({"run_id": runs}))
-    cluster_by = ui.synced(st.radio, "Cluster by", "cluster", "sql_template", options=list(grammar.CLUSTER_BY),
+    cluster_by = state.synced(st.radio, "Cluster by", "cluster", "sql_template", options=list(grammar.CLUSTER_BY),
                            horizontal=True, format_func=lambda c: c.replace("_", " "))
     rep = _report(str(path), version, run, cluster_by)
 except store.StoreBusy:
     st.warning("The database is busy (a run or a save is writing), try again in a moment.")
     st.stop()
 
-st.caption(f"Run **{ui.md(run)}**. A semantic group is one filled SQL query with its text variants: a **gap** group has "
+st.caption(f"Run **{markup.md(run)}**. A semantic group is one filled SQL query with its text variants: a **gap** group has "
            "no right answer, a **robust** one only right answers, a **non-robust** one both. "
            "R = correct ÷ (items − items in gap groups); Acc = R × (1 − λ), λ = share of items in gap groups. "
            "The *(retrieval)* columns are the paper's modular evaluation: wrong answers that saw the same documents "
@@ -64,19 +64,19 @@ else:
                           aggfunc="first", fill_value="").reset_index()
     st.caption(f"{len(grid)} groups; one column per text variant.")
     st.dataframe(grid, hide_index=True, key="nr_groups", width="stretch")
-    group = ui.synced(st.selectbox, "Variants side by side for group", "group", str(grid["group_id"].iloc[0]),
+    group = state.synced(st.selectbox, "Variants side by side for group", "group", str(grid["group_id"].iloc[0]),
                       options=list(grid["group_id"]))
-    rows = ui.records(nr[nr["group_id"] == group])
-    st.markdown(f"Ground truth: **{ui.md(rows[0]['truth'])}** · SQL template {ui.md(rows[0]['sql_template'])}")
+    rows = markup.records(nr[nr["group_id"] == group])
+    st.markdown(f"Ground truth: **{markup.md(rows[0]['truth'])}** · SQL template {markup.md(rows[0]['sql_template'])}")
     for col, row in zip(st.columns(len(rows)), rows):
         with col:
-            st.markdown(f"**{ui.md(row['text_template'])}** · {row['mark']}")
-            ui.plain(row["query"])
+            st.markdown(f"**{markup.md(row['text_template'])}** · {row['mark']}")
+            markup.plain(row["query"])
             st.caption("response")
-            ui.plain(row["response"] or "(empty)")
+            markup.plain(row["response"] or "(empty)")
             blame = {grammar.LM: "LM shortfall", grammar.RETRIEVAL: "possible retrieval failure",
                      grammar.UNKNOWN: "no retrieved ids"}.get(row["attribution"], "")
-            st.caption(f"retrieved: {ui.md(', '.join(row['retrieved_doc_ids'])) or '–'}"
+            st.caption(f"retrieved: {markup.md(', '.join(row['retrieved_doc_ids'])) or '–'}"
                        + (f" · {blame}" if blame else ""))
             st.markdown(f"[open item]({ui.item_url(run, row['item_id'])})")  # every URL character is %-encoded
 

@@ -7,29 +7,29 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from evaluators.dashboard import ui
+from evaluators.dashboard import markup, reads, state, ui
 from evaluators.metrics import ledger
 from evaluators.storage import queries
 
 path = ui.page("Sources")
-runs = ui.runs()
+runs = reads.runs()
 if runs.empty:
     st.info("The database has no runs yet.")
     st.stop()
 chosen = ui.pick_runs(runs)
-band = ui.band_control()
+band = state.band_control()
 if not chosen:
     st.info("Pick one or more runs in the sidebar.")
     st.stop()
 base = ledger.DEFAULT_THRESHOLDS
 with st.sidebar.expander("List thresholds", expanded=False):
     th = ledger.Thresholds(
-        ui.synced(st.number_input, "Retrieved at least (times)", "lr_min", base.min_retrieved, ui.whole(1, 10**9),
+        state.synced(st.number_input, "Retrieved at least (times)", "lr_min", base.min_retrieved, state.whole(1, 10**9),
                   min_value=1, step=1),
-        ui.synced(st.slider, "Dead weight: essential share at most", "lr_dead", base.dead_max_essential, ui.unit,
+        state.synced(st.slider, "Dead weight: essential share at most", "lr_dead", base.dead_max_essential, state.unit,
                   min_value=0.0, max_value=1.0, step=0.05),
-        ui.synced(st.slider, "Stale: share beside unsupported claims at least", "lr_stale",
-                  base.stale_min_unsupported, ui.unit, min_value=0.0, max_value=1.0, step=0.05))
+        state.synced(st.slider, "Stale: share beside unsupported claims at least", "lr_stale",
+                  base.stale_min_unsupported, state.unit, min_value=0.0, max_value=1.0, step=0.05))
 
 
 def source_url(key: str) -> str:
@@ -37,21 +37,21 @@ def source_url(key: str) -> str:
     return "Sources?" + urlencode({**ui.link(), "runs": ",".join(chosen), "source": key})
 
 
-source = ui.synced(st.text_input, "Source (id or text key)", "source", "").strip()
+source = state.synced(st.text_input, "Source (id or text key)", "source", "").strip()
 ATTRIBUTION = ("Claims a source supports come from GR verdicts whose judge named the supporting source sentence "
                "(the offline judge does); an LLM judge answers for the whole source set, so its supported claims "
                "count as *source unknown*.")
 
 if source:
-    found = ui.read(queries.ledger.source_retrievals, chosen, source, band)
+    found = reads.read(queries.ledger.source_retrievals, chosen, source, band)
     if found.empty:
-        st.warning(f"No source {ui.md(source)} in {ui.md(', '.join(chosen))}.")
+        st.warning(f"No source {markup.md(source)} in {markup.md(', '.join(chosen))}.")
         st.stop()
     first = found.iloc[0]
-    st.subheader(f"Source {ui.md(first['source'])}")
+    st.subheader(f"Source {markup.md(first['source'])}")
     if first["source_id"] is not None and not pd.isna(first["source_id"]):
-        st.caption(f"id {ui.md(first['source_id'])} · text key {ui.md(first['text_key'])}")
-    ui.plain(str(first["text"]))
+        st.caption(f"id {markup.md(first['source_id'])} · text key {markup.md(first['text_key'])}")
+    markup.plain(str(first["text"]))
     n, sp1 = int(first["n_match"]), found["sp1"].value_counts()
     decided = int(sp1.get("yes", 0) + sp1.get("no", 0))
     c1, c2, c3 = st.columns(3)
@@ -82,7 +82,7 @@ if source:
     ui.page_link("sources", "Back to the ledger", {**ui.link(), "runs": ",".join(chosen)}, icon="📚")
     st.stop()
 
-frame = ui.read(queries.ledger.source_ledger, chosen, th, band)
+frame = reads.read(queries.ledger.source_ledger, chosen, th, band)
 if frame.empty:
     st.info("These runs have no retrieved sources.")
     st.stop()

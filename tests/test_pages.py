@@ -15,6 +15,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from evaluators.dashboard import ui
+from evaluators.dashboard.views import item as item_view
+from evaluators.dashboard.views import runs as runs_view
 from evaluators.storage import queries, store
 from tests.conftest import app_db
 from tests.seed import INJECTION
@@ -104,10 +106,10 @@ def test_home_prompts_read_as_names_not_hashes(db: Path) -> None:
 def test_prompt_names_fold_batch_forms_and_mark_the_run_whose_file_differs() -> None:
     newest = json.dumps({"claims": "b" * 12, "claims_batch": "c" * 12, "groundedness": "g" * 12})
     older = json.dumps({"claims": "a" * 12, "claims_batch": "c" * 12, "groundedness": "g" * 12})
-    cells, hover = ui.prompt_names([newest, older])
+    cells, hover = runs_view.prompt_names([newest, older])
     assert cells == [["claims", "groundedness"], ["claims ✎", "groundedness"]]  # a tie: the newest run's is usual
     assert f"claims: {'b' * 12} (✎ other runs: {'a' * 12})" in hover and f"claims_batch: {'c' * 12}" in hover
-    cells, _ = ui.prompt_names([older, newest, newest])
+    cells, _ = runs_view.prompt_names([older, newest, newest])
     assert cells == [["claims ✎", "groundedness"], ["claims", "groundedness"], ["claims", "groundedness"]]
 
 
@@ -291,7 +293,7 @@ def test_item_rules_follow_thresholds_in_the_url(db: Path) -> None:
 
 
 def test_item_html_injection_renders_as_text(db: Path) -> None:
-    tabs = [open_page("pages/2_Item.py", run="weak-retriever", item="q05", tab=t) for t in ui.ITEM_TABS]
+    tabs = [open_page("pages/2_Item.py", run="weak-retriever", item="q05", tab=t) for t in item_view.ITEM_TABS]
     texts = [t for at in tabs for t in all_text(at)]
     assert any(html.escape(INJECTION) in t for t in texts)  # shown, as text
     for at in tabs:
@@ -313,7 +315,7 @@ def frame_columns(at: AppTest) -> set[str]:
 
 def n_verdict_frames(at: AppTest) -> int:
     """Dataframes of verdicts: the Verdicts tab's grid and the fired rules' evidence (above the tabs)."""
-    return sum(list(element.value.columns) == ui.EVIDENCE_COLUMNS for element in at.dataframe)
+    return sum(list(element.value.columns) == item_view.EVIDENCE_COLUMNS for element in at.dataframe)
 
 
 def test_item_sends_only_its_open_tab(db: Path) -> None:

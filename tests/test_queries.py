@@ -98,13 +98,13 @@ def test_paging_and_sorting_cover_every_item_once(table) -> None:
 
 
 def test_share_below_is_exact_at_the_threshold(random_db) -> None:
-    from evaluators.dashboard import ui
+    from evaluators.dashboard.views import runs as runs_view
 
     path, truth = random_db
     _, dist, _ = queries.runs.run_summary(path, "r")
     values = [s["sp1"] for s in truth.values() if s["sp1"] is not None]
-    assert ui.share_below(dist, "sp1", 0.5) == (sum(v < 0.5 for v in values), len(values))  # 0.5 is high
-    ci = ui.headline(dist, "sp1")
+    assert runs_view.share_below(dist, "sp1", 0.5) == (sum(v < 0.5 for v in values), len(values))  # 0.5 is high
+    ci = runs_view.headline(dist, "sp1")
     assert ci.mean == pytest.approx(sum(values) / len(values)) and ci.low < ci.mean < ci.high
 
 

@@ -21,7 +21,7 @@ from test_runner import JUDGE, items, write_jsonl
 from evaluators import cli
 from evaluators.cli import evaluate as cli_evaluate
 from evaluators.core.records import JudgeCall, Status
-from evaluators.dashboard import ui
+from evaluators.dashboard import markup
 from evaluators.judges.llm import LLMJudge
 from evaluators.storage import queries, store
 
@@ -173,7 +173,7 @@ def test_the_item_page_shows_the_endpoint_that_answered(db: Path) -> None:
         con.execute("UPDATE judge_calls SET endpoint = 'http://replica-b:8000/v1'")
     at = open_page("pages/2_Item.py", run="llm-judge", item="q01", tab="Response")
     exp = open_expander(at, "RP · claim 1")
-    shown = f"endpoint {ui.md('http://replica-b:8000/v1')}"  # escaped as every stored text the page shows
+    shown = f"endpoint {markup.md('http://replica-b:8000/v1')}"  # escaped as every stored text the page shows
     assert any(shown in c.value and "latency" in c.value for c in exp.caption)
 
 
@@ -187,4 +187,4 @@ def test_the_item_page_never_shows_a_credential_an_endpoint_carries(db: Path) ->
     exp = open_expander(at, "RP · claim 1")
     captions = [c.value for c in exp.caption if "latency" in c.value]
     assert captions and all("hunter2" not in c and "SECRET-42" not in c for c in captions)
-    assert any(ui.md("http://***@replica-b:8000/v1?api-key=***") in c for c in captions)
+    assert any(markup.md("http://***@replica-b:8000/v1?api-key=***") in c for c in captions)

@@ -17,7 +17,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
-from evaluators.dashboard import ui
+from evaluators.dashboard import markup, ui
 from evaluators.grammar.robustness import Correctness, write_correctness
 from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
 from evaluators.storage import store
@@ -218,7 +218,7 @@ def test_item_page_names_the_hostile_item_as_text(hostile: tuple[Path, dict[str,
     at = open_page("item", {"run": names["run"], "item": names["item"]})
     assert_plain(at, "item page")
     shown = " ".join(markdown_strings(at))
-    assert ui.md(names["item"]) in shown and ui.md(names["run"]) in shown
+    assert markup.md(names["item"]) in shown and markup.md(names["run"]) in shown
     unknown = open_page("item", {"run": names["run"], "item": payloads("http://127.0.0.1:9")["link"]})
     assert_plain(unknown, "unknown item")
     assert any("has no item with id" in w.value for w in unknown.warning)
@@ -226,10 +226,10 @@ def test_item_page_names_the_hostile_item_as_text(hostile: tuple[Path, dict[str,
 
 def test_md_escapes_every_markdown_active_character() -> None:
     text = "![x](http://h/p.png) [l](u) <b> *e* _u_ `c` :red[r] :material/home: $x$ # h | t ~s~ www.h.com a@b.co"
-    escaped = ui.md(text)
+    escaped = markup.md(text)
     assert re.sub(r"\\(.)", r"\1", escaped).replace("\u2060", "") == text
     assert "://" not in escaped.replace("\\", "") and "www." not in escaped.replace("\\", "")
     assert not re.search(r"(?<!\\)(\]\(|!|\[|:/|:red|:material|\.[a-z]|<|\*|_|`|\$|~|\||@|^#)", escaped)
-    assert ui.md("a\n\n    b\tc") == "a b c"
-    assert ui.md("- a") == "\\- a" and ui.md("1. a") == "1\\. a" and ui.md("# h") == "\\# h"
-    assert ui.md("Timeout: no reply in 60 s.") == "Timeout: no reply in 60 s."  # nothing to act on
+    assert markup.md("a\n\n    b\tc") == "a b c"
+    assert markup.md("- a") == "\\- a" and markup.md("1. a") == "1\\. a" and markup.md("# h") == "\\# h"
+    assert markup.md("Timeout: no reply in 60 s.") == "Timeout: no reply in 60 s."  # nothing to act on

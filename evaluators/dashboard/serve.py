@@ -27,12 +27,12 @@ from urllib.parse import urlencode, urlsplit
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app.py"
 # What the pages import besides Streamlit's core: third-party libraries (streamlit.emojis: the first icon
-# loads it), then our modules that define no Streamlit cache (evaluators.dashboard.ui does: it is imported once the
-# runtime exists, see _warm).
+# loads it), then our modules that define no Streamlit cache (evaluators.dashboard.reads does, and the
+# modules that import it: they are imported once the runtime exists, see _warm).
 PRELOAD = ("numpy", "pandas", "pyarrow", "duckdb", "plotly.graph_objects", "streamlit.emojis",
-           "evaluators.storage.queries.runs", "evaluators.storage.store", "evaluators.dashboard.charts",
+           "evaluators.storage.queries", "evaluators.storage.store", "evaluators.dashboard.charts",
            "evaluators.metrics.diagnosis", "evaluators.core.stats", "evaluators.dashboard.access",
-           "evaluators.core.confidence", "evaluators.metrics.registry")
+           "evaluators.core.confidence", "evaluators.metrics.registry", "evaluators.dashboard.markup")
 WARM_RUNS = 10  # the newest runs whose Runs page is opened at start (the default run's among them)
 REWARM_POLL_S = 2.0  # how often serve looks for new runs in the file
 REWARM_QUIET_S = 5.0  # how long the file must go unwritten first: a run in progress writes every second or so
@@ -70,21 +70,21 @@ def _warm(port: int, pages: bool) -> None:
 
     while not runtime.exists():  # ui's caches must be created by the runtime's cache storage
         time.sleep(0.01)
-    from evaluators.dashboard import timing, ui  # noqa: F401  (timing: app.py's other import)
+    from evaluators.dashboard import reads, timing, ui  # noqa: F401  (timing: app.py's other import)
 
     # Streamlit's first element in the process calls inspect.stack() (env_util.is_repl), whose first
     # call maps every loaded module to its file: 0.1-0.3 s of the first visit, paid here instead.
     inspect.stack()
 
-    path = ui.db_path()
+    path = reads.db_path()
     warmed: tuple[float, tuple] | None = None  # the file version read last, and its runs
     told_busy = False
     while True:
-        version = ui.db_version(path)
+        version = reads.db_version(path)
         if warmed is None or (version != warmed[0] and time.time() - version >= REWARM_QUIET_S):
             start = time.perf_counter()
             try:
-                runs = ui.warm()
+                runs = reads.warm()
             except Exception as exc:  # a busy or broken file: the visitors meet it, as without warming
                 if warmed is None and not told_busy:
                     print(f"dashboard cache not warmed: {exc}", flush=True)
