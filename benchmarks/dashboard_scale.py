@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaluators.core.records import Label, Run  # noqa: E402
-from evaluators.storage import queries, store  # noqa: E402
+from evaluators.storage import ownership, queries, store  # noqa: E402
 
 FIRST_RENDER_S, INTERACTION_S = 1.5, 0.5
 FAILURES = np.array(["unparsed", "error", "timeout"])
@@ -46,13 +46,13 @@ def generate(path: Path, run_id: str, n: int, quality: float, seed: int) -> None
     """One run of n items: items, components, verdicts (with ~2% judge failures), scores and calls,
     generated and written CHUNK items at a time so the build's memory does not grow with n."""
     rng = np.random.default_rng(seed)
-    store.start_run(path, Run(run_id, "openai/bench-judge", {"bench": True}, {"claims": f"{seed:012d}"}), n)
+    ownership.start_run(path, Run(run_id, "openai/bench-judge", {"bench": True}, {"claims": f"{seed:012d}"}), n)
     n_calls = 0
     for lo in range(0, n, CHUNK):
         frames = _chunk(run_id, np.arange(lo, min(lo + CHUNK, n)), quality, seed, rng)
         n_calls += len(frames["judge_calls"])
         store.write_frames(path, frames)
-    store.finish_run(path, run_id, "finished", {"calls": n_calls})
+    ownership.finish_run(path, run_id, "finished", {"calls": n_calls})
 
 
 def _chunk(run_id: str, numbers: np.ndarray, quality: float, seed: int,

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict  # noqa: E402
-from evaluators.storage import store  # noqa: E402
+from evaluators.storage import ownership, store  # noqa: E402
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 
 TARGET_S = 2.0
@@ -106,10 +106,10 @@ def many_claims(n: int) -> tuple[Item, list, list, list, list]:
 
 
 def build(path: Path, n_sources: int, n_claims: int) -> None:
-    store.start_run(path, Run(RUN, "openai/bench-judge", {}, {"claims": "b3nchb3nchb3"}), 2)
+    ownership.start_run(path, Run(RUN, "openai/bench-judge", {}, {"claims": "b3nchb3nchb3"}), 2)
     for item, comps, verdicts, scores, calls in (many_sources(n_sources), many_claims(n_claims)):
         store.write_batch(path, RUN, items=[item], components=comps, verdicts=verdicts, scores=scores, calls=calls)
-    store.finish_run(path, RUN, "finished", {})
+    ownership.finish_run(path, RUN, "finished", {})
 
 
 def ready_s(page, url: str) -> float:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
-from evaluators.storage import store
+from evaluators.storage import ownership, store, wide
 
 INJECTION = '<script>alert("pwned")</script><b>bold</b>'
 RUNS = ("weak-retriever", "better-retriever", "llm-judge")
@@ -227,7 +227,7 @@ def seed(path: str | Path) -> Path:
         llm = run_id == "llm-judge"
         run = Run(run_id, LLM_MODEL if llm else "offline", {"metrics": "all"},
                   LLM_PROMPTS if llm else OFFLINE_PROMPTS)
-        store.start_run(path, run, len(ITEMS))
+        ownership.start_run(path, run, len(ITEMS))
         records = [_item_records(run_id, iid, {**ITEMS[iid], **texts.get(iid, {})}, profiles[iid], llm)
                    for iid in ITEMS]
         store.write_batch(path, run_id, items=[r[0] for r in records],
@@ -235,7 +235,7 @@ def seed(path: str | Path) -> Path:
                           verdicts=[v for r in records for v in r[2]],
                           scores=[s for r in records for s in r[3]],
                           calls=[c for r in records for c in r[4]])
-        store.finish_run(path, run_id, "finished", {"calls": sum(len(r[4]) for r in records)})
+        ownership.finish_run(path, run_id, "finished", {"calls": sum(len(r[4]) for r in records)})
         # Distinct creation times so "newest first" is deterministic.
         with store.connect(path) as con:
             con.execute("UPDATE runs SET created_at = TIMESTAMP '2026-11-01 10:00:00' + to_hours(?) "
@@ -250,7 +250,7 @@ def set_scores(path: str | Path, run_id: str, metric: str, values: dict[str, flo
         for item_id, value in values.items():
             con.execute("UPDATE scores SET value = ? WHERE run_id = ? AND item_id = ? AND metric = ?",
                         [value, run_id, item_id, metric])
-        store.refresh_wide(con, run_id)
+        wide.refresh_wide(con, run_id)
 
 
 if __name__ == "__main__":  # python -m tests.seed OUT.duckdb

@@ -12,7 +12,7 @@ from evaluators.core.confidence import CALIBRATED, DEFAULT_BANDS, LABEL, LOGPROB
 from evaluators.core.records import Item, Run, Score, Status, Verdict
 from evaluators.metrics import diagnosis, registry
 from evaluators.metrics.thelma import GR, SQC, aggregate, rescore, with_band
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries, store
 
 OK = Status.OK
 
@@ -114,7 +114,7 @@ def _random_verdicts(rng: random.Random, item_id: str, metric: str) -> list[Verd
 def verdict_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[Verdict]]]:
     rng = random.Random(10)
     path = tmp_path_factory.mktemp("band") / "band.duckdb"
-    store.start_run(path, Run("r", "offline", {}, {}), 150)
+    ownership.start_run(path, Run("r", "offline", {}, {}), 150)
     metric_ids = METRIC_IDS
     per_item: dict[str, list[Verdict]] = {}
     items, verdicts, scores = [], [], []
@@ -193,7 +193,7 @@ def test_a_rule_needs_metrics_decided_from_enough_confident_verdicts() -> None:
 def test_quiet_rules_in_sql_agree_with_python(tmp_path: Path, seed_: int) -> None:
     rng = random.Random(seed_)
     path = tmp_path / "q.duckdb"
-    store.start_run(path, Run("r", "offline", {}, {}), 300)
+    ownership.start_run(path, Run("r", "offline", {}, {}), 300)
     items, scores, truth = [], [], {}
     for n in range(300):
         iid = f"i{n:03d}"
@@ -231,7 +231,7 @@ def test_cli_export_and_diagnose_read_at_a_band(tmp_path: Path, capsys: pytest.C
     from evaluators.cli import main
 
     path = tmp_path / "c.duckdb"
-    store.start_run(path, Run("r", "offline", {}, {}), 1)
+    ownership.start_run(path, Run("r", "offline", {}, {}), 1)
     sqc = [Verdict(item_id="x", metric="sqc", component_kind="subquestion", component_idx=0, target="source:0",
                    value=0.0, status=OK, p=0.4, p_kind=CALIBRATED, tier="offline")]
     rqc = [Verdict(item_id="x", metric="rqc", component_kind="subquestion", component_idx=0, target="response",

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from evaluators.core.records import Run
 from evaluators.dashboard import access, ui
 from evaluators.judges import local_llm
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries, store
 from tests.openai_server import completion, format_aware
 from tests.seed import RUNS
 
@@ -459,9 +459,9 @@ def test_a_listed_judge_without_its_key_on_the_server_sends_nothing(db: Path, re
 
 
 def test_runs_record_who_started_them(db: Path) -> None:
-    store.start_run(db, Run("cli-run", "offline", {}, {}), 0)
-    with store.started_by("lead@example.com"):
-        store.start_run(db, Run("page-run", "offline", {}, {}), 0)
+    ownership.start_run(db, Run("cli-run", "offline", {}, {}), 0)
+    with ownership.started_by("lead@example.com"):
+        ownership.start_run(db, Run("page-run", "offline", {}, {}), 0)
     who = dict(store.query(db, "SELECT run_id, started_by FROM runs WHERE run_id LIKE '%-run'").values.tolist())
     assert who == {"cli-run": getpass.getuser(), "page-run": "lead@example.com"}
 

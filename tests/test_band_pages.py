@@ -13,7 +13,7 @@ from evaluators.core.records import Component, Item, Run, Status, Verdict
 from evaluators.dashboard import ui
 from evaluators.metrics import registry
 from evaluators.metrics.thelma import rescore
-from evaluators.storage import store
+from evaluators.storage import ownership, store
 from tests.conftest import app_db
 from tests.test_bad_db import new_app
 
@@ -30,7 +30,7 @@ def band_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """One item whose sources miss the one sub-question (SQC 0, sure) and whose response leaves it
     open, but the judge is unsure of that (RQC p 0.45): quiet at the default band, T2.2 at 0.5,0.5."""
     path = tmp_path / "band.duckdb"
-    store.start_run(path, Run(RUN, "offline", {}, {}), 1)
+    ownership.start_run(path, Run(RUN, "offline", {}, {}), 1)
     comps = [Component(ITEM, "subquestion", 0, "When does the ferry leave?"), Component(ITEM, "source", 0, "Parking.")]
     verdicts = [_verdict("sqc", "subquestion", 0, "source:0", 0.0, 0.08, "no source sentence names a time"),
                 _verdict("rqc", "subquestion", 0, "response", 0.0, 0.45, "the answer mentions a ferry, no time")]

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from evaluators.core.records import CALIBRATED, Component, Item, Run, Score, Status, Verdict
 from evaluators.runs import flips
-from evaluators.storage import store
+from evaluators.storage import ownership, store
 
 ROOT = Path(__file__).resolve().parents[1]
 _P = {"1": 0.95, "0": 0.05, "?": 0.5}
@@ -48,7 +48,7 @@ def write_run(db: Path, run: str, items: dict[str, dict[str, Any]], judge: str =
     """Write a finished run. Per item: query, sources, response, and optionally
     sp1 (one code per source), claims [(text, rp code, gr code)], subq [(text, sqc codes per source then
     the whole set, rqc code)], sd (one code per sentence: defaults to all distinct)."""
-    store.start_run(db, Run(run, judge, {}, {}), len(items))
+    ownership.start_run(db, Run(run, judge, {}, {}), len(items))
     records: dict[str, list[Any]] = {"items": [], "components": [], "verdicts": [], "scores": []}
     for item_id, spec in items.items():
         records["items"].append(Item(item_id, spec["query"], tuple(spec["sources"]), spec["response"],
@@ -81,7 +81,7 @@ def write_run(db: Path, run: str, items: dict[str, dict[str, Any]], judge: str =
                               _score(item_id, "sqc", sqc), _score(item_id, "rqc", rqc),
                               _score(item_id, "sd", list(sd))]
     store.write_batch(db, run, **records)
-    store.finish_run(db, run, "finished", {})
+    ownership.finish_run(db, run, "finished", {})
 
 
 # ---------------------------------------------------------------- the hand-built pair

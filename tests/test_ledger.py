@@ -18,7 +18,7 @@ from data.demo_runs import RUNS, RUNS_DIR
 from evaluators import cli
 from evaluators.core.records import CALIBRATED, LABEL, Component, Item, Run, Score, Status, Verdict
 from evaluators.metrics import ledger
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries, store
 from tests.conftest import app_db
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,9 +56,9 @@ def build_ledger_db(path: Path) -> Path:
     components = [Component("i1", "claim", 0, "Alpha text one."), Component("i1", "claim", 1, "Alpha is wrong."),
                   Component("i2", "claim", 0, "Bravo is fine."), Component("i3", "claim", 0, "Bravo is nine.")]
     scores = [Score(i.id, "gr", 0.5, 1, 1, Status.OK) for i in items]
-    store.start_run(path, Run(RUN, "hand", {}, {"claims": "0123456789ab"}), len(items))
+    ownership.start_run(path, Run(RUN, "hand", {}, {"claims": "0123456789ab"}), len(items))
     store.write_batch(path, RUN, items=items, components=components, verdicts=verdicts, scores=scores)
-    store.finish_run(path, RUN, "finished", {})
+    ownership.finish_run(path, RUN, "finished", {})
     return path
 
 
@@ -94,7 +94,7 @@ def test_the_sql_key_equals_source_key_for_every_kind_of_whitespace(tmp_path: Pa
     texts = ["plain text", "  lead and trail  ", "tab\tand\nnewline", "nbsp\u00a0here", "em\u2003space\u3000ideo",
              "line\u2028sep", "vt\x0bff\x0c", "fs\x1cgs\x1d", "nel\x85x", "zero\u200bwidth", "é accents ünïcode"]
     db = tmp_path / "keys.duckdb"
-    store.start_run(db, Run("k", "hand", {}, {}), 1)
+    ownership.start_run(db, Run("k", "hand", {}, {}), 1)
     store.write_batch(db, "k", items=[Item("x", "q", tuple(texts), "r")])
     got = set(queries.ledger.source_ledger(db, ["k"], limit=None)["text_key"])
     assert got == {ledger.source_key(t) for t in texts}
@@ -122,7 +122,7 @@ def test_the_sql_attribution_equals_supporting_sources(tmp_path: Path) -> None:
         "unsupported: best source sentence 'Tickets cost 5 euros.' (cosine 0.4, 20% of claim words)",
         "1"]
     db = tmp_path / "quotes.duckdb"
-    store.start_run(db, Run("q", "hand", {}, {}), 1)
+    ownership.start_run(db, Run("q", "hand", {}, {}), 1)
     store.write_batch(db, "q", items=[Item("x", "q", sources, "r")], verdicts=[
         _verdict("x", "gr", i, 0.0 if d.startswith("unsupported") else 1.0, detail=d) for i, d in enumerate(details)])
     want = Counter(i for d in details for i in ledger.supporting_sources(d, sources) if not d.startswith("un"))

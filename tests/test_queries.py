@@ -12,7 +12,7 @@ import pytest
 from evaluators.core.records import Item, Run, Score, Status
 from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS, RULES, diagnose
 from evaluators.metrics.registry import THELMA, order_metrics
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries, store
 from tests.seed import seed
 
 METRICS = list(THELMA)
@@ -23,7 +23,7 @@ def random_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     """400 items with random scores on a coarse grid (so ties with thresholds happen) and gaps."""
     rng = random.Random(4)
     path = tmp_path_factory.mktemp("rules") / "rules.duckdb"
-    store.start_run(path, Run("r", "offline", {}, {}), 400)
+    ownership.start_run(path, Run("r", "offline", {}, {}), 400)
     truth: dict[str, dict[str, float | None]] = {}
     items, scores = [], []
     for n in range(400):

@@ -12,7 +12,7 @@ import pytest
 
 from evaluators.core.records import Component, Item, Run, Score, Status, Verdict
 from evaluators.metrics.registry import THELMA
-from evaluators.storage import queries, store
+from evaluators.storage import health, ownership, queries, store
 from tests.seed import RUNS, seed
 
 EXTRA = ["faithfulness"]  # a suite metric beside THELMA's, with its own columns
@@ -58,7 +58,7 @@ def test_every_seeded_run_is_stored_as_grouped(seeded_db: Path) -> None:
 
 def test_a_second_write_a_resumed_item_and_a_new_metric(tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 3)
+    ownership.start_run(db, Run("r", "m", {}, {}), 3)
     store.write_batch(db, "r", **item("a", 1.0))
     store.write_batch(db, "r", **item("b", None, Status.TIMEOUT, extra=0.25))  # a second write, a new metric
     assert_stored_equals_grouped(db, "r", EXTRA)
@@ -66,11 +66,11 @@ def test_a_second_write_a_resumed_item_and_a_new_metric(tmp_path: Path) -> None:
     assert table.loc["b", "failed_metrics"] == "gr:timeout" and table.loc["b", "n_failed"] == 1
     assert table.loc["b", "faithfulness"] == 0.25 and math.isnan(table.loc["a", "faithfulness"])
 
-    owner = store.Owner.this_process()
+    owner = ownership.Owner.this_process()
     hashes = {i: Item(i, f"query of {i}", ("a source",), "a response.").content_hash() for i in "ab"}
-    claim = store.claim_run(db, Run("r", "m", {}, {}), hashes, owner, 5.0, retry_failed=True)
+    claim = ownership.claim_run(db, Run("r", "m", {}, {}), hashes, owner, 5.0, retry_failed=True)
     assert claim.todo == ["b"]
-    store.write_results(db, "r", owner, **item("b", 0.0), replace=claim.replace)  # resumed: b now scored
+    ownership.write_results(db, "r", owner, **item("b", 0.0), replace=claim.replace)  # resumed: b now scored
     assert_stored_equals_grouped(db, "r", EXTRA)
     table = queries.runs.run_table(db, "r", EXTRA).set_index("item_id")
     assert table.loc["b", "gr"] == 0.0 and table.loc["b", "n_failed"] == 0 and table.loc["b", "failed_metrics"] == ""
@@ -79,14 +79,14 @@ def test_a_second_write_a_resumed_item_and_a_new_metric(tmp_path: Path) -> None:
 
 def test_an_input_update_removes_items_and_delete_run_removes_the_run(tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 2)
-    store.start_run(db, Run("s", "m", {}, {}), 1)
+    ownership.start_run(db, Run("r", "m", {}, {}), 2)
+    ownership.start_run(db, Run("s", "m", {}, {}), 1)
     for i in "ab":
         store.write_batch(db, "r", **item(i, 1.0))
     store.write_batch(db, "s", **item("a", 0.0))
-    owner = store.Owner.this_process()
+    owner = ownership.Owner.this_process()
     only_a = {"a": Item("a", "query of a", ("a source",), "a response.").content_hash()}
-    store.claim_run(db, Run("r", "m", {}, {}), only_a, owner, 5.0, update=True)  # b left the input
+    ownership.claim_run(db, Run("r", "m", {}, {}), only_a, owner, 5.0, update=True)  # b left the input
     assert list(queries.runs.run_table(db, "r", THELMA)["item_id"]) == ["a"]
     assert_stored_equals_grouped(db, "r")
     store.delete_run(db, "r")
@@ -97,7 +97,7 @@ def test_an_input_update_removes_items_and_delete_run_removes_the_run(tmp_path: 
 def test_bulk_frames_are_stored_as_grouped(tmp_path: Path) -> None:
     """store.write_frames (the scale benchmark's bulk path), past the size where ids go in as a frame."""
     db = tmp_path / "w.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 1500)
+    ownership.start_run(db, Run("r", "m", {}, {}), 1500)
     ids = [f"i{k:04d}" for k in range(1500)]
     store.write_frames(db, {
         "items": pd.DataFrame({"run_id": "r", "item_id": ids, "query": "q", "sources": [["s"]] * 1500,
@@ -119,9 +119,9 @@ def test_a_database_from_before_the_table_is_filled_on_migration(seeded_db: Path
     with store.connect(db) as con:  # the file as the version before migration 9 left it
         con.execute("DROP TABLE run_wide")
         con.execute("DELETE FROM schema_version WHERE version = ?", [len(store.MIGRATIONS)])
-    assert store.check_database(db).state == "older"
+    assert health.check_database(db).state == "older"
     store.migrate(db)
-    assert store.check_database(db).state == "ok"
+    assert health.check_database(db).state == "ok"
     for run_id in RUNS:
         assert_stored_equals_grouped(db, run_id)
 
@@ -169,7 +169,7 @@ def test_pages_and_summaries_in_the_file_equal_those_in_memory(seeded_db: Path) 
 def test_text_search_matches_the_text_literally_in_any_case(tmp_path: Path) -> None:
     """search_ids reads %, _ and \\ as themselves (not as patterns), in any case, as `in` does in Python."""
     db = tmp_path / "s.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 4)
+    ownership.start_run(db, Run("r", "m", {}, {}), 4)
     texts = {"a": "Save 50% OFF_now", "b": "Save 50 percent off now", "c": "path C:\\Temp\\x", "d": "ÉCOLE ünïcode"}
     for item_id, text in texts.items():
         store.write_batch(db, "r", items=[Item(item_id, text, ("s",), "r.")])

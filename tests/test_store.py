@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries, store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ def bundle(item_id: str) -> dict:
 
 def test_round_trip(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
+    ownership.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
     store.write_batch(db, "r", **bundle("a"))
     store.write_batch(db, "r", calls=bundle("a")["calls"])  # the same call twice is stored once
     assert queries.runs.done_item_ids(db, "r") == {"a"}
@@ -48,7 +48,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert wide["gr"].iloc[0] == 1.0 and wide["rp"].isna().iloc[0] and wide["n_failed"].iloc[0] == 1
     cache = queries.runs.load_cache(db, "m")
     assert cache["k1"].reply == "<output>1</output>" and cache["k1"].prompt_tokens == 10
-    store.finish_run(db, "r", "finished", {"calls": 1})
+    ownership.finish_run(db, "r", "finished", {"calls": 1})
     assert queries.runs.runs(db)[["status", "n_done"]].values.tolist() == [["finished", 1]]
 
 
@@ -136,7 +136,7 @@ def test_missing_db_for_a_reader(tmp_path: Path) -> None:
 
 def test_run_items_and_row_counts(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 1)
+    ownership.start_run(db, Run("r", "m", {}, {}), 1)
     store.write_batch(db, "r", **bundle("a"))
     items = queries.items.run_items(db, ["r", "other"])
     assert list(items["item_id"]) == ["a"] and list(items["sources"].iloc[0]) == ["s1", "s2 ‹tag›"]
@@ -148,32 +148,32 @@ def test_run_items_and_row_counts(tmp_path: Path) -> None:
 
 def test_a_run_name_taken_by_another_evaluation_is_a_run_conflict(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
-    store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)  # the same: a resume
-    with pytest.raises(store.RunConflict, match="already exists") as exc:
-        store.start_run(db, Run("r", "other", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
+    ownership.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
+    ownership.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)  # the same: a resume
+    with pytest.raises(ownership.RunConflict, match="already exists") as exc:
+        ownership.start_run(db, Run("r", "other", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
     assert exc.value.run == "r" and "--" not in str(exc.value)
-    with pytest.raises(store.RunConflict, match="other prompt files"):
-        store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "new"}), 1)
+    with pytest.raises(ownership.RunConflict, match="other prompt files"):
+        ownership.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "new"}), 1)
 
 
 # ---------------------------------------------------------------- a run's owner: alive while it beats
 
-def owned_by(path: Path, pid: int, beat_age_s: float, host: str | None = None) -> store.Owner:
+def owned_by(path: Path, pid: int, beat_age_s: float, host: str | None = None) -> ownership.Owner:
     """A run 'r' owned by another evaluation with this host (default: this one) and pid, its last write
     `beat_age_s` ago with a 1 s heartbeat (three missed beats: 3 s)."""
     import socket
 
-    other = store.Owner(host or socket.gethostname(), pid, f"earlier:{pid}:0000")
-    store.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, other, heartbeat_s=1.0)
+    other = ownership.Owner(host or socket.gethostname(), pid, f"earlier:{pid}:0000")
+    ownership.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, other, heartbeat_s=1.0)
     with store.connect(path) as con:
         con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP - to_seconds(?) WHERE run_id = 'r'",
                     [beat_age_s])
     return other
 
 
-def claim(path: Path) -> store.Claim:
-    return store.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, store.Owner.this_process(), 1.0)
+def claim(path: Path) -> ownership.Claim:
+    return ownership.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, ownership.Owner.this_process(), 1.0)
 
 
 @pytest.mark.parametrize("pid", [1, os.getpid()], ids=["pid 1", "this test's pid"])
@@ -195,18 +195,18 @@ def test_an_earlier_process_with_this_process_pid_is_gone_even_with_a_fresh_hear
 def test_a_fresh_heartbeat_of_another_live_process_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "r.duckdb"
     owned_by(path, 1, beat_age_s=0)  # pid 1 runs on this host
-    with pytest.raises(store.RunBusy, match=r"pid 1 on .*counts as gone"):
+    with pytest.raises(ownership.RunBusy, match=r"pid 1 on .*counts as gone"):
         claim(path)
     owned_by(tmp_path / "h.duckdb", 4242, beat_age_s=0, host="another-host")
-    with pytest.raises(store.RunBusy):
+    with pytest.raises(ownership.RunBusy):
         claim(tmp_path / "h.duckdb")
 
 
 def test_another_evaluation_of_this_process_keeps_its_run_while_it_beats(tmp_path: Path) -> None:
     """Two dashboard sessions in one server process: the pid is the same, the first evaluation is alive."""
     path = tmp_path / "r.duckdb"
-    store.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, store.Owner.this_process(), heartbeat_s=1.0)
-    with pytest.raises(store.RunBusy):
+    ownership.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, ownership.Owner.this_process(), heartbeat_s=1.0)
+    with pytest.raises(ownership.RunBusy):
         claim(path)
     with store.connect(path) as con:
         con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP - INTERVAL 10 MINUTE")

@@ -15,7 +15,7 @@ from evaluators.metrics import diagnosis, registry, trust
 from evaluators.metrics.registry import THELMA
 from evaluators.metrics.thelma import rescore
 from evaluators.runs import labelling
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries, store
 
 RUN = "weak-retriever"
 
@@ -115,7 +115,7 @@ def test_report_and_queue_equal_the_python_definition_on_random_runs(tmp_path: P
 
 def _unsure_run(path: Path, n: int, rng: random.Random) -> None:
     """A run of n items whose verdicts carry calibrated p's, many near 0.5: unsure at some bands."""
-    store.start_run(path, Run(RUN, "offline", {}, {}), n)
+    ownership.start_run(path, Run(RUN, "offline", {}, {}), n)
     kinds = {"sp1": ("source", "query"), "sp2": ("source_fact", "query"), "sqc": ("subquestion", "source:0"),
              "rp": ("claim", "query"), "rqc": ("subquestion", "response"), "gr": ("claim", "sources"),
              "sd": ("sentence", "sentence:1")}

@@ -20,7 +20,7 @@ from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Stat
 from evaluators.dashboard import markup, ui
 from evaluators.grammar.robustness import Correctness, write_correctness
 from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
-from evaluators.storage import store
+from evaluators.storage import ownership, store
 from tests.seed import seed
 from tests.test_bad_db import new_app
 
@@ -72,10 +72,10 @@ def hostile_db(path: Path, url: str = "http://127.0.0.1:9") -> dict[str, str]:
     call = JudgeCall(key=key, model=names["judge"], prompt_name=p["img"], prompt_hash=p["link"],
                      messages=[{"role": p["img"], "content": p["mark"]}], params={}, reply=p["mark"],
                      status=Status.ERROR, prompt_tokens=3, completion_tokens=1, latency_ms=5.0, error=p["mark"])
-    store.start_run(path, Run(run, names["judge"], {}, {p["img"]: p["link"]}), len(items))
+    ownership.start_run(path, Run(run, names["judge"], {}, {p["img"]: p["link"]}), len(items))
     store.write_batch(path, run, items=items, components=comps, verdicts=verdicts, scores=scores, calls=[call])
-    store.finish_run(path, run, "failed", {}, error=p["mark"])
-    store.start_run(path, Run(names["empty_run"], names["judge"], {}, {}), 1)
+    ownership.finish_run(path, run, "failed", {}, error=p["mark"])
+    ownership.start_run(path, Run(names["empty_run"], names["judge"], {}, {}), 1)
     store.write_batch(path, names["empty_run"], items=[Item(p["img"], p["mark"], (p["mark"],), p["mark"])])
     write_correctness(path, run, [
         Correctness(i.id, p["img"], p["link"], tpl, ok, Status.OK, names["judge"], retrieved=(p["img"],),

@@ -14,7 +14,7 @@ from evaluators.core.records import run_name_problem
 from evaluators.dashboard.access import ENV_NAME, url_problem
 from evaluators.judges import cascade
 from evaluators.metrics import diagnosis
-from evaluators.storage import store
+from evaluators.storage import health, store
 
 MAX_CONCURRENCY = 1024  # judge calls in flight: each holds two tasks and a connection
 
@@ -146,7 +146,7 @@ def output_file(text: str) -> str:
 
 def _database(text: str, create: bool) -> str:
     try:
-        store.require_database(text, create=create)
+        health.require_database(text, create=create)
     except (store.StoreMissing, store.NotADatabase) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text  # StoreBusy passes through: the CLI exits 4, as for any busy database
@@ -167,7 +167,7 @@ def duckdb_source(text: str) -> str:
     input_file(text)
     if Path(text).suffix.lower() != ".sql":
         try:
-            store.check_duckdb_file(text)
+            health.check_duckdb_file(text)
         except (store.StoreMissing, store.NotADatabase) as exc:
             raise argparse.ArgumentTypeError(f"{exc}; give a DuckDB file or a .sql script") from None
     return text

@@ -14,7 +14,7 @@ from evaluators.metrics.registry import REFERENCE, THELMA
 from evaluators.metrics.thelma import SD_THRESHOLD
 from evaluators.runs import dryrun, runner, traces
 from evaluators.runs.runner import RunOptions
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries
 
 # From this many calls in flight, on a run this large, the judge's calls go out from two worker processes by
 # default: one event loop's litellm CPU (4-5 ms a call), not the endpoint, then limits the calls in flight
@@ -126,11 +126,11 @@ def evaluate(args: argparse.Namespace) -> int:
                                   on_progress=None if args.quiet else runner.print_progress)
     except JudgeFatal as exc:
         return fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
-    except store.RunConflict as exc:
+    except ownership.RunConflict as exc:
         return fail(f"{exc}; resume it with the same options and prompt files, or choose another --run name")
-    except store.InputChanged as exc:
+    except ownership.InputChanged as exc:
         return fail(f"{exc}; rerun with --update to re-evaluate exactly those, or choose another --run name")
-    except store.RunBusy as exc:
+    except ownership.RunBusy as exc:
         return fail(str(exc), 6)
     except ValueError as exc:
         return fail(str(exc))
@@ -190,9 +190,9 @@ def agreement(args: argparse.Namespace) -> int:
         runner.evaluate(items, args.db, args.run, options=run)
     except JudgeFatal as exc:
         return fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
-    except (store.RunConflict, store.InputChanged) as exc:
+    except (ownership.RunConflict, ownership.InputChanged) as exc:
         return fail(f"{exc}; choose another --run name")
-    except store.RunBusy as exc:
+    except ownership.RunBusy as exc:
         return fail(str(exc), 6)
     outcomes = queries.compare.pair_scores(args.db, args.run)
     tallies = pairs.tally([(r.metric, None if r.better != r.better else r.better,

@@ -17,7 +17,7 @@ from evaluators.grammar import CLUSTER_BY, COMPANY_SQL, CORPUS, TEMPLATES, gener
 from evaluators.judges.factory import JudgeConfig
 from evaluators.judges.llm import JudgeFatal
 from evaluators.runs import runner
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -179,7 +179,7 @@ def cli_run(args: argparse.Namespace) -> int:
                                    args.concurrency, args.decompose_with, runner.print_progress, args.key_env)
     except JudgeFatal as exc:
         return fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
-    except store.RunConflict as exc:
+    except ownership.RunConflict as exc:
         return fail(f"{exc}; rerun with the same options, or choose another --run name")
     except (ValueError, OSError) as exc:
         return fail(" ".join(str(exc).split()))

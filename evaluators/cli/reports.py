@@ -9,7 +9,7 @@ import evaluators.cli.arguments as options
 from evaluators.cli.common import add_band, cell, check_run, share, write_csv
 from evaluators.metrics import diagnosis, ledger, registry
 from evaluators.metrics.registry import THELMA
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries, store
 
 # ---------------------------------------------------------------- export
 
@@ -109,7 +109,7 @@ def trust(args: argparse.Namespace) -> int:
         items, components = queries.trust.label_targets(args.db, args.run)
         try:
             labels = load_labels(args.labels, set(diagnosis.RULES), set(THELMA), items, components,
-                                 author=args.author or store.os_user())
+                                 author=args.author or ownership.os_user())
         except InputError as exc:
             print(exc, file=sys.stderr)  # one located line per bad row; nothing was written
             return 2

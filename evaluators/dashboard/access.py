@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 from evaluators.core.masking import mask_url
 from evaluators.core.records import Item, Label, check_run_name
 from evaluators.judges.factory import LOCAL, OFFLINE, JudgeConfig
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries, store
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
 # The [roles] lists in secrets.toml, one per role; any other key is a typo that would grant nothing.
@@ -280,7 +280,7 @@ def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge
 
     options = RunOptions(config, tuple(metrics))
 
-    with store.started_by(user.email or ""):
+    with ownership.started_by(user.email or ""):
         try:
             return evaluate(items, db, run, options=options, on_progress=on_progress)
         except JudgeUnavailable as exc:  # found before any call: the listed judge is what is wrong

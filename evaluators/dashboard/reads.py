@@ -17,7 +17,7 @@ import streamlit as st
 from evaluators.core.confidence import Band
 from evaluators.dashboard.state import band, corrected
 from evaluators.metrics.registry import order_metrics
-from evaluators.storage import queries, store
+from evaluators.storage import health, queries, store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,8 +37,9 @@ def db_version(path: Path) -> float:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def health(path: str, version: float) -> store.Health:
-    return store.check_database(path)
+def database_health(path: str, version: float) -> health.Health:
+    """What the database file is (health.check_database), cached on its version."""
+    return health.check_database(path)
 
 
 Call = tuple[Callable[..., Any], tuple, dict]
@@ -75,7 +76,7 @@ def warm() -> pd.DataFrame | None:
     not one the dashboard reads."""
     path = db_path()
     version = db_version(path)
-    if health(str(path), version).state != "ok":
+    if database_health(str(path), version).state != "ok":
         return None
     with store.reading(path):  # both scan a run's items or scores: 0.1-0.5 s at 1M
         _cached(queries.runs.thelma_runs, _name(queries.runs.thelma_runs), str(path), version, (), ())

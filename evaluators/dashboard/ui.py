@@ -20,7 +20,7 @@ from evaluators.dashboard import access, reads
 from evaluators.dashboard.markup import md
 from evaluators.dashboard.reads import db_path, metrics, read, runs
 from evaluators.dashboard.state import band_control, csv_list, scores_control, synced, thresholds
-from evaluators.storage import queries, store
+from evaluators.storage import queries, schema, store
 
 
 class PageFile(NamedTuple):
@@ -146,7 +146,7 @@ def _check_database(path: Path, need_db: bool) -> None:
     reads; checked once per page run, cached on the file's version. Pages that write (need_db=False)
     may start a missing or empty database, and upgrade an older one."""
     try:
-        health = reads.health(str(path), reads.db_version(path))
+        health = reads.database_health(str(path), reads.db_version(path))
     except store.StoreBusy:
         st.warning(f"The database {md(path)} is locked by another process (a run or a save is writing); "
                    "retried for a few seconds. Reload the page or press Retry in a moment.")
@@ -165,10 +165,10 @@ def _check_database(path: Path, need_db: bool) -> None:
         "damaged": f"{where} is a damaged database that DuckDB cannot read ({md(health.detail)}): restore it "
                    f"from a copy, or {fix}.",
         "older": f"{where} was made by an older version of RAG Triage (schema {health.version}, this version "
-                 f"reads {len(store.MIGRATIONS)}): evaluating a file into it upgrades it, e.g. "
+                 f"reads {len(schema.MIGRATIONS)}): evaluating a file into it upgrades it, e.g. "
                  f"`python -m evaluators evaluate ITEMS.jsonl --db FILE --run NAME` or the Evaluate page.",
         "newer": f"{where} was made by a newer version of RAG Triage (schema {health.version}, this version "
-                 f"reads {len(store.MIGRATIONS)}): open it with that version, or update RAG Triage.",
+                 f"reads {len(schema.MIGRATIONS)}): open it with that version, or update RAG Triage.",
         "incomplete": f"{where} is a RAG Triage database with missing parts ({md(health.detail)}): restore it "
                       f"from a copy, or {fix}.",
     }

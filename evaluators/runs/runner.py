@@ -30,7 +30,7 @@ from evaluators.judges.llm import CallStats, JudgeFatal
 from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics_mod
 from evaluators.metrics.registry import REFERENCE, THELMA
-from evaluators.storage import queries, store
+from evaluators.storage import ownership, queries, store
 
 WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge waits out a rate limit
 HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEARTBEAT_S overrides it
@@ -159,7 +159,7 @@ class _Writer:
     at least every `heartbeat_s` keeps the run's heartbeat fresh.
     """
 
-    def __init__(self, db: str | Path, run: str, owner: store.Owner, heartbeat_s: float,
+    def __init__(self, db: str | Path, run: str, owner: ownership.Owner, heartbeat_s: float,
                  on_wait: Callable[[], None]) -> None:
         self.db, self.run, self.owner, self.heartbeat_s = db, run, owner, heartbeat_s
         self.replace: frozenset[str] = frozenset()  # item ids whose stored results these replace
@@ -224,13 +224,13 @@ class _Writer:
 
         def write() -> None:
             try:
-                store.write_results(
+                ownership.write_results(
                     self.db, self.run, self.owner, items=[i for i, _ in results],
                     components=[c for _, r in results for c in r.components],
                     verdicts=[v for _, r in results for v in r.verdicts],
                     scores=[s for _, r in results for s in r.scores], calls=calls, replace=self.replace,
                     deadline_s=BUSY_TRY_S)
-            except (store.StoreBusy, store.RunBusy):
+            except (store.StoreBusy, ownership.RunBusy):
                 raise  # busy: tried again; taken over: the calls are stored already
             except Exception:
                 if calls:  # the items cannot be stored: keep the paid answers at least
@@ -319,7 +319,7 @@ class _Evaluation:
         self.chosen = {m: registry.METRICS[m] for m in self.metrics}
         self.options = options
         self.heartbeat_s = options.heartbeat_s or float(os.environ.get("RAG_TRIAGE_HEARTBEAT_S", HEARTBEAT_S))
-        self.owner = store.Owner.this_process()
+        self.owner = ownership.Owner.this_process()
         self.started = time.monotonic()
         self.stats = CallStats()
         self.done = self.skipped = 0
@@ -340,7 +340,7 @@ class _Evaluation:
         meta = Run(self.run, chain.chain if chain else judge.name,
                    run_params(self.metrics, per_component, self.options.sd_threshold, chain),
                    prompts.prompt_hashes(used))
-        claim = store.claim_run(self.db, meta, {i.id: i.content_hash() for i in self.items}, self.owner,
+        claim = ownership.claim_run(self.db, meta, {i.id: i.content_hash() for i in self.items}, self.owner,
                                 self.heartbeat_s, self.options.update, self.options.retry_failed)
         self.writer.replace = claim.replace
         wanted = set(claim.todo)
@@ -388,7 +388,7 @@ class _Evaluation:
     async def finish(self, error: str, tiers: Sequence[str] | None) -> RunSummary | None:
         """Record how the run ended (waiting out a busy database); the summary unless it failed."""
         summary = None if error else summarize(self.db, self.run, self.stats.as_dict(), tiers)
-        finish = partial(store.finish_run, self.db, self.run, summary.status if summary else FAILED,
+        finish = partial(ownership.finish_run, self.db, self.run, summary.status if summary else FAILED,
                          summary.stats if summary else self.stats.as_dict(), error, self.owner, BUSY_TRY_S)
         await _patiently(lambda: finish, self.writer.waiting)
         return summary
@@ -432,9 +432,9 @@ def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLI
     The judge is offline, local, a litellm model, or a chain of them ("offline>openai/gpt-4o-mini", see
     evaluators/judges/cascade.py) whose tiers each decide what they are sure of. on_progress hears a
     Progress after every item. The run must be what `items` say: if the run recorded other content,
-    store.InputChanged names the changed, added and removed ids, unless `update` re-evaluates exactly
-    those (and deletes the removed ones). store.RunBusy: another live process is evaluating the run
-    (nothing was called). store.RunConflict: the run exists with another judge, options or prompt files.
+    ownership.InputChanged names the changed, added and removed ids, unless `update` re-evaluates exactly
+    those (and deletes the removed ones). ownership.RunBusy: another live process is evaluating the run
+    (nothing was called). ownership.RunConflict: the run exists with another judge, options or prompt files.
     Raises JudgeUnavailable (a ValueError) before any call when a litellm judge lacks its key or
     endpoint, and JudgeFatal when the judge refuses requests (400/401) or stays rate limited past
     the patience: completed items stay stored. The summary's status is `finished with failures`

@@ -13,7 +13,7 @@ from evaluators.core.confidence import Band
 from evaluators.metrics import registry
 from evaluators.storage import store
 from evaluators.storage.queries.sql import RunTable, ids_sql, threshold_sql, unsure_sql
-from evaluators.storage.store import column
+from evaluators.storage.wide import column
 
 
 def _pairs_cte(metrics: Sequence[str]) -> str:

@@ -16,7 +16,7 @@ from evaluators.core.records import Score, Status
 from evaluators.metrics.diagnosis import CONDITIONS, LEVELS, READINGS, RULES
 from evaluators.storage import store
 from evaluators.storage.queries.sql import SQL_OPERATORS, RunTable, decided_sql, threshold_sql
-from evaluators.storage.store import column
+from evaluators.storage.wide import column
 
 
 def wide_score(row: Mapping[str, Any], metric: str) -> Score | None:

@@ -13,9 +13,11 @@ import pandas as pd
 from evaluators.core.confidence import Band
 from evaluators.core.records import JudgeCall, Status
 from evaluators.metrics.registry import THELMA, order_metrics
-from evaluators.storage import store
+from evaluators.storage import store, wide
+from evaluators.storage.ownership import RUN_STATUS_SQL
 from evaluators.storage.queries.sql import ids_sql, json_pointer, run_columns, scores_sql, unsure_sql
-from evaluators.storage.store import FAILED_STATUSES, NOT_FAILED, RUN_STATUS_SQL
+from evaluators.storage.store import FAILED_STATUSES
+from evaluators.storage.wide import NOT_FAILED
 
 
 def runs(path: str | Path) -> pd.DataFrame:
@@ -32,7 +34,7 @@ def catalog(path: str | Path) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     with store.reading(path):
         frame = runs(path)
         pairs = store.query(path, "SELECT DISTINCT run_id, metric FROM scores")
-    metrics = {run: order_metrics(m for m in group["metric"] if store.is_metric_id(m))
+    metrics = {run: order_metrics(m for m in group["metric"] if wide.is_metric_id(m))
                for run, group in pairs.groupby("run_id")}
     return frame, metrics
 
@@ -85,7 +87,7 @@ def run_scores_wide(path: str | Path, run_id: str, metrics: Sequence[str], score
     The CLI's export and diagnosis read it; the dashboard reads run_table(), the same table kept
     stored for the default band.
     """
-    return store.query(path, store.wide_sql(run_columns(metrics), scores), {"run": run_id})
+    return store.query(path, wide.wide_sql(run_columns(metrics), scores), {"run": run_id})
 
 
 def run_table(path: str | Path, run_id: str, metrics: Sequence[str], scores: str = "scores") -> pd.DataFrame:
@@ -94,7 +96,7 @@ def run_table(path: str | Path, run_id: str, metrics: Sequence[str], scores: str
     recomputed from the verdicts for another relation `scores`. Columns as run_scores_wide(); numbers
     come as floats, NULL as NaN or None: the dashboard queries it again in DuckDB (frame_query)."""
     if scores != "scores":
-        return store.query(path, store.wide_sql(run_columns(metrics), scores), {"run": run_id}, arrow=True)
+        return store.query(path, wide.wide_sql(run_columns(metrics), scores), {"run": run_id}, arrow=True)
     return store.frame_query("SELECT * FROM stored ORDER BY item_id", {"stored": stored_table(path, run_id, metrics)},
                              arrow=True)
 

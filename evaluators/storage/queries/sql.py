@@ -2,7 +2,7 @@
 scores recomputed at a band, when a score is decided enough for Table 2), thresholds, run tables and
 parameters.
 
-Metric ids become SQL identifiers only through store.column(), which checks them; thresholds are
+Metric ids become SQL identifiers only through wide.column(), which checks them; thresholds are
 checked finite floats; every other value is a query parameter.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from evaluators.metrics.registry import THELMA, order_metrics
 from evaluators.metrics.suites import reference
 from evaluators.metrics.thelma import aggregate_coverage, aggregate_mean
 from evaluators.storage import store
-from evaluators.storage.store import column, count_column
+from evaluators.storage.wide import column, count_column
 
 
 # How scores_sql() recomputes a metric at another band: the mean of its verdicts, SQC's coverage

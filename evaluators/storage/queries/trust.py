@@ -14,7 +14,7 @@ from evaluators.metrics.diagnosis import CONDITIONS, READINGS
 from evaluators.storage import store
 from evaluators.storage.queries.diagnosis import rule_sql
 from evaluators.storage.queries.sql import RunTable, ids_frame, unsure_sql
-from evaluators.storage.store import NOT_FAILED, column, count_column
+from evaluators.storage.wide import NOT_FAILED, column, count_column
 
 
 def rule_labels(path: str | Path, run_id: str) -> pd.DataFrame:
