@@ -222,7 +222,7 @@ def test_rate_limit_patience_reaches_the_judge_in_seconds(tmp_path: Path, openai
         seen.append(judge.rate_limit_patience)
         return judge, forced
 
-    monkeypatch.setattr(runner, "open_judge", spy)
+    monkeypatch.setattr(factory, "open_judge", spy)
     assert cli_evaluate(tmp_path, openai_server, "--rate-limit-patience", "2.5") == 0
     assert seen == [150.0]
 

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from evaluators.core.confidence import Band, is_unsure
 from evaluators.core.records import Answer, Confidence, Elements, Judge, Status
 from evaluators.judges import prompts, registry
-from evaluators.judges.llm import CallStats
+from evaluators.judges.traffic import CallStats
 
 SEPARATOR = ">"
 # Prompts whose parsed answer is a list of texts: a decomposition, never a match to escalate.

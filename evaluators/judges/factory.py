@@ -12,7 +12,8 @@ from typing import Callable, Sequence
 
 from evaluators.core.records import Judge, JudgeCall
 from evaluators.judges import cascade
-from evaluators.judges.llm import RATE_LIMIT_PATIENCE, ClientPool, LLMJudge
+from evaluators.judges.clients import ClientPool
+from evaluators.judges.llm import RATE_LIMIT_PATIENCE, LLMJudge
 
 OFFLINE = "offline"
 LOCAL = "local"

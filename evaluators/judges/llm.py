@@ -11,33 +11,24 @@ secrets masked.
 A judge may stand behind several OpenAI-compatible endpoints (replicas of one model): each
 attempt goes to the live replica with the fewest calls in flight, a replica that fails (refused
 connection, timeout, server error) rests for a while and the attempt is repeated at once on
-another one, and the call records the endpoint that answered. Calls may also be sent from a
-ClientPool: worker processes that each run litellm on their own event loop, since litellm's
-per-call CPU on one loop, not the endpoint, bounds how busy a slow endpoint is kept.
+another one, and the call records the endpoint that answered (traffic.py paces and spreads the
+calls). Calls may also be sent from a ClientPool (clients.py): worker processes that each run
+litellm on their own event loop.
 """
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import hashlib
-import itertools
 import json
 import math
-import multiprocessing
 import os
-import random
-import signal
 import time
-from collections import Counter
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import timezone
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
 from evaluators.core.masking import mask_secrets, mask_url, url_secrets
 from evaluators.core.records import LOGPROB, Answer, Confidence, JudgeCall, Status
 from evaluators.judges import prompts, registry
+from evaluators.judges.traffic import AdaptiveLimit, CallStats, Replicas, backoff, call_key, retry_after_s
 
 # Seconds a judge may go without any answer while rate limited before the run stops.
 RATE_LIMIT_PATIENCE = 600.0
@@ -50,12 +41,18 @@ _ENDPOINT_NAMES = ("_BASE", "_BASE_URL", "_ENDPOINT")
 # Providers whose SDK also finds credentials outside the environment (AWS profiles and instance
 # roles, Google application-default credentials): a missing variable proves nothing there.
 _AMBIENT_CREDENTIALS = ("bedrock", "sagemaker", "vertex_ai")
-# Seconds a replica that failed is passed over while another one is live (then it is tried again).
-REPLICA_REST_S = 10.0
 
 
 class JudgeFatal(RuntimeError):
     """The endpoint refused the request itself (400 or 401), or rate-limited past the patience: stop the run."""
+
+
+class Sender(Protocol):
+    """Where a judge's calls go out instead of this process's event loop (clients.ClientPool)."""
+
+    async def send(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """As llm.send: one attempt, the reply as plain data, or raise Failure."""
+        ...
 
 
 class JudgeUnavailable(ValueError):
@@ -66,7 +63,7 @@ class _BadReply(Exception):
     """A 200 reply with no message to read: a failed call, retried like a server error, never a verdict."""
 
 
-class _Failure(Exception):
+class Failure(Exception):
     """One attempt failed. kind: refused (this request only), fatal (every request), rate, timeout, server.
 
     Plain data, so a ClientPool's worker process can send it back; `message` is not masked yet.
@@ -104,67 +101,6 @@ def other_credentials(model: str, api_base: str | None) -> str:
     return ", ".join(litellm.validate_environment(model, api_key="given", api_base=api_base)["missing_keys"])
 
 
-@dataclass
-class CallStats:
-    """Running totals shown by the progress bar and stored on the run."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost: float = 0.0
-    retries: int = 0
-    failures: int = 0
-    # Answers read from a bare reply, without the format asked for (a bare rating digit: prompts.Bare).
-    bare_replies: int = 0
-    # Calls answered per endpoint (api base), for a judge given one or more.
-    endpoints: dict[str, int] = field(default_factory=dict)
-    # time.monotonic() before which the judge sends nothing (a 429, or a Retry-After): 0 when not waiting.
-    waiting_until: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        """The totals stored on the run (the live rate-limit wait is not a total)."""
-        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items() if k != "waiting_until"}
-
-
-def call_key(model: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
-    """The cache key: sha256 over model, messages and sampling params."""
-    blob = json.dumps([model, messages, params], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-class AdaptiveLimit:
-    """Concurrency that halves on a 429 and climbs back by one per window of successes (AIMD)."""
-
-    def __init__(self, ceiling: int) -> None:
-        self.ceiling = max(1, ceiling)
-        self.limit = float(self.ceiling)
-        self.in_flight = 0
-        self._last_cut = float("-inf")
-        self._cond = asyncio.Condition()
-
-    async def __aenter__(self) -> None:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.in_flight < max(1, int(self.limit)))
-            self.in_flight += 1
-
-    async def __aexit__(self, *exc: object) -> None:
-        async with self._cond:
-            self.in_flight -= 1
-            # Wake only as many waiters as there are free slots: notify_all costs O(waiters) per exit.
-            self._cond.notify(max(1, int(self.limit) - self.in_flight))
-
-    def throttled(self) -> None:
-        # One halving per burst: the 429s of requests already in flight report the same overload.
-        now = time.monotonic()
-        if now - self._last_cut >= 1.0:
-            self.limit = max(1.0, self.limit / 2)
-            self._last_cut = now
-
-    def succeeded(self) -> None:
-        self.limit = min(float(self.ceiling), self.limit + 1.0 / self.limit)
-
-
 _REASK = ("Your reply could not be read ({error}). Answer again in exactly the format asked for, "
           "inside <output> </output> tags, with no explanation.")
 
@@ -192,7 +128,7 @@ class LLMJudge:
         logprob_binary: bool = False,
         temperature: float = 0.0,
         alive: Callable[[], None] | None = None,
-        pool: "ClientPool | None" = None,
+        pool: Sender | None = None,
     ) -> None:
         self.name = model
         self.model = model
@@ -366,48 +302,58 @@ class LLMJudge:
                 self.limit.succeeded()
                 self._limited_since = None
                 return self._record(key, spec, messages, params, reply, (time.monotonic() - t0) * 1000, endpoint)
-            except _Failure as failure:
-                text = _one_line(mask_secrets(failure.message, *self._secrets))
-                if failure.kind == "refused":
-                    # A 400 about this one request (too long, refused content): fail it, not the run.
-                    error, status = text, Status.ERROR
-                    break
-                if failure.kind == "fatal":
-                    hint = (" (no key was sent to this API base; if it needs one, name the variable that holds it "
-                            "with --key-env)" if self.api_key == NO_KEY else "")
-                    raise JudgeFatal(f"judge {self.model} refused the request: {text}{hint}") from None
-                if failure.kind == "rate":
-                    self.limit.throttled()
-                    error, status = f"429 rate limited: {text}", Status.ERROR
-                    self._rate_limited(failure.retry_after, attempt, error)
-                    self.stats.retries += 1
-                    tried.clear()
-                    continue  # _hold waits out the time the 429 set, for every call of this judge
-                if failure.kind == "timeout":
-                    error, status = f"timeout after {self.timeout:g} s: {text}", Status.TIMEOUT
-                else:
-                    error, status = text, Status.ERROR
-                self._check_alive()
-                if self.replicas.several:
-                    # Another replica takes the attempt at once; this one rests (longer if it asked to).
-                    self.replicas.failed(endpoint, failure.retry_after)
-                    tried.add(endpoint)
-                    if not self.replicas.all_tried(tried):
-                        self.stats.retries += 1
-                        continue
-                    tried.clear()  # every replica failed this round: back off, then try them all again
-                if attempt >= self.max_attempts:
-                    break
-                if not self.replicas.several:
-                    # A 503 may say when to come back: that holds every call of this judge, not just this one.
-                    self._hold_until(time.monotonic() + failure.retry_after)
-            self.stats.retries += 1
-            await asyncio.sleep(_backoff(attempt))
+            except Failure as failure:
+                step, error, status = self._failed(failure, attempt, endpoint, tried)
+            if step == "stop":
+                break
+            if step == "wait":
+                self.stats.retries += 1
+                await asyncio.sleep(backoff(attempt))
         self.stats.failures += 1
         return JudgeCall(key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
                          messages=messages, params=params, reply=None, status=status,
                          latency_ms=(time.monotonic() - started) * 1000,
                          error=f"{error} (after {attempt} attempts)", endpoint=_shown(endpoint))
+
+    def _failed(self, failure: Failure, attempt: int, endpoint: str | None,
+                tried: set[str | None]) -> tuple[str, str, Status]:
+        """What a failed attempt leads to: "stop" (the call failed), "again" (at once: the rate limit's hold
+        or another replica), or "wait" (back off, then again); with the error and status it leaves.
+        Raises JudgeFatal when the endpoint refuses every request or the rate limit outlasts the patience."""
+        text = _one_line(mask_secrets(failure.message, *self._secrets))
+        if failure.kind == "refused":
+            # A 400 about this one request (too long, refused content): fail it, not the run.
+            return "stop", text, Status.ERROR
+        if failure.kind == "fatal":
+            hint = (" (no key was sent to this API base; if it needs one, name the variable that holds it "
+                    "with --key-env)" if self.api_key == NO_KEY else "")
+            raise JudgeFatal(f"judge {self.model} refused the request: {text}{hint}") from None
+        if failure.kind == "rate":
+            self.limit.throttled()
+            error = f"429 rate limited: {text}"
+            self._rate_limited(failure.retry_after, attempt, error)
+            self.stats.retries += 1
+            tried.clear()
+            return "again", error, Status.ERROR  # _hold waits out the time the 429 set, for every call of this judge
+        if failure.kind == "timeout":
+            error, status = f"timeout after {self.timeout:g} s: {text}", Status.TIMEOUT
+        else:
+            error, status = text, Status.ERROR
+        self._check_alive()
+        if self.replicas.several:
+            # Another replica takes the attempt at once; this one rests (longer if it asked to).
+            self.replicas.failed(endpoint, failure.retry_after)
+            tried.add(endpoint)
+            if not self.replicas.all_tried(tried):
+                self.stats.retries += 1
+                return "again", error, status
+            tried.clear()  # every replica failed this round: back off, then try them all again
+        if attempt >= self.max_attempts:
+            return "stop", error, status
+        if not self.replicas.several:
+            # A 503 may say when to come back: that holds every call of this judge, not just this one.
+            self._hold_until(time.monotonic() + failure.retry_after)
+        return "wait", error, status
 
     async def _hold(self) -> None:
         """Send nothing before the time a rate limit or a Retry-After set (it may move while we sleep)."""
@@ -426,7 +372,7 @@ class LLMJudge:
         now = time.monotonic()
         if self._limited_since is None:
             self._limited_since = now
-        resume = now + max(_backoff(attempt), retry_after)
+        resume = now + max(backoff(attempt), retry_after)
         if resume - self._limited_since > self.rate_limit_patience:
             raise JudgeFatal(f"judge {self.model} rate limited: no answer for {now - self._limited_since:.0f} s "
                              f"and the next try would be in {resume - now:.0f} s, past the rate-limit "
@@ -461,53 +407,13 @@ class LLMJudge:
         return call
 
 
-class Replicas:
-    """The endpoints of one judge, and which of them are live.
-
-    `pick` spreads the calls (fewest in flight first) and passes over a replica that failed in the
-    last REPLICA_REST_S seconds while another is live; when all rest, the one whose rest ends first
-    is tried. With one endpoint (or none: the provider's own) it always picks that one.
-    """
-
-    def __init__(self, endpoints: Sequence[str | None]) -> None:
-        if not endpoints:
-            raise ValueError("a judge needs at least one endpoint")
-        self.endpoints = list(dict.fromkeys(endpoints))  # the same URL twice is one replica
-        self.several = len(self.endpoints) > 1
-        self.in_flight: Counter[str | None] = Counter()
-        self.resting_until: dict[str | None, float] = {}
-        self._turn = itertools.count()  # breaks ties in turn, so idle replicas share the first calls
-
-    def pick(self, tried: set[str | None]) -> str | None:
-        """The replica for the next attempt, among those not in `tried` (all, when every one is)."""
-        if not self.several:
-            return self.endpoints[0]
-        now, turn = time.monotonic(), next(self._turn)
-        left = [e for e in self.endpoints if e not in tried] or self.endpoints
-        n = len(self.endpoints)
-        return min(left, key=lambda e: (max(now, self.resting_until.get(e, 0.0)), self.in_flight[e],
-                                        (self.endpoints.index(e) - turn) % n))
-
-    @contextmanager
-    def busy(self, endpoint: str | None) -> Iterator[None]:
-        """Count one call in flight on `endpoint` for the context's duration."""
-        self.in_flight[endpoint] += 1
-        try:
-            yield
-        finally:
-            self.in_flight[endpoint] -= 1
-
-    def failed(self, endpoint: str | None, retry_after: float = 0.0) -> None:
-        """Rest `endpoint`: REPLICA_REST_S, or the Retry-After it sent if longer."""
-        self.resting_until[endpoint] = time.monotonic() + max(REPLICA_REST_S, retry_after)
-
-    def all_tried(self, tried: set[str | None]) -> bool:
-        """Whether this round of a call has failed on every replica."""
-        return all(e in tried for e in self.endpoints)
+def load_litellm() -> None:
+    """Import litellm now, where a process will send calls soon (a ClientPool worker at its start)."""
+    import litellm  # noqa: F401
 
 
 async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """One attempt through litellm.acompletion(**kwargs): the reply as plain data, or raise _Failure.
+    """One attempt through litellm.acompletion(**kwargs): the reply as plain data, or raise Failure.
 
     The reply: {"reply", "prompt_tokens", "completion_tokens", "cost"}; with logprobs asked, `reply`
     is JSON of the sampled token and its top alternatives. Runs in the judge's process or in a
@@ -520,17 +426,17 @@ async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
         response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=kwargs["timeout"] + 5)
         return _reply_data(response, bool(kwargs.get("logprobs")))
     except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
-        raise _Failure("refused", str(exc)) from None
+        raise Failure("refused", str(exc)) from None
     except (litellm.BadRequestError, litellm.AuthenticationError, litellm.NotFoundError,
             litellm.PermissionDeniedError) as exc:
-        raise _Failure("fatal", str(exc)) from None
+        raise Failure("fatal", str(exc)) from None
     except litellm.RateLimitError as exc:
-        raise _Failure("rate", str(exc), retry_after_s(exc)) from None
+        raise Failure("rate", str(exc), retry_after_s(exc)) from None
     except (litellm.Timeout, asyncio.TimeoutError) as exc:
-        raise _Failure("timeout", str(exc)) from None
+        raise Failure("timeout", str(exc)) from None
     except (litellm.APIConnectionError, litellm.InternalServerError,
             litellm.ServiceUnavailableError, litellm.APIError, _BadReply) as exc:
-        raise _Failure("server", str(exc), retry_after_s(exc)) from None
+        raise Failure("server", str(exc), retry_after_s(exc)) from None
 
 
 def _reply_data(response: Any, logprobs: bool) -> dict[str, Any]:
@@ -558,135 +464,6 @@ def _reply_data(response: Any, logprobs: bool) -> dict[str, Any]:
             "cost": float(cost) if cost is not None else None}
 
 
-class ClientPool:
-    """Worker processes that send judge calls, each through litellm on its own event loop.
-
-    litellm spends milliseconds of CPU per call; on one event loop that, not the endpoint, caps
-    the calls in flight. The pool spreads that work over processes and keeps everything else
-    (cache, retries, replicas, records) in the judge. Use as a context manager: the workers start
-    on entry (importing litellm while the run gets ready) and stop on exit.
-    """
-
-    def __init__(self, processes: int) -> None:
-        self.processes = processes
-        self._conns: list[Any] = []
-        self._workers: list[Any] = []
-        self._pending: list[dict[int, asyncio.Future[dict[str, Any]]]] = []
-        self._ids = itertools.count()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def __enter__(self) -> "ClientPool":
-        # spawn: a fork would copy the parent's event loop, threads and open database handles.
-        context = multiprocessing.get_context("spawn")
-        for _ in range(self.processes):
-            ours, theirs = context.Pipe()
-            worker = context.Process(target=_serve, args=(theirs,), daemon=True, name="judge-client")
-            worker.start()
-            theirs.close()
-            self._conns.append(ours)
-            self._workers.append(worker)
-            self._pending.append({})
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for k, conn in enumerate(self._conns):
-            if self._loop is not None:
-                self._loop.remove_reader(conn.fileno())
-            try:
-                conn.send(None)  # finish what is in flight, then exit
-            except OSError:
-                pass
-            self._fail_pending(k, "the judge's client processes stopped")
-        for worker in self._workers:
-            worker.join(timeout=10)
-            if worker.is_alive():
-                worker.terminate()
-        for conn in self._conns:
-            conn.close()
-
-    async def send(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """As judge.send, in the worker with the fewest calls pending."""
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
-            for k, conn in enumerate(self._conns):
-                self._loop.add_reader(conn.fileno(), self._on_reply, k)
-        k = min(range(len(self._conns)), key=lambda i: len(self._pending[i]))
-        if not self._workers[k].is_alive():
-            raise _Failure("server", f"judge client process {self._workers[k].pid} exited")
-        call_id = next(self._ids)
-        future = self._loop.create_future()
-        self._pending[k][call_id] = future
-        try:
-            self._conns[k].send((call_id, kwargs))
-            return await future
-        finally:
-            self._pending[k].pop(call_id, None)
-
-    def _on_reply(self, k: int) -> None:
-        conn = self._conns[k]
-        try:
-            while conn.poll():
-                call_id, outcome, value = conn.recv()
-                future = self._pending[k].get(call_id)
-                if future is None or future.done():
-                    continue
-                if outcome == "ok":
-                    future.set_result(value)
-                else:
-                    future.set_exception(_Failure(*value))
-        except (EOFError, OSError):
-            assert self._loop is not None
-            self._loop.remove_reader(conn.fileno())
-            self._fail_pending(k, f"judge client process {self._workers[k].pid} exited")
-
-    def _fail_pending(self, k: int, why: str) -> None:
-        for future in self._pending[k].values():
-            if not future.done():
-                future.set_exception(_Failure("server", why))
-
-
-def _serve(conn: Any) -> None:
-    """A ClientPool worker: answer (id, kwargs) requests from the pipe until it sends None."""
-    # Ctrl-C reaches the whole process group: the judge's process stops its workers itself.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import litellm  # noqa: F401  (imported now, while the run gets ready, not at the first call)
-
-    asyncio.run(_serve_async(conn))
-
-
-async def _serve_async(conn: Any) -> None:
-    loop = asyncio.get_running_loop()
-    done = asyncio.Event()
-    tasks: set[asyncio.Task[None]] = set()
-
-    async def answer(call_id: int, kwargs: dict[str, Any]) -> None:
-        try:
-            reply = ("ok", await send(kwargs))
-        except _Failure as failure:
-            reply = ("fail", (failure.kind, failure.message, failure.retry_after))
-        except Exception as exc:  # a bug here must reach the judge as a failed attempt, not a lost call
-            reply = ("fail", ("server", f"{type(exc).__name__}: {exc}", 0.0))
-        conn.send((call_id, *reply))
-
-    def readable() -> None:
-        try:
-            while conn.poll():
-                message = conn.recv()
-                if message is None:
-                    raise EOFError
-                task = loop.create_task(answer(*message))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-        except (EOFError, OSError):
-            loop.remove_reader(conn.fileno())
-            done.set()
-
-    loop.add_reader(conn.fileno(), readable)
-    await done.wait()
-    if tasks:
-        await asyncio.wait(tasks)
-
-
 def _shown(endpoint: str | None) -> str | None:
     """An endpoint as it is stored and shown: with the credentials its URL carries masked."""
     return None if endpoint is None else mask_url(endpoint)
@@ -697,34 +474,6 @@ def _one_line(text: str) -> str:
     text = text.split("Traceback (most recent call last)", 1)[0]
     # Callers mask first: cutting first could leave half a key that no pattern recognises.
     return " ".join(text.split())[:300]
-
-
-def _backoff(attempt: int) -> float:
-    """Exponential backoff with jitter, capped at 10 s."""
-    return min(10.0, 0.25 * 2 ** min(attempt, 6)) * (0.5 + random.random())
-
-
-def retry_after_s(exc: BaseException) -> float:
-    """Seconds the server asked to wait (Retry-After in seconds or as an HTTP date, or retry-after-ms); 0 if none."""
-    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return 0.0
-    waits = [0.0]
-    try:
-        waits.append(float(headers.get("retry-after-ms") or 0) / 1000)
-    except ValueError:
-        pass
-    value = (headers.get("retry-after") or "").strip()
-    try:
-        waits.append(float(value or 0))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            when = None
-        if when is not None:
-            waits.append((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp() - time.time())
-    return max(w for w in waits if math.isfinite(w))
 
 
 def count_tokens(model: str, text: str) -> int:

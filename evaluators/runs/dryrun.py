@@ -16,7 +16,8 @@ from evaluators.core.records import Answer, Item, Judge, JudgeCall, Status
 from evaluators.core.text import split_sentences
 from evaluators.judges import cascade, registry
 from evaluators.judges.factory import LOCAL, OFFLINE, check_chain, judge_name
-from evaluators.judges.llm import LLMJudge, call_key, count_tokens, price_per_token
+from evaluators.judges.llm import LLMJudge, count_tokens, price_per_token
+from evaluators.judges.traffic import call_key
 from evaluators.metrics import registry as metric_registry
 from evaluators.metrics import thelma as metrics_mod
 from evaluators.runs.runner import RunOptions, check_metrics

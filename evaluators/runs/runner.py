@@ -26,7 +26,8 @@ from evaluators.core.masking import mask_secrets
 from evaluators.core.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
 from evaluators.judges import cascade, prompts
 from evaluators.judges.factory import OFFLINE, JudgeConfig, check_chain, judge_name, open_chain
-from evaluators.judges.llm import CallStats, JudgeFatal
+from evaluators.judges.llm import JudgeFatal
+from evaluators.judges.traffic import CallStats
 from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics_mod
 from evaluators.metrics.registry import REFERENCE, THELMA
