@@ -16,18 +16,16 @@ then checked by the same rules; a JSON document's problems are located by JSON p
 
 Bad input raises InputError with every problem found, one line each, located as
 `FILE:LINE` (JSONL: physical line; CSV: the line a data row starts on, header = line 1) or
-`FILE:row N` (Parquet and DataFrame, 1-based). This module only reads.
+`FILE:row N` (Parquet and DataFrame, 1-based); readers.py reads the files into located rows. This
+module only reads.
 """
 from __future__ import annotations
 
-import codecs
 import csv
-import io
 import json
 import math
 import numbers
 import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,19 @@ import pandas as pd
 
 from evaluators.core.records import Item, Label
 from evaluators.runs import traces
+from evaluators.runs.readers import (
+    InputError,
+    NotFinite,
+    Problem,
+    Row,
+    csv_rows,
+    decode,
+    export_rows,
+    file_rows,
+    jsonl_rows,
+    parse_json,
+    raise_problems,
+)
 
 MAX_TEXT_BYTES = 1_000_000
 """Largest accepted text field (query, each source, response, reference), in UTF-8 bytes."""
@@ -50,35 +61,6 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "metadata": (),
 }
 _SUFFIXES = (".jsonl", ".csv", ".parquet")
-_MAX_SHOWN = 100  # problems spelled out in str(InputError); .problems keeps them all
-
-# Internally a row is (line or row number, "FILE:LINE" for messages, parsed value), and a problem
-# is (line or row number, message), so problems from reading and from checking sort into line order.
-_Row = tuple[int, str, Any]
-_Problem = tuple[int, str]
-
-
-@dataclass(frozen=True)
-class _NotFinite:
-    """A NaN or +-Infinity literal: Python's json reads them, but JSON has no such numbers, and a NaN
-    read as "no value" would silently turn an id into a content hash."""
-
-    literal: str
-
-
-class InputError(ValueError):
-    """Input that cannot be evaluated. `.problems` lists every problem, one line each:
-    `FILE:LINE: field FIELD: message`, or `FILE:LINE: message` when no single field is at fault,
-    or `FILE: message` for the file as a whole."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        shown = self.problems[:_MAX_SHOWN]
-        more = len(self.problems) - len(shown)
-        lines = [f"{len(self.problems)} problem(s) in the input:", *shown]
-        if more:
-            lines.append(f"... and {more} more")
-        super().__init__("\n".join(lines))
 
 
 def load_items(path: str | Path, fmt: str | None = None) -> list[Item]:
@@ -115,8 +97,8 @@ def load_items(path: str | Path, fmt: str | None = None) -> list[Item]:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError([f"{name}: cannot read: {exc.strerror}"]) from None
-    text, decode_problems = _decode(raw, name)
-    rows, parse_problems = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, name)
+    text, decode_problems = decode(raw, name)
+    rows, parse_problems = (jsonl_rows if suffix == ".jsonl" else csv_rows)(text, name)
     return _build(rows, decode_problems + parse_problems, name, json_cells=suffix == ".csv")
 
 
@@ -129,7 +111,7 @@ def detect_format(path: str | Path) -> str:
     first: Any = None
     try:
         if suffix == ".json":
-            return traces.detect(suffix, _export_rows(path)[0])
+            return traces.detect(suffix, export_rows(path)[0])
         if suffix == ".parquet":
             import pyarrow.parquet as pq  # the schema alone: no rows are read
 
@@ -141,7 +123,7 @@ def detect_format(path: str | Path) -> str:
                     pass  # the first non-blank line, however long
             text = line.decode("utf-8", errors="replace").lstrip("\ufeff")
             if suffix == ".jsonl":
-                first, _ = _parse_json(text)
+                first, _ = parse_json(text)
             else:
                 first = dict.fromkeys(c.strip() for c in next(csv.reader([text]), []))
     except (OSError, ValueError, InputError):
@@ -149,42 +131,12 @@ def detect_format(path: str | Path) -> str:
     return traces.detect(suffix, [(1, str(path), first)] if first is not None else [])
 
 
-def _export_rows(path: Path) -> tuple[list[_Row], list[_Problem]]:
-    """The located records of another tool's export: one JSON document (located at the file), JSONL
-    lines, CSV rows, or Parquet rows (a Phoenix frame's span id index becomes its column again)."""
-    name, suffix = str(path), path.suffix.lower()
-    if suffix == ".parquet":
-        try:
-            frame = pd.read_parquet(path)
-        except (OSError, ValueError) as exc:
-            raise InputError([f"{name}: cannot read as Parquet: {exc}"]) from None
-        if any(frame.index.names):
-            frame = frame.reset_index()
-        return [(n, f"{name}:row {n}", r) for n, r in enumerate(frame.to_dict("records"), start=1)], []
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError([f"{name}: cannot read: {exc.strerror}"]) from None
-    text, problems = _decode(raw, name)
-    if suffix != ".json":
-        rows, parse_problems = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, name)
-        return rows, problems + parse_problems
-    if problems:
-        raise InputError([p for _, p in problems])
-    try:
-        return [(0, name, json.loads(text, parse_constant=_NotFinite))], []
-    except json.JSONDecodeError as exc:
-        raise InputError([f"{name}:{exc.lineno}: malformed JSON: {exc.msg} at column {exc.colno}"]) from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError([f"{name}: malformed JSON: {type(exc).__name__}: {exc}"]) from None
-
-
 def _load_export(path: Path, fmt: str | None) -> list[Item]:
     """Items from another tool's export (traces.FORMATS), detected when `fmt` is None."""
     name = str(path)
     if not path.exists():
         raise InputError([f"{name}: no such file"])
-    rows, problems = _export_rows(path)
+    rows, problems = export_rows(path)
     fmt = fmt or traces.detect(path.suffix.lower(), rows)
     if fmt == traces.ITEMS:  # only a .json file comes here as items
         raise InputError([f"{name}: neither a Langfuse trace export (traces with observations) nor a DeepEval "
@@ -202,7 +154,7 @@ def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set
     Raises InputError listing every problem, located as FILE:LINE with the field.
     """
     name = str(path)
-    rows, problems = _file_rows(Path(path), (".jsonl", ".csv"))
+    rows, problems = file_rows(Path(path), (".jsonl", ".csv"))
     labels: list[Label] = []
     for line, where, row in rows:
         label, row_problems = _label(row, where, rules, metrics, author)
@@ -214,33 +166,8 @@ def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set
         problems += [(line, p) for p in row_problems]
         if label is not None and not row_problems:
             labels.append(label)
-    _raise_problems(problems, empty=None if rows else f"{name}: no labels (the file is empty)")
+    raise_problems(problems, empty=None if rows else f"{name}: no labels (the file is empty)")
     return labels
-
-
-def _raise_problems(problems: list[_Problem], empty: str | None) -> None:
-    """Raise InputError with every problem in line order; `empty` is the problem of a file with no
-    rows, reported when nothing else was found."""
-    if empty and not problems:
-        problems.append((0, empty))
-    if problems:
-        raise InputError([text for _, text in sorted(problems, key=lambda p: p[0])])
-
-
-def _file_rows(path: Path, suffixes: tuple[str, ...]) -> tuple[list[_Row], list[_Problem]]:
-    """The located rows of a small .jsonl or .csv file and the problems reading it; InputError for a
-    file of another type or one that cannot be read."""
-    name = str(path)
-    if path.suffix.lower() not in suffixes:
-        raise InputError([f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; "
-                          f"expected {' or '.join(suffixes)}"])
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError([f"{name}: {exc.strerror.lower() if exc.strerror else 'cannot read'}"]) from None
-    text, problems = _decode(raw, name)
-    rows, parse_problems = (_jsonl_rows if path.suffix.lower() == ".jsonl" else _csv_rows)(text, name)
-    return rows, problems + parse_problems
 
 
 def _label(row: Any, where: str, rules: set[str], metrics: set[str], author: str) -> tuple[Label | None, list[str]]:
@@ -291,7 +218,7 @@ def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Ite
     Raises InputError listing every problem as FILE:LINE.
     """
     name = str(path)
-    rows, problems = _file_rows(Path(path), (".jsonl",))
+    rows, problems = file_rows(Path(path), (".jsonl",))
     pairs: list[tuple[str, Item, Item]] = []
     seen: dict[str, str] = {}
     for line, where, row in rows:
@@ -332,7 +259,7 @@ def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Ite
                 sides.append(item)
         if len(sides) == 2:
             pairs.append((joined, sides[0], sides[1]))
-    _raise_problems(problems, empty=None if rows else f"{name}: no pairs (the file is empty)")
+    raise_problems(problems, empty=None if rows else f"{name}: no pairs (the file is empty)")
     return pairs
 
 
@@ -346,7 +273,7 @@ def items_from_frame(df: pd.DataFrame, origin: str = "<dataframe>") -> list[Item
     return _build(rows, [], origin, json_cells=True)
 
 
-def _build(rows: list[_Row], problems: list[_Problem], origin: str,
+def _build(rows: list[Row], problems: list[Problem], origin: str,
            json_cells: bool) -> list[Item]:
     """Normalise every row, check ids are unique, and raise with all problems in line order."""
     items: list[Item] = []
@@ -364,7 +291,7 @@ def _build(rows: list[_Row], problems: list[_Problem], origin: str,
         else:
             first_seen[item.id] = where
             items.append(item)
-    _raise_problems(problems, empty=None if rows else f"{origin}: no items (the input is empty)")
+    raise_problems(problems, empty=None if rows else f"{origin}: no items (the input is empty)")
     return items
 
 
@@ -376,8 +303,35 @@ def _normalise(row: Any, where: str, json_cells: bool) -> tuple[Item | None, lis
     if not isinstance(row, dict):
         return None, [f"{where}: expected a JSON object, got {_type(row)}"]
     problems: list[str] = []
+    given = _given(row, where, problems)
+    texts = _texts(given, where, problems)
+    sources: list[str] = []
+    if "sources" not in given:
+        also = f" (also accepted as {', '.join(_NAMES['sources'])})"
+        problems.append(f"{where}: field sources: missing{also}")
+    else:
+        name, value = given["sources"]
+        sources, errors = _check_sources(value, json_cells)
+        problems.extend(f"{where}: field {name}: {error}" for error in errors)
+    metadata = _metadata(row, given, where, json_cells, problems)
+    item_id = _item_id(given, where, problems)
+    if problems:
+        return None, problems
+    query, response = texts["query"], texts["response"]
+    assert query is not None and response is not None  # guaranteed by the checks above
+    return Item(
+        id=item_id or Item.content_id(query, sources, response),
+        query=query,
+        sources=tuple(sources),
+        response=response,
+        reference=texts["reference"],
+        metadata=metadata,
+    ), []
 
-    # Find each field under our name or one alias; giving two names for one field is ambiguous.
+
+def _given(row: dict[str, Any], where: str, problems: list[str]) -> dict[str, tuple[str, Any]]:
+    """Each field found under our name or one alias, as (the name it came under, its value); giving two
+    names for one field is ambiguous."""
     given: dict[str, tuple[str, Any]] = {}
     for field, aliases in _NAMES.items():
         names = [n for n in (field, *aliases) if n in row and not _is_missing(row[n])]
@@ -386,7 +340,11 @@ def _normalise(row: Any, where: str, json_cells: bool) -> tuple[Item | None, lis
                             + " and ".join(repr(n) for n in names))
         if names:  # check the first anyway, so a conflict is not also reported as missing
             given[field] = (names[0], row[names[0]])
+    return given
 
+
+def _texts(given: dict[str, tuple[str, Any]], where: str, problems: list[str]) -> dict[str, str | None]:
+    """The query, the response and the optional reference, each checked as a text."""
     texts: dict[str, str | None] = {}
     for field in ("query", "response", "reference"):
         if field not in given:
@@ -403,81 +361,65 @@ def _normalise(row: Any, where: str, json_cells: bool) -> tuple[Item | None, lis
         if error:
             problems.append(f"{where}: field {name}: {error}")
         texts[field] = value
+    return texts
 
-    sources: list[str] = []
-    if "sources" not in given:
-        also = f" (also accepted as {', '.join(_NAMES['sources'])})"
-        problems.append(f"{where}: field sources: missing{also}")
+
+def _json_object(value: Any, field: str, where: str, json_cells: bool, problems: list[str]) -> dict[str, Any] | None:
+    """An object field (metadata, expect), from JSON text where cells hold text; None with a problem."""
+    error = None
+    if json_cells and isinstance(value, str):
+        value, error = parse_json(value)
+    if error:
+        problems.append(f"{where}: field {field}: expected a JSON object, got text that is not JSON ({error})")
+    elif not isinstance(value, dict):
+        problems.append(f"{where}: field {field}: expected an object, got {_type(value)}")
+    elif (bad := _non_finite(value, field)) is not None:
+        problems.append(f"{where}: field {bad}: NaN and Infinity are not JSON numbers")
     else:
-        name, value = given["sources"]
-        sources, errors = _check_sources(value, json_cells)
-        problems.extend(f"{where}: field {name}: {error}" for error in errors)
+        return value
+    return None
 
+
+def _metadata(row: dict[str, Any], given: dict[str, tuple[str, Any]], where: str, json_cells: bool,
+              problems: list[str]) -> dict[str, Any]:
+    """The item's metadata as plain JSON, with a regression suite's expectations under `expect`."""
     metadata: dict[str, Any] = {}
-    if "metadata" in given:
-        value, error = given["metadata"][1], None
-        if json_cells and isinstance(value, str):
-            value, error = _parse_json(value)
-        if error:
-            problems.append(f"{where}: field metadata: expected a JSON object, "
-                            f"got text that is not JSON ({error})")
-        elif not isinstance(value, dict):
-            problems.append(f"{where}: field metadata: expected an object, got {_type(value)}")
-        elif (bad := _non_finite(value, "metadata")) is not None:
-            problems.append(f"{where}: field {bad}: NaN and Infinity are not JSON numbers")
-        else:
-            # The store keeps metadata as JSON text: make it plain JSON now (Parquet structs bring
-            # numpy arrays) rather than fail later on a value JSON cannot hold.
-            try:
-                text = json.dumps(value, default=_plain, ensure_ascii=False, sort_keys=True)
-                metadata = json.loads(text.encode("utf-8"))
-            except (TypeError, ValueError) as exc:
-                problems.append(f"{where}: field metadata: cannot be kept as JSON ({exc})")
+    if "metadata" in given and (value := _json_object(given["metadata"][1], "metadata", where, json_cells,
+                                                      problems)) is not None:
+        # The store keeps metadata as JSON text: make it plain JSON now (Parquet structs bring
+        # numpy arrays) rather than fail later on a value JSON cannot hold.
+        try:
+            text = json.dumps(value, default=_plain, ensure_ascii=False, sort_keys=True)
+            metadata = json.loads(text.encode("utf-8"))
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{where}: field metadata: cannot be kept as JSON ({exc})")
+    # A regression suite's expectations (evaluators/runs/suite.py) travel with the item in its metadata.
+    if not _is_missing(row.get("expect")) and (
+            expect := _json_object(row["expect"], "expect", where, json_cells, problems)) is not None:
+        metadata = {**metadata, "expect": json.loads(json.dumps(expect, default=_plain))}
+    return metadata
 
-    if not _is_missing(row.get("expect")):
-        # A regression suite's expectations (evaluators/suite.py) travel with the item in its metadata.
-        expect, error = row["expect"], None
-        if json_cells and isinstance(expect, str):
-            expect, error = _parse_json(expect)
-        if error:
-            problems.append(f"{where}: field expect: expected a JSON object, got text that is not JSON ({error})")
-        elif not isinstance(expect, dict):
-            problems.append(f"{where}: field expect: expected an object, got {_type(expect)}")
-        elif (bad := _non_finite(expect, "expect")) is not None:
-            problems.append(f"{where}: field {bad}: NaN and Infinity are not JSON numbers")
-        else:
-            metadata = {**metadata, "expect": json.loads(json.dumps(expect, default=_plain))}
 
-    item_id: str | None = None
-    if "id" in given:
-        value = given["id"][1]
-        if isinstance(value, bool) or not isinstance(value, (str, numbers.Integral)):
-            problems.append(f"{where}: field id: expected a string or an integer, got {_type(value)}")
-        else:
-            # A blank id is a mistake, not a request for a content hash: leave the field out for that.
-            item_id = str(value)
-            error = _text_problem(item_id)
-            if error:
-                problems.append(f"{where}: field id: {error}; leave the field out for an id hashed from the content")
-
-    if problems:
-        return None, problems
-    query, response = texts["query"], texts["response"]
-    assert query is not None and response is not None  # guaranteed by the checks above
-    return Item(
-        id=item_id or Item.content_id(query, sources, response),
-        query=query,
-        sources=tuple(sources),
-        response=response,
-        reference=texts["reference"],
-        metadata=metadata,
-    ), []
+def _item_id(given: dict[str, tuple[str, Any]], where: str, problems: list[str]) -> str | None:
+    """The id given, as text; None when none was (the content's hash then names the item)."""
+    if "id" not in given:
+        return None
+    value = given["id"][1]
+    if isinstance(value, bool) or not isinstance(value, (str, numbers.Integral)):
+        problems.append(f"{where}: field id: expected a string or an integer, got {_type(value)}")
+        return None
+    # A blank id is a mistake, not a request for a content hash: leave the field out for that.
+    item_id = str(value)
+    error = _text_problem(item_id)
+    if error:
+        problems.append(f"{where}: field id: {error}; leave the field out for an id hashed from the content")
+    return item_id
 
 
 def _check_sources(value: Any, json_cells: bool) -> tuple[list[str], list[str]]:
     """Return (sources, problems) for a `sources` value; sources are numbered from 1 in messages."""
     if json_cells and isinstance(value, str):
-        value, error = _parse_json(value)
+        value, error = parse_json(value)
         if error:
             return [], [f"expected a JSON list of strings, got text that is not JSON ({error})"]
     if isinstance(value, (tuple, np.ndarray)):  # Parquet list columns arrive as arrays
@@ -509,80 +451,6 @@ def _text_problem(value: Any) -> str | None:
     return None
 
 
-def _decode(raw: bytes, name: str) -> tuple[str, list[_Problem]]:
-    """Decode UTF-8 line by line, reporting the first bad byte of each bad line.
-
-    Bad bytes become U+FFFD so the rest of the file can still be checked for more problems.
-    """
-    start = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
-    problems = []
-    lines = []
-    for number, line in enumerate(raw[start:].split(b"\n"), start=1):
-        try:
-            lines.append(line.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            problems.append((number, f"{name}:{number}: not UTF-8: byte 0x{line[exc.start]:02x} "
-                             f"at byte offset {start + exc.start} of the file "
-                             f"(byte {exc.start} of the line)"))
-            lines.append(line.decode("utf-8", errors="replace"))
-        start += len(line) + 1
-    return "\n".join(lines), problems
-
-
-def _jsonl_rows(text: str, name: str) -> tuple[list[_Row], list[_Problem]]:
-    """Parse one JSON value per non-blank line; return (located rows, problems)."""
-    rows, problems = [], []
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        value, error = _parse_json(line)
-        if error:
-            problems.append((number, f"{name}:{number}: malformed JSON: {error}"))
-        else:
-            rows.append((number, f"{name}:{number}", value))
-    return rows, problems
-
-
-def _csv_rows(text: str, name: str) -> tuple[list[_Row], list[_Problem]]:
-    """Parse CSV with a header line; return (rows located by their first line, problems).
-
-    Empty cells count as absent, since CSV cannot tell an empty string from no value.
-    """
-    # A sources cell may hold several long texts; the default 128 KiB cell limit would reject
-    # valid rows, and oversize texts are reported field by field against MAX_TEXT_BYTES instead.
-    csv.field_size_limit(2**31 - 1)
-    reader = csv.reader(io.StringIO(text, newline=""))
-    rows, problems = [], []
-    try:
-        header = [column.strip() for column in next(reader, [])]
-        for column in sorted({c for c in header if header.count(c) > 1}):
-            problems.append((1, f"{name}:1: column {column!r} appears more than once in the header"))
-        last_line = reader.line_num
-        for cells in reader:
-            first_line, last_line = last_line + 1, reader.line_num
-            if not cells:  # a blank line
-                continue
-            if len(cells) != len(header):
-                problems.append((first_line, f"{name}:{first_line}: {len(cells)} cells, "
-                                             f"but the header has {len(header)} columns"))
-                continue
-            row = {column: cell or None for column, cell in zip(header, cells)}
-            rows.append((first_line, f"{name}:{first_line}", row))
-    except csv.Error as exc:
-        problems.append((reader.line_num, f"{name}:{reader.line_num}: malformed CSV: {exc}"))
-    return rows, problems
-
-
-def _parse_json(text: str) -> tuple[Any, str | None]:
-    """Parse JSON text; return (value, None), or (None, why it is not JSON)."""
-    try:
-        return json.loads(text, parse_constant=_NotFinite), None
-    except json.JSONDecodeError as exc:
-        return None, f"{exc.msg} at character {exc.pos + 1}"
-    except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit number, or absurd nesting
-        return None, f"{type(exc).__name__}: {exc}"
-
-
 def _plain(value: Any) -> Any:
     """json.dumps fallback: numpy arrays and scalars become lists and numbers."""
     if isinstance(value, (np.ndarray, np.generic)):
@@ -597,12 +465,12 @@ def _is_missing(value: Any) -> bool:
 
 def _type(value: Any) -> str:
     """A short type name for messages (a NaN or Infinity literal is named as itself)."""
-    return value.literal if isinstance(value, _NotFinite) else type(value).__name__
+    return value.literal if isinstance(value, NotFinite) else type(value).__name__
 
 
 def _non_finite(value: Any, path: str) -> str | None:
     """The path of the first NaN or Infinity inside a metadata value, or None when it has none."""
-    if isinstance(value, _NotFinite) or (isinstance(value, float) and not math.isfinite(value)):
+    if isinstance(value, NotFinite) or (isinstance(value, float) and not math.isfinite(value)):
         return path
     children = (value.items() if isinstance(value, dict)
                 else enumerate(value) if isinstance(value, (list, tuple, np.ndarray)) else ())
