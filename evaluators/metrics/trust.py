@@ -199,6 +199,15 @@ class Suggestion:
     why: str = ""
 
 
+def _candidates(values: Mapping[str, float | None], midpoints: Iterable[float] | None, current: float) -> list[float]:
+    """The thresholds to try: the midpoints (from `values` when none are given) rounded to 4 places, and
+    the current one."""
+    if midpoints is None:
+        distinct = sorted({float(v) for v in values.values() if v is not None})
+        midpoints = [(a + b) / 2 for a, b in zip(distinct, distinct[1:])]
+    return sorted({round(m, 4) for m in midpoints} | {current})
+
+
 def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: Sequence[tuple[str, str, int]],
                       thresholds: Mapping[str, float],
                       fires: Callable[[str, Mapping[str, float]], set[str]],
@@ -236,10 +245,7 @@ def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: S
         fired = {item: fired_at(item, t, at) for item in items}
         return kappa([int(rule in fired[item]) for item, rule, _ in labels], [h for _, _, h in labels])
 
-    if midpoints is None:
-        distinct = sorted({float(v) for v in values.values() if v is not None})
-        midpoints = [(a + b) / 2 for a, b in zip(distinct, distinct[1:])]
-    candidates = sorted({round(m, 4) for m in midpoints} | {current})
+    candidates = _candidates(values, midpoints, current)
     # A threshold moves the calls only where it passes a labelled item's score: candidates with the
     # same labelled scores below them have one kappa, computed once.
     labelled = sorted(float(v) for item in items if (v := values[item]) is not None)

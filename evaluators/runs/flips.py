@@ -150,28 +150,8 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
         "p_before": flipped["p_a"], "p_after": flipped["p_b"],
         "cause": flipped["item_id"].map(item_cause)}).sort_values(["item_id", "metric"]).reset_index(drop=True)
 
-    changes, moved = [], {}
-    for item in sorted(i for i, c in item_cause.items() if c == SOURCES):
-        before, after = ins[run_a, item][0], ins[run_b, item][0]
-        kept_a, kept_b = {_plain(s) for s in before}, {_plain(s) for s in after}
-        removed = [s for s in before if _plain(s) not in kept_b]
-        added = [s for s in after if _plain(s) not in kept_a]
-        changes += [{"item_id": item, "run": "a", "text": s, "key": ledger.source_key(s)} for s in removed]
-        changes += [{"item_id": item, "run": "b", "text": s, "key": ledger.source_key(s)} for s in added]
-        moved[item] = (len(removed), len(added))
-    per_item = components.assign(lost=components["after"] < components["before"],
-                                 gained=components["after"] > components["before"]).groupby("item_id", sort=True)
-    counts = per_item.agg(flips=("metric", "size"), lost=("lost", "sum"), gained=("gained", "sum"))
-    per_metric: dict[str, list[str]] = {}
-    for (item, m), n in components.groupby(["item_id", "metric"], sort=True).size().items():
-        per_metric.setdefault(item, []).append(f"{m} {n}")
-    items = pd.DataFrame({
-        "item_id": counts.index, "cause": counts.index.map(item_cause), "flips": counts["flips"].to_numpy(),
-        "lost": counts["lost"].astype(int).to_numpy(), "gained": counts["gained"].astype(int).to_numpy(),
-        "metrics": [", ".join(per_metric[i]) for i in counts.index],
-        "sources_removed": [moved.get(i, (0, 0))[0] for i in counts.index],
-        "sources_added": [moved.get(i, (0, 0))[1] for i in counts.index]})
-
+    changes, moved = _source_changes(item_cause, ins, run_a, run_b)
+    items = _item_table(components, item_cause, moved)
     wanted = list(metrics) if metrics is not None else sorted(set(rows["metric"]) | set(same))
     rollup = []
     for m in wanted:
@@ -184,6 +164,38 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
     columns = ["metric", "compared", "flipped", *CAUSES, SAME, UNDECIDED, UNMATCHED]
     return Flips(components, items, pd.DataFrame(rollup, columns=columns),
                  pd.DataFrame(changes, columns=["item_id", "run", "text", "key"]))
+
+
+def _source_changes(item_cause: dict[str, str], ins: dict[tuple[str, str], tuple[list[str], str]], run_a: str,
+                    run_b: str) -> tuple[list[dict[str, str]], dict[str, tuple[int, int]]]:
+    """For the items whose sources changed: the sources removed (run a) and added (run b), and how many."""
+    changes, moved = [], {}
+    for item in sorted(i for i, c in item_cause.items() if c == SOURCES):
+        before, after = ins[run_a, item][0], ins[run_b, item][0]
+        kept_a, kept_b = {_plain(s) for s in before}, {_plain(s) for s in after}
+        removed = [s for s in before if _plain(s) not in kept_b]
+        added = [s for s in after if _plain(s) not in kept_a]
+        changes += [{"item_id": item, "run": "a", "text": s, "key": ledger.source_key(s)} for s in removed]
+        changes += [{"item_id": item, "run": "b", "text": s, "key": ledger.source_key(s)} for s in added]
+        moved[item] = (len(removed), len(added))
+    return changes, moved
+
+
+def _item_table(components: pd.DataFrame, item_cause: dict[str, str], moved: dict[str, tuple[int, int]]
+                ) -> pd.DataFrame:
+    """One row per item with flips: its cause, flips lost and gained, per metric, and the sources moved."""
+    per_item = components.assign(lost=components["after"] < components["before"],
+                                 gained=components["after"] > components["before"]).groupby("item_id", sort=True)
+    counts = per_item.agg(flips=("metric", "size"), lost=("lost", "sum"), gained=("gained", "sum"))
+    per_metric: dict[str, list[str]] = {}
+    for (item, m), n in components.groupby(["item_id", "metric"], sort=True).size().items():
+        per_metric.setdefault(item, []).append(f"{m} {n}")
+    return pd.DataFrame({
+        "item_id": counts.index, "cause": counts.index.map(item_cause), "flips": counts["flips"].to_numpy(),
+        "lost": counts["lost"].astype(int).to_numpy(), "gained": counts["gained"].astype(int).to_numpy(),
+        "metrics": [", ".join(per_metric[i]) for i in counts.index],
+        "sources_removed": [moved.get(i, (0, 0))[0] for i in counts.index],
+        "sources_added": [moved.get(i, (0, 0))[1] for i in counts.index]})
 
 
 def between(path: str | Path, run_a: str, run_b: str, band: Band | None = None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -232,22 +232,30 @@ def _url(base: str, path: str, **params: str | None) -> str:
     return f"{base.rstrip('/')}/{path}?" + urlencode({k: v for k, v in params.items() if v is not None})
 
 
+def _esc(text: object) -> str:
+    """A markdown table cell: no pipes, no line breaks."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def markdown(result: GateResult, base_url: str | None = None) -> str:
     """A summary fit for a pull-request comment: per metric the delta, interval and verdict, the items
     that crossed a threshold (capped), why verdicts flipped, and dashboard links when `base_url` is set."""
     band = format_band(result.band) if result.band else None
-    a, b = result.baseline, result.candidate
-
-    def esc(text: object) -> str:  # table cells: no pipes, no line breaks
-        return str(text).replace("|", "\\|").replace("\n", " ")
 
     def item(run: str, item_id: str) -> str:
-        code = f"`{esc(item_id)}`"
+        code = f"`{_esc(item_id)}`"
         return f"[{code}]({_url(base_url, 'Item', run=run, item=item_id, band=band)})" if base_url else code
 
+    out = _md_head(result, base_url, band) + _md_table(result) + _md_crossed(result, item) + _md_flips(result, item)
+    return "\n".join(out) + "\n"
+
+
+def _md_head(result: GateResult, base_url: str | None, band: str | None) -> list[str]:
+    """The verdict, the rule, and what was not gated or differs between the runs."""
+    a, b = result.baseline, result.candidate
     head = "❌ **Regression**: " + ", ".join(f"`{m}`" for m in result.regressed) if result.regressed \
         else "✅ **No metric regressed**"
-    out = [f"## RAG Triage gate: `{esc(b)}` against `{esc(a)}`", "", head, "",
+    out = [f"## RAG Triage gate: `{_esc(b)}` against `{_esc(a)}`", "", head, "",
            f"{result.n_shared} items in both runs. A metric regresses when the upper end of the paired bootstrap "
            "95% interval of (candidate − baseline) lies below −max drop."]
     not_gated = [r.metric for r in result.metrics if r.verdict == NO_DATA]
@@ -257,47 +265,61 @@ def markdown(result: GateResult, base_url: str | None = None) -> str:
     out += [f"- `{r.metric}` fewer scored: {_less_scored(r, result.n_shared)}"
             for r in result.metrics if r.verdict == LESS_SCORED]
     if result.judges[0] != result.judges[1]:
-        out += ["", f"⚠ Different judges (`{esc(result.judges[0])}` / `{esc(result.judges[1])}`): deltas mix a "
+        out += ["", f"⚠ Different judges (`{_esc(result.judges[0])}` / `{_esc(result.judges[1])}`): deltas mix a "
                     "pipeline change with a judge change."]
     if base_url:
         out += ["", f"[Open the comparison]({_url(base_url, 'Compare', run=a, other=b, band=band)})"]
-    out += ["", "| metric | n scored in both | baseline | candidate | delta | 95% CI | max drop | verdict |",
-            "|---|---:|---:|---:|---:|---|---:|---|"]
+    return out
+
+
+def _md_table(result: GateResult) -> list[str]:
+    """One row per metric: n, means, delta, interval, max drop and verdict."""
+    out = ["", "| metric | n scored in both | baseline | candidate | delta | 95% CI | max drop | verdict |",
+           "|---|---:|---:|---:|---:|---|---:|---|"]
     icons = {REGRESSED: "❌ regressed", LESS_SCORED: "❌ fewer scored", IMPROVED: "⬆ improved", OK: "ok",
              NO_DATA: NO_DATA}
     for r in result.metrics:
         ci = "–" if r.low is None else f"[{r.low:+.3f}, {r.high:+.3f}]"
         out.append(f"| `{r.metric}` | {r.n} of {result.n_shared} | {_num(r.mean_baseline)} | {_num(r.mean_candidate)} "
                    f"| {_num(r.delta, True)} | {ci} | {r.max_drop:g} | {icons[r.verdict]} |")
+    return out
+
+
+def _md_crossed(result: GateResult, item: Callable[[str, str], str]) -> list[str]:
+    """The items that fell below a threshold, per metric (capped)."""
     crossed = [r for r in result.metrics if r.n_worse]
-    out += ["", "### Items that fell below a threshold", ""]
+    out = ["", "### Items that fell below a threshold", ""]
     if not crossed:
         out.append("None.")
     for r in crossed:
         shown = r.worse_items.head(SHOWN_ITEMS)
-        listed = ", ".join(f"{item(b, i)} ({x:.2f} → {y:.2f})"
+        listed = ", ".join(f"{item(result.candidate, i)} ({x:.2f} → {y:.2f})"
                            for i, x, y in zip(shown["item_id"], shown["a"], shown["b"]))
         more = f", and {r.n_worse - len(shown)} more" if r.n_worse > len(shown) else ""
         out.append(f"- `{r.metric}`: {r.n_worse} item(s): {listed}{more}")
+    return out
+
+
+def _md_flips(result: GateResult, item: Callable[[str, str], str]) -> list[str]:
+    """Why verdicts flipped: causes per metric, and the items with the most flips (capped)."""
     f = result.flips
-    out += ["", "### Why verdicts flipped", ""]
+    out = ["", "### Why verdicts flipped", ""]
     if f.rollup.empty:
-        out.append("No claim, sub-question or source metric gated.")
-    else:
-        causes = f.cause_counts()
-        out.append(f"{f.n_flips} verdict(s) flipped: " + ", ".join(f"{n} {c}" for c, n in causes.items())
-                   + ". A verdict unsure or failed in either run is not a flip.")
-        out += ["", "| metric | compared | flipped | " + " | ".join(flips_mod.CAUSES) + " | unsure or failed "
-                "| in one run only |", "|---|" + "---:|" * (4 + len(flips_mod.CAUSES))]
-        for row in f.rollup.to_dict("records"):
-            out.append(f"| `{row['metric']}` | {row['compared']} | {row['flipped']} | "
-                       + " | ".join(str(row[c]) for c in flips_mod.CAUSES)
-                       + f" | {row[flips_mod.UNDECIDED]} | {row[flips_mod.UNMATCHED]} |")
-        if not f.items.empty:
-            shown = f.items.sort_values(["flips", "item_id"], ascending=[False, True]).head(SHOWN_ITEMS)
-            out += ["", "Items with the most flips:"]
-            out += [f"- {item(b, r.item_id)}: {r.flips} ({esc(r.metrics)}), {r.cause}"
-                    for r in shown.itertuples(index=False)]
-            if len(f.items) > len(shown):
-                out.append(f"- and {len(f.items) - len(shown)} more items")
-    return "\n".join(out) + "\n"
+        return out + ["No claim, sub-question or source metric gated."]
+    causes = f.cause_counts()
+    out.append(f"{f.n_flips} verdict(s) flipped: " + ", ".join(f"{n} {c}" for c, n in causes.items())
+               + ". A verdict unsure or failed in either run is not a flip.")
+    out += ["", "| metric | compared | flipped | " + " | ".join(flips_mod.CAUSES) + " | unsure or failed "
+            "| in one run only |", "|---|" + "---:|" * (4 + len(flips_mod.CAUSES))]
+    for row in f.rollup.to_dict("records"):
+        out.append(f"| `{row['metric']}` | {row['compared']} | {row['flipped']} | "
+                   + " | ".join(str(row[c]) for c in flips_mod.CAUSES)
+                   + f" | {row[flips_mod.UNDECIDED]} | {row[flips_mod.UNMATCHED]} |")
+    if not f.items.empty:
+        shown = f.items.sort_values(["flips", "item_id"], ascending=[False, True]).head(SHOWN_ITEMS)
+        out += ["", "Items with the most flips:"]
+        out += [f"- {item(result.candidate, r.item_id)}: {r.flips} ({_esc(r.metrics)}), {r.cause}"
+                for r in shown.itertuples(index=False)]
+        if len(f.items) > len(shown):
+            out.append(f"- and {len(f.items) - len(shown)} more items")
+    return out

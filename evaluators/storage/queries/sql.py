@@ -68,7 +68,8 @@ def scores_sql(band: Band | None = None, corrected: bool = False) -> str:
     """
     if band is None and not corrected:
         return "scores"
-    mean, cover, f1 = aggregated_by(aggregate_mean), aggregated_by(aggregate_coverage), aggregated_by(reference.aggregate_f1)
+    mean, cover = aggregated_by(aggregate_mean), aggregated_by(aggregate_coverage)
+    f1 = aggregated_by(reference.aggregate_f1)
     failure = "first(state ORDER BY n DESC, state) FILTER (WHERE state NOT IN ('ok', 'unsure'))"
     # A mean's columns from per-state counts: value, n_scored, n_total, n_unsure and status.
     mean_of = f"""sum(total) FILTER (WHERE state = 'ok') / sum(n) FILTER (WHERE state = 'ok') AS value,
@@ -77,18 +78,7 @@ def scores_sql(band: Band | None = None, corrected: bool = False) -> str:
                   CASE WHEN sum(n) FILTER (WHERE state = 'ok') > 0 THEN 'ok'
                        WHEN sum(n) FILTER (WHERE state = 'unsure') > 0 THEN 'unsure'
                        ELSE coalesce({failure}, 'empty') END AS status"""
-    recall_kinds = ", ".join(f"'{k}'" for k in reference.RECALL_KINDS)
-    judged = f"""SELECT item_id, metric, component_kind, component_idx, value,
-                   CASE WHEN status <> 'ok' THEN status WHEN {unsure_sql(band)} THEN 'unsure' ELSE 'ok' END AS state
-            FROM verdicts WHERE run_id = $run AND metric IN {ids_sql(mean + cover + f1)}"""
-    if corrected:
-        judged = f"""SELECT j.item_id, j.metric, j.component_kind, j.component_idx,
-                   coalesce(c.label::DOUBLE, j.value) AS value,
-                   CASE WHEN c.label IS NOT NULL THEN 'ok' ELSE j.state END AS state
-            FROM ({judged}) j LEFT JOIN (
-                SELECT item_id, metric, component_idx, arg_max(label, created_at) AS label FROM labels
-                WHERE run_id = $run AND metric IS NOT NULL GROUP BY ALL) c USING (item_id, metric, component_idx)"""
-    return f"""(WITH v AS ({judged}),
+    return f"""(WITH v AS ({_judged_sql(band, corrected, mean + cover + f1)}),
         -- SQC folds each sub-question first: a confident 1 covers; all confident: 0; else unsure or failed
         per_state AS (SELECT item_id, metric, component_idx, state, count(*) AS n, bool_or(value = 1) AS has_one
                       FROM v WHERE metric IN {ids_sql(cover)} GROUP BY ALL),
@@ -102,9 +92,40 @@ def scores_sql(band: Band | None = None, corrected: bool = False) -> str:
                   UNION ALL SELECT item_id, metric, value, state FROM folded),
         per_metric AS (SELECT item_id, metric, state, count(*) AS n, sum(value) AS total FROM units GROUP BY ALL),
         means AS (SELECT item_id, metric, {mean_of} FROM per_metric GROUP BY item_id, metric),
-        -- ref_f1: a mean per side (the reference's claims, or the response's), then their F1; a side
-        -- without a value leaves none, with its status (unsure first, then precision's)
-        sides AS (SELECT item_id, metric, CASE WHEN component_kind IN ({recall_kinds}) THEN 'r' ELSE 'p' END AS side,
+        {_f1_ctes(mean_of, f1)},
+        banded AS (SELECT item_id, metric, value, n_scored, n_total, n_unsure, status FROM means
+                   UNION ALL SELECT item_id, metric, value, n_scored, n_total, n_unsure, status FROM f1s)
+        SELECT s.run_id, s.item_id, s.metric,
+               CASE WHEN b.metric IS NULL THEN s.value ELSE b.value END AS value,
+               CASE WHEN b.metric IS NULL THEN s.n_scored ELSE b.n_scored END::INTEGER AS n_scored,
+               CASE WHEN b.metric IS NULL THEN s.n_total ELSE b.n_total END::INTEGER AS n_total,
+               CASE WHEN b.metric IS NULL THEN s.status ELSE b.status END AS status,
+               CASE WHEN b.metric IS NULL THEN coalesce(s.n_unsure, 0) ELSE b.n_unsure END::INTEGER AS n_unsure
+        FROM scores s LEFT JOIN banded b ON b.item_id = s.item_id AND b.metric = s.metric
+        WHERE s.run_id = $run) AS banded_scores"""
+
+
+def _judged_sql(band: Band | None, corrected: bool, metrics: Sequence[str]) -> str:
+    """The verdicts of run $run for these metrics with their state at `band` (ok, unsure or the failure);
+    `corrected`: a component people corrected takes their latest label as a decided value."""
+    judged = f"""SELECT item_id, metric, component_kind, component_idx, value,
+                   CASE WHEN status <> 'ok' THEN status WHEN {unsure_sql(band)} THEN 'unsure' ELSE 'ok' END AS state
+            FROM verdicts WHERE run_id = $run AND metric IN {ids_sql(metrics)}"""
+    if not corrected:
+        return judged
+    return f"""SELECT j.item_id, j.metric, j.component_kind, j.component_idx,
+                   coalesce(c.label::DOUBLE, j.value) AS value,
+                   CASE WHEN c.label IS NOT NULL THEN 'ok' ELSE j.state END AS state
+            FROM ({judged}) j LEFT JOIN (
+                SELECT item_id, metric, component_idx, arg_max(label, created_at) AS label FROM labels
+                WHERE run_id = $run AND metric IS NOT NULL GROUP BY ALL) c USING (item_id, metric, component_idx)"""
+
+
+def _f1_ctes(mean_of: str, f1: Sequence[str]) -> str:
+    """CTEs ending in `f1s`: ref_f1 as a mean per side of `v` (the reference's claims, or the response's),
+    then their F1; a side without a value leaves none, with its status (unsure first, then precision's)."""
+    recall_kinds = ", ".join(f"'{k}'" for k in reference.RECALL_KINDS)
+    return f"""sides AS (SELECT item_id, metric, CASE WHEN component_kind IN ({recall_kinds}) THEN 'r' ELSE 'p' END AS side,
                          state, count(*) AS n, sum(value) AS total FROM v WHERE metric IN {ids_sql(f1)} GROUP BY ALL),
         side_means AS (SELECT item_id, metric, side, {mean_of} FROM sides GROUP BY item_id, metric, side),
         pr AS (SELECT item_id, metric, any_value(value) FILTER (WHERE side = 'p') AS p,
@@ -117,17 +138,7 @@ def scores_sql(band: Band | None = None, corrected: bool = False) -> str:
                        n_scored, n_total, n_unsure,
                        CASE WHEN p IS NOT NULL AND r IS NOT NULL THEN 'ok'
                             WHEN (p IS NULL AND p_status = 'unsure') OR (r IS NULL AND r_status = 'unsure') THEN 'unsure'
-                            WHEN p IS NULL THEN p_status ELSE r_status END AS status FROM pr),
-        banded AS (SELECT item_id, metric, value, n_scored, n_total, n_unsure, status FROM means
-                   UNION ALL SELECT item_id, metric, value, n_scored, n_total, n_unsure, status FROM f1s)
-        SELECT s.run_id, s.item_id, s.metric,
-               CASE WHEN b.metric IS NULL THEN s.value ELSE b.value END AS value,
-               CASE WHEN b.metric IS NULL THEN s.n_scored ELSE b.n_scored END::INTEGER AS n_scored,
-               CASE WHEN b.metric IS NULL THEN s.n_total ELSE b.n_total END::INTEGER AS n_total,
-               CASE WHEN b.metric IS NULL THEN s.status ELSE b.status END AS status,
-               CASE WHEN b.metric IS NULL THEN coalesce(s.n_unsure, 0) ELSE b.n_unsure END::INTEGER AS n_unsure
-        FROM scores s LEFT JOIN banded b ON b.item_id = s.item_id AND b.metric = s.metric
-        WHERE s.run_id = $run) AS banded_scores"""
+                            WHEN p IS NULL THEN p_status ELSE r_status END AS status FROM pr)"""
 
 
 def decided_sql(metric: str) -> str:
