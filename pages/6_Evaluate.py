@@ -66,7 +66,7 @@ if escalate in later:
     then = judges[escalate]
     picked = (f"{picked}>{then}" if isinstance(then, str) else  # a listed judge keeps its API base and key
               dataclasses.replace(then, label=f"{judge} > {then.label}", model=f"{picked}>{then.model}"))
-from evaluators.metrics import registry  # no judge is imported until a run starts
+from evaluators.metrics import registry  # noqa: E402  (no judge is imported until a run starts)
 
 known = registry.METRICS
 metrics = st.multiselect("Metrics", list(known), default=list(THELMA), key="eval_metrics",

@@ -25,7 +25,7 @@ def list_runs(args: argparse.Namespace) -> int:
     if frame.empty:
         print("no runs")
         return 0
-    for row in frame.itertuples(index=False):
+    for row in queries.sql.rows(frame):
         print(f"{row.run_id}\t{row.judge}\t{row.status}\t{row.n_done}/{row.n_items} items\t{row.created_at:%Y-%m-%d %H:%M}")
     return 0
 

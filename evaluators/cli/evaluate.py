@@ -196,7 +196,7 @@ def agreement(args: argparse.Namespace) -> int:
         return fail(str(exc), 6)
     outcomes = queries.compare.pair_scores(args.db, args.run)
     tallies = pairs.tally([(r.metric, None if r.better != r.better else r.better,
-                            None if r.worse != r.worse else r.worse) for r in outcomes.itertuples(index=False)])
+                            None if r.worse != r.worse else r.worse) for r in queries.sql.rows(outcomes)])
     rows = [tallies[m].row(m) for m in metrics if m in tallies]
     for metric, n, agree, ties, disagree, failed, rate in rows:
         shown = "–" if rate is None else f"{rate:.2f}"

@@ -148,6 +148,7 @@ def cli_generate(args: argparse.Namespace) -> int:
                 templates, notes = asyncio.run(ask())
                 for note in notes:
                     print(note, file=sys.stderr)
+            assert templates is not None  # given, or written by the judge from the schema
             if args.save_templates:
                 generate.save_templates(templates, args.save_templates)
             testset = generate.generate(con, templates, args.per_group, args.max_groups, args.seed)

@@ -41,7 +41,7 @@ def export(args: argparse.Namespace) -> int:
         store.migrate(args.db)  # a database written before labels existed has none, and gets the table
     wide = queries.runs.run_scores_wide(args.db, args.run, metrics, queries.sql.scores_sql(args.band, args.corrected))
     header = ["item_id", *metrics, "n_failed"]
-    write_csv(args.out, header, [[cell(v) for v in row] for row in wide[header].itertuples(index=False)])
+    write_csv(args.out, header, [[cell(v) for v in row] for row in queries.sql.rows(wide[header])])
     print(f"wrote {len(wide)} items to {args.out}")
     if args.labels_out:
         labels = queries.trust.run_labels(args.db, args.run)

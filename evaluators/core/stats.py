@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 RESAMPLES = 1000
 SEED = 20261122
@@ -32,7 +33,7 @@ class Interval:
         return self.low > 0 or self.high < 0
 
 
-def bootstrap_ci(values: Sequence[float], counts: Sequence[int] | None = None, *, level: float = 0.95,
+def bootstrap_ci(values: npt.ArrayLike, counts: npt.ArrayLike | None = None, *, level: float = 0.95,
                  resamples: int = RESAMPLES, seed: int = SEED) -> Interval | None:
     """Percentile bootstrap interval of the mean of `values`, each repeated `counts` times.
 

@@ -5,7 +5,7 @@ Figures are built as plain dicts and validated once by go.Figure(dict): plotly's
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, cast
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -34,7 +34,8 @@ def tenth_counts(dist: pd.DataFrame, metric: str) -> list[int]:
 def histograms(dist: pd.DataFrame, metric_ids: Sequence[str], th: Mapping[str, float]) -> go.Figure:
     """Small multiples: the score distribution of each metric with its threshold line."""
     n, gap = len(metric_ids), 0.02
-    data, layout = [], {"height": 260, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "showlegend": False,
+    data: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {"height": 260, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "showlegend": False,
                         "yaxis": {"title": {"text": "items"}}, "shapes": [], "annotations": []}
     for i, m in enumerate(metric_ids):
         axis = "x" if i == 0 else f"x{i + 1}"
@@ -104,7 +105,7 @@ def trend_chart(frame: pd.DataFrame, metric_ids: Sequence[str], order: Sequence[
         notes = [f"n scored {int(r.n_scored)} of {int(r.n_total)}" + (
             " · baseline" if r.baseline else "" if pd.isna(r.delta) else
             f" · change {r.delta:+.3f} [{r.delta_low:+.3f}, {r.delta_high:+.3f}] "
-            f"{'real' if r.real else 'noise'} ({r.test})") for r in rows.itertuples()]
+            f"{'real' if r.real else 'noise'} ({r.test})") for r in cast(Iterable[Any], rows.itertuples())]
         data.append({"type": "scatter", "mode": "lines+markers", "name": m.upper(), "x": list(rows.index),
                      "y": rows["mean"].tolist(), "text": notes,
                      "error_y": {"type": "data", "symmetric": False, "array": (rows["high"] - rows["mean"]).tolist(),

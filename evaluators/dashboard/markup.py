@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import pandas as pd
 import streamlit as st
@@ -143,4 +143,4 @@ def verdict_colour(value: Any, status: str) -> str:
 
 def records(frame: pd.DataFrame) -> list[Record]:
     """A frame as a list of dicts."""
-    return frame.to_dict("records")
+    return cast(list[Record], frame.to_dict("records"))

@@ -158,8 +158,10 @@ async def view_messages(base: str, url_path: str, query: str = "",
     rerun.rerun_script.query_string = query
     # The frontend sends the subprotocol "streamlit" (then an XSRF token, needed only with login) and
     # its page's origin; max_size=None because a page's deltas (Arrow tables) can exceed 1 MiB.
-    async with websockets.connect(f"ws://{urlsplit(base).netloc}/_stcore/stream", subprotocols=["streamlit"],
-                                  origin=base, max_size=None, additional_headers=headers) as ws:
+    protocol: Any = "streamlit"  # the library types these as its own string classes
+    origin: Any = base
+    async with websockets.connect(f"ws://{urlsplit(base).netloc}/_stcore/stream", subprotocols=[protocol],
+                                  origin=origin, max_size=None, additional_headers=headers) as ws:
         await ws.send(rerun.SerializeToString())
         while True:
             msg = ForwardMsg()

@@ -92,8 +92,9 @@ def _hand_over_to_app() -> None:
     Inside one run, the clicks and callbacks of this run still reach the page (st.rerun would drop
     them, and AppTest starts every run in the old mode).
     """
-    if PagesManager.uses_pages_directory:
-        runpy.run_path(get_script_run_ctx().main_script_path)
+    ctx = get_script_run_ctx()
+    if PagesManager.uses_pages_directory and ctx is not None:
+        runpy.run_path(ctx.main_script_path)
         st.stop()
 
 

@@ -371,7 +371,8 @@ async def generate_sql_templates(judge: Judge, con: Any, requirements: str = "")
                              requirements=requirements.strip() or "None.")
     if answer.status is not Status.OK:
         raise TemplateError(f"the judge wrote no SQL templates ({answer.status.value}: {answer.detail})")
-    kept, dropped = [], []
+    kept: list[SqlTemplate] = []
+    dropped: list[str] = []
     for line in answer.value:
         sql = line.strip().strip("`").strip().rstrip(";")
         if not sql or sql.lower() in ("sql", "```"):

@@ -236,7 +236,7 @@ class RunItem:
 def grammar_items(db: str | Path, run: str) -> list[RunItem]:
     """The items of a stored run that carry GRAMMAR metadata (`grammar_group`)."""
     found = []
-    for row in queries.items.run_items(db, [run]).itertuples(index=False):
+    for row in queries.sql.rows(queries.items.run_items(db, [run])):
         meta = json.loads(row.metadata)
         if META_GROUP in meta:
             truth = row.reference if isinstance(row.reference, str) else ""
@@ -295,7 +295,7 @@ def group_counts(db: str | Path, run: str, cluster_by: str = "sql_template") -> 
     """Per (cluster, group) counts of a run, grouped in DuckDB."""
     frame = queries.grammar.grammar_group_counts(db, run, cluster_by)
     return [GroupCount(r.cluster, r.group_id, int(r.total), int(r.n_correct), int(r.unscored))
-            for r in frame.itertuples(index=False)]
+            for r in queries.sql.rows(frame)]
 
 
 def outcomes(db: str | Path, run: str, cluster_by: str = "sql_template",
@@ -305,7 +305,7 @@ def outcomes(db: str | Path, run: str, cluster_by: str = "sql_template",
         return []
     frame = queries.grammar.grammar_outcomes(db, run, cluster_by, groups)
     return [Outcome(r.item_id, r.cluster, r.group_id, None if pd.isna(r.correct) else bool(r.correct),
-                    tuple(r.retrieved_doc_ids), tuple(r.true_doc_ids)) for r in frame.itertuples(index=False)]
+                    tuple(r.retrieved_doc_ids), tuple(r.true_doc_ids)) for r in queries.sql.rows(frame)]
 
 
 @dataclass
@@ -352,7 +352,7 @@ def report(db: str | Path, run: str, cluster_by: str = "sql_template") -> Report
     credit = Counter((o.cluster, o.group) for o in nr if blame.get(o.item_id) == LM)
     modular = [replace(c, correct=c.correct + credit[(c.cluster, c.group)]) for c in counts]
     hits = queries.grammar.grammar_hits(db, run, cluster_by)
-    hit_map = {r.cluster: (int(r.hits), int(r.known)) for r in hits.itertuples(index=False)}
+    hit_map = {r.cluster: (int(r.hits), int(r.known)) for r in queries.sql.rows(hits)}
     hit_map[ALL] = (sum(h for h, _ in hit_map.values()), sum(k for _, k in hit_map.values()))
     detail = queries.grammar.grammar_group_items(db, run, nr_groups)
     detail["attribution"] = [blame.get(i, "") for i in detail["item_id"]]

@@ -96,7 +96,7 @@ class _TotalStats:
     """The call totals of every tier that calls a model, summed when read (the progress bar reads it live)."""
 
     def __init__(self, judges: Sequence[Judge]) -> None:
-        self._parts = [j.stats for j in judges if isinstance(getattr(j, "stats", None), CallStats)]
+        self._parts = [stats for j in judges if isinstance(stats := getattr(j, "stats", None), CallStats)]
 
     def __getattr__(self, name: str) -> Any:
         if name == "waiting_until":  # the progress bar shows the longest rate-limit wait of any tier
@@ -147,8 +147,11 @@ class CascadeJudge:
         return confidence is not None and not is_unsure(confidence.p, confidence.kind, self.band)
 
     def _stamped(self, confidence: Confidence | None, k: int) -> Confidence | None:
+        return self._stamp(confidence, k) if confidence is not None else None
+
+    def _stamp(self, confidence: Confidence, k: int) -> Confidence:
         # The tier is recorded by its label in the chain ("local"), not by the model string it calls.
-        return confidence._replace(tier=self.labels[k]) if confidence is not None else None
+        return confidence._replace(tier=self.labels[k])
 
     async def _single(self, k: int, prompt: str, variables: dict[str, Any]) -> Answer:
         answer = await self.judges[k].ask(prompt, **variables)
@@ -166,7 +169,7 @@ class CascadeJudge:
         if k == len(self.judges) - 1:
             self.decided[label] += len(asked)
             return replace(answer, confidence=self._stamped(answer.confidence, k),
-                           confidences={key: self._stamped(c, k) for key, c in answer.confidences.items()})
+                           confidences={key: self._stamp(c, k) for key, c in answer.confidences.items()})
         if answer.status is not Status.OK:
             self.escalated[label] += len(asked)
             return await self._batch(k + 1, prompt, variables)
@@ -175,7 +178,8 @@ class CascadeJudge:
         unsure = [key for key in asked if key not in set(sure)]
         self.decided[label] += len(sure)
         self.escalated[label] += len(unsure)
-        confidences = {key: self._stamped(answer.confidences.get(key, answer.confidence), k) for key in sure}
+        confidences = {key: self._stamp(c, k) for key in sure
+                       if (c := answer.confidences.get(key, answer.confidence)) is not None}
         evidence = {key: answer.evidence.get(key, (None, answer.detail)) for key in sure}
         decided = {key: value[key] for key in sure}
         call_keys = {key: answer.call_keys.get(key, answer.call_key) for key in sure}

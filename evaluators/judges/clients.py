@@ -113,6 +113,7 @@ async def _serve_async(conn: Any) -> None:
     tasks: set[asyncio.Task[None]] = set()
 
     async def answer(call_id: int, kwargs: dict[str, Any]) -> None:
+        reply: tuple[str, Any]
         try:
             reply = ("ok", await send(kwargs))
         except Failure as failure:

@@ -55,7 +55,8 @@ def _export() -> bytes:
     # The "Loading weights" progress bar comes from transformers' logging; keep loading quiet.
     logging.getLogger("transformers").setLevel(logging.ERROR)
     hf_logging.disable_progress_bar()
-    transformer = SentenceTransformer(str(_weights()), device="cpu")[0].auto_model.eval()
+    model: Any = SentenceTransformer(str(_weights()), device="cpu")[0].auto_model  # a torch Module
+    transformer = model.eval()
 
     class Hidden(torch.nn.Module):
         """The token vectors alone: mean pooling and normalising stay in numpy (_encode)."""
@@ -70,7 +71,7 @@ def _export() -> bytes:
 
     sample = torch.tensor([[101, 7592, 102, 0], [101, 7592, 2088, 102]])  # two texts, one padded
     axes = {name: {0: "texts", 1: "tokens"} for name in (*INPUTS, "hidden")}
-    out = io.BytesIO()
+    out: Any = io.BytesIO()  # torch.onnx.export writes to a file or a buffer
     with warnings.catch_warnings():  # the tracer's notes on shapes it keeps dynamic
         warnings.simplefilter("ignore")
         torch.onnx.export(Hidden().eval(), (sample, (sample > 0).long(), torch.zeros_like(sample)), out, dynamo=False,
@@ -193,6 +194,7 @@ def embed(texts: list[str]) -> np.ndarray:
         event.wait()
     with _EMBED_LOCK:
         found = [_EMBED_CACHE.get(t) for t in texts]
-    if any(v is None for v in found):  # dropped by another thread's eviction meanwhile
+    kept = [v for v in found if v is not None]
+    if len(kept) < len(found):  # dropped by another thread's eviction meanwhile
         return embed(texts)
-    return np.stack(found)
+    return np.stack(kept)

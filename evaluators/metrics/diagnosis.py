@@ -133,7 +133,7 @@ def read(metric: str, scores: Mapping[str, Reading]) -> tuple[str, float] | None
     metric = reading_metric(metric, scores)
     score = scores.get(metric)
     value = _value(score)
-    if not _scored(value) or not decided(score):
+    if value is None or not _scored(value) or not decided(score):
         return None
     return metric, value
 

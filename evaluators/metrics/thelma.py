@@ -217,7 +217,7 @@ async def read_elements(answer: Answer, asked: Sequence[Any], wanted: Sequence[A
     missing = [k for k in wanted if got[k] is None]
     again = await asyncio.gather(*(alone(k) for k in missing))
     got.update(zip(missing, again))
-    return {k: got[k] for k in wanted}  # type: ignore[misc]  (every missing one was filled)
+    return {k: got[k] for k in wanted}  # type: ignore[misc]  # every missing one was filled
 
 
 # ---------------------------------------------------------------- per-item work

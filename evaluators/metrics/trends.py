@@ -9,9 +9,10 @@ resampled independently: the unpaired bootstrap of the difference of means.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from evaluators.core.stats import RESAMPLES, SEED, Interval, bootstrap_ci
@@ -22,7 +23,7 @@ POINT_COLUMNS = ["point", "metric", "mean", "low", "high", "n_scored", "n_total"
                  "delta_high", "real", "test", "baseline"]
 
 
-def unpaired_diff_ci(before: tuple[Sequence[float], Sequence[int]], after: tuple[Sequence[float], Sequence[int]],
+def unpaired_diff_ci(before: tuple[npt.ArrayLike, npt.ArrayLike], after: tuple[npt.ArrayLike, npt.ArrayLike],
                      *, level: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED) -> Interval | None:
     """Bootstrap interval of mean(after) - mean(before) with each side resampled on its own, from
     (values, counts) tables; None when either side has nothing scored."""
@@ -54,8 +55,9 @@ def points(dist: pd.DataFrame, totals: pd.DataFrame, order: Sequence[str], basel
     compared paired, any other unpaired. The baseline itself has no change.
     """
     n_items = dict(zip(totals["point"], totals["n_items"]))
-    groups = {key: (g["value"].to_numpy(float), g["n"].to_numpy(np.int64)) for key, g in dist.groupby(["point", "metric"])}
-    paired = {key: (g["delta"].to_numpy(float), g["n"].to_numpy(np.int64))
+    groups = {cast(tuple[str, str], key): (g["value"].to_numpy(float), g["n"].to_numpy(np.int64))
+              for key, g in dist.groupby(["point", "metric"])}
+    paired = {cast(tuple[str, str], key): (g["delta"].to_numpy(float), g["n"].to_numpy(np.int64))
               for key, g in (pairs if pairs is not None else pd.DataFrame(columns=["point", "metric", "delta", "n"]))
               .groupby(["point", "metric"])}
     rows = []

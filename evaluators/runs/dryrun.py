@@ -185,5 +185,5 @@ def plan(items: Sequence[Item], db: str | Path, run: str, options: RunOptions) -
                 prompt_tokens=sum(p.prompt_tokens for p in plans.values()),
                 completion_tokens=sum(p.completion_tokens for p in plans.values()),
                 by_prompt=dict(sum((Counter(p.by_prompt) for p in plans.values()), Counter())),
-                cost=None if None in costs else sum(costs, 0.0), tiers=plans, decided=dict(chain.decided),
+                cost=None if None in costs else sum(c or 0.0 for c in costs), tiers=plans, decided=dict(chain.decided),
                 escalated=dict(chain.escalated), alone=alone)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import pandas as pd
 
@@ -72,9 +72,9 @@ def _pair_leftovers(rows: pd.DataFrame) -> pd.DataFrame:
             if ia in used or ib in used:
                 continue
             used |= {ia, ib}
-            row = rows.loc[ia].copy()
+            row: Any = rows.loc[cast(int, ia)].copy()
             for col in sides:
-                row[f"{col}_b"] = rows.loc[ib, f"{col}_b"]
+                row[f"{col}_b"] = rows.loc[cast(int, ib), f"{col}_b"]
             merged.append(row)
     if not merged:
         return rows
@@ -188,7 +188,8 @@ def _item_table(components: pd.DataFrame, item_cause: dict[str, str], moved: dic
                                  gained=components["after"] > components["before"]).groupby("item_id", sort=True)
     counts = per_item.agg(flips=("metric", "size"), lost=("lost", "sum"), gained=("gained", "sum"))
     per_metric: dict[str, list[str]] = {}
-    for (item, m), n in components.groupby(["item_id", "metric"], sort=True).size().items():
+    for key, n in components.groupby(["item_id", "metric"], sort=True).size().items():
+        item, m = cast(tuple[str, str], key)
         per_metric.setdefault(item, []).append(f"{m} {n}")
     return pd.DataFrame({
         "item_id": counts.index, "cause": counts.index.map(item_cause), "flips": counts["flips"].to_numpy(),

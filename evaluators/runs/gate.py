@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -176,10 +176,11 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
             results.append(MetricResult(m, 0, None, None, None, None, None, drop,
                                         LESS_SCORED if fewer else NO_DATA, lost))
             continue
-        s = summary.loc[m]
+        s: Any = summary.loc[m]
         part = dist[dist["metric"] == m]
         sign = -1.0 if registry.lower_is_better(m) else 1.0
         ci = bootstrap_ci(sign * part["delta"].to_numpy(), part["n"].to_numpy())
+        assert ci is not None  # a metric with pairs has deltas
         low, high = sign * ci.low, sign * ci.high  # reported in the metric's own direction
         low, high = min(low, high), max(low, high)
         worse = queries.compare.crossed_items(a, b, m, th.get(m, registry.threshold(m)),
@@ -319,7 +320,7 @@ def _md_flips(result: GateResult, item: Callable[[str, str], str]) -> list[str]:
         shown = f.items.sort_values(["flips", "item_id"], ascending=[False, True]).head(SHOWN_ITEMS)
         out += ["", "Items with the most flips:"]
         out += [f"- {item(result.candidate, r.item_id)}: {r.flips} ({_esc(r.metrics)}), {r.cause}"
-                for r in shown.itertuples(index=False)]
+                for r in queries.sql.rows(shown)]
         if len(f.items) > len(shown):
             out.append(f"- and {len(f.items) - len(shown)} more items")
     return out

@@ -90,7 +90,7 @@ def labelled(path: str | Path, run_id: str, band: Band | None = None) -> Labelle
         midpoints = queries.trust.score_midpoints(table, possible)
     return Labelled(rule_labels, dict(zip(triage["item_id"], triage["label"])),
                     tuple(trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
-                          for r in corrections.itertuples(index=False)),
+                          for r in queries.sql.rows(corrections)),
                     scores, _read(scores),
                     {m: midpoints["midpoint"][midpoints["metric"] == m].tolist() for m in possible})
 
@@ -137,7 +137,7 @@ def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float],
         done = set(queries.trust.labelled_items(path, run_id))
         unsure = queries.trust.unsure_counts(path, run_id, band, skip=sorted(done), limit=limit)
         queue = [(row.item_id, QUEUE_REASONS[0], f"{row.n_unsure} unsure verdict(s)")
-                 for row in unsure.itertuples(index=False)]
+                 for row in queries.sql.rows(unsure)]
         # Short of the limit, every unsure item is in the queue already: the rest are known to skip.
         table = _table(path, run_id, band) if len(queue) < limit else None
         if table is not None:

@@ -8,7 +8,7 @@ losses. Pure tallying over scores; evaluating the sides is the runner's job.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 CSV_COLUMNS = ("metric", "n_pairs", "agree", "ties", "disagree", "failed", "agreement")
 
@@ -30,7 +30,7 @@ class Tally:
         """Agreement: the share of scored pairs whose better side scores strictly higher."""
         return self.agree / self.scored if self.scored else None
 
-    def row(self, metric: str) -> list[object]:
+    def row(self, metric: str) -> list[Any]:
         return [metric, self.scored + self.failed, self.agree, self.ties, self.disagree, self.failed, self.rate()]
 
 

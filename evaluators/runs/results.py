@@ -89,7 +89,7 @@ def deepeval(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
     document = rows[0][2] if rows else None
     key = next((k for k in ("testCases", "test_cases", "test_results") if isinstance(document, dict)
                 and k in document), None)
-    if key is None or not isinstance(document[key], list):
+    if key is None or not isinstance(document, dict) or not isinstance(document[key], list):
         return [], [(0, f"{name}: not a DeepEval test run: expected a testCases (or test_results) list")]
     cases = [(n, f"{name}:$.{key}[{n}]", case) for n, case in enumerate(document[key])]
 

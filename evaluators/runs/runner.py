@@ -455,7 +455,7 @@ def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None,
     For a cascade (its `tiers`), the decided verdicts by tier too, also kept in the stats stored on the run.
     """
     counts: dict[str, dict[str, int]] = {}
-    for row in queries.runs.score_status_counts(db, run).itertuples(index=False):
+    for row in queries.sql.rows(queries.runs.score_status_counts(db, run)):
         counts.setdefault(row.metric, {})[row.status] = int(row.n)
     order = {m: k for k, m in enumerate(registry.METRICS)}
     ordered = dict(sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))

@@ -15,7 +15,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import pandas as pd
 
@@ -93,7 +93,7 @@ def select_items(db: str, run: str, wide: pd.DataFrame, *, ids: str | None = Non
     return every
 
 
-def _scores(row: Mapping[str, Any]) -> dict[str, Any]:
+def _scores(row: Mapping[Any, Any]) -> dict[str, Any]:
     return {m: queries.diagnosis.wide_score(row, m) for m in THELMA}
 
 
@@ -109,14 +109,14 @@ def expectations(row: Mapping[str, Any], states: pd.DataFrame, corrections: pd.D
     """One item's expectations from its wide score row, its component states (queries.compare.component_states),
     people's verdict corrections (queries.trust.verdict_corrections) and rule labels (queries.trust.rule_labels)."""
     quiet = set(quiet_rules(_scores(row)))
-    for r in rule_labels.itertuples(index=False):
+    for r in queries.sql.rows(rule_labels):
         (quiet.add if int(r.label) == 0 else quiet.discard)(r.rule)  # 0: people say the rule is wrong here
     out: dict[str, list[str]] = {"rules_quiet": [r for r in RULES if r in quiet]}
-    fixed = {(c.metric, int(c.component_idx)): int(c.label) for c in corrections.itertuples(index=False)}
+    fixed = {(c.metric, int(c.component_idx)): int(c.label) for c in queries.sql.rows(corrections)}
     for key, (metric, _, _) in COMPONENT_EXPECTATIONS.items():
         part = states[states["metric"] == metric]
         texts = []
-        for s in part.itertuples(index=False):
+        for s in queries.sql.rows(part):
             holds = fixed.get((metric, int(s.idx)), 1 if s.state == "ok" and s.value == 1 else None)
             if holds == 1 and s.text not in texts:
                 texts.append(s.text)
@@ -135,11 +135,11 @@ def export(db: str, run: str, out: str | Path, item_ids: Sequence[str], wide: pd
     lines, n_expect = [], 0
     for item_id in item_ids:
         item = items.loc[item_id]
-        expect = expectations({"item_id": item_id, **rows.loc[item_id].to_dict()},
+        expect = expectations({"item_id": item_id, **cast(dict[str, Any], rows.loc[item_id].to_dict())},
                               states[states["item_id"] == item_id], corrections[corrections["item_id"] == item_id],
                               labels[labels["item_id"] == item_id])
         n_expect += sum(len(v) for v in expect.values())
-        metadata = {k: v for k, v in json.loads(item["metadata"]).items() if k != EXPECT}
+        metadata = {k: v for k, v in json.loads(str(item["metadata"])).items() if k != EXPECT}
         record = {"id": item_id, "query": item["query"], "sources": list(item["sources"]), "response": item["response"]}
         if isinstance(item["reference"], str):
             record["reference"] = item["reference"]
@@ -184,7 +184,7 @@ def _find(text: str, candidates: pd.DataFrame) -> Any:
     if len(exact):
         return exact.iloc[0]
     words, best, found = _words(text), MIN_OVERLAP, None
-    for row in candidates.itertuples(index=False):
+    for row in queries.sql.rows(candidates):
         other = _words(row.text)
         overlap = len(words & other) / len(words | other) if words | other else 0.0
         if overlap >= best:

@@ -39,7 +39,7 @@ from evaluators.storage.wide import column, count_column, refresh_wide, written_
 
 # Replacement scans off: a table missing from the file is an error, not a lookup of a Python
 # variable of that name (a missing runs table would find this module's runs() function).
-_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+_CONFIG: dict[str, str | bool | int | float | list[str]] = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
            "python_enable_replacements": False}
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable, cast
 
 import pandas as pd
 
@@ -19,8 +19,8 @@ def claim_diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
         rp = fmt_verdict(row.rp, row.rp_status) if isinstance(row.rp_status, str) else "–"
         gr = fmt_verdict(row.gr, row.gr_status) if isinstance(row.gr_status, str) else "–"
         return f"RP {rp} · GR {gr}"
-    a = {_norm(r.text): (r.text, verdicts(r)) for r in before.itertuples()}
-    b = {_norm(r.text): (r.text, verdicts(r)) for r in after.itertuples()}
+    a = {_norm(r.text): (r.text, verdicts(r)) for r in cast(Iterable[Any], before.itertuples())}
+    b = {_norm(r.text): (r.text, verdicts(r)) for r in cast(Iterable[Any], after.itertuples())}
     rows = []
     for key in list(a) + [k for k in b if k not in a]:
         text = (b.get(key) or a[key])[0]

@@ -17,7 +17,7 @@ from evaluators.core.masking import mask_url
 from evaluators.core.records import Score, Status
 from evaluators.dashboard.markup import FAIL, OK, UNSURE, Record, fmt_p, fmt_verdict, md, score_counts, verdict_colour
 from evaluators.dashboard.state import synced, whole
-from evaluators.metrics.diagnosis import Fired, fired
+from evaluators.metrics.diagnosis import Condition, Fired, fired
 from evaluators.metrics.thelma import aggregate_coverage
 from evaluators.storage import queries
 
@@ -48,15 +48,25 @@ def item_scores(frame: pd.DataFrame) -> dict[str, Score]:
             for r in frame.to_dict("records")}
 
 
+def condition_score(condition: Condition) -> Score:
+    """The score behind a fired rule's condition: an item's scores come with their counts (Scores)."""
+    assert isinstance(condition.score, Score)
+    return condition.score
+
+
+def counts(score: Score) -> tuple[int, int, int]:
+    """n scored, n total and n unsure of a score."""
+    return score.n_scored, score.n_total, score.n_unsure
+
+
 def rules_table(scores: Mapping[str, Score], th: Mapping[str, float]) -> tuple[list[Fired], pd.DataFrame]:
     """The Table-2 rules that fire for one item's scores (only on metrics decided from enough confident
     verdicts), and a table of them with the component to fix and the scores behind them."""
     found = fired(scores, th)
 
     def behind(f: Fired) -> str:
-        return "; ".join(f"{c.metric.upper()} {c.level} {c.score.value:.2f} "
-                         f"({score_counts(c.score.n_scored, c.score.n_total, c.score.n_unsure)})"
-                         for c in f.conditions)
+        return "; ".join(f"{c.metric.upper()} {c.level} {condition_score(c).value:.2f} "
+                         f"({score_counts(*counts(condition_score(c)))})" for c in f.conditions)
     return found, pd.DataFrame([{"rule": f.rule.name, "pattern": f.rule.pattern, "meaning": f.rule.meaning,
                                  "fix": f.rule.components, "scores": behind(f)} for f in found],
                                columns=["rule", "pattern", "meaning", "fix", "scores"])

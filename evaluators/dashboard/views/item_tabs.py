@@ -74,8 +74,9 @@ def rule_evidence(found: list[Fired], shown: Shown) -> None:
             for c in f.conditions:
                 rows, n_deciding, n_unsure = view.rule_evidence(c.metric, c.level, shown.verdicts, shown.texts)
                 left_out = f", {n_unsure} unsure left out" if n_unsure else ""
-                st.markdown(f"**{c.metric.upper()} {c.level}** · {c.score.value:.2f} · "
-                            f"{markup.score_counts(c.score.n_scored, c.score.n_total, c.score.n_unsure)} · "
+                score = view.condition_score(c)
+                st.markdown(f"**{c.metric.upper()} {c.level}** · {score.value:.2f} · "
+                            f"{markup.score_counts(*view.counts(score))} · "
                             f"{n_deciding} verdict(s) made it {c.level}{left_out}")
                 st.dataframe(rows, hide_index=True, key=f"evidence_{f.rule.id}_{c.metric}", width="stretch")
 

@@ -172,7 +172,7 @@ def pairs_tab(run_id: str) -> None:
                    "better and a worse variant of one item.")
     else:
         tallies = pairs.tally([(r.metric, None if pd.isna(r.better) else r.better,
-                                None if pd.isna(r.worse) else r.worse) for r in outcomes.itertuples(index=False)])
+                                None if pd.isna(r.worse) else r.worse) for r in queries.sql.rows(outcomes)])
         st.dataframe(pd.DataFrame([t.row(m) for m, t in tallies.items()], columns=list(pairs.CSV_COLUMNS)),
                      hide_index=True, key="pairs_table", width="stretch")
         st.caption("Agreement: the share of scored pairs whose better variant scores strictly higher. Ties and "

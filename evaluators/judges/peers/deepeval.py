@@ -113,7 +113,7 @@ def offline_geval_score(criteria: str, steps: str, query: str, sources: list[str
     parts = [x for x in (grounded, answered) if x is not None]
     if not parts:
         return Answer(None, Status.EMPTY, detail="offline: no claims to ground and no sub-questions to answer")
-    signal = mean(parts)
+    signal = sum(parts) / len(parts)
     score = GEVAL_SCALE[0] + round(signal * (GEVAL_SCALE[-1] - GEVAL_SCALE[0]))
     shares = "; ".join(f"{x:.0%} of {what}" if x is not None else f"no {what.split()[0]}"
                        for x, what in ((grounded, "claims grounded"), (answered, "sub-questions answered")))

@@ -53,9 +53,9 @@ def aggregate_f1(item_id: str, metric: str, verdicts: Sequence[Verdict]) -> Scor
     precision = [v for v in verdicts if v.component_kind not in RECALL_KINDS]
     sides = [aggregate_mean(item_id, metric, side) for side in (precision, recall)]
     n_scored, n_unsure = sum(s.n_scored for s in sides), sum(s.n_unsure for s in sides)
-    if all(s.value is not None for s in sides):
-        return Score(item_id, metric, f1(sides[0].value, sides[1].value), n_scored, len(verdicts), Status.OK,
-                     n_unsure)
+    p, r = sides[0].value, sides[1].value
+    if p is not None and r is not None:
+        return Score(item_id, metric, f1(p, r), n_scored, len(verdicts), Status.OK, n_unsure)
     missing = [s.status for s in sides if s.value is None]
     status = Status.UNSURE if Status.UNSURE in missing else missing[0]
     return Score(item_id, metric, None, n_scored, len(verdicts), status, n_unsure)
@@ -70,7 +70,7 @@ async def match_precision(work: ItemWork) -> list[Verdict]:
         claims = await work.claims()
         if not isinstance(claims, list):
             return work.decompose_failure(PRECISION, CLAIM, claims)
-        return await judge_support(work, PRECISION, CLAIM, claims, work.item.reference, "reference")
+        return await judge_support(work, PRECISION, CLAIM, claims, work.item.reference or "", "reference")
     return await work.once("reference:precision", make)
 
 

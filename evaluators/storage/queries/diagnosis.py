@@ -19,11 +19,12 @@ from evaluators.storage.queries.sql import SQL_OPERATORS, RunTable, decided_sql,
 from evaluators.storage.wide import column
 
 
-def wide_score(row: Mapping[str, Any], metric: str) -> Score | None:
+def wide_score(row: Mapping[Any, Any], metric: str) -> Score | None:
     """One metric of a run table row as a Score with its counts (None when the item has no score row),
     for diagnosis.diagnose() and fired() in Python. The row does not carry failed verdicts, so n_total
     counts the verdicts the judge answered (scored and unsure)."""
-    scored, unsure = row.get(f"{metric}:scored"), row.get(f"{metric}:unsure")
+    scored: Any = row.get(f"{metric}:scored")
+    unsure: Any = row.get(f"{metric}:unsure")
     if scored is None or scored != scored:
         return None
     value = row.get(metric)

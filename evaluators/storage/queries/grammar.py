@@ -4,7 +4,7 @@ item outcomes, retrieval hits and a group's items.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -48,7 +48,7 @@ def grammar_outcomes(path: str | Path, run_id: str, cluster_by: str,
     """Item-level correctness of a run (only these groups, when given): item_id, cluster, group_id,
     correct, retrieved_doc_ids, true_doc_ids."""
     col = _grammar_cluster(cluster_by)
-    where, params = "run_id = ?", [run_id]
+    where, params = "run_id = ?", list[Any]([run_id])
     if groups is not None:
         where += " AND group_id IN (SELECT unnest(?::VARCHAR[]))"
         params.append(list(groups))

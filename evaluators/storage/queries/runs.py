@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, cast
 
 import pandas as pd
 
@@ -15,7 +15,7 @@ from evaluators.core.records import JudgeCall, Status
 from evaluators.metrics.registry import THELMA, order_metrics
 from evaluators.storage import store, wide
 from evaluators.storage.ownership import RUN_STATUS_SQL
-from evaluators.storage.queries.sql import ids_sql, json_pointer, run_columns, scores_sql, unsure_sql
+from evaluators.storage.queries.sql import ids_sql, json_pointer, rows, run_columns, scores_sql, unsure_sql
 from evaluators.storage.store import FAILED_STATUSES
 from evaluators.storage.wide import NOT_FAILED
 
@@ -34,7 +34,7 @@ def catalog(path: str | Path) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     with store.reading(path):
         frame = runs(path)
         pairs = store.query(path, "SELECT DISTINCT run_id, metric FROM scores")
-    metrics = {run: order_metrics(m for m in group["metric"] if wide.is_metric_id(m))
+    metrics = {str(run): order_metrics(m for m in group["metric"] if wide.is_metric_id(m))
                for run, group in pairs.groupby("run_id")}
     return frame, metrics
 
@@ -67,8 +67,8 @@ def run_summary(path: str | Path, run_id: str, band: Band | None = None,
                              "mean": (scored["value"] * scored["n"]).groupby(scored["metric"]).sum()
                              / scored.groupby("metric")["n"].sum()}, index=by_metric.size().index)
     overview = overview.fillna({"n_scored": 0, "n_unsure": 0}).astype({"n_scored": int, "n_unsure": int})
-    dist = (scored.groupby(["metric", "value"], as_index=False)["n"].sum()
-            .sort_values(["metric", "value"], ignore_index=True))
+    dist = cast(pd.DataFrame, scored.groupby(["metric", "value"], as_index=False)["n"].sum()).sort_values(
+        ["metric", "value"], ignore_index=True)
     item_fails = (groups[~groups["status"].isin(["ok", "not_applicable"])]
                   .groupby(["metric", "status"], as_index=False)["n"].sum().assign(grain="items"))
     fails = (pd.concat([item_fails[["metric", "grain", "status", "n"]], verdict_fails], ignore_index=True)
@@ -195,14 +195,14 @@ def failed_steps(path: str | Path, run_id: str) -> tuple[dict[str, int], int]:
     items = store.query(path, f"""SELECT count(*) AS n FROM (
         SELECT item_id FROM verdicts WHERE run_id = $run AND {failed}
         UNION SELECT item_id FROM scores WHERE run_id = $run AND {failed})""", {"run": run_id})
-    return {r.status: int(r.n) for r in steps.itertuples(index=False)}, int(items["n"].iloc[0])
+    return {r.status: int(r.n) for r in rows(steps)}, int(items["n"].iloc[0])
 
 
 def verdicts_by_tier(path: str | Path, run_id: str) -> dict[str, int]:
     """A run's decided (ok) verdicts counted by the tier that decided them."""
     frame = store.query(path, """SELECT tier, count(*) AS n FROM verdicts
                                  WHERE run_id = ? AND status = 'ok' AND tier IS NOT NULL GROUP BY tier""", [run_id])
-    return {row.tier: int(row.n) for row in frame.itertuples(index=False)}
+    return {row.tier: int(row.n) for row in rows(frame)}
 
 
 def load_cache(path: str | Path, model: str) -> dict[str, JudgeCall]:
@@ -214,7 +214,7 @@ def load_cache(path: str | Path, model: str) -> dict[str, JudgeCall]:
                prompt_tokens, completion_tokens, cost, latency_ms, error
         FROM judge_calls WHERE model = ? AND reply IS NOT NULL""", [model])
     cache: dict[str, JudgeCall] = {}
-    for row in frame.itertuples(index=False):
+    for row in rows(frame):
         cache[row.key] = JudgeCall(
             key=row.key, model=row.model, prompt_name=row.prompt_name, prompt_hash=row.prompt_hash,
             messages=[], params=json.loads(row.params), reply=row.reply, status=Status(row.status),

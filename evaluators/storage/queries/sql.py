@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence, cast
 
 import pandas as pd
 
@@ -31,7 +31,7 @@ def aggregated_by(aggregate: Callable[..., Score]) -> list[str]:
     return [m for m, spec in registry.METRICS.items() if spec.aggregate is aggregate]
 
 
-SQL_OPERATORS = {operator.lt: "<", operator.ge: ">="}
+SQL_OPERATORS: dict[Callable[[float, float], bool], str] = {operator.lt: "<", operator.ge: ">="}
 
 
 RunTable = pd.DataFrame | store.StoredRun  # a run table: stored in the file, or recomputed in memory
@@ -168,3 +168,14 @@ def ids_frame(item_ids: Sequence[str]) -> pd.DataFrame:
 def run_columns(metrics: Sequence[str]) -> list[str]:
     """The metric columns of a run table: THELMA's seven always, then `metrics`, in display order."""
     return order_metrics([*metrics, *THELMA])
+
+
+def rows(frame: pd.DataFrame) -> Iterable[Any]:
+    """A read's rows as named tuples (row.metric, row.n), its fields typed Any: a read's columns are
+    known by name, not by the frame's type."""
+    return frame.itertuples(index=False)
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A read's rows as dicts by column name."""
+    return cast(list[dict[str, Any]], frame.to_dict("records"))
