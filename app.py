@@ -1,7 +1,7 @@
 """The RAG Triage dashboard (`streamlit run app.py`): the navigation, declared once.
 
 Each page is a file in pages/; ui.PAGES gives its sidebar title and the URL path links use.
-Every page run is timed and logged on the server (evaluators/timing.py).
+Every page run is timed and logged on the server (evaluators/dashboard/timing.py).
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ script run is over. Two kinds of client:
 
 It prints page views, errors (exception elements and compile errors the server sent, "page not
 found", views that did not finish; with browsers also HTTP errors, script errors and requests off
-loopback), the server-side page-run durations parsed from the log lines of evaluators/timing.py
+loopback), the server-side page-run durations parsed from the log lines of evaluators/dashboard/timing.py
 (p50 / p95 / max, per page) with the server's CPU seconds per view beside the p95 (and the views per
 second the host served, and its CPU would allow), the server's peak RSS (VmHWM) and CPU time, the
 clients' CPU time, and the machine's load average before and after, against the targets: p95 <= 1.5 s,

@@ -1,5 +1,5 @@
 """Trends: metric means with their intervals over runs in time order, or over a timestamp in one run's
-item metadata, against a chosen baseline (evaluators/trends.py)."""
+item metadata, against a chosen baseline (evaluators/metrics/trends.py)."""
 from __future__ import annotations
 
 import pandas as pd

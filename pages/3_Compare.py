@@ -104,7 +104,7 @@ if state.synced(st.toggle, "Preference mode: one run is declared the better vari
     st.caption(f"Agreement: share of items where {markup.md(better)} scores strictly higher than {markup.md(worse)} "
                "(THELMA Table 1). Ties are counted apart.")
 
-# ---------------------------------------------------------------- why verdicts flipped (evaluators/flips.py)
+# ---------------------------------------------------------------- why verdicts flipped (evaluators/runs/flips.py)
 st.subheader("Why verdicts flipped")
 # It reads every verdict of both runs (seconds per 10k items): big runs ask for it, small ones show it.
 big = max(int(a["n_done"]), int(b["n_done"])) > FLIPS_AT_ONCE

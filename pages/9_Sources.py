@@ -1,4 +1,4 @@
-"""Sources: the source ledger of one or several runs (evaluators/ledger.py), its dead-weight and
+"""Sources: the source ledger of one or several runs (evaluators/metrics/ledger.py), its dead-weight and
 possibly-stale lists, and one source's retrievals with their verdicts (?source=ID or text key)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The plotly figures (evaluators/charts.py): binning, threshold lines, the correlation grid and
+"""The plotly figures (evaluators/dashboard/charts.py): binning, threshold lines, the correlation grid and
 quadrant counts placed in their quadrants."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Flip attribution (evaluators/flips.py) on hand-built run pairs: sources changed, response changed,
+"""Flip attribution (evaluators/runs/flips.py) on hand-built run pairs: sources changed, response changed,
 neither; unsure and failed verdicts; matching by text; the per-item and run roll-ups; the Compare section.
 
 Runs are hand-built here (`write_run`, also used by the gate and suite tests) and written through

@@ -1,4 +1,4 @@
-"""The dashboard's reads (evaluators/queries.py): Table 2 in SQL agrees with diagnosis.diagnose()
+"""The dashboard's reads (evaluators/storage/queries/): Table 2 in SQL agrees with diagnosis.diagnose()
 on every item, filters and paging over a run table, grouped counts, compare, and one connection
 per batch of reads."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bootstrap intervals for headline means and Compare deltas (evaluators/stats.py)."""
+"""Bootstrap intervals for headline means and Compare deltas (evaluators/core/stats.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -28,7 +28,7 @@ class Status(str, Enum):
     NOT_APPLICABLE = "not_applicable"  # the metric needs an input this item lacks, or one the judge cannot read
     EMPTY = "empty"                # nothing to score: no claims, or a text that states nothing ("...", "Yes")
     # Never stored on a verdict: an OK verdict whose p fell inside the uncertainty band reads as
-    # unsure (decided on read, evaluators/confidence.py), and so does a score with nothing else to go on.
+    # unsure (decided on read, evaluators/core/confidence.py), and so does a score with nothing else to go on.
     UNSURE = "unsure"
 
 

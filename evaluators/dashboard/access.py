@@ -26,7 +26,7 @@ The judge sends that variable's value, and nothing else, to its api_base:
     api_base = "https://api.openai.com/v1"
     key_env = "OPENAI_API_KEY"
 
-This module holds no Streamlit code: evaluators/ui.py hands it the secrets and the login claims.
+This module holds no Streamlit code: dashboard/ui.py hands it the secrets and the login claims.
 """
 from __future__ import annotations
 

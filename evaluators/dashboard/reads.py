@@ -71,7 +71,7 @@ def read_all(*calls: Call) -> list[Any]:
 def warm() -> pd.DataFrame | None:
     """Fill the cached reads that every page's first run needs and no view setting changes (the
     database check, the runs catalog, the runs a picker opens on), outside any page run: for the
-    server (evaluators/serve.py). Keyed by the database's version like every read; raises store
+    server (serve.py). Keyed by the database's version like every read; raises store
     errors. Returns the runs as queries.runs.runs() lists them, newest first, or None when the database is
     not one the dashboard reads."""
     path = db_path()

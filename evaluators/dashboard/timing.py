@@ -6,7 +6,7 @@
 `outcome` is `ok`, `stop` (st.stop), `rerun` (st.rerun or st.switch_page cut the run short) or the
 class name of the exception the page raised. The session is a short hash of Streamlit's session id:
 enough to follow one session through the log without printing the id itself; `session=warmup` marks
-the views `python -m evaluators serve` opens itself at start (evaluators/serve.py).
+the views `python -m evaluators serve` opens itself at start (evaluators/dashboard/serve.py).
 
 A deep link that is a fresh server's first request is served from the pages/ folder without app.py;
 ui.page() hands it over to app.py, so it is logged too, once (tests/test_deep_links.py).

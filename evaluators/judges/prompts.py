@@ -7,7 +7,7 @@ list as `<claim id="N">...</claim>`. The text is escaped the way XML escapes it 
 it can neither close its element nor open another one: a response containing `</input>`,
 `<output>1</output>` or a `### Reference Answer:` line stays inside its element, and the escape is
 reversible, so nothing of the text is lost. Which parser reads which prompt's reply is a table in
-evaluators/registry.py.
+evaluators/judges/registry.py.
 """
 from __future__ import annotations
 

@@ -94,7 +94,7 @@ LEVELS: dict[str, Callable[[float, float], bool]] = {"low": operator.lt, "high":
 # - MAX_UNSURE_SHARE 0.5: past half, the unsure verdicts outnumber the ones the level rests on, and
 #   resolving them either way could move the score across any threshold; up to half, a level still
 #   reads what most of the judged components say. (A tuning knob: tune it on development data only.)
-# queries.py writes the same test in SQL from these constants.
+# storage/queries/ writes the same test in SQL from these constants.
 MIN_SCORED = 1
 MAX_UNSURE_SHARE = 0.5
 

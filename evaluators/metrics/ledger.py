@@ -3,7 +3,7 @@
 A source is known by `metadata["source_ids"][i]` when the item's metadata carries a list aligned with
 its sources (importers of Phoenix and Langfuse traces write one), else by source_key(text): the first 12
 hex digits of sha256 over the text with its whitespace collapsed, so the same chunk retrieved by two
-items or two runs is one source. The counting itself happens in DuckDB (queries.source_ledger); this
+items or two runs is one source. The counting itself happens in DuckDB (queries.ledger.source_ledger); this
 module holds the definitions the SQL is written from (tests hold the two equal):
 - essential share: SP1's confident 1s over its confident verdicts on that source; unsure and failed
   verdicts are counted apart, never as 0;
@@ -121,5 +121,5 @@ CSV_COLUMNS = ("source", "source_id", "text_key", "n_retrieved", "n_runs", "sp1_
 
 
 def to_csv(frame: pd.DataFrame) -> str:
-    """A ledger (queries.source_ledger without a limit) as CSV text: a share with nothing decided is empty."""
+    """A ledger (queries.ledger.source_ledger without a limit) as CSV text: a share with nothing decided is empty."""
     return frame[list(CSV_COLUMNS)].to_csv(index=False, lineterminator="\n")

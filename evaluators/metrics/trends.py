@@ -1,6 +1,6 @@
 """Trends: metric means with bootstrap intervals over runs in time order, or over time buckets of one
 run's items, each compared with a chosen baseline point. Pure: the counts come grouped from
-queries.trend_scores / queries.trend_buckets / queries.trend_pairs.
+queries.trends.trend_scores / queries.trends.trend_buckets.
 
 A change against the baseline is real, as in Compare, when its 95% interval excludes 0. Two runs that
 scored exactly the same items are compared with the paired bootstrap of per-item deltas (Compare's

@@ -11,7 +11,7 @@ Every format goes through the same row normaliser, so the rules are the same eve
 - other unknown fields are ignored; texts are kept exactly as given.
 
 Other tools' exports (Phoenix spans, Langfuse traces, RAGAS files, DeepEval test runs, a .json file
-among them) are detected by `detect_format` and mapped onto these fields by evaluators/traces.py,
+among them) are detected by `detect_format` and mapped onto these fields by traces.py (and results.py),
 then checked by the same rules; a JSON document's problems are located by JSON path (`FILE:$[2]`).
 
 Bad input raises InputError with every problem found, one line each, located as

@@ -1,6 +1,6 @@
 """The owner's labels of one run, put to work: the trust report, threshold suggestions, a review queue.
 
-Reads through evaluators/queries.py and computes with evaluators/trust.py; the CLI's `trust` command
+Reads through evaluators/storage/queries/ and computes with evaluators/metrics/trust.py; the CLI's `trust` command
 and the Trust page both call these, so they always agree. Nothing here calls a judge.
 """
 from __future__ import annotations
