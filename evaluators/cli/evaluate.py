@@ -51,6 +51,7 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--metrics", default=None,
                     help=f"comma-separated metric ids (default {','.join(THELMA)}, and {','.join(REFERENCE)} "
                          f"when some item carries a reference); also: {','.join(registry.SUITE_METRICS)}")
+    _add_calls(ev)
     ev.add_argument("--per-component", action="store_true",
                     help="one judge call per component, as in the paper (default: batched)")
     ev.add_argument("--sd-threshold", type=options.cosine, default=SD_THRESHOLD,
@@ -85,6 +86,10 @@ def _add_judge(ev: argparse.ArgumentParser) -> None:
                     help="send the judge calls from N worker processes (default: 2 from --concurrency "
                          f"{POOL_CONCURRENCY} and {POOL_ITEMS} items on a machine with 2 cores or more, else 1: this "
                          "one); litellm's CPU per call, not the endpoint, limits a large --concurrency on one process")
+
+
+def _add_calls(ev: argparse.ArgumentParser) -> None:
+    """How the judge's calls go: in flight at once, for how long, how patient under a rate limit."""
     ev.add_argument("--concurrency", type=options.concurrency, default=8,
                     help=f"max judge calls in flight, 1 to {options.MAX_CONCURRENCY} (adapts down on 429)")
     ev.add_argument("--timeout", type=options.duration, default=60.0, help="seconds per judge call")
