@@ -4,7 +4,7 @@
 
 Generates two runs ("base" and "candidate") of the same N items, each with about 20 verdicts,
 12 components, 7 scores and 4 judge calls per item (N = 100k: 2M verdicts per run), built as
-DataFrames and bulk-inserted with store.write_frames. Then it times each page with AppTest on a cold
+DataFrames and bulk-inserted with writes.write_frames. Then it times each page with AppTest on a cold
 cache (first render) and after one widget change (interaction), and prints a table against the
 targets: first render <= 1.5 s, interaction <= 0.5 s. AppTest's one-off component scan is done
 before timing, as a server does it once at start-up.
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaluators.core.records import Label, Run  # noqa: E402
-from evaluators.storage import ownership, queries, store  # noqa: E402
+from evaluators.storage import ownership, queries, writes  # noqa: E402
 
 FIRST_RENDER_S, INTERACTION_S = 1.5, 0.5
 FAILURES = np.array(["unparsed", "error", "timeout"])
@@ -51,13 +51,13 @@ def generate(path: Path, run_id: str, n: int, quality: float, seed: int) -> None
     for lo in range(0, n, CHUNK):
         frames = _chunk(run_id, np.arange(lo, min(lo + CHUNK, n)), quality, seed, rng)
         n_calls += len(frames["judge_calls"])
-        store.write_frames(path, frames)
+        writes.write_frames(path, frames)
     ownership.finish_run(path, run_id, "finished", {"calls": n_calls})
 
 
 def _chunk(run_id: str, numbers: np.ndarray, quality: float, seed: int,
            rng: np.random.Generator) -> dict[str, pd.DataFrame]:
-    """The rows of the items numbered `numbers`, as frames for store.write_frames."""
+    """The rows of the items numbered `numbers`, as frames for writes.write_frames."""
     n = len(numbers)
     ids = np.char.add("i", np.char.zfill(numbers.astype(str), 6))
     topics = np.array(["billing", "account", "product", "company"])
@@ -193,7 +193,7 @@ def build(db: Path, items: int, reuse: bool) -> None:
         generate(db, "candidate", items, quality=0.75, seed=2)
         notes = [("base", f"i{i:06d}", ["confirmed", "false alarm", "fixed"][i % 3], "Retriever", f"note {i}",
                   "bench") for i in range(0, items, max(items // 1000, 1))]
-        store.write_frames(db, {"triage": pd.DataFrame(
+        writes.write_frames(db, {"triage": pd.DataFrame(
             notes, columns=["run_id", "item_id", "label", "component", "note", "author"]).assign(
             created_at=pd.Timestamp("2026-11-02"))})
         peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
@@ -222,7 +222,7 @@ def add_labels(db: Path, n: int, seed: int = 3, run: str = "base") -> None:
               for item in ids[:n]]
     labels += [Label(item, int(rng.integers(2)), metric=metrics[rng.integers(len(metrics))],
                      component_idx=int(rng.integers(2)), author="bench", origin="import") for item in ids[n:]]
-    store.add_labels(db, run, labels)
+    writes.add_labels(db, run, labels)
     print(f"labels: {n} rule labels and {n} verdict corrections on run {run} (seed {seed})")
 
 

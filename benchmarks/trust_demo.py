@@ -24,8 +24,8 @@ if str(ROOT) not in sys.path:
 from evaluators.metrics import diagnosis
 from evaluators.metrics.registry import THELMA  # noqa: E402
 from evaluators.runs import labelling
-from evaluators.runs.ingest import load_labels  # noqa: E402
-from evaluators.storage import queries, store  # noqa: E402
+from evaluators.runs.labelling import load_labels  # noqa: E402
+from evaluators.storage import queries, writes  # noqa: E402
 
 LABELS = ROOT / "data" / "demo" / "labels"
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         for file in sorted(LABELS.glob("*.jsonl")):
             run = file.stem
             items, components = queries.trust.label_targets(db, run)
-            store.add_labels(db, run, load_labels(file, set(diagnosis.RULES), set(THELMA), items, components,
+            writes.add_labels(db, run, load_labels(file, set(diagnosis.RULES), set(THELMA), items, components,
                                                   author="demo labels"))
             report = labelling.report(db, run, {})
             print(f"\n## {run}: {len({l[0] for l in queries.trust.rule_labels(db, run).itertuples(index=False)})} "

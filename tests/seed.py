@@ -1,6 +1,6 @@
 """A small, realistic, seeded test database for the dashboard tests.
 
-Three runs of the same six queries, written through store.write_batch like the engine does:
+Three runs of the same six queries, written through writes.write_batch like the engine does:
 - "weak-retriever"   offline judge: every Table-2 rule fires on some item;
 - "better-retriever" offline judge, same prompts: q01 and q02 fixed, q01's claims rewritten;
 - "llm-judge"        an LLM judge with other prompt hashes, judge_calls rows, and failures
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
-from evaluators.storage import ownership, store, wide
+from evaluators.storage import ownership, store, wide, writes
 
 INJECTION = '<script>alert("pwned")</script><b>bold</b>'
 RUNS = ("weak-retriever", "better-retriever", "llm-judge")
@@ -230,7 +230,7 @@ def seed(path: str | Path) -> Path:
         ownership.start_run(path, run, len(ITEMS))
         records = [_item_records(run_id, iid, {**ITEMS[iid], **texts.get(iid, {})}, profiles[iid], llm)
                    for iid in ITEMS]
-        store.write_batch(path, run_id, items=[r[0] for r in records],
+        writes.write_batch(path, run_id, items=[r[0] for r in records],
                           components=[c for r in records for c in r[1]],
                           verdicts=[v for r in records for v in r[2]],
                           scores=[s for r in records for s in r[3]],

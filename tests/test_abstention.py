@@ -12,7 +12,7 @@ from evaluators.core.confidence import CALIBRATED, DEFAULT_BANDS, LABEL, LOGPROB
 from evaluators.core.records import Item, Run, Score, Status, Verdict
 from evaluators.metrics import diagnosis, registry
 from evaluators.metrics.thelma import GR, SQC, aggregate, rescore, with_band
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, store, writes
 
 OK = Status.OK
 
@@ -125,7 +125,7 @@ def verdict_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
         verdicts += per_item[iid]
         specs = {m: registry.METRICS[m] for m in metric_ids}
         scores += rescore(iid, per_item[iid], specs).values()  # what the runner stores: the default bands
-    store.write_batch(path, "r", items=items, verdicts=verdicts, scores=scores)
+    writes.write_batch(path, "r", items=items, verdicts=verdicts, scores=scores)
     return path, per_item
 
 
@@ -208,7 +208,7 @@ def test_quiet_rules_in_sql_agree_with_python(tmp_path: Path, seed_: int) -> Non
             score = Score(iid, m, value, n_scored, n_scored + n_unsure + 1, status, n_unsure)
             scores.append(score)
             truth[iid][m] = score
-    store.write_batch(path, "r", items=items, scores=scores)
+    writes.write_batch(path, "r", items=items, scores=scores)
     table = queries.runs.run_scores_wide(path, "r", list(diagnosis.DEFAULT_THRESHOLDS))
     frame, _ = queries.diagnosis.filter_items(table, list(diagnosis.DEFAULT_THRESHOLDS), diagnosis.DEFAULT_THRESHOLDS,
                                     limit=1000)
@@ -237,7 +237,7 @@ def test_cli_export_and_diagnose_read_at_a_band(tmp_path: Path, capsys: pytest.C
     rqc = [Verdict(item_id="x", metric="rqc", component_kind="subquestion", component_idx=0, target="response",
                    value=0.0, status=OK, p=0.1, p_kind=CALIBRATED, tier="offline")]
     specs = {m: registry.METRICS[m] for m in ("sqc", "rqc")}
-    store.write_batch(path, "r", items=[Item("x", "q", ("s",), "r")], verdicts=sqc + rqc,
+    writes.write_batch(path, "r", items=[Item("x", "q", ("s",), "r")], verdicts=sqc + rqc,
                       scores=list(rescore("x", sqc + rqc, specs).values()))
     out = tmp_path / "d.csv"
     assert main(["diagnose", "--db", str(path), "--run", "r", "--out", str(out)]) == 0

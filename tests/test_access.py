@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from evaluators.core.records import Run
 from evaluators.dashboard import access, ui
 from evaluators.judges import local_llm
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, store, writes
 from tests.openai_server import completion, format_aware
 from tests.seed import RUNS
 
@@ -480,8 +480,8 @@ def counts(path: Path, run_id: str) -> dict[str, int]:
 
 
 def test_delete_run_cli_removes_every_row_of_the_run_and_nothing_else(db: Path) -> None:
-    store.add_triage(db, "weak-retriever", "q01", "confirmed", "Retriever", "doomed note", "a")
-    store.add_triage(db, "llm-judge", "q01", "confirmed", "Retriever", "kept note", "a")
+    writes.add_triage(db, "weak-retriever", "q01", "confirmed", "Retriever", "doomed note", "a")
+    writes.add_triage(db, "llm-judge", "q01", "confirmed", "Retriever", "kept note", "a")
     others = {r: counts(db, r) for r in RUNS if r != "weak-retriever"}
     calls = store.query(db, "SELECT count(*) AS n FROM judge_calls")["n"].iloc[0]
     assert counts(db, "weak-retriever")["verdicts"] > 0
@@ -514,13 +514,13 @@ def test_delete_run_is_one_transaction(db: Path) -> None:
         con.execute("INSERT INTO zz_parent VALUES ('weak-retriever'); INSERT INTO zzz_child VALUES ('weak-retriever')")
     before = counts(db, "weak-retriever")
     with pytest.raises(duckdb.ConstraintException):
-        store.delete_run(db, "weak-retriever")
+        writes.delete_run(db, "weak-retriever")
     assert counts(db, "weak-retriever") == before and before["items"] > 0
 
 
 def test_delete_run_gives_up_on_a_busy_database(db: Path) -> None:
     with store.connect(db):  # this process holds the read-write lock...
-        code = "import sys; from evaluators.storage import store; store.delete_run(sys.argv[1], 'llm-judge', deadline_s=0.5)"
+        code = "import sys; from evaluators.storage import writes; writes.delete_run(sys.argv[1], 'llm-judge', deadline_s=0.5)"
         other = subprocess.run([sys.executable, "-c", code, str(db)], cwd=ROOT, capture_output=True, text=True)
     assert other.returncode != 0 and "StoreBusy" in other.stderr
     assert "llm-judge" in run_ids(db)

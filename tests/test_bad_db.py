@@ -13,7 +13,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from evaluators.dashboard import ui
-from evaluators.storage import health, queries, store
+from evaluators.storage import health, queries, store, writes
 from tests.seed import seed
 
 
@@ -200,7 +200,7 @@ def test_check_database_reads_a_good_database_as_ok(tmp_path: Path) -> None:
 def test_a_database_shrunk_by_a_delete_is_not_read_as_cut_short(tmp_path: Path) -> None:
     path = seed(tmp_path / "seed.duckdb")
     for run in queries.runs.runs(path)["run_id"]:
-        store.delete_run(path, run)
+        writes.delete_run(path, run)
     with duckdb.connect(str(path)) as con:
         con.execute("CHECKPOINT")  # cuts the trailing free blocks off the file
     assert health.check_database(path).state == "ok"

@@ -13,7 +13,7 @@ from evaluators.core.records import Component, Item, Run, Status, Verdict
 from evaluators.dashboard import ui
 from evaluators.metrics import registry
 from evaluators.metrics.thelma import rescore
-from evaluators.storage import ownership, store
+from evaluators.storage import ownership, writes
 from tests.conftest import app_db
 from tests.test_bad_db import new_app
 
@@ -35,7 +35,7 @@ def band_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     verdicts = [_verdict("sqc", "subquestion", 0, "source:0", 0.0, 0.08, "no source sentence names a time"),
                 _verdict("rqc", "subquestion", 0, "response", 0.0, 0.45, "the answer mentions a ferry, no time")]
     specs = {m: registry.METRICS[m] for m in ("sqc", "rqc")}
-    store.write_batch(path, RUN, items=[Item(ITEM, "When does the ferry leave?", ("Parking.",), "Ferries are nice.")],
+    writes.write_batch(path, RUN, items=[Item(ITEM, "When does the ferry leave?", ("Parking.",), "Ferries are nice.")],
                       components=comps, verdicts=verdicts, scores=list(rescore(ITEM, verdicts, specs).values()))
     yield from app_db(path, monkeypatch)
 

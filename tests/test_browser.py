@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
-from evaluators.storage import ownership, store
+from evaluators.storage import ownership, store, writes
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, outside, streamlit_server
 from tests.seed import INJECTION, seed
 
@@ -61,7 +61,7 @@ def add_xss_run(path: Path) -> None:
                      prompt_tokens=20, completion_tokens=5, latency_ms=120.0)
     claim = '<img src=x onerror="window.__pwned=1">'
     ownership.start_run(path, Run("xss", "openai/test", {}, {"groundedness": "feedc0de"}), 1)
-    store.write_batch(
+    writes.write_batch(
         path, "xss", items=[item],
         components=[Component("x01", "source", 0, XSS["source"]), Component("x01", "claim", 0, claim)],
         verdicts=[Verdict(item_id="x01", metric="gr", component_kind="claim", component_idx=0, target="sources",

@@ -18,7 +18,7 @@ from evaluators.cli import grammar as grammar_cli
 from evaluators.cli import main
 from evaluators.core.records import Item
 from evaluators.grammar import generate, pipeline, robustness, runs
-from evaluators.storage import queries, store
+from evaluators.storage import queries, store, writes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def seed_run(db: Path, run: str = "r1") -> None:
              _item("g2-a", "g2", "a", "no idea", "Lisbon", ["d2"]), _item("g2-b", "g2", "b", "Porto", "Lisbon", ["d2"]),
              _item("g3-a", "g3", "a", "Leeds", "Leeds", ["d1"]), _item("g3-b", "g3", "b", "York", "Leeds", ["d1"])]
     store.migrate(db)
-    store.write_batch(db, run, items=items)
+    writes.write_batch(db, run, items=items)
 
 
 def test_offline_correctness_is_stored_and_reported(tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_offline_correctness_is_stored_and_reported(tmp_path: Path) -> None:
 def test_generator_failures_are_not_judged_and_show_as_unscored(tmp_path: Path) -> None:
     db = tmp_path / "eval.duckdb"
     store.migrate(db)
-    store.write_batch(db, "r", items=[_item("x", "g", "a", "", "Cork", [], status="error"),
+    writes.write_batch(db, "r", items=[_item("x", "g", "a", "", "Cork", [], status="error"),
                                       _item("y", "g", "b", "Cork", "Cork", ["d1"])])
     summary = runs.evaluate_correctness(db, "r")
     assert summary.statuses == {"error": 1, "ok": 1} and summary.correct == 1

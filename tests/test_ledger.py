@@ -18,7 +18,7 @@ from data.demo_runs import RUNS, RUNS_DIR
 from evaluators import cli
 from evaluators.core.records import CALIBRATED, LABEL, Component, Item, Run, Score, Status, Verdict
 from evaluators.metrics import ledger
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, store, writes
 from tests.conftest import app_db
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def build_ledger_db(path: Path) -> Path:
                   Component("i2", "claim", 0, "Bravo is fine."), Component("i3", "claim", 0, "Bravo is nine.")]
     scores = [Score(i.id, "gr", 0.5, 1, 1, Status.OK) for i in items]
     ownership.start_run(path, Run(RUN, "hand", {}, {"claims": "0123456789ab"}), len(items))
-    store.write_batch(path, RUN, items=items, components=components, verdicts=verdicts, scores=scores)
+    writes.write_batch(path, RUN, items=items, components=components, verdicts=verdicts, scores=scores)
     ownership.finish_run(path, RUN, "finished", {})
     return path
 
@@ -95,7 +95,7 @@ def test_the_sql_key_equals_source_key_for_every_kind_of_whitespace(tmp_path: Pa
              "line\u2028sep", "vt\x0bff\x0c", "fs\x1cgs\x1d", "nel\x85x", "zero\u200bwidth", "é accents ünïcode"]
     db = tmp_path / "keys.duckdb"
     ownership.start_run(db, Run("k", "hand", {}, {}), 1)
-    store.write_batch(db, "k", items=[Item("x", "q", tuple(texts), "r")])
+    writes.write_batch(db, "k", items=[Item("x", "q", tuple(texts), "r")])
     got = set(queries.ledger.source_ledger(db, ["k"], limit=None)["text_key"])
     assert got == {ledger.source_key(t) for t in texts}
 
@@ -123,7 +123,7 @@ def test_the_sql_attribution_equals_supporting_sources(tmp_path: Path) -> None:
         "1"]
     db = tmp_path / "quotes.duckdb"
     ownership.start_run(db, Run("q", "hand", {}, {}), 1)
-    store.write_batch(db, "q", items=[Item("x", "q", sources, "r")], verdicts=[
+    writes.write_batch(db, "q", items=[Item("x", "q", sources, "r")], verdicts=[
         _verdict("x", "gr", i, 0.0 if d.startswith("unsupported") else 1.0, detail=d) for i, d in enumerate(details)])
     want = Counter(i for d in details for i in ledger.supporting_sources(d, sources) if not d.startswith("un"))
     assert want == Counter({0: 1, 1: 2, 2: 1})  # the quotes this test means to cover are all attributed

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from evaluators.dashboard import ui
 from evaluators.dashboard.views import item as item_view
 from evaluators.dashboard.views import runs as runs_view
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, writes
 from tests.conftest import app_db
 from tests.seed import INJECTION
 
@@ -167,7 +167,7 @@ def test_new_run_appears_without_restart(db: Path) -> None:
     assert len(frame_with(at, "judge")) == 3
     from evaluators.core.records import Item, Run, Score, Status
     ownership.start_run(db, Run("fresh", "offline", {}, {}), 1)
-    store.write_batch(db, "fresh", items=[Item("z1", "q?", ("s",), "r")],
+    writes.write_batch(db, "fresh", items=[Item("z1", "q?", ("s",), "r")],
                       scores=[Score("z1", "sp1", 1.0, 1, 1, Status.OK)])
     at.run()
     assert "fresh" in list(frame_with(at, "judge")["run_id"])

@@ -12,7 +12,7 @@ import pytest
 from evaluators.core.records import Item, Run, Score, Status
 from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS, RULES, diagnose
 from evaluators.metrics.registry import THELMA, order_metrics
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, store, writes
 from tests.seed import seed
 
 METRICS = list(THELMA)
@@ -39,7 +39,7 @@ def random_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
             value = rng.choice([0.0, 0.25, 0.3, 1 / 3, 0.5, 0.6, 2 / 3, 0.75, 0.8, 1.0])
             truth[iid][m] = value
             scores.append(Score(iid, m, value, 3, 3, Status.OK))
-    store.write_batch(path, "r", items=items, scores=scores)
+    writes.write_batch(path, "r", items=items, scores=scores)
     return path, truth
 
 
@@ -172,7 +172,7 @@ def test_reads_in_one_block_share_one_connection(tmp_path: Path, monkeypatch: py
     assert opened == [True]
     queries.items.triage_notes(path)  # outside the block: its own connection, closed again
     assert opened == [True, True]
-    store.add_triage(path, "weak-retriever", "q01", "confirmed", "Retriever", "n", "a")  # not locked by us
+    writes.add_triage(path, "weak-retriever", "q01", "confirmed", "Retriever", "n", "a")  # not locked by us
 
 
 def test_quadrant_levels_come_from_the_same_scan(random_db, table) -> None:
@@ -212,7 +212,7 @@ def test_reads_and_saves_wait_out_this_process_s_own_connections(tmp_path: Path)
     reader.start()
     time.sleep(0.2)
     threading.Timer(0.5, release.set).start()
-    store.add_triage(path, "weak-retriever", "q01", "fixed", "Prompt", "after the reader", "a")
+    writes.add_triage(path, "weak-retriever", "q01", "fixed", "Prompt", "after the reader", "a")
     reader.join()
     assert list(queries.items.triage_notes(path)["note"]) == ["after the reader"]
 
@@ -222,7 +222,7 @@ def test_reads_and_saves_wait_out_this_process_s_own_connections(tmp_path: Path)
     time.sleep(0.2)
     try:
         with pytest.raises(store.StoreBusy):
-            store.add_triage(path, "weak-retriever", "q01", "fixed", "Prompt", "lost?", "a", deadline_s=0.3)
+            writes.add_triage(path, "weak-retriever", "q01", "fixed", "Prompt", "lost?", "a", deadline_s=0.3)
     finally:
         release.set()
         reader.join()

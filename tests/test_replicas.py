@@ -23,7 +23,7 @@ from evaluators.cli import evaluate as cli_evaluate
 from evaluators.core.records import JudgeCall, Status
 from evaluators.dashboard import markup
 from evaluators.judges.llm import LLMJudge
-from evaluators.storage import queries, store
+from evaluators.storage import queries, store, writes
 
 SOURCES = ["The sky is blue on a clear day because air scatters short wavelengths more than long ones."]
 
@@ -160,7 +160,7 @@ def test_the_endpoint_migration_adds_the_endpoint_to_stored_calls(tmp_path: Path
     assert store.migrate(path) == len(store.MIGRATIONS) >= 8
     assert store.query(path, "SELECT endpoint FROM judge_calls")["endpoint"].isna().tolist() == [True]
     assert queries.runs.load_cache(path, "m")["k"].reply == "<output>1</output>"
-    store.write_batch(path, "r", calls=[JudgeCall("k2", "m", "p", "h", [], {}, "<output>0</output>", Status.OK,
+    writes.write_batch(path, "r", calls=[JudgeCall("k2", "m", "p", "h", [], {}, "<output>0</output>", Status.OK,
                                                   endpoint="http://replica-b/v1")])
     rows = store.query(path, "SELECT key, endpoint FROM judge_calls ORDER BY key").values.tolist()
     assert rows[0][0] == "k" and rows[1] == ["k2", "http://replica-b/v1"]

@@ -12,7 +12,7 @@ import pytest
 
 from evaluators.core.records import Component, Item, Run, Score, Status, Verdict
 from evaluators.metrics.registry import THELMA
-from evaluators.storage import health, ownership, queries, store
+from evaluators.storage import health, ownership, queries, store, writes
 from tests.seed import RUNS, seed
 
 EXTRA = ["faithfulness"]  # a suite metric beside THELMA's, with its own columns
@@ -59,8 +59,8 @@ def test_every_seeded_run_is_stored_as_grouped(seeded_db: Path) -> None:
 def test_a_second_write_a_resumed_item_and_a_new_metric(tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
     ownership.start_run(db, Run("r", "m", {}, {}), 3)
-    store.write_batch(db, "r", **item("a", 1.0))
-    store.write_batch(db, "r", **item("b", None, Status.TIMEOUT, extra=0.25))  # a second write, a new metric
+    writes.write_batch(db, "r", **item("a", 1.0))
+    writes.write_batch(db, "r", **item("b", None, Status.TIMEOUT, extra=0.25))  # a second write, a new metric
     assert_stored_equals_grouped(db, "r", EXTRA)
     table = queries.runs.run_table(db, "r", EXTRA).set_index("item_id")
     assert table.loc["b", "failed_metrics"] == "gr:timeout" and table.loc["b", "n_failed"] == 1
@@ -82,24 +82,24 @@ def test_an_input_update_removes_items_and_delete_run_removes_the_run(tmp_path: 
     ownership.start_run(db, Run("r", "m", {}, {}), 2)
     ownership.start_run(db, Run("s", "m", {}, {}), 1)
     for i in "ab":
-        store.write_batch(db, "r", **item(i, 1.0))
-    store.write_batch(db, "s", **item("a", 0.0))
+        writes.write_batch(db, "r", **item(i, 1.0))
+    writes.write_batch(db, "s", **item("a", 0.0))
     owner = ownership.Owner.this_process()
     only_a = {"a": Item("a", "query of a", ("a source",), "a response.").content_hash()}
     ownership.claim_run(db, Run("r", "m", {}, {}), only_a, owner, 5.0, update=True)  # b left the input
     assert list(queries.runs.run_table(db, "r", THELMA)["item_id"]) == ["a"]
     assert_stored_equals_grouped(db, "r")
-    store.delete_run(db, "r")
+    writes.delete_run(db, "r")
     assert store.query(db, "SELECT DISTINCT run_id FROM run_wide")["run_id"].tolist() == ["s"]
     assert_stored_equals_grouped(db, "s")
 
 
 def test_bulk_frames_are_stored_as_grouped(tmp_path: Path) -> None:
-    """store.write_frames (the scale benchmark's bulk path), past the size where ids go in as a frame."""
+    """writes.write_frames (the scale benchmark's bulk path), past the size where ids go in as a frame."""
     db = tmp_path / "w.duckdb"
     ownership.start_run(db, Run("r", "m", {}, {}), 1500)
     ids = [f"i{k:04d}" for k in range(1500)]
-    store.write_frames(db, {
+    writes.write_frames(db, {
         "items": pd.DataFrame({"run_id": "r", "item_id": ids, "query": "q", "sources": [["s"]] * 1500,
                                "response": "r", "reference": None, "metadata": "{}"}),
         "verdicts": pd.DataFrame({"run_id": "r", "item_id": ids, "metric": "sp1", "component_kind": "source",
@@ -172,7 +172,7 @@ def test_text_search_matches_the_text_literally_in_any_case(tmp_path: Path) -> N
     ownership.start_run(db, Run("r", "m", {}, {}), 4)
     texts = {"a": "Save 50% OFF_now", "b": "Save 50 percent off now", "c": "path C:\\Temp\\x", "d": "ÉCOLE ünïcode"}
     for item_id, text in texts.items():
-        store.write_batch(db, "r", items=[Item(item_id, text, ("s",), "r.")])
+        writes.write_batch(db, "r", items=[Item(item_id, text, ("s",), "r.")])
     for search in ("% off_", "50%", "_", "\\temp\\", "c:\\", "école", "ÜNÏ", "percent", "zzz"):
         want = sorted(i for i, t in texts.items() if search.lower() in t.lower())
         assert sorted(queries.items.search_ids(db, "r", search)["item_id"]) == want, search

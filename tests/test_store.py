@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, store, writes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,8 +36,8 @@ def bundle(item_id: str) -> dict:
 def test_round_trip(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     ownership.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
-    store.write_batch(db, "r", **bundle("a"))
-    store.write_batch(db, "r", calls=bundle("a")["calls"])  # the same call twice is stored once
+    writes.write_batch(db, "r", **bundle("a"))
+    writes.write_batch(db, "r", calls=bundle("a")["calls"])  # the same call twice is stored once
     assert queries.runs.done_item_ids(db, "r") == {"a"}
     item = store.query(db, "SELECT * FROM items")
     assert list(item["sources"].iloc[0]) == ["s1", "s2 ‹tag›"] and item["response"].iloc[0] == "r. é ünïcode"
@@ -61,9 +61,9 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
 def test_a_failed_batch_writes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     store.migrate(db)
-    store.write_batch(db, "r", **bundle("a"))
+    writes.write_batch(db, "r", **bundle("a"))
     with pytest.raises(Exception):
-        store.write_batch(db, "r", **bundle("a"))  # duplicate item: the whole batch is rolled back
+        writes.write_batch(db, "r", **bundle("a"))  # duplicate item: the whole batch is rolled back
     assert store.query(db, "SELECT count(*) AS n FROM verdicts")["n"].iloc[0] == 2
 
 
@@ -85,7 +85,7 @@ def test_second_process_waits_for_the_lock_then_writes(tmp_path: Path) -> None:
     store.migrate(db)
     holder = _hold_lock(db, 1.0)
     started = time.monotonic()
-    store.write_batch(db, "r", **bundle("a"))  # retries with jitter until the holder lets go
+    writes.write_batch(db, "r", **bundle("a"))  # retries with jitter until the holder lets go
     holder.wait()
     assert time.monotonic() - started > 0.3
     assert queries.runs.done_item_ids(db, "r") == {"a"}
@@ -96,9 +96,9 @@ def test_busy_past_the_deadline_is_a_clear_error(tmp_path: Path) -> None:
     store.migrate(db)
     holder = _hold_lock(db, 3.0)
     with pytest.raises(store.StoreBusy, match="busy"):
-        store.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me", deadline_s=0.5)
+        writes.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me", deadline_s=0.5)
     holder.wait()
-    store.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me")
+    writes.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me")
     assert store.query(db, "SELECT count(*) AS n FROM triage")["n"].iloc[0] == 1
 
 
@@ -109,9 +109,9 @@ def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
         import sys
         sys.path.insert(0, {str(ROOT / 'tests')!r})
         from test_store import bundle
-        from evaluators.storage import store
+        from evaluators.storage import writes
         for k in range(15):
-            store.write_batch({str(db)!r}, "r", **bundle(f"i{{k}}"))
+            writes.write_batch({str(db)!r}, "r", **bundle(f"i{{k}}"))
     """)
     proc = subprocess.Popen([sys.executable, "-c", writer], cwd=ROOT)
     seen = 0
@@ -137,7 +137,7 @@ def test_missing_db_for_a_reader(tmp_path: Path) -> None:
 def test_run_items_and_row_counts(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     ownership.start_run(db, Run("r", "m", {}, {}), 1)
-    store.write_batch(db, "r", **bundle("a"))
+    writes.write_batch(db, "r", **bundle("a"))
     items = queries.items.run_items(db, ["r", "other"])
     assert list(items["item_id"]) == ["a"] and list(items["sources"].iloc[0]) == ["s1", "s2 ‹tag›"]
     assert queries.items.run_items(db, ["other"]).empty

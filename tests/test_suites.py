@@ -22,7 +22,7 @@ from evaluators.metrics import thelma as metrics
 from evaluators.metrics.suites import deepeval, nvidia, ragas
 from evaluators.metrics.thelma import Metric, aggregate_mean, evaluate_item
 from evaluators.runs import runner
-from evaluators.storage import store
+from evaluators.storage import store, writes
 
 OK, UNP = Status.OK, Status.UNPARSED
 MODEL = "openai/test-judge"
@@ -510,7 +510,7 @@ def test_every_suite_metric_runs_on_the_offline_judge_with_honest_details(tmp_pa
     # Every intermediate survives a store round trip, new component kinds included.
     db = tmp_path / "suites.duckdb"
     store.migrate(db)
-    store.write_batch(db, "r", items=[ITEM], components=result.components, verdicts=result.verdicts,
+    writes.write_batch(db, "r", items=[ITEM], components=result.components, verdicts=result.verdicts,
                       scores=result.scores)
     kinds = set(store.query(db, "SELECT DISTINCT kind FROM components WHERE run_id = 'r'")["kind"])
     assert {ragas.RAGAS_STATEMENT, ragas.GENERATED_QUESTION, ragas.CONTEXT_SENTENCE, deepeval.CONTEXT_STATEMENT,

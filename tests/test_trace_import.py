@@ -15,7 +15,7 @@ import pytest
 
 from evaluators import cli
 from evaluators.runs.ingest import InputError, detect_format, load_items
-from evaluators.storage import queries, store
+from evaluators.storage import queries, store, writes
 from tests.conftest import app_db
 from tests.test_pages import open_page
 
@@ -343,7 +343,7 @@ def test_an_older_database_is_upgraded_with_the_imported_scores_table(tmp_path: 
     assert evaluate(DEEPEVAL, db, "upgraded") == 0
     assert store.query(db, "SELECT max(version) AS v FROM schema_version")["v"].iloc[0] == len(store.MIGRATIONS)
     assert len(imported(db, "upgraded")) == 3
-    counts = store.delete_run(db, "upgraded")
+    counts = writes.delete_run(db, "upgraded")
     assert counts["imported_scores"] == 3 and imported(db, "upgraded") == {}
 
 

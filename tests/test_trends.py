@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from evaluators.core.records import Item, Run, Score, Status
 from evaluators.dashboard import charts
 from evaluators.metrics import trends
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, store, writes
 from tests.conftest import app_db
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ def _run(db: Path, name: str, created: str, values: dict[str, float | None], sta
     scores = [Score(i, "gr", v, 1 if v is not None else 0, 1, Status.OK if v is not None else Status.ERROR)
               for i, v in values.items()]
     ownership.start_run(db, Run(name, "hand", {}, {}), len(items))
-    store.write_batch(db, name, items=items, scores=scores)
+    writes.write_batch(db, name, items=items, scores=scores)
     ownership.finish_run(db, name, "finished", {})
     with store.connect(db) as con:
         con.execute("UPDATE runs SET created_at = ?::TIMESTAMP WHERE run_id = ?", [created, name])

@@ -10,7 +10,7 @@ import pytest
 from evaluators.cli import main
 from evaluators.metrics import diagnosis
 from evaluators.metrics.registry import THELMA
-from evaluators.storage import queries, store
+from evaluators.storage import queries, store, writes
 
 RUN = "weak-retriever"
 
@@ -66,7 +66,7 @@ def test_imported_labels_give_agreement_kappa_and_precision(db: Path, tmp_path: 
 def test_triage_notes_label_the_rules_that_fire(db: Path, tmp_path: Path) -> None:
     fired = _fired(db)
     item = next(i for i in sorted(fired) if fired[i])
-    store.add_triage(db, RUN, item, "false alarm", "Retriever", "", "ana@example.com")
+    writes.add_triage(db, RUN, item, "false alarm", "Retriever", "", "ana@example.com")
     out = tmp_path / "trust.csv"
     assert main(["trust", "--db", str(db), "--run", RUN, "--out", str(out)]) == 0
     rows = _rows(out)
@@ -110,7 +110,7 @@ def test_the_review_queue_puts_unsure_then_thin_then_random_and_skips_labelled(d
     reasons = list(queue["reason"])
     assert reasons == sorted(reasons, key=labelling.QUEUE_REASONS.index)
     assert sorted(queue["item_id"]) == sorted(queries.runs.run_scores_wide(db, RUN, list(THELMA))["item_id"])
-    store.add_labels(db, RUN, [Label("q03", 1, rule="T2.5")])
+    writes.add_labels(db, RUN, [Label("q03", 1, rule="T2.5")])
     assert "q03" not in set(labelling.review_queue(db, RUN, {})["item_id"])
     # Seeded: the same run gives the same queue.
     assert labelling.review_queue(db, RUN, {}).equals(labelling.review_queue(db, RUN, {}))
@@ -138,7 +138,7 @@ def test_labels_of_two_people_saving_at_once_are_both_kept(db: Path) -> None:
 def test_labels_export_with_the_run_and_import_back(db: Path, tmp_path: Path) -> None:
     from evaluators.core.records import Label
 
-    store.add_labels(db, RUN, [Label("q01", 1, rule="T2.5", note="a, \"quoted\" note", author="ana"),
+    writes.add_labels(db, RUN, [Label("q01", 1, rule="T2.5", note="a, \"quoted\" note", author="ana"),
                                Label("q02", 0, metric="gr", component_idx=0, author="ben")])
     out, labels_out = tmp_path / "scores.csv", tmp_path / "labels.csv"
     assert main(["export", "--db", str(db), "--run", RUN, "--out", str(out), "--labels-out", str(labels_out)]) == 0
@@ -157,7 +157,7 @@ def test_export_corrected_writes_scores_with_corrections_and_leaves_the_raw_ones
     from evaluators.core.records import Label
 
     idx, value = _gr_verdict(db, "q01")
-    store.add_labels(db, RUN, [Label("q01", 1 - value, metric="gr", component_idx=idx, author="ana")])
+    writes.add_labels(db, RUN, [Label("q01", 1 - value, metric="gr", component_idx=idx, author="ana")])
     raw, fixed = tmp_path / "raw.csv", tmp_path / "fixed.csv"
     assert main(["export", "--db", str(db), "--run", RUN, "--out", str(raw)]) == 0
     assert main(["export", "--db", str(db), "--run", RUN, "--out", str(fixed), "--corrected"]) == 0

@@ -15,7 +15,7 @@ from evaluators.metrics import diagnosis, registry, trust
 from evaluators.metrics.registry import THELMA
 from evaluators.metrics.thelma import rescore
 from evaluators.runs import labelling
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, store, writes
 
 RUN = "weak-retriever"
 
@@ -86,9 +86,9 @@ def _label(path: Path, run_id: str, rng: random.Random, n: int) -> None:
               for _ in range(n)]
     labels += [Label(i, rng.randint(0, 1), metric=m, component_idx=int(c), author="t")
                for i, m, c in rng.sample(rows, min(n // 2, len(rows)))]
-    store.add_labels(path, run_id, labels)
+    writes.add_labels(path, run_id, labels)
     for item in rng.sample(items, min(n // 4, len(items))):
-        store.add_triage(path, run_id, item, rng.choice(["confirmed", "false alarm", "fixed"]), "Retriever", "", "t")
+        writes.add_triage(path, run_id, item, rng.choice(["confirmed", "false alarm", "fixed"]), "Retriever", "", "t")
 
 
 def _thresholds(rng: random.Random) -> dict[str, float]:
@@ -130,7 +130,7 @@ def _unsure_run(path: Path, n: int, rng: random.Random) -> None:
                 verdicts.append(Verdict(item, metric, kind, idx, target, value, status,
                                         p=p if status is Status.OK else None, p_kind=CALIBRATED))
                 comps.append(Component(item, kind, idx, f"{kind} {idx}"))
-        store.write_batch(path, RUN, items=[Item(item, f"Question {k}?", ("Source.",), "Answer.")],
+        writes.write_batch(path, RUN, items=[Item(item, f"Question {k}?", ("Source.",), "Answer.")],
                           components=list({(c.kind, c.idx): c for c in comps}.values()), verdicts=verdicts,
                           scores=list(rescore(item, verdicts, specs).values()))
 

@@ -20,7 +20,7 @@ from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Stat
 from evaluators.dashboard import markup, ui
 from evaluators.grammar.robustness import Correctness, write_correctness
 from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
-from evaluators.storage import ownership, store
+from evaluators.storage import ownership, store, writes
 from tests.seed import seed
 from tests.test_bad_db import new_app
 
@@ -73,15 +73,15 @@ def hostile_db(path: Path, url: str = "http://127.0.0.1:9") -> dict[str, str]:
                      messages=[{"role": p["img"], "content": p["mark"]}], params={}, reply=p["mark"],
                      status=Status.ERROR, prompt_tokens=3, completion_tokens=1, latency_ms=5.0, error=p["mark"])
     ownership.start_run(path, Run(run, names["judge"], {}, {p["img"]: p["link"]}), len(items))
-    store.write_batch(path, run, items=items, components=comps, verdicts=verdicts, scores=scores, calls=[call])
+    writes.write_batch(path, run, items=items, components=comps, verdicts=verdicts, scores=scores, calls=[call])
     ownership.finish_run(path, run, "failed", {}, error=p["mark"])
     ownership.start_run(path, Run(names["empty_run"], names["judge"], {}, {}), 1)
-    store.write_batch(path, names["empty_run"], items=[Item(p["img"], p["mark"], (p["mark"],), p["mark"])])
+    writes.write_batch(path, names["empty_run"], items=[Item(p["img"], p["mark"], (p["mark"],), p["mark"])])
     write_correctness(path, run, [
         Correctness(i.id, p["img"], p["link"], tpl, ok, Status.OK, names["judge"], retrieved=(p["img"],),
                     true_docs=(p["link"],))
         for i, tpl, ok in ((items[0], p["img"], True), (items[1], p["html"], False))])
-    store.add_triage(path, run, names["item"], "confirmed", p["link"], p["mark"], p["img"])
+    writes.add_triage(path, run, names["item"], "confirmed", p["link"], p["mark"], p["img"])
     with store.connect(path) as con:  # the hostile run is the newest: every page opens on it
         con.execute("UPDATE runs SET created_at = TIMESTAMP '2026-12-01 10:00:00' WHERE run_id = ?", [run])
     return names

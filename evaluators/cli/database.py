@@ -5,7 +5,7 @@ import argparse
 
 import evaluators.cli.arguments as options
 from evaluators.cli.common import fail
-from evaluators.storage import queries, store
+from evaluators.storage import queries, writes
 
 
 def add_runs(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def list_runs(args: argparse.Namespace) -> int:
 def delete_run(args: argparse.Namespace) -> int:
     """delete-run: the run and every row of it, in one transaction; the rows deleted per table."""
     try:
-        counts = store.delete_run(args.db, args.run)
+        counts = writes.delete_run(args.db, args.run)
     except KeyError:
         return fail(f"{args.db}: no run named {args.run!r} (see: python -m evaluators runs --db {args.db})")
     rows = ", ".join(f"{n} {table}" for table, n in counts.items() if table != "runs")

@@ -52,6 +52,12 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
                     help=f"comma-separated metric ids (default {','.join(THELMA)}, and {','.join(REFERENCE)} "
                          f"when some item carries a reference); also: {','.join(registry.SUITE_METRICS)}")
     _add_calls(ev)
+    _add_run(ev)
+    ev.set_defaults(handler=evaluate)
+
+
+def _add_run(ev: argparse.ArgumentParser) -> None:
+    """What the run computes beside its metrics, and how the command behaves."""
     ev.add_argument("--per-component", action="store_true",
                     help="one judge call per component, as in the paper (default: batched)")
     ev.add_argument("--sd-threshold", type=options.cosine, default=SD_THRESHOLD,
@@ -69,7 +75,6 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--expect", action="store_true",
                     help="the input is a regression suite (export-suite): after evaluating, check every item's "
                          "expectations and print each broken one; exit 1 if any broke")
-    ev.set_defaults(handler=evaluate)
 
 
 def _add_judge(ev: argparse.ArgumentParser) -> None:

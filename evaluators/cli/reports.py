@@ -9,7 +9,7 @@ import evaluators.cli.arguments as options
 from evaluators.cli.common import add_band, cell, check_run, share, write_csv
 from evaluators.metrics import diagnosis, ledger, registry
 from evaluators.metrics.registry import THELMA
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, store, writes
 
 # ---------------------------------------------------------------- export
 
@@ -101,7 +101,8 @@ def trust(args: argparse.Namespace) -> int:
     """trust: import --labels into the run first, then write the trust report and print suggestions."""
     from evaluators.metrics import trust as trust_math
     from evaluators.runs import labelling
-    from evaluators.runs.ingest import InputError, load_labels
+    from evaluators.runs.labelling import load_labels
+    from evaluators.runs.readers import InputError
 
     check_run(args.db, args.run)
     store.migrate(args.db)  # a database written before labels existed gets the table
@@ -113,7 +114,7 @@ def trust(args: argparse.Namespace) -> int:
         except InputError as exc:
             print(exc, file=sys.stderr)  # one located line per bad row; nothing was written
             return 2
-        store.add_labels(args.db, args.run, labels)
+        writes.add_labels(args.db, args.run, labels)
         print(f"imported {len(labels)} labels into run {args.run}")
     result = labelling.report(args.db, args.run, args.thresholds, args.band)
     write_csv(args.out, trust_math.CSV_COLUMNS, [[cell(v) for v in t.row().values()] for t in result.rows])

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 from evaluators.core.masking import mask_url
 from evaluators.core.records import Item, Label, check_run_name
 from evaluators.judges.factory import LOCAL, OFFLINE, JudgeConfig
-from evaluators.storage import ownership, queries, store
+from evaluators.storage import ownership, queries, writes
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
 # The [roles] lists in secrets.toml, one per role; any other key is a typo that would grant nothing.
@@ -242,7 +242,7 @@ def save_note(user: User, db: str, run_id: str, item_id: str, label: str, compon
     author = user.email or author.strip()
     if not author:
         raise ValueError("Enter your name so the team knows who triaged this item.")
-    store.add_triage(db, run_id, item_id, label, component, note, author, deadline_s=deadline_s)
+    writes.add_triage(db, run_id, item_id, label, component, note, author, deadline_s=deadline_s)
     return author
 
 
@@ -255,7 +255,7 @@ def save_labels(user: User, db: str, run_id: str, labels: Sequence[Label], autho
     author = user.email or author.strip()
     if not author:
         raise ValueError("Enter your name so the team knows who labelled this.")
-    store.add_labels(db, run_id, [replace(label, author=author) for label in labels], deadline_s=deadline_s)
+    writes.add_labels(db, run_id, [replace(label, author=author) for label in labels], deadline_s=deadline_s)
     return author
 
 
@@ -290,4 +290,4 @@ def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge
 def delete_run(user: User, db: str, run_id: str) -> dict[str, int]:
     """Delete a run with all its rows as this user (an admin); returns the rows deleted per table."""
     require(user, ADMIN, "delete runs")
-    return store.delete_run(db, run_id)
+    return writes.delete_run(db, run_id)

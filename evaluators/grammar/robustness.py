@@ -37,7 +37,7 @@ from evaluators.grammar import (
     ROBUST,
     UNKNOWN,
 )
-from evaluators.storage import queries, store
+from evaluators.storage import queries, writes
 
 # ---------------------------------------------------------------- pure robustness math
 
@@ -286,7 +286,7 @@ def write_correctness(db: str | Path, run: str, rows: Sequence[Correctness]) -> 
                                    for r in rows], dtype="boolean"),
         "created_at": pd.Timestamp.now(tz="UTC").tz_localize(None),
     })
-    store.replace_grammar_correctness(db, run, frame)
+    writes.replace_grammar_correctness(db, run, frame)
 
 
 # ---------------------------------------------------------------- reads (the Robustness page)

@@ -22,7 +22,7 @@ from evaluators.judges import factory
 from evaluators.judges.factory import JudgeConfig
 from evaluators.metrics.registry import THELMA
 from evaluators.runs import runner
-from evaluators.storage import queries, store
+from evaluators.storage import queries, store, writes
 
 
 class NoGrammarItems(ValueError):
@@ -81,7 +81,7 @@ def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_b
 
     rows, calls, name = asyncio.run(go())
     if calls:
-        store.write_batch(db, run, calls=calls)
+        writes.write_batch(db, run, calls=calls)
     write_correctness(db, run, rows)
     statuses = Counter(r.status.value for r in rows)
     return CorrectnessSummary(run, name, len(rows), total - len(items), sum(bool(r.correct) for r in rows),
@@ -122,7 +122,7 @@ def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run
 
     items, calls = asyncio.run(go())
     if calls:
-        store.write_batch(db, run, calls=calls)
+        writes.write_batch(db, run, calls=calls)
     thelma = runner.evaluate(items, db, run, judge, api_base=api_base, key_env=key_env, metrics=metrics,
                              concurrency=concurrency, decompose_with=decompose_with, on_progress=on_progress)
     correctness = evaluate_correctness(db, run, correctness_judge, api_base, concurrency, key_env=key_env)

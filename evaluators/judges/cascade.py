@@ -188,29 +188,34 @@ class CascadeJudge:
                            evidence=evidence, call_keys=call_keys)
         sub, back = narrowed(prompt, variables, unsure)
         deeper = await self._batch(k + 1, prompt, sub)
-        failed: dict[Any, tuple[Status, str]] = {}
         call_keys |= {original: deeper.call_keys.get(key, deeper.call_key) for key, original in back.items()}
-        if deeper.status is not Status.OK:
-            failed = {key: (deeper.status, deeper.detail) for key in unsure}
-        else:
-            got = deeper.value
-            sub_keys = set(asked_keys(prompt, sub))
-            stray = [key for key in [*got, *getattr(got, "failed", {})] if key not in sub_keys]
-            if stray:  # a reply that numbers elements not asked cannot be trusted to number the others right
-                why = f"the reply numbers elements that were not asked ({', '.join(map(str, stray[:5]))})"
-                failed = {key: (Status.UNPARSED, why) for key in unsure}
-            else:
-                for key, original in back.items():
-                    if key in got:
-                        decided[original] = got[key]
-                        evidence[original] = deeper.evidence.get(key, (None, deeper.detail))
-                        if (c := deeper.confidences.get(key, deeper.confidence)) is not None:
-                            confidences[original] = c
-                    elif key in getattr(got, "failed", {}):
-                        failed[original] = got.failed[key]
-                # An element the smaller batch left out stays absent: the metric asks it alone, as always.
+        failed = _merge_deeper(deeper, set(asked_keys(prompt, sub)), back, unsure, decided, evidence, confidences)
         # Each element points at the call that decided it (call_keys); the answer's own key is the
         # escalated call's, where the paid reply of this batch is kept.
         return Answer(Elements(decided, failed), Status.OK, deeper.call_key or answer.call_key,
                       deeper.raw if deeper.raw is not None else answer.raw, evidence=evidence,
                       confidences=confidences, call_keys=call_keys)
+
+
+def _merge_deeper(deeper: Answer, sub_keys: set[Any], back: dict[Any, Any], unsure: list[Any], decided: dict[Any, Any],
+                  evidence: dict[Any, Any], confidences: dict[Any, Confidence]) -> dict[Any, tuple[Status, str]]:
+    """Take what the next tier decided of the unsure elements into `decided`, `evidence` and `confidences`
+    (under their original keys, `back` maps them); the elements it failed, by original key."""
+    if deeper.status is not Status.OK:
+        return {key: (deeper.status, deeper.detail) for key in unsure}
+    got = deeper.value
+    stray = [key for key in [*got, *getattr(got, "failed", {})] if key not in sub_keys]
+    if stray:  # a reply that numbers elements not asked cannot be trusted to number the others right
+        why = f"the reply numbers elements that were not asked ({', '.join(map(str, stray[:5]))})"
+        return {key: (Status.UNPARSED, why) for key in unsure}
+    failed: dict[Any, tuple[Status, str]] = {}
+    for key, original in back.items():
+        if key in got:
+            decided[original] = got[key]
+            evidence[original] = deeper.evidence.get(key, (None, deeper.detail))
+            if (c := deeper.confidences.get(key, deeper.confidence)) is not None:
+                confidences[original] = c
+        elif key in getattr(got, "failed", {}):
+            failed[original] = got.failed[key]
+    # An element the smaller batch left out stays absent: the metric asks it alone, as always.
+    return failed

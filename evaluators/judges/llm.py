@@ -8,26 +8,22 @@ A reply without a message (empty `choices`, no `content`) is a failed call, retr
 error. Retry-After is honoured for the whole judge, and every error it records or raises has its
 secrets masked.
 
-A judge may stand behind several OpenAI-compatible endpoints (replicas of one model): each
-attempt goes to the live replica with the fewest calls in flight, a replica that fails (refused
-connection, timeout, server error) rests for a while and the attempt is repeated at once on
-another one, and the call records the endpoint that answered (traffic.py paces and spreads the
-calls). Calls may also be sent from a ClientPool (clients.py): worker processes that each run
-litellm on their own event loop.
+A judge may stand behind several replicas of one model; traffic.py paces and spreads its calls
+over them, and a ClientPool (clients.py) may send them from worker processes.
 """
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import time
 from typing import Any, Callable, Protocol, Sequence
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
-from evaluators.core.masking import mask_secrets, mask_url, url_secrets
-from evaluators.core.records import LOGPROB, Answer, Confidence, JudgeCall, Status
+from evaluators.core.masking import mask_secrets, url_secrets
+from evaluators.core.records import Answer, JudgeCall, Status
 from evaluators.judges import prompts, registry
+from evaluators.judges.replies import BadReply, logprob_answer, one_line, reply_data, shown
 from evaluators.judges.traffic import AdaptiveLimit, CallStats, Replicas, backoff, call_key, retry_after_s
 
 # Seconds a judge may go without any answer while rate limited before the run stops.
@@ -57,10 +53,6 @@ class Sender(Protocol):
 
 class JudgeUnavailable(ValueError):
     """The judge cannot be called at all (no key, no endpoint): found before any item is judged."""
-
-
-class _BadReply(Exception):
-    """A 200 reply with no message to read: a failed call, retried like a server error, never a verdict."""
 
 
 class Failure(Exception):
@@ -165,9 +157,9 @@ class LLMJudge:
         if call.status is not Status.OK:
             return Answer(None, call.status, call.key, call.reply, detail=call.error)
         if prefill and prompt in registry.BINARY_PROMPTS:
-            return self._from_logprobs(call)
+            return logprob_answer(call, self.name)
         if prefill and prompt in registry.LABEL_PROMPTS:
-            return self._from_logprobs(call, registry.LABEL_PROMPTS[prompt])
+            return logprob_answer(call, self.name, registry.LABEL_PROMPTS[prompt])
         if prefill:  # a scale prompt: the first-token distribution is the answer
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
             return Answer(top, Status.OK, call.key, call.reply)
@@ -234,27 +226,6 @@ class LLMJudge:
             return Answer(value.value, Status.OK, call.key, call.reply, detail=prompts.BARE_REPLY)
         return Answer(value, Status.OK, call.key, call.reply)
 
-    def _from_logprobs(self, call: JudgeCall, words: tuple[str, str] = ("1", "0")) -> Answer:
-        """P(1) / (P(0) + P(1)) from the stored top logprobs of the single answer token, where 1 and 0 are
-        `words`: a token counts for the word it begins (case aside) when it does not begin the other."""
-        top = json.loads(call.reply or "{}").get("top_logprobs", {})
-        one, zero = (w.lower() for w in words)
-        p0 = p1 = 0.0
-        for token, logprob in top.items():
-            t = token.lower()
-            if not t or one.startswith(t) == zero.startswith(t):
-                continue  # no word, or both ("E" begins Essential and Extraneous)
-            if one.startswith(t):
-                p1 += math.exp(logprob)
-            else:
-                p0 += math.exp(logprob)
-        if p0 + p1 == 0.0:
-            return Answer(None, Status.UNPARSED, call.key, call.reply,
-                          detail=f"neither {words[1]} nor {words[0]} among top tokens")
-        prob = p1 / (p0 + p1)
-        return Answer(int(prob >= 0.5), Status.OK, call.key, call.reply, prob=prob,
-                      confidence=Confidence(prob, LOGPROB, self.name))
-
     async def _exchange(self, spec: prompts.Prompt, messages: list[dict[str, str]],
                         params: dict[str, Any]) -> JudgeCall:
         key = call_key(self.model, messages, params)
@@ -313,14 +284,14 @@ class LLMJudge:
         return JudgeCall(key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
                          messages=messages, params=params, reply=None, status=status,
                          latency_ms=(time.monotonic() - started) * 1000,
-                         error=f"{error} (after {attempt} attempts)", endpoint=_shown(endpoint))
+                         error=f"{error} (after {attempt} attempts)", endpoint=shown(endpoint))
 
     def _failed(self, failure: Failure, attempt: int, endpoint: str | None,
                 tried: set[str | None]) -> tuple[str, str, Status]:
         """What a failed attempt leads to: "stop" (the call failed), "again" (at once: the rate limit's hold
         or another replica), or "wait" (back off, then again); with the error and status it leaves.
         Raises JudgeFatal when the endpoint refuses every request or the rate limit outlasts the patience."""
-        text = _one_line(mask_secrets(failure.message, *self._secrets))
+        text = one_line(mask_secrets(failure.message, *self._secrets))
         if failure.kind == "refused":
             # A 400 about this one request (too long, refused content): fail it, not the run.
             return "stop", text, Status.ERROR
@@ -381,7 +352,7 @@ class LLMJudge:
 
     def _describe(self, exc: BaseException) -> str:
         """The exception as one line, with this judge's key and any other credential masked."""
-        return _one_line(mask_secrets(str(exc), *self._secrets))
+        return one_line(mask_secrets(str(exc), *self._secrets))
 
     def _check_alive(self) -> None:
         """A dead judge server fails the run at once instead of every call after its retries."""
@@ -397,7 +368,7 @@ class LLMJudge:
             key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
             messages=messages, params=params, reply=reply["reply"], status=Status.OK,
             prompt_tokens=reply["prompt_tokens"], completion_tokens=reply["completion_tokens"],
-            cost=reply["cost"], latency_ms=latency_ms, endpoint=_shown(endpoint))
+            cost=reply["cost"], latency_ms=latency_ms, endpoint=shown(endpoint))
         self.stats.calls += 1
         self.stats.prompt_tokens += call.prompt_tokens
         self.stats.completion_tokens += call.completion_tokens
@@ -424,7 +395,7 @@ async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
     litellm.suppress_debug_info = True
     try:
         response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=kwargs["timeout"] + 5)
-        return _reply_data(response, bool(kwargs.get("logprobs")))
+        return reply_data(response, bool(kwargs.get("logprobs")))
     except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
         raise Failure("refused", str(exc)) from None
     except (litellm.BadRequestError, litellm.AuthenticationError, litellm.NotFoundError,
@@ -435,45 +406,8 @@ async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
     except (litellm.Timeout, asyncio.TimeoutError) as exc:
         raise Failure("timeout", str(exc)) from None
     except (litellm.APIConnectionError, litellm.InternalServerError,
-            litellm.ServiceUnavailableError, litellm.APIError, _BadReply) as exc:
+            litellm.ServiceUnavailableError, litellm.APIError, BadReply) as exc:
         raise Failure("server", str(exc), retry_after_s(exc)) from None
-
-
-def _reply_data(response: Any, logprobs: bool) -> dict[str, Any]:
-    choices = getattr(response, "choices", None) or []
-    if not choices:
-        raise _BadReply("the reply has no choices")
-    choice = choices[0]
-    reply = getattr(getattr(choice, "message", None), "content", None)
-    if reply is None:
-        raise _BadReply("the reply has no message content")
-    if logprobs:
-        # Keep the alternatives, not just the sampled token: they are the verdict.
-        content = getattr(getattr(choice, "logprobs", None), "content", None) or []
-        top: dict[str, float] = {}
-        for t in content[0].top_logprobs if content else []:
-            # "1" and " 1" are one answer: add their probabilities, don't let the later one win.
-            token = t.token.strip()
-            top[token] = math.log(math.exp(top[token]) + math.exp(t.logprob)) if token in top else t.logprob
-        reply = json.dumps({"token": reply, "top_logprobs": top})
-    usage = getattr(response, "usage", None)
-    # litellm already priced the call where it knows the model; None where it does not.
-    cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-    return {"reply": reply, "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
-            "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
-            "cost": float(cost) if cost is not None else None}
-
-
-def _shown(endpoint: str | None) -> str | None:
-    """An endpoint as it is stored and shown: with the credentials its URL carries masked."""
-    return None if endpoint is None else mask_url(endpoint)
-
-
-def _one_line(text: str) -> str:
-    # litellm appends its own traceback to some messages (a reply without `message`): not ours to show.
-    text = text.split("Traceback (most recent call last)", 1)[0]
-    # Callers mask first: cutting first could leave half a key that no pattern recognises.
-    return " ".join(text.split())[:300]
 
 
 def count_tokens(model: str, text: str) -> int:

@@ -208,6 +208,37 @@ def _candidates(values: Mapping[str, float | None], midpoints: Iterable[float] |
     return sorted({round(m, 4) for m in midpoints} | {current})
 
 
+def _kappas_at(metric: str, values: Mapping[str, float | None], labels: Sequence[tuple[str, str, int]],
+            thresholds: Mapping[str, float], fires: Callable[[str, Mapping[str, float]], set[str]],
+            candidates: Sequence[float]) -> dict[float, float | None]:
+    """The kappa of the labels against the calls at each candidate threshold of `metric`."""
+    items = {l[0] for l in labels}
+    # An item's calls move with the threshold only as its score falls below it or not: two calls of
+    # fires() per item at most, whatever the number of candidates.
+    calls: dict[tuple[str, bool], set[str]] = {}
+
+    def fired_at(item: str, t: float, at: Mapping[str, float]) -> set[str]:
+        key = (item, (v := values[item]) is not None and v < t)
+        if key not in calls:
+            calls[key] = fires(item, at)
+        return calls[key]
+
+    def kappa_at(t: float) -> float | None:
+        at = {**thresholds, metric: t}
+        fired = {item: fired_at(item, t, at) for item in items}
+        return kappa([int(rule in fired[item]) for item, rule, _ in labels], [h for _, _, h in labels])
+
+    # A threshold moves the calls only where it passes a labelled item's score: candidates with the
+    # same labelled scores below them have one kappa, computed once.
+    labelled = sorted(float(v) for item in items if (v := values[item]) is not None)
+    by_side: dict[int, float | None] = {}
+    for t in candidates:
+        side = bisect_left(labelled, t)
+        if side not in by_side:
+            by_side[side] = kappa_at(t)
+    return {t: by_side[bisect_left(labelled, t)] for t in candidates}
+
+
 def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: Sequence[tuple[str, str, int]],
                       thresholds: Mapping[str, float],
                       fires: Callable[[str, Mapping[str, float]], set[str]],
@@ -229,41 +260,24 @@ def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: S
         return Suggestion(metric, current, len(labels),
                           why=f"too few labels to suggest a threshold: {len(labels)} of {MIN_LABELS_TO_SUGGEST} needed")
 
-    items = {l[0] for l in labels}
-    # An item's calls move with the threshold only as its score falls below it or not: two calls of
-    # fires() per item at most, whatever the number of candidates.
-    calls: dict[tuple[str, bool], set[str]] = {}
-
-    def fired_at(item: str, t: float, at: Mapping[str, float]) -> set[str]:
-        key = (item, (v := values[item]) is not None and v < t)
-        if key not in calls:
-            calls[key] = fires(item, at)
-        return calls[key]
-
-    def kappa_at(t: float) -> float | None:
-        at = {**thresholds, metric: t}
-        fired = {item: fired_at(item, t, at) for item in items}
-        return kappa([int(rule in fired[item]) for item, rule, _ in labels], [h for _, _, h in labels])
-
     candidates = _candidates(values, midpoints, current)
-    # A threshold moves the calls only where it passes a labelled item's score: candidates with the
-    # same labelled scores below them have one kappa, computed once.
-    labelled = sorted(float(v) for item in items if (v := values[item]) is not None)
-    by_side: dict[int, float | None] = {}
-    for t in candidates:
-        side = bisect_left(labelled, t)
-        if side not in by_side:
-            by_side[side] = kappa_at(t)
-    now = by_side[bisect_left(labelled, current)]  # the current threshold is one of the candidates
-    scored = [(k, t) for t in candidates if (k := by_side[bisect_left(labelled, t)]) is not None]
+    kappas = _kappas_at(metric, values, labels, thresholds, fires, candidates)
+    now = kappas[current]  # the current threshold is one of the candidates
+    scored = [(k, t) for t in candidates if (k := kappas[t]) is not None]
     if not scored:
         return Suggestion(metric, current, len(labels), kappa_now=now,
                           why="kappa is undefined at every threshold: the labels or calls are all one class")
-    # Highest kappa; among equals the one closest to the current threshold, so a tie never moves it.
+    return _best(metric, current, len(labels), now, scored)
+
+
+def _best(metric: str, current: float, n_labelled: int, now: float | None,
+          scored: list[tuple[float, float]]) -> Suggestion:
+    """The suggestion from the (kappa, threshold) pairs that have a kappa: the highest kappa, among equals
+    the one closest to the current threshold, so a tie never moves it; none when it does no better."""
     k_best, t_best = max(scored, key=lambda kt: (kt[0], -abs(kt[1] - current)))
     if now is not None and k_best <= now:
-        return Suggestion(metric, current, len(labels), kappa_now=now, kappa_best=now,
+        return Suggestion(metric, current, n_labelled, kappa_now=now, kappa_best=now,
                           why="the current threshold already agrees best with the labels")
-    return Suggestion(metric, current, len(labels), t_best, now, k_best,
+    return Suggestion(metric, current, n_labelled, t_best, now, k_best,
                       why=f"kappa {k_best:.2f} at {t_best:g} against {'undefined' if now is None else f'{now:.2f}'} "
-                          f"now, on {len(labels)} labels")
+                          f"now, on {n_labelled} labels")

@@ -179,8 +179,13 @@ def plan(items: Sequence[Item], db: str | Path, run: str, options: RunOptions) -
         alone.priced(judge_name(tiers[-1]))
     for tier, part in plans.items():
         part.priced(judge_name(tier))
+    return _chain_plan(len(todo), plans, chain, alone)
+
+
+def _chain_plan(n_items: int, plans: dict[str, Plan], chain: cascade.CascadeJudge, alone: Plan | None) -> Plan:
+    """A cascade's plan: its tiers' plans summed, with what each tier decided and escalated."""
     costs = [p.cost for p in plans.values() if p.calls]
-    return Plan(items=len(todo), calls=sum(p.calls for p in plans.values()),
+    return Plan(items=n_items, calls=sum(p.calls for p in plans.values()),
                 cached=sum(p.cached for p in plans.values()),
                 prompt_tokens=sum(p.prompt_tokens for p in plans.values()),
                 completion_tokens=sum(p.completion_tokens for p in plans.values()),

@@ -122,12 +122,7 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
     flip_rows: queries.compare.flip_rows(); inputs: queries.items.item_inputs() for both runs and (at least) the
     items of those rows; metrics: the metrics to report (default: every one with a row).
     """
-    rows = _pair_leftovers(flip_rows["rows"]).copy()
-    # plain floats and strings: a nullable column turns every comparison with a missing side into NA
-    for col in ("idx_a", "idx_b", "value_a", "value_b", "p_a", "p_b"):
-        rows[col] = pd.to_numeric(rows[col], errors="coerce").astype(float)
-    for col in ("state_a", "state_b"):
-        rows[col] = rows[col].astype(object).where(rows[col].notna(), "").astype(str)
+    rows = _plain_rows(_pair_leftovers(flip_rows["rows"]))
     same = dict(zip(flip_rows["same"]["metric"], flip_rows["same"]["n"].astype(int)))
     matched = rows["idx_a"].notna() & rows["idx_b"].notna()
     decided = matched & (rows["state_a"] == "ok") & (rows["state_b"] == "ok")
@@ -142,7 +137,20 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
     item_cause = {item: cause(ins[run_a, item][0], ins[run_b, item][0], ins[run_a, item][1], ins[run_b, item][1])
                   for item in flipped["item_id"].unique()}
 
-    components = pd.DataFrame({
+    components = _flipped_components(flipped, item_cause)
+
+    changes, moved = _source_changes(item_cause, ins, run_a, run_b)
+    items = _item_table(components, item_cause, moved)
+    wanted = list(metrics) if metrics is not None else sorted(set(rows["metric"]) | set(same))
+    rollup = pd.DataFrame([_rollup_row(m, components, same.get(m, 0) + int((extra_same["metric"] == m).sum()),
+                                       int((undecided["metric"] == m).sum()), int((one_side["metric"] == m).sum()))
+                           for m in wanted], columns=["metric", "compared", "flipped", *CAUSES, SAME, UNDECIDED, UNMATCHED])
+    return Flips(components, items, rollup, pd.DataFrame(changes, columns=["item_id", "run", "text", "key"]))
+
+
+def _flipped_components(flipped: pd.DataFrame, item_cause: dict[str, str]) -> pd.DataFrame:
+    """One row per flip: item, metric, what flipped and its text, the values and p before and after, the cause."""
+    return pd.DataFrame({
         "item_id": flipped["item_id"], "metric": flipped["metric"],
         "what": flipped["kind"].map(lambda k: WHAT.get(k, k)),
         "text": flipped["text_b"].where(flipped["text_b"].notna(), flipped["text_a"]),
@@ -150,20 +158,24 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
         "p_before": flipped["p_a"], "p_after": flipped["p_b"],
         "cause": flipped["item_id"].map(item_cause)}).sort_values(["item_id", "metric"]).reset_index(drop=True)
 
-    changes, moved = _source_changes(item_cause, ins, run_a, run_b)
-    items = _item_table(components, item_cause, moved)
-    wanted = list(metrics) if metrics is not None else sorted(set(rows["metric"]) | set(same))
-    rollup = []
-    for m in wanted:
-        f = components[components["metric"] == m]
-        n_same = same.get(m, 0) + int((extra_same["metric"] == m).sum())
-        counts = {c: int((f["cause"] == c).sum()) for c in CAUSES}
-        n_undecided = int((undecided["metric"] == m).sum())
-        rollup.append({"metric": m, "compared": len(f) + n_same + n_undecided, "flipped": len(f), **counts,
-                       SAME: n_same, UNDECIDED: n_undecided, UNMATCHED: int((one_side["metric"] == m).sum())})
-    columns = ["metric", "compared", "flipped", *CAUSES, SAME, UNDECIDED, UNMATCHED]
-    return Flips(components, items, pd.DataFrame(rollup, columns=columns),
-                 pd.DataFrame(changes, columns=["item_id", "run", "text", "key"]))
+
+def _plain_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Plain floats and strings: a nullable column turns every comparison with a missing side into NA."""
+    rows = rows.copy()
+    for col in ("idx_a", "idx_b", "value_a", "value_b", "p_a", "p_b"):
+        rows[col] = pd.to_numeric(rows[col], errors="coerce").astype(float)
+    for col in ("state_a", "state_b"):
+        rows[col] = rows[col].astype(object).where(rows[col].notna(), "").astype(str)
+    return rows
+
+
+def _rollup_row(metric: str, components: pd.DataFrame, n_same: int, n_undecided: int, n_unmatched: int
+                ) -> dict[str, Any]:
+    """One metric's counts: compared, flipped by cause, kept, undecided and in one run only."""
+    f = components[components["metric"] == metric]
+    counts = {c: int((f["cause"] == c).sum()) for c in CAUSES}
+    return {"metric": metric, "compared": len(f) + n_same + n_undecided, "flipped": len(f), **counts,
+            SAME: n_same, UNDECIDED: n_undecided, UNMATCHED: n_unmatched}
 
 
 def _source_changes(item_cause: dict[str, str], ins: dict[tuple[str, str], tuple[list[str], str]], run_a: str,

@@ -176,26 +176,31 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
             results.append(MetricResult(m, 0, None, None, None, None, None, drop,
                                         LESS_SCORED if fewer else NO_DATA, lost))
             continue
-        s: Any = summary.loc[m]
-        part = dist[dist["metric"] == m]
-        sign = -1.0 if registry.lower_is_better(m) else 1.0
-        ci = bootstrap_ci(sign * part["delta"].to_numpy(), part["n"].to_numpy())
-        assert ci is not None  # a metric with pairs has deltas
-        low, high = sign * ci.low, sign * ci.high  # reported in the metric's own direction
-        low, high = min(low, high), max(low, high)
         worse = queries.compare.crossed_items(a, b, m, th.get(m, registry.threshold(m)),
-                                      "better" if sign < 0 else "worse")
-        results.append(MetricResult(
-            m, int(s["n_pairs"]), float(s["mean_a"]), float(s["mean_b"]), float(s["delta"]), low, high, drop,
-            LESS_SCORED if fewer else _verdict(ci.low, ci.high, drop), lost,
-            int(s["n_better"] if sign < 0 else s["n_worse"]),
-            int(s["n_worse"] if sign < 0 else s["n_better"]), worse))
+                                              "better" if registry.lower_is_better(m) else "worse")
+        results.append(_metric_result(m, summary.loc[m], dist[dist["metric"] == m], drop, fewer, lost, worse))
     if all(r.verdict == NO_DATA for r in results):  # nothing to compare and no coverage lost
         raise GateInput(f"--candidate: no item is scored in both {baseline!r} and {candidate!r} "
                         f"on {', '.join(metrics)}")
     attributed = flips_mod.between(db, baseline, candidate, band, [m for m in metrics if m in registry.component_metrics()])
     return GateResult(baseline, candidate, n_shared, results, band,
                       (str(judges.get(baseline, "")), str(judges.get(candidate, ""))), attributed)
+
+
+def _metric_result(m: str, s: Any, part: pd.DataFrame, drop: float, fewer: bool, lost: tuple[int, int],
+                   worse: pd.DataFrame) -> MetricResult:
+    """One gated metric: its means, the paired interval of the deltas read in the metric's own direction
+    (a lower-is-better metric's turned), and its verdict."""
+    sign = -1.0 if registry.lower_is_better(m) else 1.0
+    ci = bootstrap_ci(sign * part["delta"].to_numpy(), part["n"].to_numpy())
+    assert ci is not None  # a metric with pairs has deltas
+    low, high = sign * ci.low, sign * ci.high  # reported in the metric's own direction
+    low, high = min(low, high), max(low, high)
+    return MetricResult(
+        m, int(s["n_pairs"]), float(s["mean_a"]), float(s["mean_b"]), float(s["delta"]), low, high, drop,
+        LESS_SCORED if fewer else _verdict(ci.low, ci.high, drop), lost,
+        int(s["n_better"] if sign < 0 else s["n_worse"]),
+        int(s["n_worse"] if sign < 0 else s["n_better"]), worse)
 
 
 def _num(x: float | None, signed: bool = False) -> str:

@@ -23,29 +23,31 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import numbers
-import unicodedata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from evaluators.core.records import Item, Label
+from evaluators.core.records import Item
 from evaluators.runs import traces
 from evaluators.runs.readers import (
     InputError,
-    NotFinite,
     Problem,
     Row,
     csv_rows,
     decode,
     export_rows,
     file_rows,
+    invisible,
+    is_missing,
     jsonl_rows,
+    non_finite,
     parse_json,
+    plain_json,
     raise_problems,
+    type_name,
 )
 
 MAX_TEXT_BYTES = 1_000_000
@@ -145,66 +147,6 @@ def _load_export(path: Path, fmt: str | None) -> list[Item]:
     return _build(converted, problems + convert_problems, name, json_cells=False)
 
 
-def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set[str],
-                components: set[tuple[str, str, int]], author: str = "") -> list[Label]:
-    """Read a labelling team's file (.jsonl or .csv) for one run: one label per row, either
-    `item_id, rule, label` or `item_id, metric, component, label`, label 1 or 0, optional `note`.
-
-    `items` and `components` ((item, metric, component index) triples) are what the run holds.
-    Raises InputError listing every problem, located as FILE:LINE with the field.
-    """
-    name = str(path)
-    rows, problems = file_rows(Path(path), (".jsonl", ".csv"))
-    labels: list[Label] = []
-    for line, where, row in rows:
-        label, row_problems = _label(row, where, rules, metrics, author)
-        if label is not None and label.item_id not in items:
-            row_problems.append(f"{where}: field item_id: the run has no item {label.item_id!r}")
-        elif label is not None and label.metric and (label.item_id, label.metric, label.component_idx) not in components:
-            row_problems.append(f"{where}: field component: item {label.item_id!r} has no {label.metric} "
-                                f"component {label.component_idx}")
-        problems += [(line, p) for p in row_problems]
-        if label is not None and not row_problems:
-            labels.append(label)
-    raise_problems(problems, empty=None if rows else f"{name}: no labels (the file is empty)")
-    return labels
-
-
-def _label(row: Any, where: str, rules: set[str], metrics: set[str], author: str) -> tuple[Label | None, list[str]]:
-    """One label row checked field by field: (the label, or None, and its problems)."""
-    if not isinstance(row, dict):
-        return None, [f"{where}: expected an object with item_id and label, got {_type(row)}"]
-    problems = []
-    item_id, rule, metric, component = (row.get(k) for k in ("item_id", "rule", "metric", "component"))
-    if _is_missing(item_id) or not str(item_id).strip():
-        problems.append(f"{where}: field item_id: missing")
-    value = str(row.get("label", "")).strip()
-    if value not in ("0", "1", "0.0", "1.0", "True", "False", "true", "false"):
-        problems.append(f"{where}: field label: must be 1 or 0, got {row.get('label')!r}")
-    has_rule, has_metric = not _is_missing(rule), not _is_missing(metric)
-    if has_rule == has_metric:
-        problems.append(f"{where}: give either rule or metric and component, not {'both' if has_rule else 'neither'}")
-    elif has_rule and str(rule).strip().upper() not in rules:
-        problems.append(f"{where}: field rule: unknown rule {rule!r}; known: {', '.join(sorted(rules))}")
-    elif has_metric:
-        if str(metric).strip().lower() not in metrics:
-            problems.append(f"{where}: field metric: unknown metric {metric!r}; known: {', '.join(sorted(metrics))}")
-        try:
-            index = int(str(component).strip())
-            if index < 0 or str(index) != str(component).strip():
-                raise ValueError
-        except ValueError:
-            problems.append(f"{where}: field component: must be the component's index (0, 1, ...), got {component!r}")
-    if problems:
-        return None, problems
-    note = row.get("note")
-    return Label(item_id=str(item_id).strip(), label=int(value in ("1", "1.0", "True", "true")),
-                 rule=str(rule).strip().upper() if has_rule else None,
-                 metric=str(metric).strip().lower() if has_metric else None,
-                 component_idx=int(str(component).strip()) if has_metric else None,
-                 note="" if _is_missing(note) else str(note), author=author, origin="import"), []
-
-
 PAIR_SIDES = ("better", "worse")
 
 
@@ -222,20 +164,11 @@ def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Ite
     pairs: list[tuple[str, Item, Item]] = []
     seen: dict[str, str] = {}
     for line, where, row in rows:
-        if not isinstance(row, dict):
-            problems.append((line, f"{where}: expected a JSON object, got {_type(row)}"))
+        wanted, problem = _pair_metrics(row, where, metrics)
+        if problem:
+            problems.append((line, problem))
             continue
-        wanted = row.get("metrics", row.get("metric"))
-        wanted = [wanted] if isinstance(wanted, str) else wanted
-        if not isinstance(wanted, list) or not wanted or not all(isinstance(m, str) for m in wanted):
-            problems.append((line, f"{where}: field metric: missing (the metric the better side should win on)"))
-            continue
-        unknown = [m for m in wanted if m.strip().lower() not in metrics]
-        if unknown:
-            problems.append((line, f"{where}: field metric: unknown metric {unknown[0]!r}; known: "
-                                   f"{', '.join(sorted(metrics))}"))
-            continue
-        if isinstance(row.get("id"), str) and _invisible(row["id"]):
+        if isinstance(row.get("id"), str) and invisible(row["id"]):
             problems.append((line, f"{where}: field id: empty; leave the field out for an id from the line number"))
             continue
         pair_id = str(row.get("id") or f"pair{line}")
@@ -261,6 +194,20 @@ def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Ite
             pairs.append((joined, sides[0], sides[1]))
     raise_problems(problems, empty=None if rows else f"{name}: no pairs (the file is empty)")
     return pairs
+
+
+def _pair_metrics(row: Any, where: str, metrics: set[str]) -> tuple[list[str], str | None]:
+    """The metrics a pairs line names (`metric`, or `metrics`, a list), or why it names none we know."""
+    if not isinstance(row, dict):
+        return [], f"{where}: expected a JSON object, got {type_name(row)}"
+    wanted = row.get("metrics", row.get("metric"))
+    wanted = [wanted] if isinstance(wanted, str) else wanted
+    if not isinstance(wanted, list) or not wanted or not all(isinstance(m, str) for m in wanted):
+        return [], f"{where}: field metric: missing (the metric the better side should win on)"
+    unknown = [m for m in wanted if m.strip().lower() not in metrics]
+    if unknown:
+        return [], f"{where}: field metric: unknown metric {unknown[0]!r}; known: {', '.join(sorted(metrics))}"
+    return wanted, None
 
 
 def items_from_frame(df: pd.DataFrame, origin: str = "<dataframe>") -> list[Item]:
@@ -301,7 +248,7 @@ def _normalise(row: Any, where: str, json_cells: bool) -> tuple[Item | None, lis
     `json_cells` says that `sources` and `metadata` may come as JSON text (CSV, Parquet, frames).
     """
     if not isinstance(row, dict):
-        return None, [f"{where}: expected a JSON object, got {_type(row)}"]
+        return None, [f"{where}: expected a JSON object, got {type_name(row)}"]
     problems: list[str] = []
     given = _given(row, where, problems)
     texts = _texts(given, where, problems)
@@ -334,7 +281,7 @@ def _given(row: dict[str, Any], where: str, problems: list[str]) -> dict[str, tu
     names for one field is ambiguous."""
     given: dict[str, tuple[str, Any]] = {}
     for field, aliases in _NAMES.items():
-        names = [n for n in (field, *aliases) if n in row and not _is_missing(row[n])]
+        names = [n for n in (field, *aliases) if n in row and not is_missing(row[n])]
         if len(names) > 1:
             problems.append(f"{where}: field {field}: given under more than one name: "
                             + " and ".join(repr(n) for n in names))
@@ -372,8 +319,8 @@ def _json_object(value: Any, field: str, where: str, json_cells: bool, problems:
     if error:
         problems.append(f"{where}: field {field}: expected a JSON object, got text that is not JSON ({error})")
     elif not isinstance(value, dict):
-        problems.append(f"{where}: field {field}: expected an object, got {_type(value)}")
-    elif (bad := _non_finite(value, field)) is not None:
+        problems.append(f"{where}: field {field}: expected an object, got {type_name(value)}")
+    elif (bad := non_finite(value, field)) is not None:
         problems.append(f"{where}: field {bad}: NaN and Infinity are not JSON numbers")
     else:
         return value
@@ -389,14 +336,14 @@ def _metadata(row: dict[str, Any], given: dict[str, tuple[str, Any]], where: str
         # The store keeps metadata as JSON text: make it plain JSON now (Parquet structs bring
         # numpy arrays) rather than fail later on a value JSON cannot hold.
         try:
-            text = json.dumps(value, default=_plain, ensure_ascii=False, sort_keys=True)
+            text = json.dumps(value, default=plain_json, ensure_ascii=False, sort_keys=True)
             metadata = json.loads(text.encode("utf-8"))
         except (TypeError, ValueError) as exc:
             problems.append(f"{where}: field metadata: cannot be kept as JSON ({exc})")
     # A regression suite's expectations (evaluators/runs/suite.py) travel with the item in its metadata.
-    if not _is_missing(row.get("expect")) and (
+    if not is_missing(row.get("expect")) and (
             expect := _json_object(row["expect"], "expect", where, json_cells, problems)) is not None:
-        metadata = {**metadata, "expect": json.loads(json.dumps(expect, default=_plain))}
+        metadata = {**metadata, "expect": json.loads(json.dumps(expect, default=plain_json))}
     return metadata
 
 
@@ -406,7 +353,7 @@ def _item_id(given: dict[str, tuple[str, Any]], where: str, problems: list[str])
         return None
     value = given["id"][1]
     if isinstance(value, bool) or not isinstance(value, (str, numbers.Integral)):
-        problems.append(f"{where}: field id: expected a string or an integer, got {_type(value)}")
+        problems.append(f"{where}: field id: expected a string or an integer, got {type_name(value)}")
         return None
     # A blank id is a mistake, not a request for a content hash: leave the field out for that.
     item_id = str(value)
@@ -425,7 +372,7 @@ def _check_sources(value: Any, json_cells: bool) -> tuple[list[str], list[str]]:
     if isinstance(value, (tuple, np.ndarray)):  # Parquet list columns arrive as arrays
         value = list(value)
     if not isinstance(value, list):
-        return [], [f"expected a list of strings, got {_type(value)}"]
+        return [], [f"expected a list of strings, got {type_name(value)}"]
     if not value:
         return [], ["empty list: at least one source is needed"]
     errors = []
@@ -439,8 +386,8 @@ def _check_sources(value: Any, json_cells: bool) -> tuple[list[str], list[str]]:
 def _text_problem(value: Any) -> str | None:
     """Why `value` is not an acceptable text field, or None when it is."""
     if not isinstance(value, str):
-        return f"expected a string, got {_type(value)}"
-    if _invisible(value):
+        return f"expected a string, got {type_name(value)}"
+    if invisible(value):
         return "empty" if not value.strip() else "empty (only invisible characters)"
     try:
         size = len(value.encode("utf-8"))
@@ -451,36 +398,3 @@ def _text_problem(value: Any) -> str | None:
     return None
 
 
-def _plain(value: Any) -> Any:
-    """json.dumps fallback: numpy arrays and scalars become lists and numbers."""
-    if isinstance(value, (np.ndarray, np.generic)):
-        return value.tolist()
-    raise TypeError(f"{_type(value)} is not JSON")
-
-
-def _is_missing(value: Any) -> bool:
-    """None, NaN and pd.NA all mean "no value" (frames fill absent cells with them)."""
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def _type(value: Any) -> str:
-    """A short type name for messages (a NaN or Infinity literal is named as itself)."""
-    return value.literal if isinstance(value, NotFinite) else type(value).__name__
-
-
-def _non_finite(value: Any, path: str) -> str | None:
-    """The path of the first NaN or Infinity inside a metadata value, or None when it has none."""
-    if isinstance(value, NotFinite) or (isinstance(value, float) and not math.isfinite(value)):
-        return path
-    children = (value.items() if isinstance(value, dict)
-                else enumerate(value) if isinstance(value, (list, tuple, np.ndarray)) else ())
-    for key, child in children:
-        found = _non_finite(child, f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]")
-        if found:
-            return found
-    return None
-
-
-def _invisible(text: str) -> bool:
-    """True when no character of `text` would show: spaces, controls, zero-width and format marks."""
-    return all(unicodedata.category(ch)[0] in "ZC" for ch in text)

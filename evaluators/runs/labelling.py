@@ -1,4 +1,5 @@
-"""The owner's labels of one run, put to work: the trust report, threshold suggestions, a review queue.
+"""The owner's labels of one run, put to work: the trust report, threshold suggestions, a review queue;
+and a labelling team's file read into labels.
 
 Reads through evaluators/storage/queries/ and computes with evaluators/metrics/trust.py; the CLI's `trust` command
 and the Trust page both call these, so they always agree. Nothing here calls a judge.
@@ -8,14 +9,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 
 from evaluators.core.confidence import Band
-from evaluators.core.records import Score
+from evaluators.core.records import Label, Score
 from evaluators.metrics import diagnosis, trust
 from evaluators.metrics.registry import THELMA
+from evaluators.runs.readers import file_rows, is_missing, raise_problems, type_name
 from evaluators.storage import queries, store
 
 RULE_IDS = tuple(diagnosis.RULES)
@@ -157,3 +159,65 @@ def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float],
             ids = queries.trust.items_at(table, seen, picks)
             queue += [(ids[r], QUEUE_REASONS[2], "") for r in picks]
     return pd.DataFrame(queue[:limit], columns=["item_id", "reason", "detail"])
+
+
+# ---------------------------------------------------------------- a labelling team's file
+
+def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set[str],
+                components: set[tuple[str, str, int]], author: str = "") -> list[Label]:
+    """Read a labelling team's file (.jsonl or .csv) for one run: one label per row, either
+    `item_id, rule, label` or `item_id, metric, component, label`, label 1 or 0, optional `note`.
+
+    `items` and `components` ((item, metric, component index) triples) are what the run holds.
+    Raises InputError listing every problem, located as FILE:LINE with the field.
+    """
+    name = str(path)
+    rows, problems = file_rows(Path(path), (".jsonl", ".csv"))
+    labels: list[Label] = []
+    for line, where, row in rows:
+        label, row_problems = _label(row, where, rules, metrics, author)
+        if label is not None and label.item_id not in items:
+            row_problems.append(f"{where}: field item_id: the run has no item {label.item_id!r}")
+        elif label is not None and label.metric and (label.item_id, label.metric, label.component_idx) not in components:
+            row_problems.append(f"{where}: field component: item {label.item_id!r} has no {label.metric} "
+                                f"component {label.component_idx}")
+        problems += [(line, p) for p in row_problems]
+        if label is not None and not row_problems:
+            labels.append(label)
+    raise_problems(problems, empty=None if rows else f"{name}: no labels (the file is empty)")
+    return labels
+
+
+def _label(row: Any, where: str, rules: set[str], metrics: set[str], author: str) -> tuple[Label | None, list[str]]:
+    """One label row checked field by field: (the label, or None, and its problems)."""
+    if not isinstance(row, dict):
+        return None, [f"{where}: expected an object with item_id and label, got {type_name(row)}"]
+    problems = []
+    item_id, rule, metric, component = (row.get(k) for k in ("item_id", "rule", "metric", "component"))
+    if is_missing(item_id) or not str(item_id).strip():
+        problems.append(f"{where}: field item_id: missing")
+    value = str(row.get("label", "")).strip()
+    if value not in ("0", "1", "0.0", "1.0", "True", "False", "true", "false"):
+        problems.append(f"{where}: field label: must be 1 or 0, got {row.get('label')!r}")
+    has_rule, has_metric = not is_missing(rule), not is_missing(metric)
+    if has_rule == has_metric:
+        problems.append(f"{where}: give either rule or metric and component, not {'both' if has_rule else 'neither'}")
+    elif has_rule and str(rule).strip().upper() not in rules:
+        problems.append(f"{where}: field rule: unknown rule {rule!r}; known: {', '.join(sorted(rules))}")
+    elif has_metric:
+        if str(metric).strip().lower() not in metrics:
+            problems.append(f"{where}: field metric: unknown metric {metric!r}; known: {', '.join(sorted(metrics))}")
+        try:
+            index = int(str(component).strip())
+            if index < 0 or str(index) != str(component).strip():
+                raise ValueError
+        except ValueError:
+            problems.append(f"{where}: field component: must be the component's index (0, 1, ...), got {component!r}")
+    if problems:
+        return None, problems
+    note = row.get("note")
+    return Label(item_id=str(item_id).strip(), label=int(value in ("1", "1.0", "True", "true")),
+                 rule=str(rule).strip().upper() if has_rule else None,
+                 metric=str(metric).strip().lower() if has_metric else None,
+                 component_idx=int(str(component).strip()) if has_metric else None,
+                 note="" if is_missing(note) else str(note), author=author, origin="import"), []

@@ -1,6 +1,7 @@
 """Located rows from input files: UTF-8 decoded line by line, JSONL lines, CSV rows (by the line they start
 on), Parquet rows and JSON documents, each row with where it came from ("FILE:LINE", "FILE:row N"), and
-InputError, which lists every problem found, one located line each. This module only reads.
+InputError, which lists every problem found, one located line each; and how a value read is named
+and judged (missing, invisible, not finite). This module only reads.
 """
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import codecs
 import csv
 import io
 import json
+import math
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 _MAX_SHOWN = 100  # problems spelled out in str(InputError); .problems keeps them all
@@ -175,3 +179,40 @@ def parse_json(text: str) -> tuple[Any, str | None]:
         return None, f"{exc.msg} at character {exc.pos + 1}"
     except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit number, or absurd nesting
         return None, f"{type(exc).__name__}: {exc}"
+
+
+# ---------------------------------------------------------------- values read
+
+def plain_json(value: Any) -> Any:
+    """json.dumps fallback: numpy arrays and scalars become lists and numbers."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    raise TypeError(f"{type_name(value)} is not JSON")
+
+
+def is_missing(value: Any) -> bool:
+    """None, NaN and pd.NA all mean "no value" (frames fill absent cells with them)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def type_name(value: Any) -> str:
+    """A short type name for messages (a NaN or Infinity literal is named as itself)."""
+    return value.literal if isinstance(value, NotFinite) else type(value).__name__
+
+
+def non_finite(value: Any, path: str) -> str | None:
+    """The path of the first NaN or Infinity inside a metadata value, or None when it has none."""
+    if isinstance(value, NotFinite) or (isinstance(value, float) and not math.isfinite(value)):
+        return path
+    children = (value.items() if isinstance(value, dict)
+                else enumerate(value) if isinstance(value, (list, tuple, np.ndarray)) else ())
+    for key, child in children:
+        found = non_finite(child, f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]")
+        if found:
+            return found
+    return None
+
+
+def invisible(text: str) -> bool:
+    """True when no character of `text` would show: spaces, controls, zero-width and format marks."""
+    return all(unicodedata.category(ch)[0] in "ZC" for ch in text)

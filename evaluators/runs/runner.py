@@ -2,7 +2,7 @@
 
 `evaluate` skips items the run already finished and answers repeated judge requests from the
 DuckDB cache, so a killed run restarted with the same command continues where it stopped. One
-writer task group-commits finished items and new judge calls: each write is one transaction. A
+writer task (writer.py) group-commits finished items and new judge calls: each write is one transaction. A
 busy database is waited for, never the end of a run, and while nothing can be written no judge
 call is started. The run records its owner (host, pid) and a heartbeat each write refreshes, so a
 second process refuses to evaluate it and a dead one's run reads as interrupted.
@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from evaluators.core.confidence import DEFAULT_BANDS, band_for
 from evaluators.core.masking import mask_secrets
-from evaluators.core.records import LABEL, Answer, Item, Judge, JudgeCall, Run, Status
+from evaluators.core.records import LABEL, Answer, Item, Judge, Run, Status
 from evaluators.judges import cascade, prompts
 from evaluators.judges.factory import OFFLINE, JudgeConfig, check_chain, judge_name, open_chain
 from evaluators.judges.llm import JudgeFatal
@@ -31,11 +31,11 @@ from evaluators.judges.traffic import CallStats
 from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics_mod
 from evaluators.metrics.registry import REFERENCE, THELMA
+from evaluators.runs.writer import BUSY_TRY_S, Writer, patiently
 from evaluators.storage import ownership, queries, store
 
 WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge waits out a rate limit
 HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEARTBEAT_S overrides it
-BUSY_TRY_S = 1.0    # one attempt at a busy database file; the writer tries again, without a deadline
 FINISHED, FINISHED_WITH_FAILURES, FAILED = "finished", "finished with failures", "failed"
 
 
@@ -130,122 +130,6 @@ class RunSummary:
         return "\n".join(lines)
 
 
-async def _patiently(prepare: Callable[[], Callable[[], None]], waiting: Callable[[float | None], None]) -> None:
-    """Run the write `prepare()` returns, in a thread, until the database file lets it.
-
-    Each attempt gives up on a busy file after BUSY_TRY_S and calls `prepare` again (in the event
-    loop's thread), so what arrived meanwhile joins the retry. `waiting` hears the seconds waited
-    so far after each busy attempt, and None once the write went through.
-    """
-    since: float | None = None
-    delay = 0.1
-    while True:
-        try:
-            await asyncio.to_thread(prepare())
-            break
-        except store.StoreBusy:
-            since = since if since is not None else time.monotonic()
-            waiting(time.monotonic() - since)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-    if since is not None:
-        waiting(None)
-
-
-class _Writer:
-    """Group commit: everything finished since the last write goes into the next transaction.
-
-    A busy database file is waited for, holding everything in memory; meanwhile `ready()` holds
-    the workers back, so no judge call is started for a result that could not be stored. Writing
-    at least every `heartbeat_s` keeps the run's heartbeat fresh.
-    """
-
-    def __init__(self, db: str | Path, run: str, owner: ownership.Owner, heartbeat_s: float,
-                 on_wait: Callable[[], None]) -> None:
-        self.db, self.run, self.owner, self.heartbeat_s = db, run, owner, heartbeat_s
-        self.replace: frozenset[str] = frozenset()  # item ids whose stored results these replace
-        self.calls: list[JudgeCall] = []
-        self.results: list[tuple[Item, metrics_mod.ItemResult]] = []
-        self._held_calls: list[JudgeCall] = []
-        self._held_results: list[tuple[Item, metrics_mod.ItemResult]] = []
-        self.waiting_s: float | None = None
-        self.error: BaseException | None = None
-        self._on_wait = on_wait
-        self._writable = asyncio.Event()
-        self._writable.set()
-        self._wake = asyncio.Event()
-        self._closed = False
-
-    def add_call(self, call: JudgeCall) -> None:
-        self.calls.append(call)
-        self._wake.set()
-
-    def add_item(self, item: Item, result: metrics_mod.ItemResult) -> None:
-        self.results.append((item, result))
-        self._wake.set()
-
-    async def ready(self) -> None:
-        """Return once results can be stored; raise what stopped the writer."""
-        await self._writable.wait()
-        if self.error is not None:
-            raise self.error
-
-    def waiting(self, seconds: float | None) -> None:
-        """Pause the workers while the database is busy (seconds waited), resume them on None."""
-        self.waiting_s = seconds
-        if seconds is None:
-            self._writable.set()
-        else:
-            self._writable.clear()
-        self._on_wait()
-
-    async def loop(self) -> None:
-        try:
-            while True:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self.heartbeat_s)
-                except asyncio.TimeoutError:
-                    pass  # nothing new: write anyway, it is the heartbeat
-                self._wake.clear()
-                closing = self._closed
-                await _patiently(self._prepare, self.waiting)
-                if closing and not self.calls and not self.results:
-                    return
-        except BaseException as exc:
-            self.error = exc
-            self._writable.set()  # paused workers wake up to the error
-            raise
-
-    def _prepare(self) -> Callable[[], None]:
-        # What a busy attempt could not write stays held and joins the next attempt.
-        self._held_calls += self.calls
-        self._held_results += self.results
-        self.calls, self.results = [], []
-        calls, results = self._held_calls, self._held_results
-
-        def write() -> None:
-            try:
-                ownership.write_results(
-                    self.db, self.run, self.owner, items=[i for i, _ in results],
-                    components=[c for _, r in results for c in r.components],
-                    verdicts=[v for _, r in results for v in r.verdicts],
-                    scores=[s for _, r in results for s in r.scores], calls=calls, replace=self.replace,
-                    deadline_s=BUSY_TRY_S)
-            except (store.StoreBusy, ownership.RunBusy):
-                raise  # busy: tried again; taken over: the calls are stored already
-            except Exception:
-                if calls:  # the items cannot be stored: keep the paid answers at least
-                    store.write_batch(self.db, self.run, calls=calls)
-                raise
-            self._held_calls, self._held_results = [], []
-
-        return write
-
-    def close(self) -> None:
-        self._closed = True
-        self._wake.set()
-
-
 def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float,
                chain: cascade.CascadeJudge | None = None) -> dict[str, Any]:
     """The options that define a run's results: resuming requires the same ones.
@@ -300,7 +184,7 @@ _JUDGE_FIELDS = frozenset(f.name for f in dataclass_fields(JudgeConfig)) - {"spe
 class _Paused:
     """A judge whose asks wait while the writer cannot store results: no paid call for nothing."""
 
-    def __init__(self, judge: Judge, writer: _Writer) -> None:
+    def __init__(self, judge: Judge, writer: Writer) -> None:
         self.judge, self.writer, self.name = judge, writer, judge.name
 
     async def ask(self, prompt: str, **variables: Any) -> Answer:
@@ -324,7 +208,7 @@ class _Evaluation:
         self.started = time.monotonic()
         self.stats = CallStats()
         self.done = self.skipped = 0
-        self.writer = _Writer(db, run, self.owner, self.heartbeat_s, self.report)
+        self.writer = Writer(db, run, self.owner, self.heartbeat_s, self.report)
 
     def report(self) -> None:
         if self.on_progress:
@@ -391,7 +275,7 @@ class _Evaluation:
         summary = None if error else summarize(self.db, self.run, self.stats.as_dict(), tiers)
         finish = partial(ownership.finish_run, self.db, self.run, summary.status if summary else FAILED,
                          summary.stats if summary else self.stats.as_dict(), error, self.owner, BUSY_TRY_S)
-        await _patiently(lambda: finish, self.writer.waiting)
+        await patiently(lambda: finish, self.writer.waiting)
         return summary
 
     async def evaluate(self) -> RunSummary:

@@ -162,6 +162,25 @@ def _trace_row(trace_id: str, where: str, root: dict[str, Any], spans: list[tupl
     """One trace's item row; its problems name the span (line) they are in."""
     if root["parent_id"] is not None:
         raise Bad(where, None, f"trace {trace_id}: no root span (every span has a parent_id)")
+    query = _root_query(trace_id, where, root)
+    retrievers = [s for s in spans if s[2]["kind"] == "RETRIEVER"]
+    if not retrievers:
+        raise Bad(where, None, f"trace {trace_id}: no RETRIEVER span (its documents are the sources)")
+    sources, ids, scores = _retrieved(trace_id, retrievers)
+    llms = [s for s in spans if s[2]["kind"] == "LLM"]
+    if not llms:
+        raise Bad(where, None, f"trace {trace_id}: no LLM span (its output is the response)")
+    _, llm_where, llm = llms[-1]
+    response = _llm_response(trace_id, llm_where, llm)
+    metadata = {"format": OPENINFERENCE, "trace_id": trace_id, "start_time": root["start_time"],
+                "end_time": root["end_time"], "source_ids": ids, "source_scores": scores,
+                "span_ids": {"root": root["span_id"], "retriever": [s[2]["span_id"] for s in retrievers],
+                             "llm": llm["span_id"]}}
+    return {"id": trace_id, "query": query, "sources": sources, "response": response, "metadata": metadata}
+
+
+def _root_query(trace_id: str, where: str, root: dict[str, Any]) -> str:
+    """The query: the root span's input (a JSON input's query text)."""
     query = root["attributes"].get("input.value")
     if missing(query):
         raise Bad(where, "attributes.input.value", f"trace {trace_id}: the root span has no input (the query)")
@@ -172,11 +191,15 @@ def _trace_row(trace_id: str, where: str, root: dict[str, Any], spans: list[tupl
             pass  # not JSON after all: the text is the query
     if not isinstance(query, str):
         raise Bad(where, "attributes.input.value", f"trace {trace_id}: expected text, got {type(query).__name__}")
+    return query
 
-    retrievers = [s for s in spans if s[2]["kind"] == "RETRIEVER"]
-    if not retrievers:
-        raise Bad(where, None, f"trace {trace_id}: no RETRIEVER span (its documents are the sources)")
-    sources, ids, scores = [], [], []
+
+def _retrieved(trace_id: str, retrievers: list[tuple[int, str, dict[str, Any]]]
+               ) -> tuple[list[str], list[str | None], list[float | None]]:
+    """The sources: every RETRIEVER span's documents in rank order, with their ids and scores."""
+    sources: list[str] = []
+    ids: list[str | None] = []
+    scores: list[float | None] = []
     for _, span_where, span in retrievers:
         docs: dict[int, dict[str, Any]] = {}
         for key, value in span["attributes"].items():
@@ -194,11 +217,11 @@ def _trace_row(trace_id: str, where: str, root: dict[str, Any], spans: list[tupl
             ids.append(None if missing(docs[rank].get("id")) else str(docs[rank]["id"]))
             score = number(docs[rank].get("score"))
             scores.append(score if not isinstance(score, str) else None)
+    return sources, ids, scores
 
-    llms = [s for s in spans if s[2]["kind"] == "LLM"]
-    if not llms:
-        raise Bad(where, None, f"trace {trace_id}: no LLM span (its output is the response)")
-    _, llm_where, llm = llms[-1]
+
+def _llm_response(trace_id: str, llm_where: str, llm: dict[str, Any]) -> str:
+    """The response: the last LLM span's last output message, else its output value."""
     messages = {int(m[1]): v for k, v in llm["attributes"].items() if (m := _OUT_MESSAGE.match(k))}
     response = messages[max(messages)] if messages else llm["attributes"].get("output.value")
     if llm["attributes"].get("output.mime_type") == "application/json" and isinstance(response, str) and not messages:
@@ -210,11 +233,7 @@ def _trace_row(trace_id: str, where: str, root: dict[str, Any], spans: list[tupl
         raise Bad(llm_where, "attributes.output.value",
                    f"trace {trace_id}: the LLM span has no output (the response)" if missing(response)
                    else f"expected text, got {type(response).__name__}")
-    metadata = {"format": OPENINFERENCE, "trace_id": trace_id, "start_time": root["start_time"],
-                "end_time": root["end_time"], "source_ids": ids, "source_scores": scores,
-                "span_ids": {"root": root["span_id"], "retriever": [s[2]["span_id"] for s in retrievers],
-                             "llm": llm["span_id"]}}
-    return {"id": trace_id, "query": query, "sources": sources, "response": response, "metadata": metadata}
+    return response
 
 
 # ---------------------------------------------------------------- Langfuse
@@ -261,61 +280,73 @@ def _documents(output: Any, where: str, field: str) -> tuple[list[str], list[str
 
 
 def _langfuse(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
-    def build(where: str, trace: Any) -> dict[str, Any]:
-        if not isinstance(trace, dict):
-            raise Bad(where, None, f"expected a Langfuse trace object, got {type(trace).__name__}")
-        trace_id = trace.get("id")
-        if missing(trace_id) or not str(trace_id).strip():
-            raise Bad(where, "id", "missing (the trace id)")
-        observations = trace.get("observations")
-        if not isinstance(observations, list):
-            raise Bad(where, "observations", "expected a list of observations" if "observations" in trace
-                       else "missing (export the traces with their observations)")
-        located = [(f"observations[{n}]", o) for n, o in enumerate(observations) if isinstance(o, dict)]
-        located.sort(key=lambda o: str(o[1].get("startTime") or ""))
-        query = message_text(trace.get("input"))
-        if query is None:
-            raise Bad(where, "input", f"trace {trace_id}: no query text in the trace's input")
-        retrievers = [(p, o) for p, o in located if str(o.get("type", "")).upper() == "RETRIEVER"
-                      or (str(o.get("type", "")).upper() == "SPAN" and "retriev" in str(o.get("name", "")).lower())]
-        if not retrievers:
-            raise Bad(where, None, f"trace {trace_id}: no RETRIEVER observation (its output documents are "
-                                    "the sources)")
-        sources: list[str] = []
-        ids: list[str | None] = []
-        for path, observation in retrievers:
-            texts, doc_ids = _documents(observation.get("output"), where, f"{path}.output")
-            sources += texts
-            ids += doc_ids
-        generations = [(p, o) for p, o in located if str(o.get("type", "")).upper() == "GENERATION"]
-        response = message_text(generations[-1][1].get("output")) if generations else None
-        if response is None:
-            response = message_text(trace.get("output"))
-        if response is None:
-            raise Bad(where, f"{generations[-1][0]}.output" if generations else "output",
-                       f"trace {trace_id}: no response text (a GENERATION's output or the trace's output)")
-        given: dict[str, list[float | None]] = {}
-        for score in trace.get("scores") or []:
-            # Categorical scores are labels, not peer scores (their value is only an index).
-            if isinstance(score, dict) and isinstance(score.get("name"), str) and score.get("dataType") != "CATEGORICAL":
-                value = number(score.get("value"))
-                if isinstance(value, str):  # a text value is a label too
-                    continue
-                given.setdefault(score["name"], []).append(value)
-        # Several scores of one name (feedback from several users): their mean.
-        scores: dict[str, float | None] = {}
-        for score_name, values in given.items():
-            known = [v for v in values if v is not None]
-            scores[score_name] = sum(known) / len(known) if known else None
-        metadata = {"format": LANGFUSE, "trace_id": str(trace_id), "timestamp": plain(trace.get("timestamp")),
-                    "name": trace.get("name"), "session_id": trace.get("sessionId"), "user_id": trace.get("userId"),
-                    "tags": plain(trace.get("tags")) or [], "source_ids": ids,
-                    "observation_ids": {"retriever": [o.get("id") for _, o in retrievers],
-                                        "generation": generations[-1][1].get("id") if generations else None}}
-        if scores:
-            metadata[IMPORTED] = {LANGFUSE: scores}
-        return {"id": str(trace_id), "query": query, "sources": sources, "response": response, "metadata": metadata}
+    return collect(_langfuse_traces(rows, name), _langfuse_row)
 
-    return collect(_langfuse_traces(rows, name), build)
+
+def _langfuse_row(where: str, trace: Any) -> dict[str, Any]:
+    """One Langfuse trace's item row."""
+    if not isinstance(trace, dict):
+        raise Bad(where, None, f"expected a Langfuse trace object, got {type(trace).__name__}")
+    trace_id = trace.get("id")
+    if missing(trace_id) or not str(trace_id).strip():
+        raise Bad(where, "id", "missing (the trace id)")
+    observations = trace.get("observations")
+    if not isinstance(observations, list):
+        raise Bad(where, "observations", "expected a list of observations" if "observations" in trace
+                   else "missing (export the traces with their observations)")
+    located = [(f"observations[{n}]", o) for n, o in enumerate(observations) if isinstance(o, dict)]
+    located.sort(key=lambda o: str(o[1].get("startTime") or ""))
+    query = message_text(trace.get("input"))
+    if query is None:
+        raise Bad(where, "input", f"trace {trace_id}: no query text in the trace's input")
+    retrievers = [(p, o) for p, o in located if str(o.get("type", "")).upper() == "RETRIEVER"
+                  or (str(o.get("type", "")).upper() == "SPAN" and "retriev" in str(o.get("name", "")).lower())]
+    if not retrievers:
+        raise Bad(where, None, f"trace {trace_id}: no RETRIEVER observation (its output documents are "
+                                "the sources)")
+    sources, ids = _retrieved_documents(retrievers, where)
+    generations = [(p, o) for p, o in located if str(o.get("type", "")).upper() == "GENERATION"]
+    response = message_text(generations[-1][1].get("output")) if generations else None
+    if response is None:
+        response = message_text(trace.get("output"))
+    if response is None:
+        raise Bad(where, f"{generations[-1][0]}.output" if generations else "output",
+                   f"trace {trace_id}: no response text (a GENERATION's output or the trace's output)")
+    metadata = {"format": LANGFUSE, "trace_id": str(trace_id), "timestamp": plain(trace.get("timestamp")),
+                "name": trace.get("name"), "session_id": trace.get("sessionId"), "user_id": trace.get("userId"),
+                "tags": plain(trace.get("tags")) or [], "source_ids": ids,
+                "observation_ids": {"retriever": [o.get("id") for _, o in retrievers],
+                                    "generation": generations[-1][1].get("id") if generations else None}}
+    if scores := _langfuse_scores(trace):
+        metadata[IMPORTED] = {LANGFUSE: scores}
+    return {"id": str(trace_id), "query": query, "sources": sources, "response": response, "metadata": metadata}
+
+
+def _retrieved_documents(retrievers: list[tuple[str, dict[str, Any]]], where: str) -> tuple[list[str], list[str | None]]:
+    """The sources: every retriever observation's output documents, in order, with their ids."""
+    sources: list[str] = []
+    ids: list[str | None] = []
+    for path, observation in retrievers:
+        texts, doc_ids = _documents(observation.get("output"), where, f"{path}.output")
+        sources += texts
+        ids += doc_ids
+    return sources, ids
+
+
+def _langfuse_scores(trace: dict[str, Any]) -> dict[str, float | None]:
+    """A trace's numeric scores by name; several of one name (feedback from several users): their mean."""
+    given: dict[str, list[float | None]] = {}
+    for score in trace.get("scores") or []:
+        # Categorical scores are labels, not peer scores (their value is only an index).
+        if isinstance(score, dict) and isinstance(score.get("name"), str) and score.get("dataType") != "CATEGORICAL":
+            value = number(score.get("value"))
+            if isinstance(value, str):  # a text value is a label too
+                continue
+            given.setdefault(score["name"], []).append(value)
+    scores: dict[str, float | None] = {}
+    for score_name, values in given.items():
+        known = [v for v in values if v is not None]
+        scores[score_name] = sum(known) / len(known) if known else None
+    return scores
 
 

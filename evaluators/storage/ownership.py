@@ -21,8 +21,9 @@ from typing import Any, Iterator, Sequence
 import pandas as pd
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Verdict, check_run_name
-from evaluators.storage.store import FAILED_STATUSES, ITEM_TABLES, batch_frames, connect, insert, migrate, transaction
+from evaluators.storage.store import FAILED_STATUSES, connect, migrate, transaction
 from evaluators.storage.wide import refresh_wide, written_ids
+from evaluators.storage.writes import ITEM_TABLES, batch_frames, insert
 
 
 class RunConflict(ValueError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -14,7 +15,8 @@ from evaluators.dashboard import access, markup, reads, state, ui
 from evaluators.metrics.diagnosis import RULES, diagnose
 from evaluators.metrics.registry import THELMA
 from evaluators.runs import labelling, pairs
-from evaluators.runs.ingest import InputError, load_labels
+from evaluators.runs.labelling import load_labels
+from evaluators.runs.readers import InputError
 from evaluators.storage import queries
 
 
@@ -64,6 +66,17 @@ def agreement_tab(run_id: str, report: labelling.Report) -> None:
     st.caption("An empty cell is a figure that is not defined (no labels, or one class only), never a 0. Precision "
                "is the share of the judge's calls (a fired rule, a low verdict) that people confirmed.")
     labelled = [t for t in report.rows if t.n_labelled]
+    _confusions(labelled)
+
+    st.download_button("Download every label of this run (CSV)",
+                       reads.read(queries.trust.run_labels, run_id).to_csv(index=False).encode("utf-8"),
+                       file_name=f"labels_{run_id}.csv", mime="text/csv", key="labels_csv")
+    _disagreements(run_id, report, bool(labelled))
+    _suggestions(report)
+
+
+def _confusions(labelled: list[Any]) -> None:
+    """One confusion matrix per labelled target, in an expander."""
     for t in labelled:
         with st.expander(f"Confusion matrix · {_name(t.target)} · {t.n_labelled} labels"):
             call = "fired" if t.target in RULES else "low"
@@ -71,10 +84,9 @@ def agreement_tab(run_id: str, report: labelling.Report) -> None:
             st.dataframe(pd.DataFrame({f"people: {call}": [c.tp, c.fn], f"people: not {call}": [c.fp, c.tn]},
                                       index=[f"judge: {call}", f"judge: not {call}"]), key=f"confusion_{t.target}")
 
-    st.download_button("Download every label of this run (CSV)",
-                       reads.read(queries.trust.run_labels, run_id).to_csv(index=False).encode("utf-8"),
-                       file_name=f"labels_{run_id}.csv", mime="text/csv", key="labels_csv")
 
+def _disagreements(run_id: str, report: labelling.Report, labelled: bool) -> None:
+    """The labelled calls people disagree with, each linked to its item's verdicts."""
     st.subheader("Disagreements")
     if not report.disagreements:
         st.caption("None: every labelled call agrees with the judge." if labelled else "No labels yet.")
@@ -88,6 +100,9 @@ def agreement_tab(run_id: str, report: labelling.Report) -> None:
         st.dataframe(rows, hide_index=True, key="disagreements", width="stretch", column_config={
             "open": st.column_config.LinkColumn("open", display_text="🔎")})
 
+
+def _suggestions(report: labelling.Report) -> None:
+    """The thresholds that agree best with the labels, each with a link that applies it."""
     st.subheader("Thresholds fitted to the labels")
     for s in report.suggestions:
         if s.best is None:
