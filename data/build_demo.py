@@ -8,6 +8,7 @@ target (resuming a killed build, or continuing from the existing database so its
 survive) and renames it over the target at the end, so a half-built demo is never served.
 If the run files changed since the database was built, it starts from scratch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,11 +63,15 @@ def stored_state(db: Path, runs: dict[str, list[Item]]) -> tuple[bool, bool]:
         raise  # someone is writing to it: not a reason to throw it away
     except Exception:  # noqa: BLE001  not a DuckDB file, or not one of our stores: start afresh
         return False, False
-    wanted = {(name, i.id): _fingerprint(i.id, i.query, i.sources, i.response,
-                                         json.dumps(i.metadata)) for name, items in runs.items() for i in items}
+    wanted = {
+        (name, i.id): _fingerprint(i.id, i.query, i.sources, i.response, json.dumps(i.metadata))
+        for name, items in runs.items()
+        for i in items
+    }
     for row in stored.itertuples(index=False):
         if wanted.get((row.run_id, row.item_id)) != _fingerprint(
-                row.item_id, row.query, list(row.sources), row.response, row.metadata):
+            row.item_id, row.query, list(row.sources), row.response, row.metadata
+        ):
             return False, False
     status = dict(zip(finished["run_id"], finished["status"]))
     complete = len(stored) == len(wanted) and all(status.get(name) == "finished" for name in [*runs, *GRAMMAR_RUNS])
@@ -93,9 +98,14 @@ def summary(counts: dict[str, Counter[str]]) -> str:
     """A table: one row per rule (then items lacking a score, then items), one column per run."""
     runs = list(counts)
     width = max(len(r) for r in runs) + 2
-    notes = {**{rid: f"{r.pattern} -> {r.components}" + (" (ours, not THELMA's)" if r.ours else "")
-                for rid, r in RULES.items()},
-             "missing": "items lacking a score on some metric", "items": ""}
+    notes = {
+        **{
+            rid: f"{r.pattern} -> {r.components}" + (" (ours, not THELMA's)" if r.ours else "")
+            for rid, r in RULES.items()
+        },
+        "missing": "items lacking a score on some metric",
+        "items": "",
+    }
     lines = ["rule".ljust(8) + "".join(r.rjust(width) for r in runs)]
     for key, note in notes.items():
         lines.append(key.ljust(8) + "".join(str(counts[r][key]).rjust(width) for r in runs) + f"   {note}")

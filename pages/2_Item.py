@@ -8,6 +8,7 @@ Only the open tab is drawn (a browser redraws every element sent, hidden or not)
 Scores and verdicts are read at the URL's uncertainty band; each fired Table-2 rule opens onto the
 verdicts that made its metrics low or high (?rule= opens it on arrival).
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -24,13 +25,16 @@ first = "" if st.query_params.get("item") else reads.read(queries.items.item_nei
 item_id = state.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
 d, (prev_id, next_id), notes, imported = reads.read_all(
     reads.call(queries.items.item_detail, run_id, item_id, state.band(), state.corrected()),
-    reads.call(queries.items.item_neighbours, run_id, item_id), reads.call(queries.items.triage_notes, run_id, item_id),
-    reads.call(queries.items.imported_item_scores, run_id, item_id))
+    reads.call(queries.items.item_neighbours, run_id, item_id),
+    reads.call(queries.items.triage_notes, run_id, item_id),
+    reads.call(queries.items.imported_item_scores, run_id, item_id),
+)
 if d["item"].empty:
     st.warning(f"Run {markup.md(run_id)} has no item with id {markup.md(repr(item_id))}.")
     st.stop()
-shown = item_tabs.Shown(d["item"].iloc[0], markup.records(d["components"]), markup.records(d["verdicts"]), d["calls"],
-                        run_id, metric_ids)
+shown = item_tabs.Shown(
+    d["item"].iloc[0], markup.records(d["components"]), markup.records(d["verdicts"]), d["calls"], run_id, metric_ids
+)
 scores = d["scores"].set_index("metric")
 
 nav = st.columns([3, 1, 1, 1])
@@ -48,14 +52,20 @@ for col, m in zip(cols, metric_ids):
 
 # Peer scores that came with the input: shown apart, never part of our metrics or Table 2.
 if not imported.empty:
-    st.caption("Imported peer scores (from the input file, not ours): " + " · ".join(
-        f"imported: {markup.md(o)} {markup.md(m)} {markup.fmt_score(v)}"  # – : the peer tool gave no score
-        for o, m, v in zip(imported["origin"], imported["metric"], imported["value"])))
+    st.caption(
+        "Imported peer scores (from the input file, not ours): "
+        + " · ".join(
+            f"imported: {markup.md(o)} {markup.md(m)} {markup.fmt_score(v)}"  # – : the peer tool gave no score
+            for o, m, v in zip(imported["origin"], imported["metric"], imported["value"])
+        )
+    )
 
 found, fired = item_view.rules_table(item_view.item_scores(d["scores"]), th)
 if fired.empty:
-    st.success("No Table-2 rule fires for this item at the current thresholds and band (a rule reads only "
-               "metrics decided from enough confident verdicts).")
+    st.success(
+        "No Table-2 rule fires for this item at the current thresholds and band (a rule reads only "
+        "metrics decided from enough confident verdicts)."
+    )
 else:
     st.markdown("**Table-2 rules that fire** (component to fix in *fix*)")
     st.dataframe(fired, hide_index=True, key="item_rules", width="stretch")
@@ -68,10 +78,13 @@ if prev_id:  # Previous / Next keep the open tab
     ui.page_link("item", "Previous", ui.link(item=prev_id, tab=open_tab), icon="⬅️", where=nav[1])
 if next_id:
     ui.page_link("item", "Next", ui.link(item=next_id, tab=open_tab), icon="➡️", where=nav[2])
-for tab, draw in ((tab_q, lambda: item_tabs.query_tab(shown)), (tab_s, lambda: item_tabs.sources_tab(shown)),
-                  (tab_r, lambda: item_tabs.response_tab(shown)),
-                  (tab_v, lambda: item_tabs.verdicts_tab(shown, str(path), item_id)),
-                  (tab_t, lambda: item_tabs.triage_tab(shown, fired, notes, str(path), item_id))):
+for tab, draw in (
+    (tab_q, lambda: item_tabs.query_tab(shown)),
+    (tab_s, lambda: item_tabs.sources_tab(shown)),
+    (tab_r, lambda: item_tabs.response_tab(shown)),
+    (tab_v, lambda: item_tabs.verdicts_tab(shown, str(path), item_id)),
+    (tab_t, lambda: item_tabs.triage_tab(shown, fired, notes, str(path), item_id)),
+):
     if tab.open:
         with tab:
             draw()

@@ -1,4 +1,5 @@
 """Triage: every note the team saved (label, blamed component, note, author, time), with a CSV export."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -21,8 +22,20 @@ if notes.empty:
 counts = notes.groupby(["component", "label"]).size().unstack(fill_value=0)
 st.dataframe(counts, key="triage_counts")
 table = notes.assign(open=[ui.item_url(r, i) for r, i in zip(notes["run_id"], notes["item_id"])])
-st.dataframe(table, hide_index=True, key="triage_table", width="stretch", column_config={
-    "open": st.column_config.LinkColumn("open", display_text="🔎"),
-    "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss")})
-st.download_button("Download CSV", notes.to_csv(index=False).encode("utf-8"), file_name="triage_notes.csv",
-                   mime="text/csv", key="triage_csv")
+st.dataframe(
+    table,
+    hide_index=True,
+    key="triage_table",
+    width="stretch",
+    column_config={
+        "open": st.column_config.LinkColumn("open", display_text="🔎"),
+        "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss"),
+    },
+)
+st.download_button(
+    "Download CSV",
+    notes.to_csv(index=False).encode("utf-8"),
+    file_name="triage_notes.csv",
+    mime="text/csv",
+    key="triage_csv",
+)

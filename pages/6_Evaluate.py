@@ -2,6 +2,7 @@
 format detected, and changeable), pick a judge an admin listed (or a cascade that escalates the offline
 or local judge's unsure verdicts to another judge) and metrics, and run them into a new run of the
 database. Admins can also delete a run here."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,11 @@ except access.ConfigError as exc:
     st.error(f"The judges listed in .streamlit/secrets.toml are malformed: {markup.md(exc)}")
     st.stop()
 
-upload = st.file_uploader("Items file (JSONL, CSV or Parquet), or a Phoenix, Langfuse, RAGAS or DeepEval export",
-                          type=["jsonl", "csv", "parquet", "json"], key="upload")
+upload = st.file_uploader(
+    "Items file (JSONL, CSV or Parquet), or a Phoenix, Langfuse, RAGAS or DeepEval export",
+    type=["jsonl", "csv", "parquet", "json"],
+    key="upload",
+)
 fmt = None
 if upload is not None:
     from evaluators.runs import traces
@@ -43,36 +47,69 @@ if upload is not None:
         peek = Path(tmp) / Path(upload.name).name
         peek.write_bytes(upload.getvalue())
         detected = detect_format(peek)
-    fmt = st.selectbox("Format", traces.FORMATS, index=traces.FORMATS.index(detected), format_func=traces.LABELS.get,
-                       key=f"format:{upload.name}",
-                       help="Detected from the file's suffix and its first record; choose another to override.")
-    st.caption(f"Detected format: **{traces.LABELS[detected]}**"
-               + (". Its peer scores are kept as imported scores, beside ours." if detected in
-                  (traces.RAGAS, traces.DEEPEVAL, traces.LANGFUSE) else "."))
-judge = st.selectbox("Judge", list(judges), key="judge",
-                     help="The embedded offline judge, the local LLM when installed, and the judges an admin "
-                          "lists in .streamlit/secrets.toml (each at its own API base, with a key kept on the "
-                          "server).")
+    fmt = st.selectbox(
+        "Format",
+        traces.FORMATS,
+        index=traces.FORMATS.index(detected),
+        format_func=traces.LABELS.get,
+        key=f"format:{upload.name}",
+        help="Detected from the file's suffix and its first record; choose another to override.",
+    )
+    st.caption(
+        f"Detected format: **{traces.LABELS[detected]}**"
+        + (
+            ". Its peer scores are kept as imported scores, beside ours."
+            if detected in (traces.RAGAS, traces.DEEPEVAL, traces.LANGFUSE)
+            else "."
+        )
+    )
+judge = st.selectbox(
+    "Judge",
+    list(judges),
+    key="judge",
+    help="The embedded offline judge, the local LLM when installed, and the judges an admin "
+    "lists in .streamlit/secrets.toml (each at its own API base, with a key kept on the "
+    "server).",
+)
 # A cascade starts from a judge that says how sure it is (offline, local); a listed judge gives only a
 # label, which is never unsure, so nothing would escalate from it.
 NO_CASCADE = "(none: this judge decides every verdict)"
-later = [label for label in judges if label not in (judge, access.OFFLINE_LABEL)] \
-    if isinstance(judges[judge], str) else []
-escalate = st.selectbox("Escalate unsure verdicts to", [NO_CASCADE, *later], key="escalate", disabled=not later,
-                        help="A cascade: the judge above decides the verdicts it is sure of, this one the rest "
-                             "(and splits the texts into claims and sub-questions). Each verdict records its tier.")
+later = (
+    [label for label in judges if label not in (judge, access.OFFLINE_LABEL)] if isinstance(judges[judge], str) else []
+)
+escalate = st.selectbox(
+    "Escalate unsure verdicts to",
+    [NO_CASCADE, *later],
+    key="escalate",
+    disabled=not later,
+    help="A cascade: the judge above decides the verdicts it is sure of, this one the rest "
+    "(and splits the texts into claims and sub-questions). Each verdict records its tier.",
+)
 picked = judges[judge]
 if escalate in later:
     then = judges[escalate]
-    picked = (f"{picked}>{then}" if isinstance(then, str) else  # a listed judge keeps its API base and key
-              dataclasses.replace(then, label=f"{judge} > {then.label}", model=f"{picked}>{then.model}"))
+    picked = (
+        f"{picked}>{then}"
+        if isinstance(then, str)
+        # a listed judge keeps its API base and key
+        else dataclasses.replace(then, label=f"{judge} > {then.label}", model=f"{picked}>{then.model}")
+    )
 from evaluators.metrics import registry  # noqa: E402  (no judge is imported until a run starts)
 
 known = registry.METRICS
-metrics = st.multiselect("Metrics", list(known), default=list(THELMA), key="eval_metrics",
-                         help="THELMA's seven first; the RAGAS, Nvidia and DeepEval suites after them.")
-name = st.text_input("Run name", value=f"upload-{datetime.now():%Y%m%d-%H%M}", key="run_name",
-                     help="A new name: an evaluation never adds to an existing run.").strip()
+metrics = st.multiselect(
+    "Metrics",
+    list(known),
+    default=list(THELMA),
+    key="eval_metrics",
+    help="THELMA's seven first; the RAGAS, Nvidia and DeepEval suites after them.",
+)
+name = st.text_input(
+    "Run name",
+    value=f"upload-{datetime.now():%Y%m%d-%H%M}",
+    key="run_name",
+    help="A new name: an evaluation never adds to an existing run.",
+).strip()
 bad_name = run_name_problem(name)
 if name and bad_name:  # a name that looks like another one (a zero-width space) is refused before any work
     st.error(f"**Run name** {markup.md(bad_name)}")
@@ -94,15 +131,18 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
 
     def on_progress(p: object) -> None:
         done, total = getattr(p, "done", 0), max(getattr(p, "total", 1), 1)
-        bar.progress(min(done / total, 1.0), text=f"{done} of {total} items · {getattr(p, 'calls', 0)} calls · "
-                                                  f"{getattr(p, 'cache_hits', 0)} cache hits")
+        bar.progress(
+            min(done / total, 1.0),
+            text=f"{done} of {total} items · {getattr(p, 'calls', 0)} calls · {getattr(p, 'cache_hits', 0)} cache hits",
+        )
 
     try:
-        access.start_evaluation(ui.user(), str(path), items, name, picked, metrics, os.environ,
-                                on_progress=on_progress)
+        access.start_evaluation(ui.user(), str(path), items, name, picked, metrics, os.environ, on_progress=on_progress)
     except access.RunExists:  # the engine's words name no widget: say which one to change
-        st.error(f"The database already has a run named {markup.md(repr(name))}. Change **Run name** to start a new run: "
-                 "an evaluation never adds to an existing run.")
+        st.error(
+            f"The database already has a run named {markup.md(repr(name))}. Change **Run name** to start a new run: "
+            "an evaluation never adds to an existing run."
+        )
         st.stop()
     except (access.Refused, access.ConfigError) as exc:
         st.error(markup.md(exc))
@@ -118,8 +158,9 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
 
 if me.can(access.ADMIN):
     with st.expander("Delete a run (admins)"):
-        doomed = st.text_input("Name of the run to delete, with its items, scores and triage notes",
-                               key="delete_run_name").strip()
+        doomed = st.text_input(
+            "Name of the run to delete, with its items, scores and triage notes", key="delete_run_name"
+        ).strip()
         if st.button("Delete run", key="delete_run", disabled=not doomed):
             try:
                 counts = access.delete_run(ui.user(), str(path), doomed)

@@ -14,6 +14,7 @@ traceback), the run was evaluated on other content, or a litellm judge lacks its
 run could not finish; 4 the database is busy; 5 the run finished with failed judge steps; 6 another
 process is evaluating the run; 130 interrupted. Printed errors never show API keys or bearer tokens.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,19 @@ from evaluators.dashboard import serve
 from evaluators.storage import store
 
 # The commands in the order --help lists them.
-COMMANDS = (evaluate.add_evaluate, reports.add_export, reports.add_diagnose, reports.add_trust,
-            evaluate.add_agreement, ci.add_gate, ci.add_export_suite, database.add_runs, reports.add_ledger,
-            grammar.add_commands, serve.add_command)
+COMMANDS = (
+    evaluate.add_evaluate,
+    reports.add_export,
+    reports.add_diagnose,
+    reports.add_trust,
+    evaluate.add_agreement,
+    ci.add_gate,
+    ci.add_export_suite,
+    database.add_runs,
+    reports.add_ledger,
+    grammar.add_commands,
+    serve.add_command,
+)
 
 
 class _Parser(argparse.ArgumentParser):

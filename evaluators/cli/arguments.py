@@ -3,6 +3,7 @@
 Each type refuses a bad value with ArgumentTypeError, which the CLI's parser prints as one line
 naming the option (exit 2), so a command does no work and writes nothing on a bad option.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,25 +58,38 @@ def api_base(text: str) -> str:
 def env_name(text: str) -> str:
     """--key-env: the NAME of an environment variable (its value is the key), never the key itself."""
     if not ENV_NAME.fullmatch(text):
-        raise argparse.ArgumentTypeError("must be the name of an environment variable (its value is the key), "
-                                         "not the key itself")
+        raise argparse.ArgumentTypeError(
+            "must be the name of an environment variable (its value is the key), not the key itself"
+        )
     return text
 
 
 def add_endpoint(parser: argparse.ArgumentParser, replicas: bool = False) -> None:
     """--api-base (repeatable for replicas of one model with `replicas`) and --key-env, for a litellm judge."""
     if replicas:
-        parser.add_argument("--api-base", action="append", type=api_base, default=None, metavar="URL",
-                            help="base URL for an OpenAI-compatible endpoint (every litellm tier of a cascade); "
-                                 "repeat it for replicas of one model: calls are spread over them, a failing one "
-                                 "is routed around")
+        parser.add_argument(
+            "--api-base",
+            action="append",
+            type=api_base,
+            default=None,
+            metavar="URL",
+            help="base URL for an OpenAI-compatible endpoint (every litellm tier of a cascade); "
+            "repeat it for replicas of one model: calls are spread over them, a failing one "
+            "is routed around",
+        )
     else:
-        parser.add_argument("--api-base", type=api_base, default=None, metavar="URL",
-                            help="base URL for an OpenAI-compatible endpoint")
-    parser.add_argument("--key-env", type=env_name, default=None, metavar="NAME",
-                        help="the environment variable holding the judge's key: its value is the only key sent "
-                             "(without it, an --api-base is sent no key, never a provider's key such as "
-                             "OPENAI_API_KEY)")
+        parser.add_argument(
+            "--api-base", type=api_base, default=None, metavar="URL", help="base URL for an OpenAI-compatible endpoint"
+        )
+    parser.add_argument(
+        "--key-env",
+        type=env_name,
+        default=None,
+        metavar="NAME",
+        help="the environment variable holding the judge's key: its value is the only key sent "
+        "(without it, an --api-base is sent no key, never a provider's key such as "
+        "OPENAI_API_KEY)",
+    )
 
 
 def _finite(text: str) -> float:

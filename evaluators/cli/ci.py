@@ -1,5 +1,6 @@
 """The CI side: `gate` (does a candidate run regress on a baseline run?) and `export-suite` (a run's items
 with their expectations, as a regression suite that `evaluate --expect` checks)."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,19 +18,38 @@ def add_gate(sub: argparse._SubParsersAction) -> None:
     gt.add_argument("--db", required=True, type=options.database)
     gt.add_argument("--baseline", required=True, help="the run to compare against (e.g. the main branch's)")
     gt.add_argument("--candidate", required=True, help="the run under test (e.g. the pull request's)")
-    gt.add_argument("--max-drop", default="", metavar="METRIC=DROP,...",
-                    help="per-metric drop allowed before it counts, e.g. gr=0.02,rp=0.05 (default 0): a metric "
-                         "regresses when the upper end of the paired bootstrap 95%% interval of "
-                         "(candidate - baseline) lies below -DROP")
-    gt.add_argument("--metrics", default=None, help="comma-separated metric ids (default: every metric both runs scored)")
-    gt.add_argument("--max-unscored-rise", type=share, default=None, metavar="SHARE",
-                    help="share of the shared items the candidate may leave unscored (failed or unsure) beyond the "
-                         "baseline before a metric fails (default 0.05)")
-    gt.add_argument("--thresholds", type=options.thresholds, default="",
-                    help="thresholds for the items that crossed one, e.g. gr=0.9 (default: Table 2's)")
+    gt.add_argument(
+        "--max-drop",
+        default="",
+        metavar="METRIC=DROP,...",
+        help="per-metric drop allowed before it counts, e.g. gr=0.02,rp=0.05 (default 0): a metric "
+        "regresses when the upper end of the paired bootstrap 95%% interval of "
+        "(candidate - baseline) lies below -DROP",
+    )
+    gt.add_argument(
+        "--metrics", default=None, help="comma-separated metric ids (default: every metric both runs scored)"
+    )
+    gt.add_argument(
+        "--max-unscored-rise",
+        type=share,
+        default=None,
+        metavar="SHARE",
+        help="share of the shared items the candidate may leave unscored (failed or unsure) beyond the "
+        "baseline before a metric fails (default 0.05)",
+    )
+    gt.add_argument(
+        "--thresholds",
+        type=options.thresholds,
+        default="",
+        help="thresholds for the items that crossed one, e.g. gr=0.9 (default: Table 2's)",
+    )
     add_band(gt)
-    gt.add_argument("--markdown", type=options.output_file, metavar="FILE",
-                    help="also write a pull-request comment (links into the dashboard when RAG_TRIAGE_URL is set)")
+    gt.add_argument(
+        "--markdown",
+        type=options.output_file,
+        metavar="FILE",
+        help="also write a pull-request comment (links into the dashboard when RAG_TRIAGE_URL is set)",
+    )
     gt.set_defaults(handler=gate)
 
 
@@ -41,8 +61,16 @@ def gate(args: argparse.Namespace) -> int:
         ci_gate.check_runs(args.db, args.baseline, args.candidate)
         metrics = ci_gate.gated_metrics(args.db, args.baseline, args.candidate, args.metrics)
         rise = ci_gate.MAX_UNSCORED_RISE if args.max_unscored_rise is None else args.max_unscored_rise
-        result = ci_gate.run_gate(args.db, args.baseline, args.candidate, metrics,
-                                  ci_gate.parse_max_drop(args.max_drop, metrics), args.band, args.thresholds, rise)
+        result = ci_gate.run_gate(
+            args.db,
+            args.baseline,
+            args.candidate,
+            metrics,
+            ci_gate.parse_max_drop(args.max_drop, metrics),
+            args.band,
+            args.thresholds,
+            rise,
+        )
     except ci_gate.GateInput as exc:
         return fail(str(exc))
     print(ci_gate.table(result))
@@ -55,15 +83,20 @@ def gate(args: argparse.Namespace) -> int:
 
 def add_export_suite(sub: argparse._SubParsersAction) -> None:
     """Register `export-suite`."""
-    su = sub.add_parser("export-suite", help="write a run's items with their expectations as a regression suite (JSONL)")
+    su = sub.add_parser(
+        "export-suite", help="write a run's items with their expectations as a regression suite (JSONL)"
+    )
     su.add_argument("--db", required=True, type=options.database)
     su.add_argument("--run", required=True)
     pick = su.add_mutually_exclusive_group()
     pick.add_argument("--items", help="comma-separated item ids")
     pick.add_argument("--triaged", action="store_true", help="the items with a triage note or a label")
     pick.add_argument("--rule", help="the items a Table-2 rule fires on, e.g. T2.5, or our X1")
-    pick.add_argument("--filter", metavar="METRIC<VALUE,...",
-                      help="the items whose scores meet every condition, e.g. gr<0.8,sqc<0.75 (<, <=, >, >=)")
+    pick.add_argument(
+        "--filter",
+        metavar="METRIC<VALUE,...",
+        help="the items whose scores meet every condition, e.g. gr<0.8,sqc<0.75 (<, <=, >, >=)",
+    )
     su.add_argument("--out", required=True, type=options.output_file, help="JSONL file to write")
     su.set_defaults(handler=export_suite)
 
@@ -76,8 +109,9 @@ def export_suite(args: argparse.Namespace) -> int:
     store.migrate(args.db)  # a database written before labels existed gets the table: corrections are read
     conditions = suite.parse_filter(args.filter) if args.filter is not None else ()
     wide = queries.runs.run_scores_wide(args.db, args.run, list(THELMA))
-    ids = suite.select_items(args.db, args.run, wide, ids=args.items, triaged=args.triaged, rule=args.rule,
-                             conditions=conditions)
+    ids = suite.select_items(
+        args.db, args.run, wide, ids=args.items, triaged=args.triaged, rule=args.rule, conditions=conditions
+    )
     n_items, n_expect = suite.export(args.db, args.run, args.out, ids, wide)
     print(f"wrote {n_items} items with {n_expect} expectations to {args.out}")
     return 0

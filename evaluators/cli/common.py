@@ -1,4 +1,5 @@
 """What the commands share: one-line errors, the --band and share options, CSV rows, the run check."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,9 +11,12 @@ from evaluators.core import confidence
 from evaluators.core.masking import mask_secrets
 from evaluators.storage import queries
 
-BAND_HELP = ("read the verdicts with this uncertainty band: a verdict with LO < p < HI is unsure and left "
-             "out of its score (default: each judge kind's band, "
-             + ", ".join(f"{k} {confidence.format_band(b)}" for k, b in confidence.DEFAULT_BANDS.items()) + ")")
+BAND_HELP = (
+    "read the verdicts with this uncertainty band: a verdict with LO < p < HI is unsure and left "
+    "out of its score (default: each judge kind's band, "
+    + ", ".join(f"{k} {confidence.format_band(b)}" for k, b in confidence.DEFAULT_BANDS.items())
+    + ")"
+)
 
 
 def band(text: str) -> confidence.Band:

@@ -1,4 +1,5 @@
 """The database's runs: `runs` (list them with their status) and `delete-run`."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,9 @@ def list_runs(args: argparse.Namespace) -> int:
         print("no runs")
         return 0
     for row in queries.sql.rows(frame):
-        print(f"{row.run_id}\t{row.judge}\t{row.status}\t{row.n_done}/{row.n_items} items\t{row.created_at:%Y-%m-%d %H:%M}")
+        print(
+            f"{row.run_id}\t{row.judge}\t{row.status}\t{row.n_done}/{row.n_items} items\t{row.created_at:%Y-%m-%d %H:%M}"
+        )
     return 0
 
 

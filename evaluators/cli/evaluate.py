@@ -1,4 +1,5 @@
 """`evaluate` (a file of items into a run, or a dry run) and `agreement` (pairs of better and worse variants)."""
+
 from __future__ import annotations
 
 import argparse
@@ -31,26 +32,40 @@ def client_processes(asked: int | None, concurrency: int, items: int) -> int:
     return 2 if concurrency >= POOL_CONCURRENCY and items >= POOL_ITEMS and (os.cpu_count() or 1) >= 2 else 1
 
 
-
 # ---------------------------------------------------------------- evaluate
+
 
 def add_evaluate(sub: argparse._SubParsersAction) -> None:
     """Register `evaluate`."""
     ev = sub.add_parser("evaluate", help="evaluate a file of (query, sources, response) triplets into a run")
-    ev.add_argument("input", type=options.input_file,
-                    help="JSONL, CSV or Parquet file of items, or another tool's export (see --format)")
-    ev.add_argument("--format", default=None, choices=traces.FORMATS,
-                    help="the input's format (default: detected from its suffix and shape): items, openinference "
-                         "(Phoenix span export, JSONL or Parquet), langfuse (trace export, JSON or JSONL), ragas "
-                         "(dataset or result file: its scores are kept as imported peer scores), deepeval (test "
-                         "run JSON)")
+    ev.add_argument(
+        "input",
+        type=options.input_file,
+        help="JSONL, CSV or Parquet file of items, or another tool's export (see --format)",
+    )
+    ev.add_argument(
+        "--format",
+        default=None,
+        choices=traces.FORMATS,
+        help="the input's format (default: detected from its suffix and shape): items, openinference "
+        "(Phoenix span export, JSONL or Parquet), langfuse (trace export, JSON or JSONL), ragas "
+        "(dataset or result file: its scores are kept as imported peer scores), deepeval (test "
+        "run JSON)",
+    )
     ev.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
-    ev.add_argument("--run", required=True, type=options.run_name,
-                    help="run name (every character visible); an unfinished run of this name is resumed")
+    ev.add_argument(
+        "--run",
+        required=True,
+        type=options.run_name,
+        help="run name (every character visible); an unfinished run of this name is resumed",
+    )
     _add_judge(ev)
-    ev.add_argument("--metrics", default=None,
-                    help=f"comma-separated metric ids (default {','.join(THELMA)}, and {','.join(REFERENCE)} "
-                         f"when some item carries a reference); also: {','.join(registry.SUITE_METRICS)}")
+    ev.add_argument(
+        "--metrics",
+        default=None,
+        help=f"comma-separated metric ids (default {','.join(THELMA)}, and {','.join(REFERENCE)} "
+        f"when some item carries a reference); also: {','.join(registry.SUITE_METRICS)}",
+    )
     _add_calls(ev)
     _add_run(ev)
     ev.set_defaults(handler=evaluate)
@@ -58,56 +73,100 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
 
 def _add_run(ev: argparse.ArgumentParser) -> None:
     """What the run computes beside its metrics, and how the command behaves."""
-    ev.add_argument("--per-component", action="store_true",
-                    help="one judge call per component, as in the paper (default: batched)")
-    ev.add_argument("--sd-threshold", type=options.cosine, default=SD_THRESHOLD,
-                    help="cosine (within [-1, 1]) at which two response sentences repeat each other")
-    ev.add_argument("--update", action="store_true",
-                    help="the input changed since the run evaluated it: re-evaluate exactly the changed and "
-                         "added items, delete the removed ones")
-    ev.add_argument("--retry-failed", action="store_true",
-                    help="ask the judge steps that failed (error, timeout, unparsed) again; answered calls "
-                         "come from the cache")
-    ev.add_argument("--dry-run", action="store_true",
-                    help="print the calls, tokens and cost; call nothing (a cascade: what its offline tier "
-                         "escalates, and the cost against its last tier alone)")
+    ev.add_argument(
+        "--per-component", action="store_true", help="one judge call per component, as in the paper (default: batched)"
+    )
+    ev.add_argument(
+        "--sd-threshold",
+        type=options.cosine,
+        default=SD_THRESHOLD,
+        help="cosine (within [-1, 1]) at which two response sentences repeat each other",
+    )
+    ev.add_argument(
+        "--update",
+        action="store_true",
+        help="the input changed since the run evaluated it: re-evaluate exactly the changed and "
+        "added items, delete the removed ones",
+    )
+    ev.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="ask the judge steps that failed (error, timeout, unparsed) again; answered calls come from the cache",
+    )
+    ev.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the calls, tokens and cost; call nothing (a cascade: what its offline tier "
+        "escalates, and the cost against its last tier alone)",
+    )
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
-    ev.add_argument("--expect", action="store_true",
-                    help="the input is a regression suite (export-suite): after evaluating, check every item's "
-                         "expectations and print each broken one; exit 1 if any broke")
+    ev.add_argument(
+        "--expect",
+        action="store_true",
+        help="the input is a regression suite (export-suite): after evaluating, check every item's "
+        "expectations and print each broken one; exit 1 if any broke",
+    )
 
 
 def _add_judge(ev: argparse.ArgumentParser) -> None:
     """The options of the judge's configuration (JudgeConfig)."""
-    ev.add_argument("--judge", default=OFFLINE, type=options.judge,
-                    help="offline (default, embedded), local (optional Qwen 1.5B), any litellm model string, or "
-                         "a cascade of them, weakest first, e.g. offline>openai/gpt-4o-mini: each tier decides "
-                         "the verdicts it is sure of and passes the rest on; the last decides what reaches it")
-    ev.add_argument("--decompose-with", default=None, metavar="TIER",
-                    help="the tier of a --judge cascade that splits texts into claims and sub-questions "
-                         "(default: the last)")
+    ev.add_argument(
+        "--judge",
+        default=OFFLINE,
+        type=options.judge,
+        help="offline (default, embedded), local (optional Qwen 1.5B), any litellm model string, or "
+        "a cascade of them, weakest first, e.g. offline>openai/gpt-4o-mini: each tier decides "
+        "the verdicts it is sure of and passes the rest on; the last decides what reaches it",
+    )
+    ev.add_argument(
+        "--decompose-with",
+        default=None,
+        metavar="TIER",
+        help="the tier of a --judge cascade that splits texts into claims and sub-questions (default: the last)",
+    )
     options.add_endpoint(ev, replicas=True)
-    ev.add_argument("--client-processes", type=options.count, default=None, metavar="N",
-                    help="send the judge calls from N worker processes (default: 2 from --concurrency "
-                         f"{POOL_CONCURRENCY} and {POOL_ITEMS} items on a machine with 2 cores or more, else 1: this "
-                         "one); litellm's CPU per call, not the endpoint, limits a large --concurrency on one process")
+    ev.add_argument(
+        "--client-processes",
+        type=options.count,
+        default=None,
+        metavar="N",
+        help="send the judge calls from N worker processes (default: 2 from --concurrency "
+        f"{POOL_CONCURRENCY} and {POOL_ITEMS} items on a machine with 2 cores or more, else 1: this "
+        "one); litellm's CPU per call, not the endpoint, limits a large --concurrency on one process",
+    )
 
 
 def _add_calls(ev: argparse.ArgumentParser) -> None:
     """How the judge's calls go: in flight at once, for how long, how patient under a rate limit."""
-    ev.add_argument("--concurrency", type=options.concurrency, default=8,
-                    help=f"max judge calls in flight, 1 to {options.MAX_CONCURRENCY} (adapts down on 429)")
+    ev.add_argument(
+        "--concurrency",
+        type=options.concurrency,
+        default=8,
+        help=f"max judge calls in flight, 1 to {options.MAX_CONCURRENCY} (adapts down on 429)",
+    )
     ev.add_argument("--timeout", type=options.duration, default=60.0, help="seconds per judge call")
-    ev.add_argument("--rate-limit-patience", type=options.duration, default=10.0, metavar="MINUTES",
-                    help="minutes a rate-limited judge may go without an answer before the run stops "
-                         "(default 10; finished items are kept)")
+    ev.add_argument(
+        "--rate-limit-patience",
+        type=options.duration,
+        default=10.0,
+        metavar="MINUTES",
+        help="minutes a rate-limited judge may go without an answer before the run stops "
+        "(default 10; finished items are kept)",
+    )
 
 
 def run_options(args: argparse.Namespace, metrics: list[str], n_items: int) -> RunOptions:
     """The run's options (RunOptions) from evaluate's arguments."""
-    judge = JudgeConfig(args.judge, tuple(args.api_base) if args.api_base else None, args.key_env, args.concurrency,
-                        args.timeout, args.rate_limit_patience * 60,
-                        client_processes(args.client_processes, args.concurrency, n_items), args.decompose_with)
+    judge = JudgeConfig(
+        args.judge,
+        tuple(args.api_base) if args.api_base else None,
+        args.key_env,
+        args.concurrency,
+        args.timeout,
+        args.rate_limit_patience * 60,
+        client_processes(args.client_processes, args.concurrency, n_items),
+        args.decompose_with,
+    )
     return RunOptions(judge, tuple(metrics), args.per_component, args.sd_threshold, args.update, args.retry_failed)
 
 
@@ -132,8 +191,9 @@ def evaluate(args: argparse.Namespace) -> int:
         print(dryrun.plan(items, args.db, args.run, run).text(args.judge))
         return 0
     try:
-        summary = runner.evaluate(items, args.db, args.run, options=run,
-                                  on_progress=None if args.quiet else runner.print_progress)
+        summary = runner.evaluate(
+            items, args.db, args.run, options=run, on_progress=None if args.quiet else runner.print_progress
+        )
     except JudgeFatal as exc:
         return fail(f"{exc}; finished items are saved, rerun the same command to continue", 3)
     except ownership.RunConflict as exc:
@@ -148,8 +208,11 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.expect and _expectations(args, items):
         return 1
     if summary.failed_items:
-        return fail(f"run {args.run} {summary.status}; rerun the same command with --retry-failed "
-                    "to ask the failed steps again", 5)
+        return fail(
+            f"run {args.run} {summary.status}; rerun the same command with --retry-failed "
+            "to ask the failed steps again",
+            5,
+        )
     return 0
 
 
@@ -168,14 +231,23 @@ def _expectations(args: argparse.Namespace, items: list) -> bool:
 
 # ---------------------------------------------------------------- agreement
 
+
 def add_agreement(sub: argparse._SubParsersAction) -> None:
     """Register `agreement`."""
     ag = sub.add_parser("agreement", help="pairwise validation: how often the judge scores the better variant higher")
-    ag.add_argument("--pairs", required=True, type=options.input_file,
-                    help="JSONL: per line metric, and better and worse objects with an item's fields")
+    ag.add_argument(
+        "--pairs",
+        required=True,
+        type=options.input_file,
+        help="JSONL: per line metric, and better and worse objects with an item's fields",
+    )
     ag.add_argument("--db", required=True, type=options.new_database, help="DuckDB file (created if missing)")
-    ag.add_argument("--run", required=True, type=options.run_name,
-                    help="run to evaluate the pairs' sides into (resumed if unfinished)")
+    ag.add_argument(
+        "--run",
+        required=True,
+        type=options.run_name,
+        help="run to evaluate the pairs' sides into (resumed if unfinished)",
+    )
     ag.add_argument("--judge", default=OFFLINE, help="as for evaluate")
     options.add_endpoint(ag)
     ag.add_argument("--concurrency", type=options.concurrency, default=8, help="max judge calls in flight")
@@ -205,13 +277,19 @@ def agreement(args: argparse.Namespace) -> int:
     except ownership.RunBusy as exc:
         return fail(str(exc), 6)
     outcomes = queries.compare.pair_scores(args.db, args.run)
-    tallies = pairs.tally([(r.metric, None if r.better != r.better else r.better,
-                            None if r.worse != r.worse else r.worse) for r in queries.sql.rows(outcomes)])
+    tallies = pairs.tally(
+        [
+            (r.metric, None if r.better != r.better else r.better, None if r.worse != r.worse else r.worse)
+            for r in queries.sql.rows(outcomes)
+        ]
+    )
     rows = [tallies[m].row(m) for m in metrics if m in tallies]
     for metric, n, agree, ties, disagree, failed, rate in rows:
         shown = "–" if rate is None else f"{rate:.2f}"
-        print(f"{metric:<24} agreement {shown} ({agree} of {n - failed} scored pairs; {ties} ties, "
-              f"{disagree} reversed, {failed} failed)")
+        print(
+            f"{metric:<24} agreement {shown} ({agree} of {n - failed} scored pairs; {ties} ties, "
+            f"{disagree} reversed, {failed} failed)"
+        )
     if args.out:
         write_csv(args.out, pairs.CSV_COLUMNS, [[cell(v) for v in row] for row in rows])
     return 0

@@ -5,6 +5,7 @@ score like a failure, never read as 0 or 1. The band is applied on read, never w
 user can move it without calling a judge again. Each way of obtaining p has its own default band;
 a label-only judge gives p in {0, 1}, which no band can hold, so its verdicts are never unsure.
 """
+
 from __future__ import annotations
 
 from evaluators.core.records import CALIBRATED, LABEL, LOGPROB

@@ -6,6 +6,7 @@ the judge's own key, every credential-looking environment value, and the usual k
 An endpoint URL may carry a credential itself (`http://user:password@host/v1`,
 `...?api-key=...`): `mask_url` is the form of it that is stored and shown; the call uses the real one.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,10 @@ _URL_PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 _PATTERNS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # Authorization / Proxy-Authorization headers, with or without a scheme, quoted or not.
-    (re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token)\s+)?[^\s\"',;}]+"),
-     lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}{MASK}"),
+    (
+        re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token)\s+)?[^\s\"',;}]+"),
+        lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}{MASK}",
+    ),
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer " + MASK),
     # api_key=..., api-key: ..., "x-api-key": "...", apikey=...
     (re.compile(r"(?i)\b((?:x-)?api[_-]?key[\"']?\s*[=:]\s*[\"']?)[^\s\"',;&}]+"), r"\1" + MASK),
@@ -44,8 +47,11 @@ _PATTERNS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = 
 
 def environment_secrets() -> list[str]:
     """Values of the environment variables that hold credentials (long enough to search for)."""
-    return [value for name, value in os.environ.items()
-            if _CREDENTIAL_NAME.search(name) and len(value.strip()) >= _MIN_LITERAL]
+    return [
+        value
+        for name, value in os.environ.items()
+        if _CREDENTIAL_NAME.search(name) and len(value.strip()) >= _MIN_LITERAL
+    ]
 
 
 def mask_secrets(text: str, *known: str | None) -> str:

@@ -4,6 +4,7 @@ Everything the engine computes is one of these, and the store keeps every one of
 so the dashboard can show why a score is what it is. A judge's parsed reply is an `Answer`, and
 `Judge` is what metric code asks: metrics depend on this protocol, never on a concrete judge.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,20 +23,20 @@ class Status(str, Enum):
     """
 
     OK = "ok"
-    UNPARSED = "unparsed"          # the judge answered, twice, with something we could not parse
-    ERROR = "error"                # the call failed after bounded retries (5xx, connection, ...)
-    TIMEOUT = "timeout"            # the call hung past its deadline, after retries
+    UNPARSED = "unparsed"  # the judge answered, twice, with something we could not parse
+    ERROR = "error"  # the call failed after bounded retries (5xx, connection, ...)
+    TIMEOUT = "timeout"  # the call hung past its deadline, after retries
     NOT_APPLICABLE = "not_applicable"  # the metric needs an input this item lacks, or one the judge cannot read
-    EMPTY = "empty"                # nothing to score: no claims, or a text that states nothing ("...", "Yes")
+    EMPTY = "empty"  # nothing to score: no claims, or a text that states nothing ("...", "Yes")
     # Never stored on a verdict: an OK verdict whose p fell inside the uncertainty band reads as
     # unsure (decided on read, evaluators/core/confidence.py), and so does a score with nothing else to go on.
     UNSURE = "unsure"
 
 
 # How a verdict's probability p was obtained.
-LOGPROB = "logprob"        # read from the judge's first-token logprobs: P("1") / (P("0") + P("1"))
+LOGPROB = "logprob"  # read from the judge's first-token logprobs: P("1") / (P("0") + P("1"))
 CALIBRATED = "calibrated"  # the offline judge's evidence mapped to a probability fitted on development data
-LABEL = "label"            # only the parsed label: p is the value itself, uncalibrated (never unsure)
+LABEL = "label"  # only the parsed label: p is the value itself, uncalibrated (never unsure)
 
 
 class Confidence(NamedTuple):
@@ -47,11 +48,11 @@ class Confidence(NamedTuple):
 
 
 # Component kinds: what a decomposition produced.
-SOURCE = "source"            # identity decomposition of the source set (SP1)
+SOURCE = "source"  # identity decomposition of the source set (SP1)
 SOURCE_FACT = "source_fact"  # B.1 claims of the sources (SP2)
-CLAIM = "claim"              # B.1 claims of the response (RP, GR)
+CLAIM = "claim"  # B.1 claims of the response (RP, GR)
 SUBQUESTION = "subquestion"  # B.3 sub-questions of the query (SQC, RQC)
-SENTENCE = "sentence"        # sentences of the response (SD)
+SENTENCE = "sentence"  # sentences of the response (SD)
 
 # The item metadata key under which peer scores travel with an imported item ({origin: {metric: value
 # or None}}): runs/traces.py writes it, the store keeps them in their own table.
@@ -77,8 +78,12 @@ class Item:
 
     def content_hash(self) -> str:
         """A hash of everything the run stores for this item: a rerun compares it to spot edited input."""
-        blob = json.dumps([self.query, list(self.sources), self.response, self.reference, self.metadata],
-                          ensure_ascii=False, sort_keys=True, default=str)
+        blob = json.dumps(
+            [self.query, list(self.sources), self.response, self.reference, self.metadata],
+            ensure_ascii=False,
+            sort_keys=True,
+            default=str,
+        )
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
@@ -175,8 +180,10 @@ def run_name_problem(name: str) -> str | None:
         return f"must not begin or end with a space, got {name!r}"
     for k, ch in enumerate(name):
         if not ch.isprintable() or _SHOWS_NOTHING.match(ch):
-            return (f"must hold no invisible or control character, got {name!r} (U+{ord(ch):04X} "
-                    f"{unicodedata.name(ch, 'control character')} at position {k + 1})")
+            return (
+                f"must hold no invisible or control character, got {name!r} (U+{ord(ch):04X} "
+                f"{unicodedata.name(ch, 'control character')} at position {k + 1})"
+            )
     return None
 
 

@@ -6,6 +6,7 @@ multinomial, so a 1000-resample bootstrap over 100k items costs 1000 draws over 
 instead of 10^8 index lookups. A paired bootstrap of a difference is the bootstrap of the per-item
 deltas, so Compare uses the same function on the (delta, count) table.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,8 +34,14 @@ class Interval:
         return self.low > 0 or self.high < 0
 
 
-def bootstrap_ci(values: npt.ArrayLike, counts: npt.ArrayLike | None = None, *, level: float = 0.95,
-                 resamples: int = RESAMPLES, seed: int = SEED) -> Interval | None:
+def bootstrap_ci(
+    values: npt.ArrayLike,
+    counts: npt.ArrayLike | None = None,
+    *,
+    level: float = 0.95,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Interval | None:
     """Percentile bootstrap interval of the mean of `values`, each repeated `counts` times.
 
     Returns None when there is nothing to average: an unscored metric has no interval, not a 0.

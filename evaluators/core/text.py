@@ -10,6 +10,7 @@ decompositions with it. The only data read is MiniLM's word list (`_vocabulary`)
 - facts in text: numbers, dates, names, negation and refusal cues, and the answer type a
   question wants (date, number, person, place).
 """
+
 from __future__ import annotations
 
 import re
@@ -19,36 +20,61 @@ from typing import AbstractSet
 
 # ---------------------------------------------------------------- words
 
-_STOP = frozenset("""a about above after again against all also am an and any are as at be because been before
+_STOP = frozenset(
+    """a about above after again against all also am an and any are as at be because been before
 being below between both but by can could did do does doing down during each few for from further had has have
 having he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
 nor not of off on once only or other our ours ourselves out over own same she should so some such than that the
 their theirs them themselves then there these they this those through to too under until up very was we were what
 when where which while who whom whose why will with would you your yours yourself yourselves may might must shall
 well one ones known called like including include includes within without upon via per among across toward towards
-s t d ll re ve""".split())
-_FUNCTION_START = frozenset("""a an the it its this that these those he she his her they their there here in on at
+s t d ll re ve""".split()
+)
+_FUNCTION_START = frozenset(
+    """a an the it its this that these those he she his her they their there here in on at
 by for from to of as with during after before however additionally also moreover furthermore overall and but or so
 then thus therefore meanwhile according since while when where what who which why how yes no i we you our
 moreover besides hence consequently nevertheless nonetheless finally firstly secondly lastly similarly likewise
-instead otherwise indeed still yet although though despite""".split())
-_MONTHS = ("january february march april may june july august september october november december "
-           "jan feb mar apr jun jul aug sep sept oct nov dec").split()
+instead otherwise indeed still yet although though despite""".split()
+)
+_MONTHS = (
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec"
+).split()
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 _TIME_ZONES = frozenset("utc gmt ist est edt cst cdt pst pdt cet cest bst jst aest".split())
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
-_NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-                      "ninety": 90, "hundred": 100, "thousand": 1000, "dozen": 12})
-_ORDINALS = {w: i for i, w in enumerate(
-    "zeroth first second third fourth fifth sixth seventh eighth ninth tenth".split())}
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBER_WORDS.update(
+    {
+        "thirty": 30,
+        "forty": 40,
+        "fifty": 50,
+        "sixty": 60,
+        "seventy": 70,
+        "eighty": 80,
+        "ninety": 90,
+        "hundred": 100,
+        "thousand": 1000,
+        "dozen": 12,
+    }
+)
+_ORDINALS = {
+    w: i for i, w in enumerate("zeroth first second third fourth fifth sixth seventh eighth ninth tenth".split())
+}
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "crore": 1e7, "lakh": 1e5}
 _NEGATION = re.compile(r"\b(?:not|no|never|none|neither|nor|cannot|without)\b|n't\b", re.I)
 _REFUSAL = re.compile(
     r"\b(?:not (?:been |yet )?(?:provided|available|mentioned|specified|stated|given|disclosed|known|clear|"
     r"sure|able)|(?:do|does|did) not (?:have|contain|provide|mention|specify|know)|no (?:information|details|data|"
-    r"mention)|unknown|unclear|cannot (?:be )?(?:answer|determine|provide|say|find)|unable to)\b", re.I)
+    r"mention)|unknown|unclear|cannot (?:be )?(?:answer|determine|provide|say|find)|unable to)\b",
+    re.I,
+)
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'’\-]*|\d+(?:[.,:]\d+)*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 
@@ -127,10 +153,15 @@ _LETTER = re.compile(r"[^\W\d_]")
 _LETTERS = re.compile(r"[^\W\d_]+")
 # Function words of the Latin-script languages most often met in place of English, minus those
 # English shares ("a", "in", "die", "also", ...): many of them, and few English ones, is not English.
-_FOREIGN = frozenset("""le la les des du est et une un dans pour sur avec qui que pas sont au aux ce cette il elle
+_FOREIGN = (
+    frozenset(
+        """le la les des du est et une un dans pour sur avec qui que pas sont au aux ce cette il elle
 par nous vous leur ont été el los las del es y una con por para se su fue al como pero más muy ya der das und ist
 nicht ein eine mit von zu den dem auf für im sich auch wurde sind des oder wie di che è della per nel alla sono gli
-non anche da os em não uma é foi dos das het een van niet op zijn voor dat ook maar""".split()) - _STOP
+non anche da os em não uma é foi dos das het een van niet op zijn voor dat ook maar""".split()
+    )
+    - _STOP
+)
 _ENGLISH = _STOP | frozenset({"yes", "no"})
 
 
@@ -207,7 +238,7 @@ def _line(raw: str) -> tuple[str, bool, bool]:
     bold label folded into its text. A '#' line or a line wholly in bold (not ending a sentence) is a heading."""
     marker = _LIST_MARK.match(raw)
     listed = bool(marker.group().strip(" \t>"))
-    line = raw[marker.end():].strip()
+    line = raw[marker.end() :].strip()
     bold = _BOLD_ALONE.fullmatch(line)
     if _HASH_HEADING.match(line) or (bold and not bold.group(2).rstrip().endswith((".", "!", "?"))):
         return "", listed, True
@@ -221,8 +252,11 @@ def _line(raw: str) -> tuple[str, bool, bool]:
 
 # A terminator and space before a capital or digit; or "provided.The" with no space.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'’”)\]]*\s+(?=[\"'‘“(\[]?[A-Z0-9])|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
-_ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|al|vs|Mr|Mrs|Ms|Dr|Prof|St|No|Inc|Ltd|Jr|Sr|Co|Corp|Gen|Mt|Ft|approx|"
-                     r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|U\.S|U\.K)\.|\b[A-Z]\.)$", re.I)
+_ABBREV = re.compile(
+    r"(?:\b(?:e\.g|i\.e|etc|al|vs|Mr|Mrs|Ms|Dr|Prof|St|No|Inc|Ltd|Jr|Sr|Co|Corp|Gen|Mt|Ft|approx|"
+    r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|U\.S|U\.K)\.|\b[A-Z]\.)$",
+    re.I,
+)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -289,18 +323,32 @@ def _is_heading(sentence: str) -> bool:
 
 # ---------------------------------------------------------------- clauses and subjects
 
-_AUX = frozenset("is are was were be been being has have had will would can could may might must shall should "
-                 "does do did".split())
-_IRREGULAR = frozenset("""built made known held won began begun became become led took taken gave given found
+_AUX = frozenset(
+    "is are was were be been being has have had will would can could may might must shall should does do did".split()
+)
+_IRREGULAR = frozenset(
+    """built made known held won began begun became become led took taken gave given found
 brought bought sold told thought kept left lost met paid put read run said sent set shown shot sung spent stood
 struck taught understood written wrote drove driven grew grown chosen chose named born based located situated
-opened closed used owned""".split())
-_NOT_VERB = frozenset("hundred red bed need seed speed feed breed shed bred sacred naked wicked "
-                      "united limited".split())
-_LEAD_PREPOSITION = frozenset("in on at by for from to of as with during after before under over since "
-                              "between among according although though while when if because".split())
-_PRONOUNS = {"it": "", "its": "'s", "they": "", "their": "'s", "them": "",
-             "he": "", "his": "'s", "him": "", "she": "", "her": "'s"}
+opened closed used owned""".split()
+)
+_NOT_VERB = frozenset("hundred red bed need seed speed feed breed shed bred sacred naked wicked united limited".split())
+_LEAD_PREPOSITION = frozenset(
+    "in on at by for from to of as with during after before under over since "
+    "between among according although though while when if because".split()
+)
+_PRONOUNS = {
+    "it": "",
+    "its": "'s",
+    "they": "",
+    "their": "'s",
+    "them": "",
+    "he": "",
+    "his": "'s",
+    "him": "",
+    "she": "",
+    "her": "'s",
+}
 _PERSON_PRONOUNS = frozenset({"he", "his", "him", "she", "her"})
 _ALIAS = re.compile(r",\s*(?:also\s+|formerly\s+|commonly\s+)?(?:known|called|referred to)\s+as\s+[^,]+,")
 _CAPITALIZED = re.compile(r"^[A-Z][\w.'’&-]*$")
@@ -322,8 +370,12 @@ def _is_verb(word: str) -> bool:
 def sentence_subject(sentence: str) -> str | None:
     """The words before the first verb, when they look like a subject (1-8 words, no leading preposition)."""
     words = _ALIAS.sub("", sentence).split()
-    if not words or _bare(words[0]) in _LEAD_PREPOSITION or _bare(words[0]) in _PRONOUNS \
-            or _bare(words[0]) in ("there", "here"):  # "There are many options": no subject to refer back to
+    if (
+        not words
+        or _bare(words[0]) in _LEAD_PREPOSITION
+        or _bare(words[0]) in _PRONOUNS
+        or _bare(words[0]) in ("there", "here")
+    ):  # "There are many options": no subject to refer back to
         return None
     for i, word in enumerate(words[:9]):
         if i and _is_verb(word):
@@ -342,8 +394,12 @@ def answer_phrase(text: str) -> bool:
     that sentence_subject misses (a present-tense verb, a leading pronoun), an extracted span has none.
     """
     sentences = split_sentences(text)
-    return (len(sentences) == 1 and len(text.split()) <= ANSWER_PHRASE_WORDS
-            and not text.rstrip().endswith((".", "!", "?")) and sentence_subject(sentences[0]) is None)
+    return (
+        len(sentences) == 1
+        and len(text.split()) <= ANSWER_PHRASE_WORDS
+        and not text.rstrip().endswith((".", "!", "?"))
+        and sentence_subject(sentences[0]) is None
+    )
 
 
 _NOT_PERSON_BEFORE = frozenset("the in at from near into across of to".split())
@@ -357,16 +413,19 @@ def _person(sentence: str) -> str | None:
     k = 0
     while k < len(words):
         j = k
-        while j < len(words) and _CAPITALIZED.match(words[j].strip(",;:.()\"")) and _bare(words[j]) not in _STOP:
+        while j < len(words) and _CAPITALIZED.match(words[j].strip(',;:.()"')) and _bare(words[j]) not in _STOP:
             j += 1
         if j - k >= 2 and (k == 0 or _bare(words[k - 1]) not in _NOT_PERSON_BEFORE):
-            best = " ".join(w.strip(",;:()\"") for w in words[k:j]).rstrip(".")
+            best = " ".join(w.strip(',;:()"') for w in words[k:j]).rstrip(".")
         k = max(j, k + 1)
     return best
 
 
-_LEAD_PHRASE = re.compile(r"^((?:In|On|At|By|After|Before|During|Since|From|Until|Later|Today|Currently)\b"
-                          r"[^,]{0,40},\s+)(it|its|they|their|he|his|she|her)\b(.*)$", re.S)
+_LEAD_PHRASE = re.compile(
+    r"^((?:In|On|At|By|After|Before|During|Since|From|Until|Later|Today|Currently)\b"
+    r"[^,]{0,40},\s+)(it|its|they|their|he|his|she|her)\b(.*)$",
+    re.S,
+)
 
 
 def _lead_pronoun(unit: str) -> tuple[str, str, str] | None:
@@ -400,8 +459,10 @@ def _clauses(sentence: str) -> list[str]:
     return [c for c in out if c]
 
 
-_DOMAIN = re.compile(r"(?<=\bof )((?:[A-Z][\w'’-]*\s+){1,3}(?:[A-Z][\w'’-]*|[IVX]+))\s+of\s+"
-                     r"((?:the\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,3})")
+_DOMAIN = re.compile(
+    r"(?<=\bof )((?:[A-Z][\w'’-]*\s+){1,3}(?:[A-Z][\w'’-]*|[IVX]+))\s+of\s+"
+    r"((?:the\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,3})"
+)
 
 
 def _split_domain(clause: str) -> list[str]:
@@ -412,7 +473,7 @@ def _split_domain(clause: str) -> list[str]:
     if not m or any(w.lower() in _vocabulary() for w in m.group(1).split() if not re.fullmatch(r"[IVX]+", w)):
         return [clause]
     name, domain = m.group(1), m.group(2)
-    return [_end(clause[: m.end(1)] + clause[m.end(2):]), _end(f"{name} is of {domain}")]
+    return [_end(clause[: m.end(1)] + clause[m.end(2) :]), _end(f"{name} is of {domain}")]
 
 
 def _end(text: str) -> str:
@@ -421,8 +482,11 @@ def _end(text: str) -> str:
 
 
 def _split_relative(clause: str) -> list[str]:
-    m = re.search(r"((?:[A-Z][\w.'’-]*)(?:\s+(?:[A-Z][\w.'’-]*|of|de|the))*),\s+(?:who|which)\s+"
-                  r"((?:is|was|are|were|has|had|have)\b[^;]*)$", clause)
+    m = re.search(
+        r"((?:[A-Z][\w.'’-]*)(?:\s+(?:[A-Z][\w.'’-]*|of|de|the))*),\s+(?:who|which)\s+"
+        r"((?:is|was|are|were|has|had|have)\b[^;]*)$",
+        clause,
+    )
     if m and m.start(1) > 0:
         main = _end(clause[: m.end(1)])
         return _split_coordination(main) + _split_coordination(_end(f"{m.group(1)} {m.group(2)}"))
@@ -446,10 +510,15 @@ def _split_coordination(clause: str) -> list[str]:
             else:
                 break
         if _is_verb(nxt) and not _is_verb(words[k - 1]):
-            second = subject + (aux if _bare(nxt) not in _AUX else []) + words[k + 1:]
-        elif aux and _bare(aux[-1]) in {"is", "are", "was", "were"} and len(aux) == 1 \
-                and _bare(nxt) in {"a", "an", "the"} and not any(_is_verb(w) for w in words[verb_at + 1:k]):
-            second = subject + aux + words[k + 1:]
+            second = subject + (aux if _bare(nxt) not in _AUX else []) + words[k + 1 :]
+        elif (
+            aux
+            and _bare(aux[-1]) in {"is", "are", "was", "were"}
+            and len(aux) == 1
+            and _bare(nxt) in {"a", "an", "the"}
+            and not any(_is_verb(w) for w in words[verb_at + 1 : k])
+        ):
+            second = subject + aux + words[k + 1 :]
         else:
             continue
         return [_end(" ".join(words[:k]))] + _split_coordination(_end(" ".join(second)))
@@ -470,8 +539,11 @@ def resolve_pronouns(units: list[str]) -> list[str]:
             if referent:
                 unit = _substitute(*lead, referent)
         found = sentence_subject(unit)
-        if found and _bare(found.split()[0]) not in {"this", "these", "that", "those", "the", "a", "an"} \
-                and all(w[:1].isupper() for w in found.split()):
+        if (
+            found
+            and _bare(found.split()[0]) not in {"this", "these", "that", "those", "the", "a", "an"}
+            and all(w[:1].isupper() for w in found.split())
+        ):
             subject = person = found
         elif found and _bare(found.split()[0]) not in {"this", "these", "that", "those"}:
             subject = found
@@ -499,13 +571,20 @@ def _claims(text: str) -> tuple[str, ...]:
 # ---------------------------------------------------------------- sub-questions
 
 _WH = r"what|when|where|who|whom|whose|which|why|how"
-_QUESTION_START = re.compile(rf"^(?:{_WH}|is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|"
-                             r"tell|explain|describe|list|give|name|compare|define|summarize|summarise|identify|"
-                             r"in which|in what|on which|at what|for what|from which|to what)\b", re.I)
-_PART_SPLIT = re.compile(rf"(?:,?\s+(?:and|or|but|also)\s+|,\s+|;\s+)(?=(?:{_WH}|is|are|was|were|do|does|did|can|"
-                         r"could|will|would|has|have|had|should)\b)", re.I)
-_GREETING = re.compile(r"^(?:hi|hello|hey|dear|thanks|thank you|good (?:morning|afternoon|evening)|greetings|please)\b",
-                       re.I)
+_QUESTION_START = re.compile(
+    rf"^(?:{_WH}|is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|"
+    r"tell|explain|describe|list|give|name|compare|define|summarize|summarise|identify|"
+    r"in which|in what|on which|at what|for what|from which|to what)\b",
+    re.I,
+)
+_PART_SPLIT = re.compile(
+    rf"(?:,?\s+(?:and|or|but|also)\s+|,\s+|;\s+)(?=(?:{_WH}|is|are|was|were|do|does|did|can|"
+    r"could|will|would|has|have|had|should)\b)",
+    re.I,
+)
+_GREETING = re.compile(
+    r"^(?:hi|hello|hey|dear|thanks|thank you|good (?:morning|afternoon|evening)|greetings|please)\b", re.I
+)
 
 
 def question_topic(question: str) -> str | None:
@@ -514,22 +593,30 @@ def question_topic(question: str) -> str | None:
     words = question.rstrip("?").split()
     k = 1
     while k < len(words):
-        if _CAPITALIZED.match(words[k].strip(",;:\"()")) and _bare(words[k]) not in _STOP:
+        if _CAPITALIZED.match(words[k].strip(',;:"()')) and _bare(words[k]) not in _STOP:
             j = k
-            while j < len(words) and (_CAPITALIZED.match(words[j].strip(",;:\"()")) or words[j].isdigit() or
-                                      (_bare(words[j]) in {"of", "de"} and j + 1 < len(words)
-                                       and words[j + 1][:1].isupper())):
+            while j < len(words) and (
+                _CAPITALIZED.match(words[j].strip(',;:"()'))
+                or words[j].isdigit()
+                or (_bare(words[j]) in {"of", "de"} and j + 1 < len(words) and words[j + 1][:1].isupper())
+            ):
                 j += 1
-            while j < len(words) and words[j].islower() and not _is_verb(words[j]) \
-                    and _bare(words[j]) not in _STOP and j - k < 6 and not words[j - 1].endswith(","):
+            while (
+                j < len(words)
+                and words[j].islower()
+                and not _is_verb(words[j])
+                and _bare(words[j]) not in _STOP
+                and j - k < 6
+                and not words[j - 1].endswith(",")
+            ):
                 j += 1  # "the PSLV-C56 mission": keep the head noun after the name
             start = k - 1 if _bare(words[k - 1]) == "the" else k
-            return " ".join(words[start:j]).strip(",;:\"()")
+            return " ".join(words[start:j]).strip(',;:"()')
         k += 1
     for i, word in enumerate(words[:4]):
         if _bare(word) in _AUX:
             rest = []
-            for w in words[i + 1:]:
+            for w in words[i + 1 :]:
                 if _is_verb(w) or (_bare(w) in _STOP and _bare(w) not in {"the", "a", "an", "of"}):
                     break
                 rest.append(w)
@@ -551,6 +638,7 @@ def _resolve_question(part: str, topic: str | None, person: str | None) -> str:
         if not referent:
             return word
         return referent + _PRONOUNS[low]
+
     return re.sub(r"\b(?:it|its|they|their|them|he|his|him|she|her)\b", swap, part, flags=re.I)
 
 
@@ -579,6 +667,7 @@ def split_questions(text: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- facts in text
+
 
 def numbers(text: str) -> set[float]:
     """Every number a text states: digits (with thousands separators, times, ordinals), number
@@ -639,8 +728,14 @@ def _names(text: str) -> frozenset[str]:
             if low.endswith("'s"):
                 low = low[:-2]
             low = low.replace(".", "")
-            if low in _STOP or low in _FUNCTION_START or low in _WEEKDAYS or low in _MONTHS or low in _TIME_ZONES \
-                    or low == "i":
+            if (
+                low in _STOP
+                or low in _FUNCTION_START
+                or low in _WEEKDAYS
+                or low in _MONTHS
+                or low in _TIME_ZONES
+                or low == "i"
+            ):
                 continue  # function words, and dates (checked on their own)
             opens = i == 0 or words[i - 1].endswith((":", ";")) or raw.startswith(("(", '"', "“", "'"))
             if opens and low in vocab:
@@ -666,27 +761,41 @@ def answer_type(question: str) -> str | None:
     """What kind of answer a sub-question wants: "date", "number", "person" (who), "place" (where) or None."""
     q = question.lower()
     head = " ".join(q.split()[:4])
-    if re.search(r"\bwhen\b|\bwhat (?:year|date|day|month|century|decade|time)\b|\bwhich (?:year|date|day|month)\b"
-                 r"|\bhow long ago\b|\bwhat period\b", head):
+    if re.search(
+        r"\bwhen\b|\bwhat (?:year|date|day|month|century|decade|time)\b|\bwhich (?:year|date|day|month)\b"
+        r"|\bhow long ago\b|\bwhat period\b",
+        head,
+    ):
         return "date"
-    if re.search(r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|deep|wide|heavy)\b"
-                 r"|\bwhat (?:percentage|percent|number|proportion|amount|share|population|size|height|length"
-                 r"|distance|cost|price|value)\b", q):
+    if re.search(
+        r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|deep|wide|heavy)\b"
+        r"|\bwhat (?:percentage|percent|number|proportion|amount|share|population|size|height|length"
+        r"|distance|cost|price|value)\b",
+        q,
+    ):
         return "number"
     if re.search(r"\b(?:who|whom|whose)\b", head):
         return "person"
-    if re.search(r"\bwhere\b", head) or re.search(r"\bin which (?:city|country|place|state|region)\b"
-                                                  r"|\b(?:location|headquarters|located|based|situated|address)\b", q):
+    if re.search(r"\bwhere\b", head) or re.search(
+        r"\bin which (?:city|country|place|state|region)\b"
+        r"|\b(?:location|headquarters|located|based|situated|address)\b",
+        q,
+    ):
         return "place"
     return None
 
 
 # Years, centuries, eras, clock times ("at 06:15" answers "when") and seasons.
-_DATE = re.compile(r"\b(?:1\d{3}|20\d{2})s?\b|\b\d{1,2}(?:st|nd|rd|th)? century\b|\b\d+\s*(?:AH|CE|BC|BCE|AD)\b"
-                   r"|\b(?:[01]?\d|2[0-3]):[0-5]\d\b|\b(?:spring|summer|autumn|winter)\b"
-                   r"|\b(?:yesterday|today|tomorrow|annually|decades?|centur(?:y|ies))\b", re.I)
-_PLACE_CUE = frozenset("in at from near to into located based situated headquartered across throughout "
-                       "between within outside state city country province region".split())
+_DATE = re.compile(
+    r"\b(?:1\d{3}|20\d{2})s?\b|\b\d{1,2}(?:st|nd|rd|th)? century\b|\b\d+\s*(?:AH|CE|BC|BCE|AD)\b"
+    r"|\b(?:[01]?\d|2[0-3]):[0-5]\d\b|\b(?:spring|summer|autumn|winter)\b"
+    r"|\b(?:yesterday|today|tomorrow|annually|decades?|centur(?:y|ies))\b",
+    re.I,
+)
+_PLACE_CUE = frozenset(
+    "in at from near to into located based situated headquartered across throughout "
+    "between within outside state city country province region".split()
+)
 
 
 def _capital_runs(text: str) -> list[tuple[set[str], list[str]]]:
@@ -699,7 +808,7 @@ def _capital_runs(text: str) -> list[tuple[set[str], list[str]]]:
         while j < len(words) and _CAPITALIZED.match(words[j].strip(",;:.()\"'")) and _bare(words[j]) not in _STOP:
             j += 1
         if j > k:
-            runs.append(({_bare(w) for w in words[max(0, k - 4):k]}, [_bare(w) for w in words[k:j]]))
+            runs.append(({_bare(w) for w in words[max(0, k - 4) : k]}, [_bare(w) for w in words[k:j]]))
         k = max(j, k + 1)
     return runs
 

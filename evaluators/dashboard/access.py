@@ -28,6 +28,7 @@ The judge sends that variable's value, and nothing else, to its api_base:
 
 This module holds no Streamlit code: dashboard/ui.py hands it the secrets and the login claims.
 """
+
 from __future__ import annotations
 
 import re
@@ -96,7 +97,7 @@ def role_for(email: str | None, roles: Mapping[str, Any]) -> str:
     if not email:
         return VIEWER
     email = email.strip().lower()
-    domain = email[email.rfind("@"):] if "@" in email else None
+    domain = email[email.rfind("@") :] if "@" in email else None
     granted = [role for role, entries in lists.items() if email in entries or (domain and domain in entries)]
     return max(granted, key=ROLES.index, default=VIEWER)
 
@@ -115,8 +116,9 @@ class User:
         return ROLES.index(self.role) >= ROLES.index(role)
 
 
-def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], read_only: bool,
-                 missing_verified: Any = VIEWER) -> User:
+def current_user(
+    claims: Mapping[str, Any] | None, roles: Mapping[str, Any], read_only: bool, missing_verified: Any = VIEWER
+) -> User:
     """The session's user from the login claims (None: login is not configured, the local single user).
 
     Only an email the provider verified grants a listed role: `email_verified` is the JSON boolean
@@ -124,8 +126,10 @@ def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], rea
     unverified address is something a user may be able to choose.
     """
     if missing_verified not in MISSING_VERIFIED:
-        raise ConfigError(f"[auth] {MISSING_VERIFIED_SETTING} must be {' or '.join(map(repr, MISSING_VERIFIED))}, "
-                          f"got {missing_verified!r}")
+        raise ConfigError(
+            f"[auth] {MISSING_VERIFIED_SETTING} must be {' or '.join(map(repr, MISSING_VERIFIED))}, "
+            f"got {missing_verified!r}"
+        )
     if claims is None:
         return User(None, VIEWER if read_only else ADMIN)
     email = str(claims.get("email") or "").strip() or None
@@ -133,11 +137,15 @@ def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], rea
     notice = ""
     if "email_verified" not in claims:
         if missing_verified != "trust":
-            notice = ("Your login provider does not say your email is verified (no email_verified claim), so you "
-                      f"are a viewer; an admin may set [auth] {MISSING_VERIFIED_SETTING} = \"trust\" for it.")
+            notice = (
+                "Your login provider does not say your email is verified (no email_verified claim), so you "
+                f'are a viewer; an admin may set [auth] {MISSING_VERIFIED_SETTING} = "trust" for it.'
+            )
     elif verified is not True:
-        notice = (f"Your login provider marks your email as not verified (email_verified is {verified!r}), "
-                  "so you are a viewer.")
+        notice = (
+            f"Your login provider marks your email as not verified (email_verified is {verified!r}), "
+            "so you are a viewer."
+        )
     if notice:
         email = None
     return User(email, VIEWER if read_only else role_for(email, roles), notice)
@@ -146,11 +154,14 @@ def current_user(claims: Mapping[str, Any] | None, roles: Mapping[str, Any], rea
 def require(user: User, role: str, action: str) -> None:
     """Raise Refused unless the user has `role`."""
     if not user.can(role):
-        raise Refused(f"You are a {user.role} and may not {action}: that needs the {role} role "
-                      "(ask an admin to add you to it in .streamlit/secrets.toml).")
+        raise Refused(
+            f"You are a {user.role} and may not {action}: that needs the {role} role "
+            "(ask an admin to add you to it in .streamlit/secrets.toml)."
+        )
 
 
 # ---------------------------------------------------------------- judges an admin lists
+
 
 def url_problem(text: str) -> str | None:
     """Why `text` cannot be a judge's API base ("must ..."), or None: an http(s) URL with a host. The URL
@@ -191,8 +202,9 @@ def listed_judges(entries: Sequence[Mapping[str, Any]]) -> list[ListedJudge]:
         if problem:
             raise ConfigError(f"[[judges]] {judge.label!r}: api_base {problem}")
         if not ENV_NAME.fullmatch(judge.key_env):
-            raise ConfigError(f"[[judges]] {judge.label!r}: key_env is the NAME of an environment variable, "
-                              "not the key itself")
+            raise ConfigError(
+                f"[[judges]] {judge.label!r}: key_env is the NAME of an environment variable, not the key itself"
+            )
         judges.append(judge)
     labels = [j.label for j in judges]
     if len(set(labels)) != len(labels) or {OFFLINE_LABEL, LOCAL_LABEL} & set(labels):
@@ -220,19 +232,31 @@ def judge_config(judge: str | ListedJudge, environ: Mapping[str, str]) -> JudgeC
     if isinstance(judge, str):
         return JudgeConfig(judge)
     if not environ.get(judge.key_env):
-        raise ConfigError(f"judge {judge.label!r} cannot run: its key variable {judge.key_env} is not set on "
-                          "the server (ask an admin)")
+        raise ConfigError(
+            f"judge {judge.label!r} cannot run: its key variable {judge.key_env} is not set on "
+            "the server (ask an admin)"
+        )
     return JudgeConfig(judge.model, api_base=judge.api_base, key_env=judge.key_env)
 
 
 # ---------------------------------------------------------------- the write paths
 
+
 class RunExists(ValueError):
     """A new evaluation was given the name of a run the database already holds."""
 
 
-def save_note(user: User, db: str, run_id: str, item_id: str, label: str, component: str, note: str,
-              author: str, deadline_s: float) -> str:
+def save_note(
+    user: User,
+    db: str,
+    run_id: str,
+    item_id: str,
+    label: str,
+    component: str,
+    note: str,
+    author: str,
+    deadline_s: float,
+) -> str:
     """Save one triage note as this user (a triager or above); returns the author recorded.
 
     The author is the login email when there is one, else the name typed. Raises Refused, ValueError
@@ -259,9 +283,16 @@ def save_labels(user: User, db: str, run_id: str, labels: Sequence[Label], autho
     return author
 
 
-def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge: str | ListedJudge,
-                     metrics: Sequence[str], environ: Mapping[str, str],
-                     on_progress: Callable[[Any], None] | None = None) -> Any:
+def start_evaluation(
+    user: User,
+    db: str,
+    items: Sequence[Item],
+    run: str,
+    judge: str | ListedJudge,
+    metrics: Sequence[str],
+    environ: Mapping[str, str],
+    on_progress: Callable[[Any], None] | None = None,
+) -> Any:
     """Evaluate items into a NEW run as this user (an evaluator or above); returns the runner's summary.
 
     Refuses a name that does not show as itself (records.run_name_problem) or of an existing run (a new
@@ -272,8 +303,9 @@ def start_evaluation(user: User, db: str, items: Sequence[Item], run: str, judge
     require(user, EVALUATOR, "upload files or run judges")
     check_run_name(run)
     if queries.runs.run_exists(db, run):
-        raise RunExists("A run with this name already exists: choose another name (an evaluation never adds to "
-                        "an existing run).")
+        raise RunExists(
+            "A run with this name already exists: choose another name (an evaluation never adds to an existing run)."
+        )
     config = judge_config(judge, environ)
     from evaluators.judges.llm import JudgeUnavailable
     from evaluators.runs.runner import RunOptions, evaluate  # lazy: the runner's stack, only when a run starts

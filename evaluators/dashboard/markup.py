@@ -4,6 +4,7 @@ rule labels, and evaluated text escaped and highlighted.
 User text is never markup: run names, item ids, judges, notes and errors go through md() wherever
 Streamlit draws markdown; evaluated text is html-escaped before it is highlighted.
 """
+
 from __future__ import annotations
 
 import html
@@ -113,8 +114,10 @@ def highlight(text: str, marks: Sequence[tuple[str, str, str]]) -> tuple[str, li
     for start, end, i in sorted(spans):
         _, colour, title = marks[i]
         out.append(html.escape(text[cursor:start]))
-        out.append(f'<span style="background:{colour};border-radius:3px;padding:0 2px" '
-                   f'title="{html.escape(title)}">{html.escape(text[start:end])}</span>')
+        out.append(
+            f'<span style="background:{colour};border-radius:3px;padding:0 2px" '
+            f'title="{html.escape(title)}">{html.escape(text[start:end])}</span>'
+        )
         cursor = end
     out.append(html.escape(text[cursor:]))
     return "".join(out), missing
@@ -123,8 +126,10 @@ def highlight(text: str, marks: Sequence[tuple[str, str, str]]) -> tuple[str, li
 def text_block(body_html: str) -> None:
     """Show escaped, highlighted text in a wrapped block (st.html sanitises it a second time); a long
     word wraps anywhere rather than widen the page."""
-    st.html(f'<div style="white-space:pre-wrap;overflow-wrap:anywhere;line-height:1.6;'
-            f'border-left:3px solid #ddd;padding-left:8px">{body_html}</div>')
+    st.html(
+        f'<div style="white-space:pre-wrap;overflow-wrap:anywhere;line-height:1.6;'
+        f'border-left:3px solid #ddd;padding-left:8px">{body_html}</div>'
+    )
 
 
 def plain(text: str) -> None:

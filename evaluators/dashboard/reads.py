@@ -5,6 +5,7 @@ Reads go through `read()`, cached on the read function, the DB path and the file
 so a new run shows up without a restart and no connection is ever held open; computations over run
 tables go through `derived()`, at the URL's band. A busy database is said, never a crash.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,10 @@ def read_all(*calls: Call) -> list[Any]:
     version = db_version(path)
     try:
         with store.reading(path):
-            return [_cached(fn, _name(fn), str(path), version, tuple(args), tuple(sorted(kwargs.items())))
-                    for fn, args, kwargs in calls]
+            return [
+                _cached(fn, _name(fn), str(path), version, tuple(args), tuple(sorted(kwargs.items())))
+                for fn, args, kwargs in calls
+            ]
     except store.StoreBusy:  # a writer held the file past the deadline: say so, don't crash
         st.warning("The database is busy (a run or a save is writing), try again in a moment.")
         st.stop()
@@ -89,8 +92,9 @@ def read(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _run_table(path: str, version: float, run_id: str, metric_ids: tuple[str, ...], band: Band | None,
-               corrected: bool) -> pd.DataFrame:
+def _run_table(
+    path: str, version: float, run_id: str, metric_ids: tuple[str, ...], band: Band | None, corrected: bool
+) -> pd.DataFrame:
     # cache_resource hands out the same frame without a copy: callers must not modify it.
     # At the default band the stored table is read; another band, or people's corrections,
     # recompute it from the verdicts.
@@ -113,8 +117,9 @@ def run_table(run_id: str) -> pd.DataFrame:
         st.stop()
 
 
-def _relation(path: str, version: float, run_id: str, every: tuple[str, ...], band: Band | None,
-              corrected: bool) -> pd.DataFrame | store.StoredRun:
+def _relation(
+    path: str, version: float, run_id: str, every: tuple[str, ...], band: Band | None, corrected: bool
+) -> pd.DataFrame | store.StoredRun:
     """A run table for derived(): at the default band the stored one, queried in the file (a million
     items are never pulled into memory); at another band or corrected, the cached recomputed frame."""
     if band is None and not corrected:
@@ -123,8 +128,18 @@ def _relation(path: str, version: float, run_id: str, every: tuple[str, ...], ba
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
-def _derived(_fn: Callable[..., Any], name: str, path: str, version: float, every: tuple[str, ...],
-             band: Band | None, corrected: bool, run_ids: tuple[str, ...], args: tuple, kwargs: tuple) -> Any:
+def _derived(
+    _fn: Callable[..., Any],
+    name: str,
+    path: str,
+    version: float,
+    every: tuple[str, ...],
+    band: Band | None,
+    corrected: bool,
+    run_ids: tuple[str, ...],
+    args: tuple,
+    kwargs: tuple,
+) -> Any:
     tables = [_relation(path, version, r, every, band, corrected) for r in run_ids]
     with store.reading(path):  # the stored run tables of one call share a connection
         return _fn(*tables, *args, **dict(kwargs))
@@ -140,8 +155,18 @@ def derived(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs
             if band() is not None or corrected():
                 for run_id in run_ids:
                     run_table(run_id)  # builds (or reports busy) outside the cached call
-            return _derived(fn, _name(fn), str(path), db_version(path), _every_metric(), band(), corrected(),
-                            tuple(run_ids), args, tuple(sorted(kwargs.items())))
+            return _derived(
+                fn,
+                _name(fn),
+                str(path),
+                db_version(path),
+                _every_metric(),
+                band(),
+                corrected(),
+                tuple(run_ids),
+                args,
+                tuple(sorted(kwargs.items())),
+            )
     except store.StoreBusy:
         st.warning("The database is busy (a run or a save is writing), try again in a moment.")
         st.stop()

@@ -11,6 +11,7 @@ is keyed by the database file's version, so a run written later still shows at o
 quiet a few seconds after new runs, serve opens the views again. These views are logged with
 `session=warmup`; `--no-warm-pages` skips them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,10 +30,23 @@ APP = ROOT / "app.py"
 # What the pages import besides Streamlit's core: third-party libraries (streamlit.emojis: the first icon
 # loads it), then our modules that define no Streamlit cache (evaluators.dashboard.reads does, and the
 # modules that import it: they are imported once the runtime exists, see _warm).
-PRELOAD = ("numpy", "pandas", "pyarrow", "duckdb", "plotly.graph_objects", "streamlit.emojis",
-           "evaluators.storage.queries", "evaluators.storage.store", "evaluators.dashboard.charts",
-           "evaluators.metrics.diagnosis", "evaluators.core.stats", "evaluators.dashboard.access",
-           "evaluators.core.confidence", "evaluators.metrics.registry", "evaluators.dashboard.markup")
+PRELOAD = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "duckdb",
+    "plotly.graph_objects",
+    "streamlit.emojis",
+    "evaluators.storage.queries",
+    "evaluators.storage.store",
+    "evaluators.dashboard.charts",
+    "evaluators.metrics.diagnosis",
+    "evaluators.core.stats",
+    "evaluators.dashboard.access",
+    "evaluators.core.confidence",
+    "evaluators.metrics.registry",
+    "evaluators.dashboard.markup",
+)
 WARM_RUNS = 10  # the newest runs whose Runs page is opened at start (the default run's among them)
 REWARM_POLL_S = 2.0  # how often serve looks for new runs in the file
 REWARM_QUIET_S = 5.0  # how long the file must go unwritten first: a run in progress writes every second or so
@@ -47,13 +61,19 @@ def _port(text: str) -> int:
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `serve` on the CLI's subparsers; it sets `handler`."""
-    s = subparsers.add_parser("serve", help="start the dashboard (Streamlit) with its libraries loaded before "
-                                            "the first visit")
-    s.add_argument("--db", type=Path, default=None,
-                   help="the database to show (default: RAG_TRIAGE_DB, else data/demo.duckdb)")
+    s = subparsers.add_parser(
+        "serve", help="start the dashboard (Streamlit) with its libraries loaded before the first visit"
+    )
+    s.add_argument(
+        "--db", type=Path, default=None, help="the database to show (default: RAG_TRIAGE_DB, else data/demo.duckdb)"
+    )
     s.add_argument("--port", type=_port, default=8501, help="the port to listen on (default %(default)s)")
-    s.add_argument("--no-warm-pages", dest="warm_pages", action="store_false",
-                   help="do not open every page's default view at start (its reads are then paid by the first visitor)")
+    s.add_argument(
+        "--no-warm-pages",
+        dest="warm_pages",
+        action="store_false",
+        help="do not open every page's default view at start (its reads are then paid by the first visitor)",
+    )
     s.set_defaults(handler=serve)
 
 
@@ -91,11 +111,17 @@ def _warm(port: int, pages: bool) -> None:
                     told_busy = True
             else:
                 # What makes a run's views read anew: a new run, or one that got items or finished.
-                changed = () if runs is None else tuple(
-                    runs[["run_id", "status", "n_done", "finished_at"]].itertuples(index=False, name=None))
+                changed = (
+                    ()
+                    if runs is None
+                    else tuple(runs[["run_id", "status", "n_done", "finished_at"]].itertuples(index=False, name=None))
+                )
                 if warmed is None:
-                    print(f"dashboard cache warmed in {time.perf_counter() - start:.2f} s: "
-                          + ("no readable database" if runs is None else f"{len(runs)} runs"), flush=True)
+                    print(
+                        f"dashboard cache warmed in {time.perf_counter() - start:.2f} s: "
+                        + ("no readable database" if runs is None else f"{len(runs)} runs"),
+                        flush=True,
+                    )
                 if pages and runs is not None and (warmed is None or changed != warmed[1]):
                     _open_views(port, list(runs["run_id"]), again=warmed is not None)
                 warmed = (version, changed)
@@ -117,13 +143,15 @@ def _open_views(port: int, run_ids: list[str], again: bool) -> None:
     except Exception as exc:  # the first visitors then pay the reads, as without warming
         print(f"dashboard pages not warmed: {type(exc).__name__}: {exc}", flush=True)
         return
-    print(f"dashboard pages warmed{' again (the runs changed)' if again else ''} in "
-          f"{time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages, and the Runs page of "
-          f"{min(len(run_ids), WARM_RUNS)} runs", flush=True)
+    print(
+        f"dashboard pages warmed{' again (the runs changed)' if again else ''} in "
+        f"{time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages, and the Runs page of "
+        f"{min(len(run_ids), WARM_RUNS)} runs",
+        flush=True,
+    )
 
 
-async def _visit_pages(port: int, views: list[tuple[str, str]], connect_s: float = 60.0,
-                       view_s: float = 600.0) -> None:
+async def _visit_pages(port: int, views: list[tuple[str, str]], connect_s: float = 60.0, view_s: float = 600.0) -> None:
     """Open each view (a page's URL path and query string) in turn, as view_messages() does, until its
     script run ends. The server may still be binding its port: connecting is retried for `connect_s`."""
     from evaluators.dashboard.timing import WARMUP_HEADER
@@ -144,8 +172,9 @@ async def _visit_pages(port: int, views: list[tuple[str, str]], connect_s: float
                 pass
 
 
-async def view_messages(base: str, url_path: str, query: str = "",
-                        headers: Mapping[str, str] | None = None) -> AsyncIterator[Any]:
+async def view_messages(
+    base: str, url_path: str, query: str = "", headers: Mapping[str, str] | None = None
+) -> AsyncIterator[Any]:
     """One view of the dashboard at `base` as a browser's page load opens it, over Streamlit's websocket:
     a new session, one rerun_script with the page's URL path and query string; yields its ForwardMsgs
     until the script run is over (benchmarks/load.py reads them, serve's start-up views drop them)."""
@@ -160,16 +189,23 @@ async def view_messages(base: str, url_path: str, query: str = "",
     # its page's origin; max_size=None because a page's deltas (Arrow tables) can exceed 1 MiB.
     protocol: Any = "streamlit"  # the library types these as its own string classes
     origin: Any = base
-    async with websockets.connect(f"ws://{urlsplit(base).netloc}/_stcore/stream", subprotocols=[protocol],
-                                  origin=origin, max_size=None, additional_headers=headers) as ws:
+    async with websockets.connect(
+        f"ws://{urlsplit(base).netloc}/_stcore/stream",
+        subprotocols=[protocol],
+        origin=origin,
+        max_size=None,
+        additional_headers=headers,
+    ) as ws:
         await ws.send(rerun.SerializeToString())
         while True:
             msg = ForwardMsg()
             msg.ParseFromString(await ws.recv())
             yield msg
             # A run cut short by st.rerun() is followed by the run that counts.
-            if (msg.WhichOneof("type") == "script_finished"
-                    and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN):
+            if (
+                msg.WhichOneof("type") == "script_finished"
+                and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN
+            ):
                 return
 
 
@@ -182,6 +218,5 @@ def serve(args: argparse.Namespace) -> int:
     threading.Thread(target=_warm, args=(args.port, args.warm_pages), name="rag-triage-warm", daemon=True).start()
     from streamlit.web import cli as streamlit_cli
 
-    streamlit_cli.main(["run", str(APP), "--server.port", str(args.port)], prog_name="streamlit",
-                       standalone_mode=False)
+    streamlit_cli.main(["run", str(APP), "--server.port", str(args.port)], prog_name="streamlit", standalone_mode=False)
     return 0

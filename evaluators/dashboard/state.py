@@ -3,6 +3,7 @@ st.query_params, so a view is a link someone can paste into a triage chat. Widge
 URL, parsers that refuse a value out of range (the view falls back to its default), and the
 thresholds, band and corrected-scores controls every page shares.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -34,8 +35,11 @@ def url_value(key: str, default: Any, parse: Callable[[str], Any] = str, remembe
 
 def set_url(key: str, value: Any, default: Any = None, remember: bool = True) -> None:
     """Write one view setting to the URL; the default value is left out to keep links short."""
-    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else (
-        "" if value is None else (f"{value:g}" if isinstance(value, float) else str(value)))
+    text = (
+        ",".join(map(str, value))
+        if isinstance(value, (list, tuple))
+        else ("" if value is None else (f"{value:g}" if isinstance(value, float) else str(value)))
+    )
     if value == default or value in (None, "", [], ()):
         st.query_params.pop(key, None)
         _ctx().pop(key, None)
@@ -45,9 +49,16 @@ def set_url(key: str, value: Any, default: Any = None, remember: bool = True) ->
             _ctx()[key] = text
 
 
-def synced(widget: Callable[..., Any], label: str, key: str, default: Any,
-           parse: Callable[[str], Any] = str, remember: bool = False, explicit: bool = False,
-           **kwargs: Any) -> Any:
+def synced(
+    widget: Callable[..., Any],
+    label: str,
+    key: str,
+    default: Any,
+    parse: Callable[[str], Any] = str,
+    remember: bool = False,
+    explicit: bool = False,
+    **kwargs: Any,
+) -> Any:
     """Draw a keyed widget whose value lives in the URL under `key`: read it first, write it on change.
 
     explicit: always keep the value in the URL, even the default (a run or item id: "the newest run"
@@ -85,11 +96,13 @@ def unit(text: str) -> float:
 def whole(low: int, high: int) -> Callable[[str], int]:
     """A URL parser for a whole number within [low, high]; anything else raises ValueError, so
     url_value() falls back to the default (a huge, negative or NaN page number is ignored)."""
+
     def parse(text: str) -> int:
         value = int(text)
         if not low <= value <= high:
             raise ValueError(text)
         return value
+
     return parse
 
 
@@ -99,8 +112,17 @@ def thresholds(metric_ids: Sequence[str]) -> dict[str, float]:
     with st.sidebar.expander("Thresholds (low < threshold ≤ high)", expanded=False):
         for m in metric_ids:
             default = registry.threshold(m)
-            out[m] = synced(st.slider, f"{m.upper()} threshold", f"th_{m}", default, unit, remember=True,
-                            min_value=0.0, max_value=1.0, step=0.01)
+            out[m] = synced(
+                st.slider,
+                f"{m.upper()} threshold",
+                f"th_{m}",
+                default,
+                unit,
+                remember=True,
+                min_value=0.0,
+                max_value=1.0,
+                step=0.01,
+            )
     for m in DEFAULT_THRESHOLDS:  # rules may read a metric this run lacks; keep a URL value for it
         if m not in metric_ids:
             out[m] = url_value(f"th_{m}", DEFAULT_THRESHOLDS[m], unit)
@@ -121,11 +143,17 @@ def band_control() -> Band | None:
     unsure and left out of its score. Empty: each judge kind's default band. A bad value is named
     and ignored, never a crash."""
     defaults = ", ".join(f"{kind} {format_band(b)}" for kind, b in DEFAULT_BANDS.items() if kind != LABEL)
-    text = synced(st.sidebar.text_input, "Uncertainty band (LO,HI)", "band", "", remember=True,
-                  placeholder="default per judge",
-                  help=f"A verdict whose p = P(match is 1) lies strictly between LO and HI is unsure: left out "
-                       f"of its score and shown neither 0 nor 1. Empty: the default band of each judge kind "
-                       f"({defaults}); label-only judges are never unsure. Moving it calls no judge.")
+    text = synced(
+        st.sidebar.text_input,
+        "Uncertainty band (LO,HI)",
+        "band",
+        "",
+        remember=True,
+        placeholder="default per judge",
+        help=f"A verdict whose p = P(match is 1) lies strictly between LO and HI is unsure: left out "
+        f"of its score and shown neither 0 nor 1. Empty: the default band of each judge kind "
+        f"({defaults}); label-only judges are never unsure. Moving it calls no judge.",
+    )
     if not text.strip():
         return None
     try:
@@ -146,8 +174,16 @@ def corrected() -> bool:
 def scores_control() -> bool:
     """A sidebar switch between the judge's scores and scores with people's corrections in place of
     its verdicts, synced with ?scores=; returns True for corrected."""
-    choice = synced(st.sidebar.radio, "Scores", "scores", SCORES[0], options=list(SCORES), horizontal=True,
-                    format_func={"raw": "judge's", "corrected": "corrected by people"}.get, remember=True,
-                    help="Corrected: every verdict people corrected on the Item page or in an imported labels "
-                         "file counts with their value; the judge's own scores never change.")
+    choice = synced(
+        st.sidebar.radio,
+        "Scores",
+        "scores",
+        SCORES[0],
+        options=list(SCORES),
+        horizontal=True,
+        format_func={"raw": "judge's", "corrected": "corrected by people"}.get,
+        remember=True,
+        help="Corrected: every verdict people corrected on the Item page or in an imported labels "
+        "file counts with their value; the judge's own scores never change.",
+    )
     return choice == "corrected"

@@ -11,6 +11,7 @@ the views `python -m evaluators serve` opens itself at start (evaluators/dashboa
 A deep link that is a fresh server's first request is served from the pages/ folder without app.py;
 ui.page() hands it over to app.py, so it is logged too, once (tests/test_deep_links.py).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -67,5 +68,10 @@ def page_run(url_path: str) -> Iterator[None]:
         outcome = type(exc).__name__
         raise
     finally:
-        LOG.info("page=/%s ms=%.1f session=%s outcome=%s", url_path, (time.perf_counter() - start) * 1000,
-                 session_tag(), outcome)
+        LOG.info(
+            "page=/%s ms=%.1f session=%s outcome=%s",
+            url_path,
+            (time.perf_counter() - start) * 1000,
+            session_tag(),
+            outcome,
+        )

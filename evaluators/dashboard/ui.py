@@ -3,6 +3,7 @@
 figures are in charts.py, reads in reads.py, URL state in state.py, text in markup.py; each page's own
 helpers in views/).
 """
+
 from __future__ import annotations
 
 import os
@@ -110,8 +111,11 @@ def page(title: str, need_db: bool = True) -> Path:
         st.stop()
     locked, unknown = access.read_only_setting(os.environ.get(access.READ_ONLY_ENV))
     if unknown is not None:
-        st.sidebar.warning(f"{access.READ_ONLY_ENV} has a value the dashboard does not know (below), so it stays "
-                           "read-only. Use 1/true/yes/on (read-only) or 0/false/no/off (writable).", icon="⚠️")
+        st.sidebar.warning(
+            f"{access.READ_ONLY_ENV} has a value the dashboard does not know (below), so it stays "
+            "read-only. Use 1/true/yes/on (read-only) or 0/false/no/off (writable).",
+            icon="⚠️",
+        )
         st.sidebar.code(unknown, language=None)
     if locked:
         st.sidebar.info("Read-only mode: triage notes and uploads are disabled.", icon="🔒")
@@ -134,12 +138,14 @@ def page(title: str, need_db: bool = True) -> Path:
 
 
 # Long words (a 60,000-character id or token) wrap inside the app's text instead of widening the page.
-WRAP_CSS = ("<style>[data-testid=stMarkdownContainer], [data-testid=stCaptionContainer], "
-            "[data-testid=stAlertContentInfo], [data-testid=stAlertContentWarning], "
-            "[data-testid=stAlertContentError], [data-testid=stAlertContentSuccess], "
-            "[data-testid=stExpander] summary, [data-testid=stMetricLabel], "
-            "[data-testid=stWidgetLabel], [data-testid=stPageLink] "
-            "{overflow-wrap:anywhere; word-break:break-word; min-width:0}</style>")
+WRAP_CSS = (
+    "<style>[data-testid=stMarkdownContainer], [data-testid=stCaptionContainer], "
+    "[data-testid=stAlertContentInfo], [data-testid=stAlertContentWarning], "
+    "[data-testid=stAlertContentError], [data-testid=stAlertContentSuccess], "
+    "[data-testid=stExpander] summary, [data-testid=stMetricLabel], "
+    "[data-testid=stWidgetLabel], [data-testid=stPageLink] "
+    "{overflow-wrap:anywhere; word-break:break-word; min-width:0}</style>"
+)
 
 
 def _check_database(path: Path, need_db: bool) -> None:
@@ -149,29 +155,31 @@ def _check_database(path: Path, need_db: bool) -> None:
     try:
         health = reads.database_health(str(path), reads.db_version(path))
     except store.StoreBusy:
-        st.warning(f"The database {md(path)} is locked by another process (a run or a save is writing); "
-                   "retried for a few seconds. Reload the page or press Retry in a moment.")
+        st.warning(
+            f"The database {md(path)} is locked by another process (a run or a save is writing); "
+            "retried for a few seconds. Reload the page or press Retry in a moment."
+        )
         st.button("Retry", key="db_retry")
         st.stop()
     where = md(path)
     fix = "set RAG_TRIAGE_DB to a database written by `python -m evaluators evaluate`, or build the demo (`make demo`)"
     messages = {
         "missing": f"No database at {where}. Build the demo (`make demo`) or set RAG_TRIAGE_DB, "
-                   "or evaluate a file on the Evaluate page.",
+        "or evaluate a file on the Evaluate page.",
         "empty": f"The database {where} is empty: evaluate a file on the Evaluate page or with "
-                 "`python -m evaluators evaluate`.",
+        "`python -m evaluators evaluate`.",
         "folder": f"{where} is a folder, not a RAG Triage database: {fix}.",
         "not_duckdb": f"{where} is not a RAG Triage database ({md(health.detail)}): {fix}.",
         "foreign": f"{where} is not a RAG Triage database (a DuckDB file with other tables: {md(health.detail)}): {fix}.",
         "damaged": f"{where} is a damaged database that DuckDB cannot read ({md(health.detail)}): restore it "
-                   f"from a copy, or {fix}.",
+        f"from a copy, or {fix}.",
         "older": f"{where} was made by an older version of RAG Triage (schema {health.version}, this version "
-                 f"reads {len(schema.MIGRATIONS)}): evaluating a file into it upgrades it, e.g. "
-                 f"`python -m evaluators evaluate ITEMS.jsonl --db FILE --run NAME` or the Evaluate page.",
+        f"reads {len(schema.MIGRATIONS)}): evaluating a file into it upgrades it, e.g. "
+        f"`python -m evaluators evaluate ITEMS.jsonl --db FILE --run NAME` or the Evaluate page.",
         "newer": f"{where} was made by a newer version of RAG Triage (schema {health.version}, this version "
-                 f"reads {len(schema.MIGRATIONS)}): open it with that version, or update RAG Triage.",
+        f"reads {len(schema.MIGRATIONS)}): open it with that version, or update RAG Triage.",
         "incomplete": f"{where} is a RAG Triage database with missing parts ({md(health.detail)}): restore it "
-                      f"from a copy, or {fix}.",
+        f"from a copy, or {fix}.",
     }
     if health.state == "ok" or (not need_db and health.state in ("missing", "empty")):
         return
@@ -189,14 +197,16 @@ def default_run(ids: Sequence[str], skip: str | None = None) -> str:
     return next((r for r in ids if r != skip and r in thelma), next((r for r in ids if r != skip), ids[0]))
 
 
-def pick_run(frame: pd.DataFrame, key: str = "run", label: str = "Run", skip: str | None = None,
-             where: Any = None) -> str | None:
+def pick_run(
+    frame: pd.DataFrame, key: str = "run", label: str = "Run", skip: str | None = None, where: Any = None
+) -> str | None:
     """A run selectbox synced with ?run= (default: default_run(), the newest THELMA run)."""
     ids = list(frame["run_id"])
     if not ids:
         return None
-    return synced((where or st.sidebar).selectbox, label, key, default_run(ids, skip), remember=True, explicit=True,
-                  options=ids)
+    return synced(
+        (where or st.sidebar).selectbox, label, key, default_run(ids, skip), remember=True, explicit=True, options=ids
+    )
 
 
 def pick_runs(frame: pd.DataFrame, key: str = "runs", label: str = "Runs") -> list[str]:
@@ -261,12 +271,17 @@ def link(**extra: Any) -> dict[str, str]:
 def item_link(run_id: str, item_id: str, label: str | None = None, tab: str | None = None) -> None:
     """A page link to one item's drill-down (on `tab`, one of ITEM_TABS); a `label` given is markdown, with
     user text through md()."""
-    page_link("item", label=label or f"Open item {md(item_id)}", icon="🔎",
-              query_params=link(run=run_id, item=item_id, tab=tab))
+    page_link(
+        "item",
+        label=label or f"Open item {md(item_id)}",
+        icon="🔎",
+        query_params=link(run=run_id, item=item_id, tab=tab),
+    )
 
 
-def page_link(page: str, label: str, query_params: Mapping[str, str], icon: str | None = None,
-              where: Any = None) -> None:
+def page_link(
+    page: str, label: str, query_params: Mapping[str, str], icon: str | None = None, where: Any = None
+) -> None:
     """A link to one of PAGES ('run', 'item', ...) with these query params."""
     (where or st).page_link(PAGES[page].file, label=label, icon=icon, query_params=query_params)
 

@@ -10,6 +10,7 @@ litellm model, or the offline extractive generator below (`offline_answer`). Its
 retrieved document ids, the semantic group and the ground truth in their metadata; grammar.runs
 stores them as a run and judges their correctness.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -56,8 +57,11 @@ def render_corpus(con: Any, spec_path: str | Path = CORPUS_SPEC) -> list[Doc]:
             values = dict(zip(names, row))
             text = {k: as_text(v) for k, v in values.items() if v is not None}
             doc_id = text["doc_id"]
-            sentences = [s.format_map(text) for key, s in kind["sentences"].items()
-                         if key not in omit.get(doc_id, []) and all(f in text for f in _fields(s))]
+            sentences = [
+                s.format_map(text)
+                for key, s in kind["sentences"].items()
+                if key not in omit.get(doc_id, []) and all(f in text for f in _fields(s))
+            ]
             title = kind["title"].format_map(text)
             docs.append(Doc(doc_id, title, " ".join(sentences)))
     return docs
@@ -91,6 +95,7 @@ def load_corpus(path: str | Path) -> list[Doc]:
 
 
 # ---------------------------------------------------------------- retrievers
+
 
 class BM25:
     """Okapi BM25 over whole documents: the sparse keyword retriever."""
@@ -140,22 +145,33 @@ RETRIEVERS: dict[str, Callable[[Sequence[Doc]], BM25 | Dense]] = {"bm25": BM25, 
 
 # ---------------------------------------------------------------- the pipeline
 
-async def answer_cases(cases: Sequence[Case], docs: Sequence[Doc], retriever: str, top_k: int,
-                       generator: Judge) -> list[Item]:
+
+async def answer_cases(
+    cases: Sequence[Case], docs: Sequence[Doc], retriever: str, top_k: int, generator: Judge
+) -> list[Item]:
     """Retrieve and answer each case; the Items carry retrieval ids, group and ground truth."""
     index = RETRIEVERS[retriever](docs)
     retrieved = [retrieve(index, c.query, top_k) for c in cases]
     if generator.name == "offline":  # batched encodes up front instead of hundreds of tiny ones
         sentences = {d.id: split_sentences(d.text) for d in docs}
         embed([s for ss in sentences.values() for s in ss])
-        embed([without_entity(c.query, entity_words(c.query, [s for d in found for s in sentences[d.id]]))
-               for c, found in zip(cases, retrieved)])
+        embed(
+            [
+                without_entity(c.query, entity_words(c.query, [s for d in found for s in sentences[d.id]]))
+                for c, found in zip(cases, retrieved)
+            ]
+        )
 
     async def one(case: Case, found: list[Doc]) -> Item:
         answer = await generator.ask("grammar_rag_answer", sources=[d.text for d in found], question=case.query)
-        meta = {**case.metadata(), META_RETRIEVED: [d.id for d in found], "retriever": retriever,
-                "generator": generator.name, META_GENERATOR_STATUS: answer.status.value,
-                "generator_detail": answer.detail or ""}
+        meta = {
+            **case.metadata(),
+            META_RETRIEVED: [d.id for d in found],
+            "retriever": retriever,
+            "generator": generator.name,
+            META_GENERATOR_STATUS: answer.status.value,
+            "generator_detail": answer.detail or "",
+        }
         response = answer.value if answer.status is Status.OK else ""
         return Item(case.id, case.query, tuple(d.text for d in found), response, case.answer, meta)
 

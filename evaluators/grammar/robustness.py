@@ -10,6 +10,7 @@
 All arithmetic is in pure functions over `GroupCount` and `Outcome` lists; judges and the store are
 only touched by `judge_items`, `write_correctness` and the read functions.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -41,13 +42,14 @@ from evaluators.storage import queries, writes
 
 # ---------------------------------------------------------------- pure robustness math
 
+
 @dataclass(frozen=True)
 class GroupCount:
     """Items of one semantic group within one cluster: judged, correct, and not judgeable."""
 
     cluster: str
     group: str
-    total: int        # items with a verdict (correct or not)
+    total: int  # items with a verdict (correct or not)
     correct: int
     unscored: int = 0  # items whose correctness could not be judged (error, unparsed, ...)
 
@@ -88,8 +90,7 @@ def classify_groups(counts: Iterable[GroupCount]) -> dict[str, str]:
         t = totals.setdefault(c.group, [0, 0])
         t[0] += c.total
         t[1] += c.correct
-    return {g: GAP if k == 0 else ROBUST if k == n else NON_ROBUST
-            for g, (n, k) in totals.items() if n > 0}
+    return {g: GAP if k == 0 else ROBUST if k == n else NON_ROBUST for g, (n, k) in totals.items() if n > 0}
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,9 @@ class Figures:
     """A cluster's counts and the paper's metrics derived from them."""
 
     cluster: str
-    items: int        # judged items
+    items: int  # judged items
     correct: int
-    gap_items: int    # judged items in gap groups
+    gap_items: int  # judged items in gap groups
     unscored: int
     groups: dict[str, int] = field(default_factory=dict)  # group type -> number of groups
 
@@ -136,7 +137,8 @@ def _figure(cluster: str, counts: Sequence[GroupCount], classes: Mapping[str, st
         correct=sum(c.correct for c in counts),
         gap_items=sum(c.total for c in counts if classes.get(c.group) == GAP),
         unscored=sum(c.unscored for c in counts),
-        groups={k: kinds.get(k, 0) for k in (GAP, ROBUST, NON_ROBUST)})
+        groups={k: kinds.get(k, 0) for k in (GAP, ROBUST, NON_ROBUST)},
+    )
 
 
 def figures(counts: Sequence[GroupCount], classes: Mapping[str, str] | None = None) -> dict[str, Figures]:
@@ -205,6 +207,7 @@ def hit_rates(outcomes: Iterable[Outcome]) -> dict[str, tuple[int, int]]:
 
 # ---------------------------------------------------------------- correctness judging and storage
 
+
 @dataclass(frozen=True)
 class Correctness:
     """One item's correctness verdict against its SQL ground truth."""
@@ -246,66 +249,97 @@ def grammar_items(db: str | Path, run: str) -> list[RunItem]:
 
 async def judge_items(items: Sequence[RunItem], judge: Judge) -> list[Correctness]:
     """Ask `judge` the Table 6 question for each item; generator failures are not judged."""
+
     async def one(it: RunItem) -> Correctness:
         base = Correctness(
-            it.item_id, str(it.meta[META_GROUP]), str(it.meta.get(META_SQL_TEMPLATE, "")),
-            str(it.meta.get(META_TEXT_TEMPLATE, "")), None, Status.ERROR, judge.name,
-            retrieved=tuple(it.meta.get(META_RETRIEVED) or ()), true_docs=tuple(it.meta.get(META_TRUE_DOCS) or ()))
+            it.item_id,
+            str(it.meta[META_GROUP]),
+            str(it.meta.get(META_SQL_TEMPLATE, "")),
+            str(it.meta.get(META_TEXT_TEMPLATE, "")),
+            None,
+            Status.ERROR,
+            judge.name,
+            retrieved=tuple(it.meta.get(META_RETRIEVED) or ()),
+            true_docs=tuple(it.meta.get(META_TRUE_DOCS) or ()),
+        )
         gen_status = it.meta.get(META_GENERATOR_STATUS, Status.OK.value)
         if gen_status != Status.OK.value:
             return replace(base, status=Status(gen_status), detail="the RAG generator failed; nothing to judge")
         if not it.truth:
             return replace(base, status=Status.NOT_APPLICABLE, detail="the item has no ground truth (reference)")
-        answer = await judge.ask("grammar_correctness", query=it.query, true_answer=it.truth,
-                                 given_response=it.response)
+        answer = await judge.ask(
+            "grammar_correctness", query=it.query, true_answer=it.truth, given_response=it.response
+        )
         if answer.status is not Status.OK:
-            return replace(base, status=answer.status, detail=answer.detail or (answer.raw or "")[:300],
-                           call_key=answer.call_key)
-        return replace(base, correct=bool(answer.value), status=Status.OK, call_key=answer.call_key,
-                       detail=answer.detail or (answer.raw or "").strip()[:300])
+            return replace(
+                base, status=answer.status, detail=answer.detail or (answer.raw or "")[:300], call_key=answer.call_key
+            )
+        return replace(
+            base,
+            correct=bool(answer.value),
+            status=Status.OK,
+            call_key=answer.call_key,
+            detail=answer.detail or (answer.raw or "").strip()[:300],
+        )
 
     return list(await asyncio.gather(*(one(it) for it in items)))
 
 
 def write_correctness(db: str | Path, run: str, rows: Sequence[Correctness]) -> None:
     """Replace the run's rows of grammar_correctness with `rows`, in one transaction."""
-    frame = pd.DataFrame({
-        "run_id": run,
-        "item_id": [r.item_id for r in rows],
-        "group_id": [r.group for r in rows],
-        "sql_template": [r.sql_template for r in rows],
-        "text_template": [r.text_template for r in rows],
-        "correct": pd.array([r.correct for r in rows], dtype="boolean"),
-        "status": [r.status.value for r in rows],
-        "judge": [r.judge for r in rows],
-        "detail": [r.detail for r in rows],
-        "call_key": pd.array([r.call_key for r in rows], dtype="string"),
-        "retrieved_doc_ids": [list(r.retrieved) for r in rows],
-        "true_doc_ids": [list(r.true_docs) for r in rows],
-        "retrieval_hit": pd.array([retrieval_hit(Outcome("", "", "", None, r.retrieved, r.true_docs))
-                                   for r in rows], dtype="boolean"),
-        "created_at": pd.Timestamp.now(tz="UTC").tz_localize(None),
-    })
+    frame = pd.DataFrame(
+        {
+            "run_id": run,
+            "item_id": [r.item_id for r in rows],
+            "group_id": [r.group for r in rows],
+            "sql_template": [r.sql_template for r in rows],
+            "text_template": [r.text_template for r in rows],
+            "correct": pd.array([r.correct for r in rows], dtype="boolean"),
+            "status": [r.status.value for r in rows],
+            "judge": [r.judge for r in rows],
+            "detail": [r.detail for r in rows],
+            "call_key": pd.array([r.call_key for r in rows], dtype="string"),
+            "retrieved_doc_ids": [list(r.retrieved) for r in rows],
+            "true_doc_ids": [list(r.true_docs) for r in rows],
+            "retrieval_hit": pd.array(
+                [retrieval_hit(Outcome("", "", "", None, r.retrieved, r.true_docs)) for r in rows], dtype="boolean"
+            ),
+            "created_at": pd.Timestamp.now(tz="UTC").tz_localize(None),
+        }
+    )
     writes.replace_grammar_correctness(db, run, frame)
 
 
 # ---------------------------------------------------------------- reads (the Robustness page)
 
+
 def group_counts(db: str | Path, run: str, cluster_by: str = "sql_template") -> list[GroupCount]:
     """Per (cluster, group) counts of a run, grouped in DuckDB."""
     frame = queries.grammar.grammar_group_counts(db, run, cluster_by)
-    return [GroupCount(r.cluster, r.group_id, int(r.total), int(r.n_correct), int(r.unscored))
-            for r in queries.sql.rows(frame)]
+    return [
+        GroupCount(r.cluster, r.group_id, int(r.total), int(r.n_correct), int(r.unscored))
+        for r in queries.sql.rows(frame)
+    ]
 
 
-def outcomes(db: str | Path, run: str, cluster_by: str = "sql_template",
-             groups: Sequence[str] | None = None) -> list[Outcome]:
+def outcomes(
+    db: str | Path, run: str, cluster_by: str = "sql_template", groups: Sequence[str] | None = None
+) -> list[Outcome]:
     """Item-level outcomes of a run, optionally only for some groups."""
     if groups is not None and not groups:
         return []
     frame = queries.grammar.grammar_outcomes(db, run, cluster_by, groups)
-    return [Outcome(r.item_id, r.cluster, r.group_id, None if pd.isna(r.correct) else bool(r.correct),
-                    tuple(r.retrieved_doc_ids), tuple(r.true_doc_ids)) for r in queries.sql.rows(frame)]
+    return [
+        Outcome(
+            r.item_id,
+            r.cluster,
+            r.group_id,
+            None if pd.isna(r.correct) else bool(r.correct),
+            tuple(r.retrieved_doc_ids),
+            tuple(r.true_doc_ids),
+        )
+        for r in queries.sql.rows(frame)
+    ]
 
 
 @dataclass
@@ -319,7 +353,7 @@ class Report:
     modular: dict[str, Figures]  # LM shortfalls credited: the retrieval module's view
     hits: dict[str, tuple[int, int]]
     blame: dict[str, str]
-    non_robust: pd.DataFrame      # one row per item of a non-robust group
+    non_robust: pd.DataFrame  # one row per item of a non-robust group
 
     def clusters(self) -> pd.DataFrame:
         """One row per cluster (ALL last) with the paper's figures."""
@@ -327,13 +361,24 @@ class Report:
         for name, f in self.plain.items():
             m = self.modular[name]
             hits, known = self.hits.get(name, (0, 0))
-            rows.append({
-                "cluster": name, "items": f.items, "correct": f.correct, "gap items": f.gap_items,
-                "lambda": f.lam, "R": f.robustness, "Acc": f.accuracy,
-                "R (retrieval)": m.robustness, "Acc (retrieval)": m.accuracy,
-                "retrieval hit": hits / known if known else None,
-                "gap groups": f.groups[GAP], "robust groups": f.groups[ROBUST],
-                "non-robust groups": f.groups[NON_ROBUST], "unscored": f.unscored})
+            rows.append(
+                {
+                    "cluster": name,
+                    "items": f.items,
+                    "correct": f.correct,
+                    "gap items": f.gap_items,
+                    "lambda": f.lam,
+                    "R": f.robustness,
+                    "Acc": f.accuracy,
+                    "R (retrieval)": m.robustness,
+                    "Acc (retrieval)": m.accuracy,
+                    "retrieval hit": hits / known if known else None,
+                    "gap groups": f.groups[GAP],
+                    "robust groups": f.groups[ROBUST],
+                    "non-robust groups": f.groups[NON_ROBUST],
+                    "unscored": f.unscored,
+                }
+            )
         return pd.DataFrame(rows)
 
     def attribution(self) -> dict[str, int]:
@@ -356,26 +401,31 @@ def report(db: str | Path, run: str, cluster_by: str = "sql_template") -> Report
     hit_map[ALL] = (sum(h for h, _ in hit_map.values()), sum(k for _, k in hit_map.values()))
     detail = queries.grammar.grammar_group_items(db, run, nr_groups)
     detail["attribution"] = [blame.get(i, "") for i in detail["item_id"]]
-    return Report(run, cluster_by, classes, figures(counts, classes), figures(modular, classes),
-                  hit_map, blame, detail)
+    return Report(run, cluster_by, classes, figures(counts, classes), figures(modular, classes), hit_map, blame, detail)
 
 
 def report_text(rep: Report) -> str:
     """The report as aligned plain text for the terminal."""
+
     def f(x: float | None) -> str:
         return "   -" if x is None or x != x else f"{x:.2f}"  # None / NaN: nothing to score
 
-    lines = [f"run {rep.run}, clusters by {rep.cluster_by}",
-             f"{'cluster':<28} {'items':>5} {'corr':>5} {'gap':>5} {'lambda':>6} {'R':>5} {'Acc':>5} "
-             f"{'R_ret':>5} {'Acc_ret':>7} {'hit':>5}  groups gap/robust/non-robust"]
+    lines = [
+        f"run {rep.run}, clusters by {rep.cluster_by}",
+        f"{'cluster':<28} {'items':>5} {'corr':>5} {'gap':>5} {'lambda':>6} {'R':>5} {'Acc':>5} "
+        f"{'R_ret':>5} {'Acc_ret':>7} {'hit':>5}  groups gap/robust/non-robust",
+    ]
     for row in rep.clusters().to_dict("records"):
         lines.append(
             f"{row['cluster'][:28]:<28} {row['items']:>5} {row['correct']:>5} {row['gap items']:>5} "
             f"{f(row['lambda']):>6} {f(row['R']):>5} {f(row['Acc']):>5} {f(row['R (retrieval)']):>5} "
             f"{f(row['Acc (retrieval)']):>7} {f(row['retrieval hit']):>5}  "
             f"{row['gap groups']}/{row['robust groups']}/{row['non-robust groups']}"
-            + (f"  ({row['unscored']} unscored)" if row["unscored"] else ""))
+            + (f"  ({row['unscored']} unscored)" if row["unscored"] else "")
+        )
     a = rep.attribution()
-    lines.append(f"context comparison over wrong items of non-robust groups: LM shortfall {a[LM]}, "
-                 f"possible retrieval failure {a[RETRIEVAL]}" + (f", unknown {a[UNKNOWN]}" if a[UNKNOWN] else ""))
+    lines.append(
+        f"context comparison over wrong items of non-robust groups: LM shortfall {a[LM]}, "
+        f"possible retrieval failure {a[RETRIEVAL]}" + (f", unknown {a[UNKNOWN]}" if a[UNKNOWN] else "")
+    )
     return "\n".join(lines)

@@ -4,6 +4,7 @@ pipeline into a stored run, and build the offline demo runs.
 These open judges the way the runner does (offline, local, or a litellm model, with the request
 cache of the database), so they sit above the runner; the CLI and data/build_demo.py call them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,14 +30,16 @@ class NoGrammarItems(ValueError):
     """A run holds no item with GRAMMAR metadata, so there is no correctness to judge."""
 
 
-async def open_judge(stack: AsyncExitStack, config: JudgeConfig, db: str | Path | None,
-                     calls: list[JudgeCall]) -> Judge:
+async def open_judge(
+    stack: AsyncExitStack, config: JudgeConfig, db: str | Path | None, calls: list[JudgeCall]
+) -> Judge:
     """The judge `config` names (offline, local, a litellm model, or a chain of them like `evaluate`'s
     "offline>openai/gpt-4o-mini") answering from the cache of `db` (when given) and appending every new
     call to `calls`. ValueError (one line) for a bad chain."""
     tiers, _ = factory.check_chain(config.spec, config.decompose_with)
-    caches = {tier: queries.runs.load_cache(db, factory.judge_name(tier))
-              for tier in tiers if db and tier != factory.OFFLINE}
+    caches = {
+        tier: queries.runs.load_cache(db, factory.judge_name(tier)) for tier in tiers if db and tier != factory.OFFLINE
+    }
     judge, _ = await factory.open_chain(stack, config, caches, calls.append)
     return judge
 
@@ -54,14 +57,23 @@ class CorrectnessSummary:
 
     def text(self) -> str:
         fails = ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items()) if s != Status.OK.value)
-        return (f"correctness of run {self.run} by {self.judge}: {self.correct} correct of "
-                f"{self.statuses.get(Status.OK.value, 0)} judged, {self.items} items"
-                + (f" ({fails})" if fails else "")
-                + (f"; {self.skipped} items without GRAMMAR metadata skipped" if self.skipped else ""))
+        return (
+            f"correctness of run {self.run} by {self.judge}: {self.correct} correct of "
+            f"{self.statuses.get(Status.OK.value, 0)} judged, {self.items} items"
+            + (f" ({fails})" if fails else "")
+            + (f"; {self.skipped} items without GRAMMAR metadata skipped" if self.skipped else "")
+        )
 
 
-def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_base: str | None = None,
-                         concurrency: int = 8, timeout: float = 60.0, key_env: str | None = None) -> CorrectnessSummary:
+def evaluate_correctness(
+    db: str | Path,
+    run: str,
+    judge: str = "offline",
+    api_base: str | None = None,
+    concurrency: int = 8,
+    timeout: float = 60.0,
+    key_env: str | None = None,
+) -> CorrectnessSummary:
     """Judge every GRAMMAR item of a stored run against its ground truth and store the verdicts.
 
     Items need `grammar_group` in their metadata and the ground truth as `reference`. Judge calls
@@ -84,8 +96,9 @@ def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_b
         writes.write_batch(db, run, calls=calls)
     write_correctness(db, run, rows)
     statuses = Counter(r.status.value for r in rows)
-    return CorrectnessSummary(run, name, len(rows), total - len(items), sum(bool(r.correct) for r in rows),
-                              dict(statuses))
+    return CorrectnessSummary(
+        run, name, len(rows), total - len(items), sum(bool(r.correct) for r in rows), dict(statuses)
+    )
 
 
 @dataclass
@@ -97,12 +110,23 @@ class PipelineResult:
     correctness: CorrectnessSummary
 
 
-def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run: str, retriever: str = "bm25",
-                 top_k: int = 1, generator: str = "offline", judge: str = "offline",
-                 correctness_judge: str = "offline", api_base: str | None = None,
-                 metrics: Sequence[str] | None = None, concurrency: int = 8, decompose_with: str | None = None,
-                 on_progress: Callable[[runner.Progress], None] | None = None,
-                 key_env: str | None = None) -> PipelineResult:
+def run_pipeline(
+    cases: Sequence[Case],
+    docs: Sequence[Doc],
+    db: str | Path,
+    run: str,
+    retriever: str = "bm25",
+    top_k: int = 1,
+    generator: str = "offline",
+    judge: str = "offline",
+    correctness_judge: str = "offline",
+    api_base: str | None = None,
+    metrics: Sequence[str] | None = None,
+    concurrency: int = 8,
+    decompose_with: str | None = None,
+    on_progress: Callable[[runner.Progress], None] | None = None,
+    key_env: str | None = None,
+) -> PipelineResult:
     """Answer `cases` over `docs`, store them as run `run` with THELMA scores, then judge correctness.
 
     `judge` may be a chain ("offline>openai/gpt-4o-mini"), whose tier `decompose_with` decomposes.
@@ -123,18 +147,34 @@ def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run
     items, calls = asyncio.run(go())
     if calls:
         writes.write_batch(db, run, calls=calls)
-    thelma = runner.evaluate(items, db, run, judge, api_base=api_base, key_env=key_env, metrics=metrics,
-                             concurrency=concurrency, decompose_with=decompose_with, on_progress=on_progress)
+    thelma = runner.evaluate(
+        items,
+        db,
+        run,
+        judge,
+        api_base=api_base,
+        key_env=key_env,
+        metrics=metrics,
+        concurrency=concurrency,
+        decompose_with=decompose_with,
+        on_progress=on_progress,
+    )
     correctness = evaluate_correctness(db, run, correctness_judge, api_base, concurrency, key_env=key_env)
     return PipelineResult(run, thelma, correctness)
 
 
-def build_demo(db: str | Path, retrievers: Sequence[str] = ("bm25", "dense"), max_groups: int | None = None,
-               metrics: Sequence[str] | None = None,
-               on_progress: Callable[[runner.Progress], None] | None = None) -> list[PipelineResult]:
+def build_demo(
+    db: str | Path,
+    retrievers: Sequence[str] = ("bm25", "dense"),
+    max_groups: int | None = None,
+    metrics: Sequence[str] | None = None,
+    on_progress: Callable[[runner.Progress], None] | None = None,
+) -> list[PipelineResult]:
     """The offline demo: test set from data/grammar, one run per retriever (`grammar-<retriever>`)."""
     with open_source(COMPANY_SQL) as con:
         testset = generate(con, load_templates(TEMPLATES), max_groups=max_groups)
         docs = render_corpus(con)
-    return [run_pipeline(testset.cases, docs, db, f"grammar-{r}", retriever=r, metrics=metrics,
-                         on_progress=on_progress) for r in retrievers]
+    return [
+        run_pipeline(testset.cases, docs, db, f"grammar-{r}", retriever=r, metrics=metrics, on_progress=on_progress)
+        for r in retrievers
+    ]

@@ -16,6 +16,7 @@ similarity that argues against distinctness). p is then clipped into the half th
 judge's value (value 1: p >= 0.5; value 0: p < 0.5), so for a calibrated verdict value = 1 exactly
 when p >= 0.5, and a p near 0.5 is simply unsure.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,12 +29,12 @@ from evaluators.core.records import CALIBRATED, Confidence
 from evaluators.core.text import answer_phrase
 
 # Match types: the kinds of decision the offline judge makes, each with its own curve.
-SUPPORT = "support"                    # a claim is backed by the sources (GR; the peers' support prompts)
-ESSENTIAL = "essential"                # a fact or claim is essential to answer the query (RP, SP2)
+SUPPORT = "support"  # a claim is backed by the sources (GR; the peers' support prompts)
+ESSENTIAL = "essential"  # a fact or claim is essential to answer the query (RP, SP2)
 SOURCE_ESSENTIAL = "source_essential"  # a whole source holds something essential (SP1)
-COVERS = "covers"                      # a source or the response answers a sub-question (SQC, RQC)
-ANSWER_PHRASE = "answer_phrase"        # RQC on a response that is a bare answer phrase (an extractive answer)
-SD = "sd"                              # a sentence is distinct from every other one (cosine)
+COVERS = "covers"  # a source or the response answers a sub-question (SQC, RQC)
+ANSWER_PHRASE = "answer_phrase"  # RQC on a response that is a bare answer phrase (an extractive answer)
+SD = "sd"  # a sentence is distinct from every other one (cosine)
 MATCH_TYPES: tuple[str, ...] = (SUPPORT, ESSENTIAL, SOURCE_ESSENTIAL, COVERS, ANSWER_PHRASE, SD)
 
 # The prompts whose offline answer is one of these decisions, with the judge's value as the match
@@ -97,9 +98,10 @@ def read_table(path: Path = TABLE) -> dict[str, dict[int, Curve]]:
     curves: dict[str, dict[int, Curve]] = {}
     for match_type in MATCH_TYPES:
         per_value = data["curves"][match_type]
-        curves[match_type] = {int(value): Curve(tuple(float(s) for s, _ in fit["knots"]),
-                                                tuple(float(p) for _, p in fit["knots"]))
-                              for value, fit in per_value.items()}
+        curves[match_type] = {
+            int(value): Curve(tuple(float(s) for s, _ in fit["knots"]), tuple(float(p) for _, p in fit["knots"]))
+            for value, fit in per_value.items()
+        }
         if set(curves[match_type]) != {0, 1}:
             raise ValueError(f"{path}: {match_type} needs a curve for value 0 and for value 1")
     return curves

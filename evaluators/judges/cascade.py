@@ -11,6 +11,7 @@ carries no confidence at all (a label-only answer: nobody knows how sure it is).
 (claims, sub-questions, statements: any prompt whose answer is a list of texts) are not verdicts:
 they come from the one tier the user names, by default the last.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -36,11 +37,14 @@ def parse_chain(text: str) -> list[str]:
     tiers = [t.strip() for t in text.split(SEPARATOR)]
     for n, tier in enumerate(tiers, 1):
         if not tier:
-            raise ValueError(f"{text!r}: tier {n} of the chain is empty; a chain is TIER>TIER>..., each "
-                             "offline, local or a litellm model string")
+            raise ValueError(
+                f"{text!r}: tier {n} of the chain is empty; a chain is TIER>TIER>..., each "
+                "offline, local or a litellm model string"
+            )
         if any(ch.isspace() for ch in tier):
-            raise ValueError(f"{text!r}: tier {n} ({tier!r}) has a space inside; a tier is offline, local or "
-                             "a litellm model string")
+            raise ValueError(
+                f"{text!r}: tier {n} ({tier!r}) has a space inside; a tier is offline, local or a litellm model string"
+            )
     twice = sorted({t for t in tiers if tiers.count(t) > 1})
     if twice:
         raise ValueError(f"{text!r}: {', '.join(twice)} appears twice in the chain; each tier is asked once")
@@ -52,8 +56,10 @@ def decomposer(tiers: Sequence[str], decompose_with: str | None) -> str:
     if decompose_with is None:
         return tiers[-1]
     if decompose_with.strip() not in tiers:
-        raise ValueError(f"--decompose-with {decompose_with} is not a tier of the judge chain "
-                         f"{SEPARATOR.join(tiers)}; name one of {', '.join(tiers)}")
+        raise ValueError(
+            f"--decompose-with {decompose_with} is not a tier of the judge chain "
+            f"{SEPARATOR.join(tiers)}; name one of {', '.join(tiers)}"
+        )
     return decompose_with.strip()
 
 
@@ -120,8 +126,9 @@ class CascadeJudge:
     records such a label-only verdict under the judge's name. `chain` is the whole chain.
     """
 
-    def __init__(self, tiers: Sequence[tuple[str, Judge]], decompose_with: str | None = None,
-                 band: Band | None = None) -> None:
+    def __init__(
+        self, tiers: Sequence[tuple[str, Judge]], decompose_with: str | None = None, band: Band | None = None
+    ) -> None:
         if not tiers:
             raise ValueError("a cascade needs at least one tier")
         self.labels = [label for label, _ in tiers]
@@ -131,7 +138,7 @@ class CascadeJudge:
         self.decompose_with = decomposer(self.labels, decompose_with)
         self.band = band  # None: each kind of p has its default band
         self.stats = _TotalStats(self.judges)
-        self.decided: Counter[str] = Counter()    # tier label -> matches (elements) it decided
+        self.decided: Counter[str] = Counter()  # tier label -> matches (elements) it decided
         self.escalated: Counter[str] = Counter()  # tier label -> matches it passed on to the next tier
 
     async def ask(self, prompt: str, **variables: Any) -> Answer:
@@ -168,8 +175,11 @@ class CascadeJudge:
         label = self.labels[k]
         if k == len(self.judges) - 1:
             self.decided[label] += len(asked)
-            return replace(answer, confidence=self._stamped(answer.confidence, k),
-                           confidences={key: self._stamp(c, k) for key, c in answer.confidences.items()})
+            return replace(
+                answer,
+                confidence=self._stamped(answer.confidence, k),
+                confidences={key: self._stamp(c, k) for key, c in answer.confidences.items()},
+            )
         if answer.status is not Status.OK:
             self.escalated[label] += len(asked)
             return await self._batch(k + 1, prompt, variables)
@@ -178,27 +188,47 @@ class CascadeJudge:
         unsure = [key for key in asked if key not in set(sure)]
         self.decided[label] += len(sure)
         self.escalated[label] += len(unsure)
-        confidences = {key: self._stamp(c, k) for key in sure
-                       if (c := answer.confidences.get(key, answer.confidence)) is not None}
+        confidences = {
+            key: self._stamp(c, k) for key in sure if (c := answer.confidences.get(key, answer.confidence)) is not None
+        }
         evidence = {key: answer.evidence.get(key, (None, answer.detail)) for key in sure}
         decided = {key: value[key] for key in sure}
         call_keys = {key: answer.call_keys.get(key, answer.call_key) for key in sure}
         if not unsure:
-            return replace(answer, value=Elements(decided), confidence=None, confidences=confidences,
-                           evidence=evidence, call_keys=call_keys)
+            return replace(
+                answer,
+                value=Elements(decided),
+                confidence=None,
+                confidences=confidences,
+                evidence=evidence,
+                call_keys=call_keys,
+            )
         sub, back = narrowed(prompt, variables, unsure)
         deeper = await self._batch(k + 1, prompt, sub)
         call_keys |= {original: deeper.call_keys.get(key, deeper.call_key) for key, original in back.items()}
         failed = _merge_deeper(deeper, set(asked_keys(prompt, sub)), back, unsure, decided, evidence, confidences)
         # Each element points at the call that decided it (call_keys); the answer's own key is the
         # escalated call's, where the paid reply of this batch is kept.
-        return Answer(Elements(decided, failed), Status.OK, deeper.call_key or answer.call_key,
-                      deeper.raw if deeper.raw is not None else answer.raw, evidence=evidence,
-                      confidences=confidences, call_keys=call_keys)
+        return Answer(
+            Elements(decided, failed),
+            Status.OK,
+            deeper.call_key or answer.call_key,
+            deeper.raw if deeper.raw is not None else answer.raw,
+            evidence=evidence,
+            confidences=confidences,
+            call_keys=call_keys,
+        )
 
 
-def _merge_deeper(deeper: Answer, sub_keys: set[Any], back: dict[Any, Any], unsure: list[Any], decided: dict[Any, Any],
-                  evidence: dict[Any, Any], confidences: dict[Any, Confidence]) -> dict[Any, tuple[Status, str]]:
+def _merge_deeper(
+    deeper: Answer,
+    sub_keys: set[Any],
+    back: dict[Any, Any],
+    unsure: list[Any],
+    decided: dict[Any, Any],
+    evidence: dict[Any, Any],
+    confidences: dict[Any, Confidence],
+) -> dict[Any, tuple[Status, str]]:
     """Take what the next tier decided of the unsure elements into `decided`, `evidence` and `confidences`
     (under their original keys, `back` maps them); the elements it failed, by original key."""
     if deeper.status is not Status.OK:

@@ -1,5 +1,6 @@
 """Worker processes that send an LLM judge's calls (ClientPool), each through litellm on its own event
 loop: litellm's per-call CPU on one loop, not the endpoint, bounds how busy a slow endpoint is kept."""
+
 from __future__ import annotations
 
 import asyncio

@@ -10,6 +10,7 @@ and its vectors are sentence-transformers' own within 1e-6.
 `embed` returns unit-length vectors and encodes each text once, also across threads, so every
 prompt about one item reuses its sources' vectors.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -66,16 +67,25 @@ def _export() -> bytes:
             self.transformer = transformer
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.transformer(input_ids=input_ids, attention_mask=attention_mask,
-                                    token_type_ids=token_type_ids).last_hidden_state
+            return self.transformer(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     sample = torch.tensor([[101, 7592, 102, 0], [101, 7592, 2088, 102]])  # two texts, one padded
     axes = {name: {0: "texts", 1: "tokens"} for name in (*INPUTS, "hidden")}
     out: Any = io.BytesIO()  # torch.onnx.export writes to a file or a buffer
     with warnings.catch_warnings():  # the tracer's notes on shapes it keeps dynamic
         warnings.simplefilter("ignore")
-        torch.onnx.export(Hidden().eval(), (sample, (sample > 0).long(), torch.zeros_like(sample)), out, dynamo=False,
-                          input_names=list(INPUTS), output_names=["hidden"], dynamic_axes=axes, opset_version=17)
+        torch.onnx.export(
+            Hidden().eval(),
+            (sample, (sample > 0).long(), torch.zeros_like(sample)),
+            out,
+            dynamo=False,
+            input_names=list(INPUTS),
+            output_names=["hidden"],
+            dynamic_axes=axes,
+            opset_version=17,
+        )
     return out.getvalue()
 
 

@@ -12,6 +12,7 @@ Every THELMA step has an offline counterpart, explained in its detail text so th
 Decisions are plain functions returning (value, evidence score, explanation); the `offline_*`
 functions wrap them as Answers for the registry's offline answer table.
 """
+
 from __future__ import annotations
 
 import threading
@@ -44,6 +45,7 @@ from evaluators.core.text import (
 from evaluators.judges.embeddings import embed
 
 # ---------------------------------------------------------------- calibrated constants
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -101,6 +103,7 @@ TYPED_PHRASE = TYPE_PENALTY
 
 # ---------------------------------------------------------------- evidence windows
 
+
 @dataclass
 class _Passage:
     """A text cut into windows (each sentence and each pair of adjacent sentences) with their
@@ -141,11 +144,15 @@ def _passage(text: str) -> _Passage:
     dates = [date_words(w) for w in sentences]
     n = len(sentences)
     passage = _Passage(
-        windows, np.vstack([vectors, pairs]) if n > 1 else vectors,
+        windows,
+        np.vstack([vectors, pairs]) if n > 1 else vectors,
         stems + [stems[i] | stems[i + 1] for i in range(n - 1)],
         nums + [nums[i] | nums[i + 1] for i in range(n - 1)],
         dates + [dates[i] | dates[i + 1] for i in range(n - 1)],
-        set().union(*stems), names(text), set().union(*nums))
+        set().union(*stems),
+        names(text),
+        set().union(*nums),
+    )
     with _PASSAGE_LOCK:
         _PASSAGES[text] = passage
         if len(_PASSAGES) > PASSAGE_CACHE:
@@ -216,8 +223,11 @@ def support(claim: str, sources: str, t: Thresholds = THRESHOLDS) -> Decision:
         return 0, score * VETO, f"unsupported: number {shown} not in the matching source sentences{elsewhere}; {where}"
     claim_dates = date_words(claim)
     if claim_dates and not any(claim_dates <= passage.dates[i] for i in near):
-        return 0, score * VETO, (f"unsupported: date {', '.join(sorted(claim_dates))} not in the matching source "
-                                f"sentences; {where}")
+        return (
+            0,
+            score * VETO,
+            (f"unsupported: date {', '.join(sorted(claim_dates))} not in the matching source sentences; {where}"),
+        )
     missing_names = {n for n in names(claim) if not _name_in(n, passage.all_names, passage.all_stems)}
     if missing_names:
         return 0, score * VETO, f"unsupported: {', '.join(sorted(missing_names))} never occurs in the sources; {where}"
@@ -229,9 +239,15 @@ def support(claim: str, sources: str, t: Thresholds = THRESHOLDS) -> Decision:
     extractive = bool(words) and words <= passage.stems[best] and cos >= t.support_extractive
     if cos >= t.support_strong or (score >= t.support_score and cos >= t.support_cosine) or extractive:
         return 1, score, f"supported: {where}"
-    return 0, score, (f"unsupported: no source sentence matches closely enough (needs the mean of cosine and word "
-                      f"share {t.support_score:.2f} with cosine {t.support_cosine:.2f}, or cosine "
-                      f"{t.support_strong:.2f}); {where}")
+    return (
+        0,
+        score,
+        (
+            f"unsupported: no source sentence matches closely enough (needs the mean of cosine and word "
+            f"share {t.support_score:.2f} with cosine {t.support_cosine:.2f}, or cosine "
+            f"{t.support_strong:.2f}); {where}"
+        ),
+    )
 
 
 def _show_number(x: float) -> str:
@@ -242,8 +258,9 @@ def _name_in(name: str, known: AbstractSet[str], stems: AbstractSet[str]) -> boo
     """A name occurs in the sources, allowing inflection (India/Indian, Pakistan/Pakistani)."""
     if name in known or stem(name) in stems:
         return True
-    return any(len(k) >= 4 and (name.startswith(k) or k.startswith(name)) and abs(len(k) - len(name)) <= 2
-               for k in known)
+    return any(
+        len(k) >= 4 and (name.startswith(k) or k.startswith(name)) and abs(len(k) - len(name)) <= 2 for k in known
+    )
 
 
 def _relevance(text_stems: AbstractSet[str], sims: np.ndarray, q: _Query, text: str) -> tuple[float, int]:
@@ -268,13 +285,22 @@ def essential(fact: str, query: str, t: Thresholds = THRESHOLDS) -> Decision:
     whole = float(q.whole @ vector)
     score, l = _relevance(stems_, q.vectors @ vector, q, fact)
     kind = q.kinds[l]
-    typed = "" if kind is None else (f", has a {kind}" if has_answer_type(fact, kind, q.questions[l])
-                                     else f", no {kind}")
-    detail = (f"best sub-question {_quote(q.questions[l])}: score {score:.2f} "
-              f"(cosine {float(q.vectors[l] @ vector):.2f}{typed})")
+    typed = (
+        "" if kind is None else (f", has a {kind}" if has_answer_type(fact, kind, q.questions[l]) else f", no {kind}")
+    )
+    detail = (
+        f"best sub-question {_quote(q.questions[l])}: score {score:.2f} "
+        f"(cosine {float(q.vectors[l] @ vector):.2f}{typed})"
+    )
     if about < t.topic_words and whole < t.topic_cosine:
-        return 0, _clip(score / 2), (f"extraneous: not about the query's topic ({about:.0%} of topic words, "
-                                     f"cosine to query {whole:.2f}); {detail}")
+        return (
+            0,
+            _clip(score / 2),
+            (
+                f"extraneous: not about the query's topic ({about:.0%} of topic words, "
+                f"cosine to query {whole:.2f}); {detail}"
+            ),
+        )
     if score >= t.essential_score:
         return 1, _clip(score), f"essential: {detail}"
     return 0, _clip(score), f"extraneous: {detail} below {t.essential_score:.2f}"
@@ -329,8 +355,10 @@ def covers(passage_text: str, question: str, t: Thresholds = THRESHOLDS, respons
         why = "a short answer phrase" + (f" with a {kind}" if kind else "")
         score += TYPED_PHRASE if kind else 0.0
     what = "response" if response else "source"
-    detail = f"best {what} sentence {_quote(passage.windows[i])}: score {score:.2f} (cosine {float(sims[i]):.2f}" \
-             f"{', ' + why if why else ''}{', wants a ' + kind if kind and not why else ''})"
+    detail = (
+        f"best {what} sentence {_quote(passage.windows[i])}: score {score:.2f} (cosine {float(sims[i]):.2f}"
+        f"{', ' + why if why else ''}{', wants a ' + kind if kind and not why else ''})"
+    )
     if score >= t.cover_score or phrase_answers:
         return 1, _clip(score), f"answers: {detail}"
     return 0, _clip(score), f"does not answer: {detail} below {t.cover_score:.2f}"
@@ -343,11 +371,16 @@ def _bare_name(phrase: str, kind: str | None, question: str) -> bool:
     """A bare name written as the answer to who/where ("Kestrel" for "Who manages the project?"):
     capitalized words only, none of them the question's."""
     words = phrase.strip(" .,;:").split()
-    return (kind in ("person", "place") and 0 < len(words) <= NAME_WORDS and all(w[:1].isupper() for w in words)
-            and not content_stems(phrase) & content_stems(question))
+    return (
+        kind in ("person", "place")
+        and 0 < len(words) <= NAME_WORDS
+        and all(w[:1].isupper() for w in words)
+        and not content_stems(phrase) & content_stems(question)
+    )
 
 
 # ---------------------------------------------------------------- prefetching
+
 
 @lru_cache(maxsize=1024)
 def _source_texts(text: str) -> tuple[str, ...]:
@@ -387,14 +420,16 @@ def needed_texts(prompt: str, v: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------- offline answers to THELMA's prompts
 
+
 def _one(result: Decision) -> Answer:
     value, prob, detail = result
     return Answer(value, Status.OK, prob=prob, detail=detail)
 
 
 def _many(results: dict[Any, Decision]) -> Answer:
-    return Answer({k: r[0] for k, r in results.items()}, Status.OK,
-                  evidence={k: (r[1], r[2]) for k, r in results.items()})
+    return Answer(
+        {k: r[0] for k, r in results.items()}, Status.OK, evidence={k: (r[1], r[2]) for k, r in results.items()}
+    )
 
 
 def offline_claims(input: str) -> Answer:  # noqa: A002  (the prompt's variable name)
@@ -404,8 +439,11 @@ def offline_claims(input: str) -> Answer:  # noqa: A002  (the prompt's variable 
 
 def offline_claims_batch(texts: list[str]) -> Answer:
     """B.1 claims of each text."""
-    return Answer({i: split_claims(t) for i, t in enumerate(texts, 1)}, Status.OK,
-                  detail="sentence and clause split, pronouns resolved")
+    return Answer(
+        {i: split_claims(t) for i, t in enumerate(texts, 1)},
+        Status.OK,
+        detail="sentence and clause split, pronouns resolved",
+    )
 
 
 def offline_subquestions(input: str) -> Answer:  # noqa: A002

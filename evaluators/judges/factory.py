@@ -4,6 +4,7 @@ A spec is `offline`, `local`, a litellm model string, or a chain of them weakest
 ("offline>openai/gpt-4o-mini", see cascade.py). The judges read what they know of each prompt from
 evaluators/judges/registry.py; the factory only builds and opens them.
 """
+
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
@@ -57,8 +58,13 @@ def judge_name(judge: str) -> str:
     return judge
 
 
-async def open_judge(stack: AsyncExitStack, tier: str, config: JudgeConfig, cache: dict[str, JudgeCall],
-                     on_call: Callable[[JudgeCall], None]) -> tuple[Judge, bool]:
+async def open_judge(
+    stack: AsyncExitStack,
+    tier: str,
+    config: JudgeConfig,
+    cache: dict[str, JudgeCall],
+    on_call: Callable[[JudgeCall], None],
+) -> tuple[Judge, bool]:
     """The judge for one tier, and whether it must judge one component per call.
 
     Raises JudgeUnavailable when a litellm judge lacks its key or endpoint, before any call.
@@ -73,17 +79,28 @@ async def open_judge(stack: AsyncExitStack, tier: str, config: JudgeConfig, cach
         server = stack.enter_context(local_llm.LocalServer())
         # Logprob scoring reads one 0/1 token, so the local judge always asks one component per call.
         return local_llm.judge(server, config.timeout, cache, on_call), True
-    llm = LLMJudge(tier, api_base=config.api_base, key_env=config.key_env, concurrency=config.concurrency,
-                   timeout=config.timeout, rate_limit_patience=config.rate_limit_patience, cache=cache,
-                   on_call=on_call)
+    llm = LLMJudge(
+        tier,
+        api_base=config.api_base,
+        key_env=config.key_env,
+        concurrency=config.concurrency,
+        timeout=config.timeout,
+        rate_limit_patience=config.rate_limit_patience,
+        cache=cache,
+        on_call=on_call,
+    )
     llm.check_access()
     if config.client_processes > 1:
         llm.pool = stack.enter_context(ClientPool(config.client_processes))
     return llm, False
 
 
-async def open_chain(stack: AsyncExitStack, config: JudgeConfig, caches: dict[str, dict[str, JudgeCall]],
-                     on_call: Callable[[JudgeCall], None]) -> tuple[Judge, bool]:
+async def open_chain(
+    stack: AsyncExitStack,
+    config: JudgeConfig,
+    caches: dict[str, dict[str, JudgeCall]],
+    on_call: Callable[[JudgeCall], None],
+) -> tuple[Judge, bool]:
     """The judge for a configuration's chain of tiers (a single judge for a chain of one), and whether
     it must judge one component per call: when any tier must (the local judge reads one 0/1 token), all do."""
     tiers, decomposer = check_chain(config.spec, config.decompose_with)

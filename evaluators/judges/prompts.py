@@ -9,6 +9,7 @@ it can neither close its element nor open another one: a response containing `</
 reversible, so nothing of the text is lost. Which parser reads which prompt's reply is a table in
 evaluators/judges/registry.py.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -80,8 +81,9 @@ class Prompt:
             # Escaping keeps a text inside its element; without one, its lines would read as the prompt's own.
             if name not in self.wrapped:
                 hint = ", so it takes a list" if name in _LIST_TAGS else ""
-                raise PromptError(f"prompt {self.name}: variable {name} has no element of its own "
-                                  f"in the template{hint}")
+                raise PromptError(
+                    f"prompt {self.name}: variable {name} has no element of its own in the template{hint}"
+                )
             return escape(str(value))
 
         # One pass over the template: substituted text is never scanned again for variables.
@@ -101,8 +103,13 @@ def load(name: str) -> Prompt:
     """Load prompts/NAME.txt and record its content hash."""
     path = PROMPT_DIR / f"{name}.txt"
     text = path.read_text(encoding="utf-8")
-    return Prompt(name=name, text=text, variables=frozenset(_VAR.findall(text)),
-                  hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], wrapped=_own_element(text))
+    return Prompt(
+        name=name,
+        text=text,
+        variables=frozenset(_VAR.findall(text)),
+        hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:12],
+        wrapped=_own_element(text),
+    )
 
 
 def prompt_hashes(names: list[str] | None = None) -> dict[str, str]:
@@ -171,8 +178,9 @@ def twice(key: Any, given: list[Any]) -> tuple[Status, str]:
 
 def elements(found: dict[Any, list[Any]]) -> Elements:
     """Elements from every value each key was given: a key given more than once is failed, not last-wins."""
-    return Elements({k: v[0] for k, v in found.items() if len(v) == 1},
-                    {k: twice(k, v) for k, v in found.items() if len(v) > 1})
+    return Elements(
+        {k: v[0] for k, v in found.items() if len(v) == 1}, {k: twice(k, v) for k, v in found.items() if len(v) > 1}
+    )
 
 
 def _indexed(reply: str, value: Callable[[str], int]) -> Elements:

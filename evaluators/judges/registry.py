@@ -10,6 +10,7 @@ peers/ for the others'); nothing registers itself anywhere, so any judge answers
 here whatever was imported first. Adding a prompt means a file in prompts/, a parser here, and (for
 the offline judge) an offline answer here. The metrics are listed by id in evaluators/metrics/registry.py.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -123,9 +124,24 @@ BATCH_ELEMENTS: dict[str, str] = {
     "de_hallucination": "sources",
 }
 # The variables that carry evaluated text (the others, such as G-Eval's criteria, are ours).
-EVALUATED_TEXTS: frozenset[str] = frozenset({"input", "texts", "query", "question", "questions", "source", "sources",
-                                             "response", "reference", "claim", "claims", "facts", "given_response",
-                                             "true_answer"})
+EVALUATED_TEXTS: frozenset[str] = frozenset(
+    {
+        "input",
+        "texts",
+        "query",
+        "question",
+        "questions",
+        "source",
+        "sources",
+        "response",
+        "reference",
+        "claim",
+        "claims",
+        "facts",
+        "given_response",
+        "true_answer",
+    }
+)
 
 # Prompts whose answer is a single 0/1 token: a logprob judge (the local one) reads P("1") from it.
 BINARY_PROMPTS: frozenset[str] = frozenset({"source_essential", "groundedness", "source_answers", "response_addresses"})

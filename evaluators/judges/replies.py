@@ -1,6 +1,7 @@
 """An LLM's reply read: the reply data of a chat completion (choices, message, first-token logprobs,
 usage, cost) as plain data, P(1) from the logprobs of a one-token answer, and errors and endpoints as
 one line fit to store and show. No litellm here: the response object is read by its attributes."""
+
 from __future__ import annotations
 
 import json
@@ -37,9 +38,12 @@ def reply_data(response: Any, logprobs: bool) -> dict[str, Any]:
     usage = getattr(response, "usage", None)
     # litellm already priced the call where it knows the model; None where it does not.
     cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-    return {"reply": reply, "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
-            "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
-            "cost": float(cost) if cost is not None else None}
+    return {
+        "reply": reply,
+        "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+        "cost": float(cost) if cost is not None else None,
+    }
 
 
 def shown(endpoint: str | None) -> str | None:
@@ -70,8 +74,10 @@ def logprob_answer(call: JudgeCall, tier: str, words: tuple[str, str] = ("1", "0
         else:
             p0 += math.exp(logprob)
     if p0 + p1 == 0.0:
-        return Answer(None, Status.UNPARSED, call.key, call.reply,
-                      detail=f"neither {words[1]} nor {words[0]} among top tokens")
+        return Answer(
+            None, Status.UNPARSED, call.key, call.reply, detail=f"neither {words[1]} nor {words[0]} among top tokens"
+        )
     prob = p1 / (p0 + p1)
-    return Answer(int(prob >= 0.5), Status.OK, call.key, call.reply, prob=prob,
-                  confidence=Confidence(prob, LOGPROB, tier))
+    return Answer(
+        int(prob >= 0.5), Status.OK, call.key, call.reply, prob=prob, confidence=Confidence(prob, LOGPROB, tier)
+    )

@@ -1,6 +1,7 @@
 """How an LLM judge's calls are paced and spread: the adaptive concurrency limit (AIMD), the replicas
 of one model, backoff and Retry-After, the request cache's key, and the call statistics the progress
 bar shows. No litellm here: llm.py sends the calls."""
+
 from __future__ import annotations
 
 import asyncio
@@ -106,8 +107,14 @@ class Replicas:
         now, turn = time.monotonic(), next(self._turn)
         left = [e for e in self.endpoints if e not in tried] or self.endpoints
         n = len(self.endpoints)
-        return min(left, key=lambda e: (max(now, self.resting_until.get(e, 0.0)), self.in_flight[e],
-                                        (self.endpoints.index(e) - turn) % n))
+        return min(
+            left,
+            key=lambda e: (
+                max(now, self.resting_until.get(e, 0.0)),
+                self.in_flight[e],
+                (self.endpoints.index(e) - turn) % n,
+            ),
+        )
 
     @contextmanager
     def busy(self, endpoint: str | None) -> Iterator[None]:

@@ -9,6 +9,7 @@ above it; a metric that was not scored, or not decided from enough confident ver
 is neither, so a rule that needs it does not fire: the diagnosis stays quiet where the judge is unsure.
 Rules are computed on read, never stored, so changing a threshold or the band never calls a judge.
 """
+
 from __future__ import annotations
 
 import operator
@@ -51,24 +52,63 @@ class Rule:
         return ", ".join(f"{metric.upper()} {want}" for metric, want in self.conditions)
 
 
-RULES: dict[str, Rule] = {r.id: r for r in [
-    Rule("T2.1", (("sd", "low"), ("rp", "high")), "long, relevant but repetitive answers", "Prompt or Generator",
-         ("rp", "sd")),
-    Rule("T2.2", (("sqc", "low"), ("rqc", "low")), "bad retrieval, or the corpus lacks the answer",
-         "Retriever or Source text", ("sqc", "rqc")),
-    Rule("T2.3", (("sp", "low"), ("sqc", "high")), "the query is covered, but some sources are only loosely relevant",
-         "Retriever", ("sp1", "sqc")),
-    Rule("T2.4", (("rqc", "low"), ("sqc", "high")), "the answer is in the sources but not used", "Prompt or Generator",
-         ("sqc", "rqc")),
-    Rule("T2.5", (("rp", "low"), ("sp1", "high")), "extraneous answer content while the sources are essential",
-         "Prompt or Source chunking", ("sp1", "rp")),
-    Rule("T2.6", (("sqc", "low"), ("rqc", "high"), ("gr", "low")), "the generator answers what the sources do not cover",
-         "Prompt", ("sqc", "gr")),
-    # Ours: the paper has no row for a generator that invents while retrieval is fine. It needs SQC
-    # high, so it never fires with T2.6 (SQC low).
-    Rule("X1", (("sqc", "high"), ("gr", "low")), "the generator adds claims the sources do not back, though retrieval "
-         "covers the query", "Generator", ("sqc", "gr"), ours=True),
-]}
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in [
+        Rule(
+            "T2.1",
+            (("sd", "low"), ("rp", "high")),
+            "long, relevant but repetitive answers",
+            "Prompt or Generator",
+            ("rp", "sd"),
+        ),
+        Rule(
+            "T2.2",
+            (("sqc", "low"), ("rqc", "low")),
+            "bad retrieval, or the corpus lacks the answer",
+            "Retriever or Source text",
+            ("sqc", "rqc"),
+        ),
+        Rule(
+            "T2.3",
+            (("sp", "low"), ("sqc", "high")),
+            "the query is covered, but some sources are only loosely relevant",
+            "Retriever",
+            ("sp1", "sqc"),
+        ),
+        Rule(
+            "T2.4",
+            (("rqc", "low"), ("sqc", "high")),
+            "the answer is in the sources but not used",
+            "Prompt or Generator",
+            ("sqc", "rqc"),
+        ),
+        Rule(
+            "T2.5",
+            (("rp", "low"), ("sp1", "high")),
+            "extraneous answer content while the sources are essential",
+            "Prompt or Source chunking",
+            ("sp1", "rp"),
+        ),
+        Rule(
+            "T2.6",
+            (("sqc", "low"), ("rqc", "high"), ("gr", "low")),
+            "the generator answers what the sources do not cover",
+            "Prompt",
+            ("sqc", "gr"),
+        ),
+        # Ours: the paper has no row for a generator that invents while retrieval is fine. It needs SQC
+        # high, so it never fires with T2.6 (SQC low).
+        Rule(
+            "X1",
+            (("sqc", "high"), ("gr", "low")),
+            "the generator adds claims the sources do not back, though retrieval covers the query",
+            "Generator",
+            ("sqc", "gr"),
+            ours=True,
+        ),
+    ]
+}
 
 # Each rule's conditions by id; a condition may name a reading (READINGS) instead of a metric.
 CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {r.id: r.conditions for r in RULES.values()}
@@ -76,7 +116,8 @@ CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {r.id: r.conditions for r i
 # The Diagnosis page's quadrant scatters, in the order it draws them: (x, y, the rules each shows).
 QUADRANTS: tuple[tuple[str, str, str], ...] = tuple(
     (x, y, ", ".join(r.name for r in RULES.values() if r.plot == (x, y)))
-    for x, y in (("sqc", "rqc"), ("sp1", "sqc"), ("rp", "sd"), ("sp1", "rp"), ("sqc", "gr")))
+    for x, y in (("sqc", "rqc"), ("sp1", "sqc"), ("rp", "sd"), ("sp1", "rp"), ("sqc", "gr"))
+)
 
 
 # A reading names the metrics it reads, in order: the first one scored counts, else the last.
@@ -193,9 +234,16 @@ def fired(scores: Mapping[str, Reading], thresholds: Mapping[str, float] | None 
 
     Benchmarks call it on metrics.rescore(...) at any band, so they count what the dashboard shows.
     """
-    return [Fired(rule, tuple(Condition(reading_metric(m, scores), want, scores.get(reading_metric(m, scores)))
-                              for m, want in CONDITIONS[rule.id]))
-            for rule in diagnose(scores, thresholds)]
+    return [
+        Fired(
+            rule,
+            tuple(
+                Condition(reading_metric(m, scores), want, scores.get(reading_metric(m, scores)))
+                for m, want in CONDITIONS[rule.id]
+            ),
+        )
+        for rule in diagnose(scores, thresholds)
+    ]
 
 
 def parse_thresholds(text: str) -> dict[str, float]:

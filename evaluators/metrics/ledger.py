@@ -12,6 +12,7 @@ module holds the definitions the SQL is written from (tests hold the two equal):
   only 0 or 1 for the whole source set, so its supported claims count as "source unknown";
 - beside unsupported claims: retrievals in items where some GR claim was a confident 0.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,10 @@ import pandas as pd
 KEY_LENGTH = 12
 # Python's str.split() splits on every character whose isspace() is true; the SQL key must too. Written
 # out: finding them among all 1.1M code points took 0.09 s of every start (tests check the list).
-SPACES = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-          "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+SPACES = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 WHITESPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):04x}}}" for c in SPACES) + "]"  # RE2 (DuckDB) syntax
 # Where the offline judge quotes the source sentence that supports a claim (evidence.support): the
 # quote is Python's repr of the sentence, in single quotes, or double ones when it holds a single quote.
@@ -53,8 +56,10 @@ def source_ids(sources: Sequence[str], metadata: Mapping[str, object]) -> list[s
     as the sources (a missing entry falls back), else its text key."""
     ids = metadata.get("source_ids")
     aligned = isinstance(ids, list) and len(ids) == len(sources)
-    return [str(ids[i]) if aligned and ids[i] is not None else source_key(text)  # type: ignore[index]
-            for i, text in enumerate(sources)]
+    return [
+        str(ids[i]) if aligned and ids[i] is not None else source_key(text)  # type: ignore[index]
+        for i, text in enumerate(sources)
+    ]
 
 
 def supporting_quote(detail: str) -> str | None:
@@ -107,17 +112,39 @@ def is_dead_weight(n_retrieved: int, n_essential: int, n_not: int, th: Threshold
     return n_retrieved >= th.min_retrieved and share is not None and share <= th.dead_max_essential
 
 
-def is_stale(n_retrieved: int, n_beside_unsupported: int, n_gr_decided: int,
-             th: Thresholds = DEFAULT_THRESHOLDS) -> bool:
+def is_stale(
+    n_retrieved: int, n_beside_unsupported: int, n_gr_decided: int, th: Thresholds = DEFAULT_THRESHOLDS
+) -> bool:
     """Present when claims go unsupported: a source whose text may be out of date or misleading."""
-    return (n_retrieved >= th.min_retrieved and n_gr_decided > 0
-            and n_beside_unsupported / n_gr_decided >= th.stale_min_unsupported)
+    return (
+        n_retrieved >= th.min_retrieved
+        and n_gr_decided > 0
+        and n_beside_unsupported / n_gr_decided >= th.stale_min_unsupported
+    )
 
 
 # The export's columns (the CLI's `ledger` command and the Sources page's download write the same file).
-CSV_COLUMNS = ("source", "source_id", "text_key", "n_retrieved", "n_runs", "sp1_essential", "sp1_not", "sp1_unsure",
-               "sp1_failed", "sp1_missing", "essential_share", "claims_supported", "claims_source_unknown",
-               "beside_unsupported", "gr_decided", "unsupported_share", "dead_weight", "stale", "text")
+CSV_COLUMNS = (
+    "source",
+    "source_id",
+    "text_key",
+    "n_retrieved",
+    "n_runs",
+    "sp1_essential",
+    "sp1_not",
+    "sp1_unsure",
+    "sp1_failed",
+    "sp1_missing",
+    "essential_share",
+    "claims_supported",
+    "claims_source_unknown",
+    "beside_unsupported",
+    "gr_decided",
+    "unsupported_share",
+    "dead_weight",
+    "stale",
+    "text",
+)
 
 
 def to_csv(frame: pd.DataFrame) -> str:

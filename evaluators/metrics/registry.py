@@ -10,6 +10,7 @@ Adding a metric: its Metric in a suite file (a match step, an aggregate), one li
 files in prompts/; a prompt no metric asked before also gets its parser and offline answer in
 evaluators/judges/registry.py.
 """
+
 from __future__ import annotations
 
 from typing import Iterable

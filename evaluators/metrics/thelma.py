@@ -11,6 +11,7 @@ Batched replies are read strictly: an element the reply leaves out is asked once
 then `unparsed`; one given twice is `unparsed` (never last-wins). A piece with no content word is
 no component, and a metric whose text states nothing ("...", "Yes", "N/A") is `empty`, never 0.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,9 +45,9 @@ from evaluators.core.text import has_content, has_words, split_sentences, unread
 from evaluators.judges import calibration
 from evaluators.judges.embeddings import embed
 
-BATCH = 40          # components per batched call; keeps replies short enough to parse reliably
+BATCH = 40  # components per batched call; keeps replies short enough to parse reliably
 SD_THRESHOLD = 0.78  # cosine at or above which two response sentences repeat (MiniLM; calibrated on WikiEval rows 0-19)
-SD_BLOCK = 512      # rows of the cosine matrix held at once: 512 x n float32, never n x n
+SD_BLOCK = 512  # rows of the cosine matrix held at once: 512 x n float32, never n x n
 
 
 # ---------------------------------------------------------------- pure aggregation
@@ -56,10 +57,10 @@ SD_BLOCK = 512      # rows of the cosine matrix held at once: 512 x n float32, n
 # counts it in Score.n_unsure. `aggregate()` is the one entry point, for the runner (default bands)
 # and for reads at any band; the aggregate functions themselves read the marks, never a band.
 
+
 def is_unsure_verdict(verdict: Verdict, band: Band | None = None) -> bool:
     """An OK 0/1 verdict whose p lies strictly inside the band for its p kind (see confidence.is_unsure)."""
-    return (verdict.status is Status.OK and verdict.value in (0.0, 1.0)
-            and is_unsure(verdict.p, verdict.p_kind, band))
+    return verdict.status is Status.OK and verdict.value in (0.0, 1.0) and is_unsure(verdict.p, verdict.p_kind, band)
 
 
 def with_band(verdicts: Sequence[Verdict], band: Band | None = None) -> list[Verdict]:
@@ -106,20 +107,31 @@ def aggregate_coverage(item_id: str, metric: str, verdicts: Sequence[Verdict]) -
             value, status = 0.0, Status.OK
         else:
             value, status = None, failure_status(group)
-        folded.append(Verdict(item_id=item_id, metric=metric, component_kind=SUBQUESTION, component_idx=idx,
-                              target="any", value=value, status=status))
+        folded.append(
+            Verdict(
+                item_id=item_id,
+                metric=metric,
+                component_kind=SUBQUESTION,
+                component_idx=idx,
+                target="any",
+                value=value,
+                status=status,
+            )
+        )
     return aggregate_mean(item_id, metric, folded)
 
 
-def aggregate(metric: Metric, item_id: str, metric_id: str, verdicts: Sequence[Verdict],
-              band: Band | None = None) -> Score:
+def aggregate(
+    metric: Metric, item_id: str, metric_id: str, verdicts: Sequence[Verdict], band: Band | None = None
+) -> Score:
     """One item's score for a metric from its verdicts, with the unsure ones left out at `band`
     (None: each p kind's default band, what the runner stores)."""
     return metric.aggregate(item_id, metric_id, with_band(verdicts, band))
 
 
-def rescore(item_id: str, verdicts: Sequence[Verdict], metrics: Mapping[str, Metric],
-            band: Band | None = None) -> dict[str, Score]:
+def rescore(
+    item_id: str, verdicts: Sequence[Verdict], metrics: Mapping[str, Metric], band: Band | None = None
+) -> dict[str, Score]:
     """Every given metric's score for one item at `band`, from its stored or fresh verdicts, without a judge."""
     by_metric: dict[str, list[Verdict]] = {m: [] for m in metrics}
     for v in verdicts:
@@ -149,27 +161,50 @@ def sd_verdicts(item_id: str, similarity: np.ndarray | Cosines, threshold: float
     """
     n = similarity.shape[0]
     if n == 1:  # nothing to repeat: distinct for certain
-        return [Verdict(item_id=item_id, metric="sd", component_kind=SENTENCE, component_idx=0,
-                        target="response", value=1.0, status=Status.OK, detail="only sentence",
-                        p=1.0, p_kind=CALIBRATED, tier=calibration.SD_TIER)]
+        return [
+            Verdict(
+                item_id=item_id,
+                metric="sd",
+                component_kind=SENTENCE,
+                component_idx=0,
+                target="response",
+                value=1.0,
+                status=Status.OK,
+                detail="only sentence",
+                p=1.0,
+                p_kind=CALIBRATED,
+                tier=calibration.SD_TIER,
+            )
+        ]
     out: list[Verdict] = []
     for start in range(0, n, SD_BLOCK):
-        rows = np.array(similarity[start:start + SD_BLOCK], dtype=np.float32)
+        rows = np.array(similarity[start : start + SD_BLOCK], dtype=np.float32)
         rows[np.arange(len(rows)), np.arange(start, start + len(rows))] = -np.inf  # not its own neighbour
         nearest = rows.argmax(axis=1)
         for k, j in enumerate(nearest):
             i, sim = start + k, unit(rows[k, j])
             distinct = int(sim < threshold)
-            out.append(Verdict(item_id=item_id, metric="sd", component_kind=SENTENCE, component_idx=i,
-                               target=f"sentence:{j}", value=float(distinct), status=Status.OK,
-                               evidence=sim,
-                               detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} vs threshold {threshold:.2f}",
-                               p=calibration.probability(calibration.SD, distinct, sim), p_kind=CALIBRATED,
-                               tier=calibration.SD_TIER))
+            out.append(
+                Verdict(
+                    item_id=item_id,
+                    metric="sd",
+                    component_kind=SENTENCE,
+                    component_idx=i,
+                    target=f"sentence:{j}",
+                    value=float(distinct),
+                    status=Status.OK,
+                    evidence=sim,
+                    detail=f"most similar: sentence {j + 1}, cosine {sim:.2f} vs threshold {threshold:.2f}",
+                    p=calibration.probability(calibration.SD, distinct, sim),
+                    p_kind=CALIBRATED,
+                    tier=calibration.SD_TIER,
+                )
+            )
     return out
 
 
 # ---------------------------------------------------------------- batched replies, element by element
+
 
 def split_elements(answer: Answer, asked: Sequence[Any]) -> dict[Any, Answer | None]:
     """Each asked element of a batched answer as an answer of its own; None for an element it left out.
@@ -185,8 +220,13 @@ def split_elements(answer: Answer, asked: Sequence[Any]) -> dict[Any, Answer | N
     expected = set(asked)
     stray = [k for k in [*value, *failed] if k not in expected]
     if stray:
-        bad = Answer(None, Status.UNPARSED, answer.call_key, answer.raw,
-                     detail=f"the reply numbers elements that were not asked ({', '.join(map(str, stray[:5]))})")
+        bad = Answer(
+            None,
+            Status.UNPARSED,
+            answer.call_key,
+            answer.raw,
+            detail=f"the reply numbers elements that were not asked ({', '.join(map(str, stray[:5]))})",
+        )
         return {k: bad for k in asked}
     out: dict[Any, Answer | None] = {}
     for k in asked:
@@ -196,8 +236,15 @@ def split_elements(answer: Answer, asked: Sequence[Any]) -> dict[Any, Answer | N
             out[k] = Answer(None, status, key, answer.raw, detail=why)
         elif k in value:
             prob, why = answer.evidence.get(k, (None, ""))
-            out[k] = Answer(value[k], Status.OK, key, answer.raw, prob=prob, detail=why or answer.detail,
-                            confidence=answer.confidences.get(k, answer.confidence))
+            out[k] = Answer(
+                value[k],
+                Status.OK,
+                key,
+                answer.raw,
+                prob=prob,
+                detail=why or answer.detail,
+                confidence=answer.confidences.get(k, answer.confidence),
+            )
         else:
             out[k] = None
     return out
@@ -205,12 +252,18 @@ def split_elements(answer: Answer, asked: Sequence[Any]) -> dict[Any, Answer | N
 
 def left_out(answer: Answer, key: Any) -> Answer:
     """An element still missing when asked by itself: unparsed, with the re-ask's reply kept."""
-    return Answer(None, Status.UNPARSED, answer.call_key, answer.raw,
-                  detail=f"element {key} left out of the batched reply and of the reply asking it alone")
+    return Answer(
+        None,
+        Status.UNPARSED,
+        answer.call_key,
+        answer.raw,
+        detail=f"element {key} left out of the batched reply and of the reply asking it alone",
+    )
 
 
-async def read_elements(answer: Answer, asked: Sequence[Any], wanted: Sequence[Any],
-                        alone: Callable[[Any], Awaitable[Answer]]) -> dict[Any, Answer]:
+async def read_elements(
+    answer: Answer, asked: Sequence[Any], wanted: Sequence[Any], alone: Callable[[Any], Awaitable[Answer]]
+) -> dict[Any, Answer]:
     """The `wanted` elements of a batched answer to the `asked` ones; each one the reply left out is
     asked once more by itself (`alone(key)`, an answer for that element only)."""
     got = split_elements(answer, asked)
@@ -221,6 +274,7 @@ async def read_elements(answer: Answer, asked: Sequence[Any], wanted: Sequence[A
 
 
 # ---------------------------------------------------------------- per-item work
+
 
 @dataclass
 class ItemWork:
@@ -240,8 +294,17 @@ class ItemWork:
             self._tasks[name] = asyncio.ensure_future(make())
         return self._tasks[name]
 
-    def verdict(self, metric: str, kind: str, idx: int, target: str, answer: Answer,
-                value: Any = None, prob: float | None = None, detail: str = "") -> Verdict:
+    def verdict(
+        self,
+        metric: str,
+        kind: str,
+        idx: int,
+        target: str,
+        answer: Answer,
+        value: Any = None,
+        prob: float | None = None,
+        detail: str = "",
+    ) -> Verdict:
         """A verdict from an answer: the value only when the answer is OK, with how sure the judge is.
 
         An answer without a confidence gives a binary value as its own (uncalibrated) p.
@@ -251,26 +314,39 @@ class ItemWork:
         confidence = answer.confidence
         if confidence is None and decided in (0.0, 1.0):
             confidence = Confidence(decided, LABEL, self.judge.name)
-        return Verdict(item_id=self.item.id, metric=metric, component_kind=kind, component_idx=idx, target=target,
-                       value=decided, status=answer.status, evidence=prob if prob is not None else answer.prob,
-                       call_key=answer.call_key, detail=detail or answer.detail,
-                       p=confidence.p if ok and confidence else None,
-                       p_kind=confidence.kind if ok and confidence else None,
-                       tier=confidence.tier if ok and confidence else None)
+        return Verdict(
+            item_id=self.item.id,
+            metric=metric,
+            component_kind=kind,
+            component_idx=idx,
+            target=target,
+            value=decided,
+            status=answer.status,
+            evidence=prob if prob is not None else answer.prob,
+            call_key=answer.call_key,
+            detail=detail or answer.detail,
+            p=confidence.p if ok and confidence else None,
+            p_kind=confidence.kind if ok and confidence else None,
+            tier=confidence.tier if ok and confidence else None,
+        )
 
     # ---------------------------------------------------------------- decompositions
     async def claims(self) -> list[Component] | Answer:
         """B.1 claims of the response (shared by RP and GR), or the failed answer."""
+
         async def make() -> list[Component] | Answer:
             answer = await self.judge.ask("claims", input=self.item.response)
             return self.decomposed(answer, CLAIM)
+
         return await self.once("claims", make)
 
     async def subquestions(self) -> list[Component] | Answer:
         """B.3 sub-questions of the query (shared by SQC and RQC), or the failed answer."""
+
         async def make() -> list[Component] | Answer:
             answer = await self.judge.ask("subquestions", input=self.item.query)
             return self.decomposed(answer, SUBQUESTION)
+
         return await self.once("subquestions", make)
 
     async def facts(self) -> tuple[list[Component], list[Verdict]]:
@@ -278,6 +354,7 @@ class ItemWork:
 
         A source with no content word has no facts and is not sent.
         """
+
         async def make() -> tuple[list[Component], list[Verdict]]:
             sources = list(self.item.sources)
             wanted = [j for j, s in enumerate(sources) if has_content(s)]
@@ -287,22 +364,34 @@ class ItemWork:
             else:
                 numbers = list(range(1, len(wanted) + 1))
                 batch = await self.judge.ask("claims_batch", texts=[sources[j] for j in wanted])
-                got = await read_elements(batch, numbers, numbers,
-                                          lambda n: self.judge.ask("claims", input=sources[wanted[n - 1]]))
+                got = await read_elements(
+                    batch, numbers, numbers, lambda n: self.judge.ask("claims", input=sources[wanted[n - 1]])
+                )
                 per_source = {wanted[n - 1]: got[n] for n in numbers}
             facts: list[Component] = []
             failures: list[Verdict] = []
             for j, answer in per_source.items():
                 if answer.status is not Status.OK:
-                    failures.append(Verdict(item_id=self.item.id, metric="sp2", component_kind=SOURCE_FACT,
-                                            component_idx=-1, target=f"decompose:source:{j}", value=None,
-                                            status=answer.status, call_key=answer.call_key, detail=answer.detail))
+                    failures.append(
+                        Verdict(
+                            item_id=self.item.id,
+                            metric="sp2",
+                            component_kind=SOURCE_FACT,
+                            component_idx=-1,
+                            target=f"decompose:source:{j}",
+                            value=None,
+                            status=answer.status,
+                            call_key=answer.call_key,
+                            detail=answer.detail,
+                        )
+                    )
                     continue
                 for text in answer.value:
                     if has_content(text):
                         facts.append(Component(self.item.id, SOURCE_FACT, len(facts), text, j, answer.call_key))
             self.components.extend(facts)
             return facts, failures
+
         return await self.once("facts", make)
 
     def decomposed(self, answer: Answer, kind: str) -> list[Component] | Answer:
@@ -316,14 +405,30 @@ class ItemWork:
 
     def decompose_failure(self, metric: str, kind: str, answer: Answer) -> list[Verdict]:
         """A failed decomposition is one visible failed verdict, with the call that failed."""
-        return [Verdict(item_id=self.item.id, metric=metric, component_kind=kind, component_idx=-1,
-                        target="decompose", value=None, status=answer.status, call_key=answer.call_key,
-                        detail=answer.detail)]
+        return [
+            Verdict(
+                item_id=self.item.id,
+                metric=metric,
+                component_kind=kind,
+                component_idx=-1,
+                target="decompose",
+                value=None,
+                status=answer.status,
+                call_key=answer.call_key,
+                detail=answer.detail,
+            )
+        ]
 
     # ---------------------------------------------------------------- batching
-    async def judge_each(self, metric: str, kind: str, indices: Sequence[int], target: str,
-                         single: Callable[[int], Awaitable[Answer]],
-                         batch: Callable[[Sequence[int]], Awaitable[Answer]]) -> list[Verdict]:
+    async def judge_each(
+        self,
+        metric: str,
+        kind: str,
+        indices: Sequence[int],
+        target: str,
+        single: Callable[[int], Awaitable[Answer]],
+        batch: Callable[[Sequence[int]], Awaitable[Answer]],
+    ) -> list[Verdict]:
         """One call per component, or one call per BATCH components whose reply lines are "N: value".
 
         A component the batched reply leaves out is asked once more by itself (`single`).
@@ -331,7 +436,7 @@ class ItemWork:
         if self.per_component:
             answers = await asyncio.gather(*(single(i) for i in indices))
             return [self.verdict(metric, kind, i, target, a) for i, a in zip(indices, answers)]
-        chunks = [indices[k:k + BATCH] for k in range(0, len(indices), BATCH)]
+        chunks = [indices[k : k + BATCH] for k in range(0, len(indices), BATCH)]
         replies = await asyncio.gather(*(batch(chunk) for chunk in chunks))
 
         async def read(chunk: Sequence[int], reply: Answer) -> list[Answer]:
@@ -340,11 +445,15 @@ class ItemWork:
             return [got[n] for n in numbers]
 
         per_chunk = await asyncio.gather(*(read(chunk, reply) for chunk, reply in zip(chunks, replies)))
-        return [self.verdict(metric, kind, i, target, a)
-                for chunk, answers in zip(chunks, per_chunk) for i, a in zip(chunk, answers)]
+        return [
+            self.verdict(metric, kind, i, target, a)
+            for chunk, answers in zip(chunks, per_chunk)
+            for i, a in zip(chunk, answers)
+        ]
 
 
 # ---------------------------------------------------------------- match steps
+
 
 async def match_sp1(work: ItemWork) -> list[Verdict]:
     """SP1: does each source, as retrieved, contain anything essential to answer the query?
@@ -355,17 +464,33 @@ async def match_sp1(work: ItemWork) -> list[Verdict]:
     q = work.item.query
     judged = [j for j, s in enumerate(sources) if has_content(s)]
     verdicts = await work.judge_each(
-        "sp1", SOURCE, judged, "query",
+        "sp1",
+        SOURCE,
+        judged,
+        "query",
         lambda j: work.judge.ask("source_essential", query=q, source=sources[j]),
-        lambda js: work.judge.ask("source_essential_batch", query=q, sources=[sources[j] for j in js]))
-    blank = [Verdict(item_id=work.item.id, metric="sp1", component_kind=SOURCE, component_idx=j, target="query",
-                     value=None, status=Status.EMPTY, detail="nothing to judge: the source has no content word")
-             for j in range(len(sources)) if j not in judged]
+        lambda js: work.judge.ask("source_essential_batch", query=q, sources=[sources[j] for j in js]),
+    )
+    blank = [
+        Verdict(
+            item_id=work.item.id,
+            metric="sp1",
+            component_kind=SOURCE,
+            component_idx=j,
+            target="query",
+            value=None,
+            status=Status.EMPTY,
+            detail="nothing to judge: the source has no content word",
+        )
+        for j in range(len(sources))
+        if j not in judged
+    ]
     return sorted(verdicts + blank, key=lambda v: v.component_idx)
 
 
 async def _essential(work: ItemWork) -> dict[str, list[Verdict]]:
     """B.2 essentiality of source facts (SP2) and response claims (RP): one batched call judges both."""
+
     async def make() -> dict[str, list[Verdict]]:
         wanted = [m for m in ("sp2", "rp") if m in work.metrics]
         parts: dict[str, tuple[list[Component], list[Verdict]]] = {}
@@ -373,17 +498,24 @@ async def _essential(work: ItemWork) -> dict[str, list[Verdict]]:
             parts["sp2"] = await work.facts()
         if "rp" in wanted:
             claims = await work.claims()
-            parts["rp"] = (claims, []) if isinstance(claims, list) else ([], work.decompose_failure("rp", CLAIM, claims))
+            parts["rp"] = (
+                (claims, []) if isinstance(claims, list) else ([], work.decompose_failure("rp", CLAIM, claims))
+            )
         flat = [(m, c) for m in wanted for c in parts[m][0]]
         q = work.item.query
         verdicts = await work.judge_each(
-            "essential", "", range(len(flat)), "query",
+            "essential",
+            "",
+            range(len(flat)),
+            "query",
             lambda k: work.judge.ask("essential", query=q, response=flat[k][1].text),
-            lambda ks: work.judge.ask("essential_batch", query=q, facts=[flat[k][1].text for k in ks]))
+            lambda ks: work.judge.ask("essential_batch", query=q, facts=[flat[k][1].text for k in ks]),
+        )
         out: dict[str, list[Verdict]] = {m: list(parts[m][1]) for m in wanted}
         for (metric, comp), v in zip(flat, verdicts):
             out[metric].append(replace(v, metric=metric, component_kind=comp.kind, component_idx=comp.idx))
         return out
+
     return await work.once("essential", make)
 
 
@@ -401,14 +533,19 @@ def _knowledge(item: Item) -> str:
     return "\n\n".join(item.sources)
 
 
-async def judge_support(work: ItemWork, metric: str, kind: str, claims: Sequence[Component], knowledge: str,
-                        target: str) -> list[Verdict]:
+async def judge_support(
+    work: ItemWork, metric: str, kind: str, claims: Sequence[Component], knowledge: str, target: str
+) -> list[Verdict]:
     """B.4 for each claim against one knowledge text: GR's sources, or the reference metrics' reference
     or response (the prompt's knowledge source is whatever text the claims are checked against)."""
     return await work.judge_each(
-        metric, kind, range(len(claims)), target,
+        metric,
+        kind,
+        range(len(claims)),
+        target,
         lambda i: work.judge.ask("groundedness", sources=knowledge, claim=claims[i].text),
-        lambda ix: work.judge.ask("groundedness_batch", sources=knowledge, claims=[claims[i].text for i in ix]))
+        lambda ix: work.judge.ask("groundedness_batch", sources=knowledge, claims=[claims[i].text for i in ix]),
+    )
 
 
 async def match_gr(work: ItemWork) -> list[Verdict]:
@@ -434,9 +571,12 @@ async def match_sqc(work: ItemWork) -> list[Verdict]:
     if work.per_component:
         kb = _knowledge(work.item)
         pairs = [(q, t) for q in subqs for t in targets]
-        answers = await asyncio.gather(*(
-            work.judge.ask("source_answers", source=kb if t == "all" else sources[t], question=q.text)
-            for q, t in pairs))
+        answers = await asyncio.gather(
+            *(
+                work.judge.ask("source_answers", source=kb if t == "all" else sources[t], question=q.text)
+                for q, t in pairs
+            )
+        )
         return [work.verdict("sqc", SUBQUESTION, q.idx, name(t), a) for (q, t), a in zip(pairs, answers)]
     kb = _knowledge(work.item)
 
@@ -457,7 +597,7 @@ async def match_sqc(work: ItemWork) -> list[Verdict]:
         got = await read_elements(answer, asked, [key(n, t) for n, _, t in wanted], alone)
         return [work.verdict("sqc", SUBQUESTION, q.idx, name(t), got[key(n, t)]) for n, q, t in wanted]
 
-    chunks = [subqs[k:k + BATCH] for k in range(0, len(subqs), BATCH)]
+    chunks = [subqs[k : k + BATCH] for k in range(0, len(subqs), BATCH)]
     return [v for vs in await asyncio.gather(*(read(chunk) for chunk in chunks)) for v in vs]
 
 
@@ -468,9 +608,13 @@ async def match_rqc(work: ItemWork) -> list[Verdict]:
         return work.decompose_failure("rqc", SUBQUESTION, subqs)
     r = work.item.response
     return await work.judge_each(
-        "rqc", SUBQUESTION, range(len(subqs)), "response",
+        "rqc",
+        SUBQUESTION,
+        range(len(subqs)),
+        "response",
         lambda l: work.judge.ask("response_addresses", question=subqs[l].text, response=r),
-        lambda ls: work.judge.ask("response_addresses_batch", response=r, questions=[subqs[l].text for l in ls]))
+        lambda ls: work.judge.ask("response_addresses_batch", response=r, questions=[subqs[l].text for l in ls]),
+    )
 
 
 async def match_sd(work: ItemWork) -> list[Verdict]:
@@ -481,9 +625,18 @@ async def match_sd(work: ItemWork) -> list[Verdict]:
     """
     why = unreadable(work.item.response)
     if why:
-        return [Verdict(item_id=work.item.id, metric="sd", component_kind=SENTENCE, component_idx=-1,
-                        target="response", value=None, status=Status.NOT_APPLICABLE,
-                        detail=f"SD's MiniLM encoder reads English only: the response is {why}")]
+        return [
+            Verdict(
+                item_id=work.item.id,
+                metric="sd",
+                component_kind=SENTENCE,
+                component_idx=-1,
+                target="response",
+                value=None,
+                status=Status.NOT_APPLICABLE,
+                detail=f"SD's MiniLM encoder reads English only: the response is {why}",
+            )
+        ]
     sentences = [s for s in split_sentences(work.item.response) if has_words(s)]
     work.components.extend(Component(work.item.id, SENTENCE, i, s) for i, s in enumerate(sentences))
     # In a worker thread: a long response takes seconds to encode, and the other items go on meanwhile.
@@ -491,6 +644,7 @@ async def match_sd(work: ItemWork) -> list[Verdict]:
 
 
 # ---------------------------------------------------------------- the metrics (evaluators/metrics/registry.py lists them by id)
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -526,28 +680,74 @@ _SUBQ = ("subquestions",)
 # - sd 0.8: one repeated pair among five sentences (0.6) is low.
 # - gr 0.8: one unsupported claim in five (0.8) is still high; two (0.6) is low.
 # - sp2 0.3: sources carry many true but extraneous facts; below 0.3 the chunk is mostly noise.
-SP1 = Metric("sp1", "SP1 source precision (chunks)", match_sp1, threshold=0.5, components=(SOURCE,),
-             description="Source precision, chunk level: share of sources with essential information",
-             prompts=("source_essential", "source_essential_batch"), reads=("query",))
-SP2 = Metric("sp2", "SP2 source precision (facts)", match_sp2, threshold=0.3,
-             description="Source precision, fact level: share of source facts essential to the query",
-             prompts=_CLAIMS + _ESSENTIAL, reads=("query",))
-SQC = Metric("sqc", "SQC source query coverage", match_sqc, aggregate_coverage, threshold=0.75,
-             components=(SUBQUESTION,),
-             description="Source query coverage: share of sub-questions the sources answer",
-             prompts=_SUBQ + ("source_answers", "source_answers_batch"), reads=("query",))
-RP = Metric("rp", "RP response precision", match_rp, threshold=0.5, components=(CLAIM,),
-            description="Response precision: share of response claims essential to the query",
-            prompts=_CLAIMS + _ESSENTIAL, reads=("query", "response"))
-RQC = Metric("rqc", "RQC response query coverage", match_rqc, threshold=0.75, components=(SUBQUESTION,),
-             description="Response query coverage: share of sub-questions the response addresses",
-             prompts=_SUBQ + ("response_addresses", "response_addresses_batch"), reads=("query", "response"))
-SD = Metric("sd", "SD self-distinctness", match_sd, threshold=0.8,
-            description="Self-distinctness: 1 - share of response sentences that repeat another",
-            reads=("response",))
-GR = Metric("gr", "GR groundedness", match_gr, threshold=0.8, components=(CLAIM,),
-            description="Groundedness: share of response claims supported by the sources",
-            prompts=_CLAIMS + ("groundedness", "groundedness_batch"), reads=("response",))
+SP1 = Metric(
+    "sp1",
+    "SP1 source precision (chunks)",
+    match_sp1,
+    threshold=0.5,
+    components=(SOURCE,),
+    description="Source precision, chunk level: share of sources with essential information",
+    prompts=("source_essential", "source_essential_batch"),
+    reads=("query",),
+)
+SP2 = Metric(
+    "sp2",
+    "SP2 source precision (facts)",
+    match_sp2,
+    threshold=0.3,
+    description="Source precision, fact level: share of source facts essential to the query",
+    prompts=_CLAIMS + _ESSENTIAL,
+    reads=("query",),
+)
+SQC = Metric(
+    "sqc",
+    "SQC source query coverage",
+    match_sqc,
+    aggregate_coverage,
+    threshold=0.75,
+    components=(SUBQUESTION,),
+    description="Source query coverage: share of sub-questions the sources answer",
+    prompts=_SUBQ + ("source_answers", "source_answers_batch"),
+    reads=("query",),
+)
+RP = Metric(
+    "rp",
+    "RP response precision",
+    match_rp,
+    threshold=0.5,
+    components=(CLAIM,),
+    description="Response precision: share of response claims essential to the query",
+    prompts=_CLAIMS + _ESSENTIAL,
+    reads=("query", "response"),
+)
+RQC = Metric(
+    "rqc",
+    "RQC response query coverage",
+    match_rqc,
+    threshold=0.75,
+    components=(SUBQUESTION,),
+    description="Response query coverage: share of sub-questions the response addresses",
+    prompts=_SUBQ + ("response_addresses", "response_addresses_batch"),
+    reads=("query", "response"),
+)
+SD = Metric(
+    "sd",
+    "SD self-distinctness",
+    match_sd,
+    threshold=0.8,
+    description="Self-distinctness: 1 - share of response sentences that repeat another",
+    reads=("response",),
+)
+GR = Metric(
+    "gr",
+    "GR groundedness",
+    match_gr,
+    threshold=0.8,
+    components=(CLAIM,),
+    description="Groundedness: share of response claims supported by the sources",
+    prompts=_CLAIMS + ("groundedness", "groundedness_batch"),
+    reads=("response",),
+)
 
 
 @dataclass
@@ -561,16 +761,31 @@ class ItemResult:
 
 def nothing_to_judge(item: Item, metric: str, texts: Sequence[str]) -> list[Verdict]:
     """One empty verdict per text the metric reads that states nothing, saying so; none when all do."""
-    return [Verdict(item_id=item.id, metric=metric, component_kind=name, component_idx=-1, target="decompose",
-                    value=None, status=Status.EMPTY,
-                    detail=f"nothing to judge: the {name} has no content word "
-                           "(only punctuation, list numbers, citation markers, yes/no or stop words)")
-            for name in texts if not has_content(getattr(item, name) or "")]
+    return [
+        Verdict(
+            item_id=item.id,
+            metric=metric,
+            component_kind=name,
+            component_idx=-1,
+            target="decompose",
+            value=None,
+            status=Status.EMPTY,
+            detail=f"nothing to judge: the {name} has no content word "
+            "(only punctuation, list numbers, citation markers, yes/no or stop words)",
+        )
+        for name in texts
+        if not has_content(getattr(item, name) or "")
+    ]
 
 
-async def evaluate_item(item: Item, metrics: Mapping[str, Metric], judge: Judge, per_component: bool = False,
-                        sd_threshold: float = SD_THRESHOLD,
-                        fatal: tuple[type[BaseException], ...] = ()) -> ItemResult:
+async def evaluate_item(
+    item: Item,
+    metrics: Mapping[str, Metric],
+    judge: Judge,
+    per_component: bool = False,
+    sd_threshold: float = SD_THRESHOLD,
+    fatal: tuple[type[BaseException], ...] = (),
+) -> ItemResult:
     """Decompose, match and aggregate every given metric ({id: Metric}) for one item.
 
     An exception inside a metric marks that metric `error` for this item, with its message, so the
@@ -592,8 +807,16 @@ async def evaluate_item(item: Item, metrics: Mapping[str, Metric], judge: Judge,
             raise
         except Exception as exc:
             why = mask_secrets(f"{type(exc).__name__}: {exc}")[:500]
-            failed = Verdict(item_id=item.id, metric=m, component_kind="", component_idx=-1, target="evaluate",
-                             value=None, status=Status.ERROR, detail=f"failed inside the engine: {why}")
+            failed = Verdict(
+                item_id=item.id,
+                metric=m,
+                component_kind="",
+                component_idx=-1,
+                target="evaluate",
+                value=None,
+                status=Status.ERROR,
+                detail=f"failed inside the engine: {why}",
+            )
             return [failed], Score(item.id, m, None, 0, 1, Status.ERROR)
 
     results = await asyncio.gather(*(run(m) for m in runnable))

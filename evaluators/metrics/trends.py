@@ -7,6 +7,7 @@ scored exactly the same items are compared with the paired bootstrap of per-item
 test); otherwise (different items, or time buckets, which never share an item) the two means are
 resampled independently: the unpaired bootstrap of the difference of means.
 """
+
 from __future__ import annotations
 
 from typing import Sequence, cast
@@ -19,12 +20,31 @@ from evaluators.core.stats import RESAMPLES, SEED, Interval, bootstrap_ci
 
 PAIRED, UNPAIRED = "paired", "unpaired"
 UNITS = ("day", "week")
-POINT_COLUMNS = ["point", "metric", "mean", "low", "high", "n_scored", "n_total", "delta", "delta_low",
-                 "delta_high", "real", "test", "baseline"]
+POINT_COLUMNS = [
+    "point",
+    "metric",
+    "mean",
+    "low",
+    "high",
+    "n_scored",
+    "n_total",
+    "delta",
+    "delta_low",
+    "delta_high",
+    "real",
+    "test",
+    "baseline",
+]
 
 
-def unpaired_diff_ci(before: tuple[npt.ArrayLike, npt.ArrayLike], after: tuple[npt.ArrayLike, npt.ArrayLike],
-                     *, level: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED) -> Interval | None:
+def unpaired_diff_ci(
+    before: tuple[npt.ArrayLike, npt.ArrayLike],
+    after: tuple[npt.ArrayLike, npt.ArrayLike],
+    *,
+    level: float = 0.95,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Interval | None:
     """Bootstrap interval of mean(after) - mean(before) with each side resampled on its own, from
     (values, counts) tables; None when either side has nothing scored."""
     sides = []
@@ -44,8 +64,13 @@ def unpaired_diff_ci(before: tuple[npt.ArrayLike, npt.ArrayLike], after: tuple[n
     return Interval(float(vb @ cb / nb - va @ ca / na), float(low), float(high), na + nb)
 
 
-def points(dist: pd.DataFrame, totals: pd.DataFrame, order: Sequence[str], baseline: str | None,
-           pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+def points(
+    dist: pd.DataFrame,
+    totals: pd.DataFrame,
+    order: Sequence[str],
+    baseline: str | None,
+    pairs: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """One row per point (run or bucket) and metric: the mean and its interval, "n scored of N", and
     the change against `baseline` with its interval, whether it is real and which test gave it.
 
@@ -55,11 +80,16 @@ def points(dist: pd.DataFrame, totals: pd.DataFrame, order: Sequence[str], basel
     compared paired, any other unpaired. The baseline itself has no change.
     """
     n_items = dict(zip(totals["point"], totals["n_items"]))
-    groups = {cast(tuple[str, str], key): (g["value"].to_numpy(float), g["n"].to_numpy(np.int64))
-              for key, g in dist.groupby(["point", "metric"])}
-    paired = {cast(tuple[str, str], key): (g["delta"].to_numpy(float), g["n"].to_numpy(np.int64))
-              for key, g in (pairs if pairs is not None else pd.DataFrame(columns=["point", "metric", "delta", "n"]))
-              .groupby(["point", "metric"])}
+    groups = {
+        cast(tuple[str, str], key): (g["value"].to_numpy(float), g["n"].to_numpy(np.int64))
+        for key, g in dist.groupby(["point", "metric"])
+    }
+    paired = {
+        cast(tuple[str, str], key): (g["delta"].to_numpy(float), g["n"].to_numpy(np.int64))
+        for key, g in (pairs if pairs is not None else pd.DataFrame(columns=["point", "metric", "delta", "n"])).groupby(
+            ["point", "metric"]
+        )
+    }
     rows = []
     for point in order:
         for metric in sorted({m for p, m in groups if p == point} | {m for p, m in groups if p == baseline}):
@@ -73,12 +103,21 @@ def points(dist: pd.DataFrame, totals: pd.DataFrame, order: Sequence[str], basel
                     change, test = bootstrap_ci(*deltas), PAIRED
                 else:
                     change, test = unpaired_diff_ci(groups[(baseline, metric)], (values, counts)), UNPAIRED
-            rows.append({"point": point, "metric": metric, "mean": None if ci is None else ci.mean,
-                         "low": None if ci is None else ci.low, "high": None if ci is None else ci.high,
-                         "n_scored": 0 if ci is None else ci.n, "n_total": int(n_items.get(point, 0)),
-                         "delta": None if change is None else change.mean,
-                         "delta_low": None if change is None else change.low,
-                         "delta_high": None if change is None else change.high,
-                         "real": bool(change is not None and change.excludes_zero), "test": test,
-                         "baseline": point == baseline})
+            rows.append(
+                {
+                    "point": point,
+                    "metric": metric,
+                    "mean": None if ci is None else ci.mean,
+                    "low": None if ci is None else ci.low,
+                    "high": None if ci is None else ci.high,
+                    "n_scored": 0 if ci is None else ci.n,
+                    "n_total": int(n_items.get(point, 0)),
+                    "delta": None if change is None else change.mean,
+                    "delta_low": None if change is None else change.low,
+                    "delta_high": None if change is None else change.high,
+                    "real": bool(change is not None and change.excludes_zero),
+                    "test": test,
+                    "baseline": point == baseline,
+                }
+            )
     return pd.DataFrame(rows, columns=POINT_COLUMNS)

@@ -4,6 +4,7 @@ Pure arithmetic over (judge call, human label) pairs of 0/1, one target at a tim
 judge's verdicts against people's corrections of them) or a Table-2 rule (fired or not, against
 labels saying whether it names the component to fix). Nothing here reads a database or calls a judge.
 """
+
 from __future__ import annotations
 
 import math
@@ -88,15 +89,16 @@ def _draws(rng: random.Random, n: int, count: int) -> np.ndarray:
     bits = n.bit_length()
     found: list[np.ndarray] = []
     while (have := sum(len(f) for f in found)) < count:
-        words = -(-(count - have) * 2 ** bits // n) + 64  # enough for the rejections, on average and then some
+        words = -(-(count - have) * 2**bits // n) + 64  # enough for the rejections, on average and then some
         raw = np.frombuffer(rng.getrandbits(32 * words).to_bytes(4 * words, "little"), dtype="<u4")
         drawn = raw >> np.uint32(32 - bits)
         found.append(drawn[drawn < n])
     return np.concatenate(found)[:count]
 
 
-def kappa_interval(judge: Sequence[int], human: Sequence[int], samples: int = BOOTSTRAP_SAMPLES,
-                   seed: int = 0) -> tuple[float, float] | None:
+def kappa_interval(
+    judge: Sequence[int], human: Sequence[int], samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+) -> tuple[float, float] | None:
     """The bootstrap 95 % interval of kappa (percentile method, resampling pairs).
 
     Resamples where kappa is undefined are skipped; None when fewer than half of them are defined.
@@ -110,8 +112,9 @@ def kappa_interval(judge: Sequence[int], human: Sequence[int], samples: int = BO
 
 
 @lru_cache(maxsize=256)
-def _kappa_interval(judge: tuple[int, ...], human: tuple[int, ...], samples: int,
-                    seed: int) -> tuple[float, float] | None:
+def _kappa_interval(
+    judge: tuple[int, ...], human: tuple[int, ...], samples: int, seed: int
+) -> tuple[float, float] | None:
     n = len(judge)
     if not n:
         return None
@@ -154,8 +157,12 @@ class Pair:
     component_idx: int | None = None
 
 
-def rule_pairs(rule_labels: Sequence[tuple[str, str, int]], triage: Mapping[str, int],
-               fired: Mapping[str, set[str]], rules: Sequence[str]) -> list[Pair]:
+def rule_pairs(
+    rule_labels: Sequence[tuple[str, str, int]],
+    triage: Mapping[str, int],
+    fired: Mapping[str, set[str]],
+    rules: Sequence[str],
+) -> list[Pair]:
     """Labelled calls of the Table-2 rules: judge 1 when the rule fires on the item at the current thresholds.
 
     `rule_labels` are (item, rule, label) as saved. A confirmed (1) or false-alarm (0) triage note on
@@ -163,8 +170,12 @@ def rule_pairs(rule_labels: Sequence[tuple[str, str, int]], triage: Mapping[str,
     """
     pairs = [Pair(rule, item, int(rule in fired.get(item, ())), label) for item, rule, label in rule_labels]
     explicit = {(p.item_id, p.target) for p in pairs}
-    pairs += [Pair(rule, item, 1, label) for item, label in triage.items() for rule in rules
-              if rule in fired.get(item, ()) and (item, rule) not in explicit]
+    pairs += [
+        Pair(rule, item, 1, label)
+        for item, label in triage.items()
+        for rule in rules
+        if rule in fired.get(item, ()) and (item, rule) not in explicit
+    ]
     return pairs
 
 
@@ -173,14 +184,15 @@ def report(pairs: Sequence[Pair], targets: Sequence[str], positive: Mapping[str,
     by_target: dict[str, list[Pair]] = {t: [] for t in targets}
     for p in pairs:
         by_target.setdefault(p.target, []).append(p)
-    return [trust(t, [p.judge for p in ps], [p.human for p in ps], positive.get(t, 1))
-            for t, ps in by_target.items()]
+    return [trust(t, [p.judge for p in ps], [p.human for p in ps], positive.get(t, 1)) for t, ps in by_target.items()]
 
 
 def disagreements(pairs: Sequence[Pair]) -> list[Pair]:
     """The labelled calls where judge and person differ, by target and item."""
-    return sorted((p for p in pairs if p.judge != p.human),
-                  key=lambda p: (p.target, p.item_id, -1 if p.component_idx is None else p.component_idx))
+    return sorted(
+        (p for p in pairs if p.judge != p.human),
+        key=lambda p: (p.target, p.item_id, -1 if p.component_idx is None else p.component_idx),
+    )
 
 
 MIN_LABELS_TO_SUGGEST = 10  # fewer labelled rule calls than this cannot move a threshold with any confidence
@@ -193,7 +205,7 @@ class Suggestion:
     metric: str
     current: float
     n_labelled: int
-    best: float | None = None      # None: too few labels, or nothing beats the current threshold
+    best: float | None = None  # None: too few labels, or nothing beats the current threshold
     kappa_now: float | None = None
     kappa_best: float | None = None
     why: str = ""
@@ -208,9 +220,14 @@ def _candidates(values: Mapping[str, float | None], midpoints: Iterable[float] |
     return sorted({round(m, 4) for m in midpoints} | {current})
 
 
-def _kappas_at(metric: str, values: Mapping[str, float | None], labels: Sequence[tuple[str, str, int]],
-            thresholds: Mapping[str, float], fires: Callable[[str, Mapping[str, float]], set[str]],
-            candidates: Sequence[float]) -> dict[float, float | None]:
+def _kappas_at(
+    metric: str,
+    values: Mapping[str, float | None],
+    labels: Sequence[tuple[str, str, int]],
+    thresholds: Mapping[str, float],
+    fires: Callable[[str, Mapping[str, float]], set[str]],
+    candidates: Sequence[float],
+) -> dict[float, float | None]:
     """The kappa of the labels against the calls at each candidate threshold of `metric`."""
     items = {l[0] for l in labels}
     # An item's calls move with the threshold only as its score falls below it or not: two calls of
@@ -239,10 +256,14 @@ def _kappas_at(metric: str, values: Mapping[str, float | None], labels: Sequence
     return {t: by_side[bisect_left(labelled, t)] for t in candidates}
 
 
-def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: Sequence[tuple[str, str, int]],
-                      thresholds: Mapping[str, float],
-                      fires: Callable[[str, Mapping[str, float]], set[str]],
-                      midpoints: Iterable[float] | None = None) -> Suggestion:
+def suggest_threshold(
+    metric: str,
+    values: Mapping[str, float | None],
+    labels: Sequence[tuple[str, str, int]],
+    thresholds: Mapping[str, float],
+    fires: Callable[[str, Mapping[str, float]], set[str]],
+    midpoints: Iterable[float] | None = None,
+) -> Suggestion:
     """The threshold of `metric` whose fired rules agree best (highest kappa) with the rule labels.
 
     `values` are the items' scores of this metric (at least every labelled item's: a label on an item
@@ -257,27 +278,50 @@ def suggest_threshold(metric: str, values: Mapping[str, float | None], labels: S
     current = thresholds[metric]
     labels = [l for l in labels if l[0] in values]
     if len(labels) < MIN_LABELS_TO_SUGGEST:
-        return Suggestion(metric, current, len(labels),
-                          why=f"too few labels to suggest a threshold: {len(labels)} of {MIN_LABELS_TO_SUGGEST} needed")
+        return Suggestion(
+            metric,
+            current,
+            len(labels),
+            why=f"too few labels to suggest a threshold: {len(labels)} of {MIN_LABELS_TO_SUGGEST} needed",
+        )
 
     candidates = _candidates(values, midpoints, current)
     kappas = _kappas_at(metric, values, labels, thresholds, fires, candidates)
     now = kappas[current]  # the current threshold is one of the candidates
     scored = [(k, t) for t in candidates if (k := kappas[t]) is not None]
     if not scored:
-        return Suggestion(metric, current, len(labels), kappa_now=now,
-                          why="kappa is undefined at every threshold: the labels or calls are all one class")
+        return Suggestion(
+            metric,
+            current,
+            len(labels),
+            kappa_now=now,
+            why="kappa is undefined at every threshold: the labels or calls are all one class",
+        )
     return _best(metric, current, len(labels), now, scored)
 
 
-def _best(metric: str, current: float, n_labelled: int, now: float | None,
-          scored: list[tuple[float, float]]) -> Suggestion:
+def _best(
+    metric: str, current: float, n_labelled: int, now: float | None, scored: list[tuple[float, float]]
+) -> Suggestion:
     """The suggestion from the (kappa, threshold) pairs that have a kappa: the highest kappa, among equals
     the one closest to the current threshold, so a tie never moves it; none when it does no better."""
     k_best, t_best = max(scored, key=lambda kt: (kt[0], -abs(kt[1] - current)))
     if now is not None and k_best <= now:
-        return Suggestion(metric, current, n_labelled, kappa_now=now, kappa_best=now,
-                          why="the current threshold already agrees best with the labels")
-    return Suggestion(metric, current, n_labelled, t_best, now, k_best,
-                      why=f"kappa {k_best:.2f} at {t_best:g} against {'undefined' if now is None else f'{now:.2f}'} "
-                          f"now, on {n_labelled} labels")
+        return Suggestion(
+            metric,
+            current,
+            n_labelled,
+            kappa_now=now,
+            kappa_best=now,
+            why="the current threshold already agrees best with the labels",
+        )
+    return Suggestion(
+        metric,
+        current,
+        n_labelled,
+        t_best,
+        now,
+        k_best,
+        why=f"kappa {k_best:.2f} at {t_best:g} against {'undefined' if now is None else f'{now:.2f}'} "
+        f"now, on {n_labelled} labels",
+    )

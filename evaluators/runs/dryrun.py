@@ -4,6 +4,7 @@ Every request a run would send is rendered and counted by a judge that answers w
 shape. A cascade's offline tier is free, so it judges for real and the plan counts exactly what it
 escalates; the plan also counts the cascade's last tier alone, to show what the cascade saves.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,18 +50,27 @@ class Plan:
         if self.tiers or self.decided:
             for tier, plan in self.tiers.items() if len(self.tiers) > 1 else ():  # one paid tier: the totals
                 lines += [f"  tier {tier}:", *plan._lines("    ")]
-            lines.append("  matches by tier: " + ", ".join(
-                f"{tier} decides {self.decided.get(tier, 0)}"
-                + (f", escalates {self.escalated[tier]} ({self.escalated[tier] / self._reached(tier):.0%})"
-                   if self.escalated.get(tier) else "")
-                for tier in judge.split(cascade.SEPARATOR)))
+            lines.append(
+                "  matches by tier: "
+                + ", ".join(
+                    f"{tier} decides {self.decided.get(tier, 0)}"
+                    + (
+                        f", escalates {self.escalated[tier]} ({self.escalated[tier] / self._reached(tier):.0%})"
+                        if self.escalated.get(tier)
+                        else ""
+                    )
+                    for tier in judge.split(cascade.SEPARATOR)
+                )
+            )
         if self.alone is not None:
             last = judge.split(cascade.SEPARATOR)[-1]
             lines += [f"  {last} alone:", *self.alone._lines("    ")]
             if self.alone.calls:
                 saved = self.alone.calls - self.tiers[last].calls
-                lines.append(f"  the cascade sends {last} {self.tiers[last].calls} calls instead of "
-                             f"{self.alone.calls} ({saved / self.alone.calls:.0%} fewer)")
+                lines.append(
+                    f"  the cascade sends {last} {self.tiers[last].calls} calls instead of "
+                    f"{self.alone.calls} ({saved / self.alone.calls:.0%} fewer)"
+                )
         return "\n".join(lines)
 
     def _reached(self, tier: str) -> int:
@@ -69,9 +79,11 @@ class Plan:
     def _lines(self, indent: str) -> list[str]:
         cost = "unknown (no price known for this model)" if self.cost is None else f"${self.cost:.4f}"
         per = ", ".join(f"{k} {v}" for k, v in sorted(self.by_prompt.items()))
-        return [f"{indent}judge calls {self.calls} ({self.cached} more answered from the cache): {per or 'none'}",
-                f"{indent}tokens ~{self.prompt_tokens:,} in + ~{self.completion_tokens:,} out",
-                f"{indent}estimated cost {cost}"]
+        return [
+            f"{indent}judge calls {self.calls} ({self.cached} more answered from the cache): {per or 'none'}",
+            f"{indent}tokens ~{self.prompt_tokens:,} in + ~{self.completion_tokens:,} out",
+            f"{indent}estimated cost {cost}",
+        ]
 
     def priced(self, model: str) -> Plan:
         """This plan with its cost, where litellm knows the model's price."""
@@ -125,8 +137,7 @@ def _guess(prompt: str, v: dict[str, Any]) -> Any:
     if prompt == "claims_batch":
         return {i: split_sentences(t) for i, t in enumerate(v["texts"], 1)}
     if prompt == "source_answers_batch":
-        return {(l, t): 1 for l in range(1, len(v["questions"]) + 1)
-                for t in [*range(1, len(v["sources"]) + 1), "all"]}
+        return {(l, t): 1 for l in range(1, len(v["questions"]) + 1) for t in [*range(1, len(v["sources"]) + 1), "all"]}
     lists = [x for x in v.values() if isinstance(x, list)]
     if lists:
         return {i: 1 for i in range(1, len(lists[0]) + 1)}
@@ -157,6 +168,7 @@ def plan(items: Sequence[Item], db: str | Path, run: str, options: RunOptions) -
         async def every() -> None:
             for item in todo:
                 await metrics_mod.evaluate_item(item, chosen, asked, per_component, options.sd_threshold)
+
         asyncio.run(every())
 
     if tiers == [OFFLINE]:
@@ -169,8 +181,9 @@ def plan(items: Sequence[Item], db: str | Path, run: str, options: RunOptions) -
     from evaluators.judges.offline import OfflineJudge
 
     plans = {tier: Plan(items=len(todo)) for tier in tiers if tier != OFFLINE}
-    chain = cascade.CascadeJudge([(t, OfflineJudge() if t == OFFLINE else planner(t, plans[t])) for t in tiers],
-                                 decomposer)
+    chain = cascade.CascadeJudge(
+        [(t, OfflineJudge() if t == OFFLINE else planner(t, plans[t])) for t in tiers], decomposer
+    )
     walk(chain)
     alone = None
     if tiers[-1] != OFFLINE:
@@ -185,10 +198,16 @@ def plan(items: Sequence[Item], db: str | Path, run: str, options: RunOptions) -
 def _chain_plan(n_items: int, plans: dict[str, Plan], chain: cascade.CascadeJudge, alone: Plan | None) -> Plan:
     """A cascade's plan: its tiers' plans summed, with what each tier decided and escalated."""
     costs = [p.cost for p in plans.values() if p.calls]
-    return Plan(items=n_items, calls=sum(p.calls for p in plans.values()),
-                cached=sum(p.cached for p in plans.values()),
-                prompt_tokens=sum(p.prompt_tokens for p in plans.values()),
-                completion_tokens=sum(p.completion_tokens for p in plans.values()),
-                by_prompt=dict(sum((Counter(p.by_prompt) for p in plans.values()), Counter())),
-                cost=None if None in costs else sum(c or 0.0 for c in costs), tiers=plans, decided=dict(chain.decided),
-                escalated=dict(chain.escalated), alone=alone)
+    return Plan(
+        items=n_items,
+        calls=sum(p.calls for p in plans.values()),
+        cached=sum(p.cached for p in plans.values()),
+        prompt_tokens=sum(p.prompt_tokens for p in plans.values()),
+        completion_tokens=sum(p.completion_tokens for p in plans.values()),
+        by_prompt=dict(sum((Counter(p.by_prompt) for p in plans.values()), Counter())),
+        cost=None if None in costs else sum(c or 0.0 for c in costs),
+        tiers=plans,
+        decided=dict(chain.decided),
+        escalated=dict(chain.escalated),
+        alone=alone,
+    )

@@ -2,6 +2,7 @@
 located rows and problems, and helpers that read a located value (a number, a list of texts, a chat
 message's text) or raise one located problem (Bad). traces.py and results.py map the formats.
 """
+
 from __future__ import annotations
 
 import ast
@@ -56,8 +57,11 @@ def number(value: Any) -> float | None | str:
     if missing(value) or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, str)):
-        return f"expected a number, got {value!r}" if isinstance(value, bool) else \
-            f"expected a number, got {type(value).__name__}"
+        return (
+            f"expected a number, got {value!r}"
+            if isinstance(value, bool)
+            else f"expected a number, got {type(value).__name__}"
+        )
     try:
         number = float(value)
     except ValueError:
@@ -102,8 +106,19 @@ def message_text(value: Any) -> str | None:
         if isinstance(value.get("choices"), list) and value["choices"]:
             first = value["choices"][0]
             return message_text(first.get("message", first) if isinstance(first, dict) else first)
-        for key in ("content", "query", "question", "input", "user_input", "output", "answer", "response", "text",
-                    "message", "messages"):
+        for key in (
+            "content",
+            "query",
+            "question",
+            "input",
+            "user_input",
+            "output",
+            "answer",
+            "response",
+            "text",
+            "message",
+            "messages",
+        ):
             if key in value:
                 found = message_text(value[key])
                 if found is not None:

@@ -10,6 +10,7 @@ Components are matched by normalised text in SQL (claims are decomposed per run,
 can sit at another index); what is left unmatched is matched here by word overlap. A verdict that is
 unsure or failed in either run is no flip: it is counted apart, as are components found in one run only.
 """
+
 from __future__ import annotations
 
 import re
@@ -115,8 +116,13 @@ class Flips:
         return {c: int(counts.get(c, 0)) for c in CAUSES}
 
 
-def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: str, run_b: str,
-              metrics: Sequence[str] | None = None) -> Flips:
+def attribute(
+    flip_rows: dict[str, pd.DataFrame],
+    inputs: pd.DataFrame,
+    run_a: str,
+    run_b: str,
+    metrics: Sequence[str] | None = None,
+) -> Flips:
     """Attribute the flips between run_a and run_b.
 
     flip_rows: queries.compare.flip_rows(); inputs: queries.items.item_inputs() for both runs and (at least) the
@@ -132,31 +138,55 @@ def attribute(flip_rows: dict[str, pd.DataFrame], inputs: pd.DataFrame, run_a: s
     one_side = rows[~matched]
 
     # {(run, item): (sources, response)}: plain dicts, one lookup per item (a frame's .loc per item is slow)
-    ins = {(r, i): (list(s), resp) for r, i, s, resp in zip(inputs["run_id"], inputs["item_id"], inputs["sources"],
-                                                            inputs["response"])}
-    item_cause = {item: cause(ins[run_a, item][0], ins[run_b, item][0], ins[run_a, item][1], ins[run_b, item][1])
-                  for item in flipped["item_id"].unique()}
+    ins = {
+        (r, i): (list(s), resp)
+        for r, i, s, resp in zip(inputs["run_id"], inputs["item_id"], inputs["sources"], inputs["response"])
+    }
+    item_cause = {
+        item: cause(ins[run_a, item][0], ins[run_b, item][0], ins[run_a, item][1], ins[run_b, item][1])
+        for item in flipped["item_id"].unique()
+    }
 
     components = _flipped_components(flipped, item_cause)
 
     changes, moved = _source_changes(item_cause, ins, run_a, run_b)
     items = _item_table(components, item_cause, moved)
     wanted = list(metrics) if metrics is not None else sorted(set(rows["metric"]) | set(same))
-    rollup = pd.DataFrame([_rollup_row(m, components, same.get(m, 0) + int((extra_same["metric"] == m).sum()),
-                                       int((undecided["metric"] == m).sum()), int((one_side["metric"] == m).sum()))
-                           for m in wanted], columns=["metric", "compared", "flipped", *CAUSES, SAME, UNDECIDED, UNMATCHED])
+    rollup = pd.DataFrame(
+        [
+            _rollup_row(
+                m,
+                components,
+                same.get(m, 0) + int((extra_same["metric"] == m).sum()),
+                int((undecided["metric"] == m).sum()),
+                int((one_side["metric"] == m).sum()),
+            )
+            for m in wanted
+        ],
+        columns=["metric", "compared", "flipped", *CAUSES, SAME, UNDECIDED, UNMATCHED],
+    )
     return Flips(components, items, rollup, pd.DataFrame(changes, columns=["item_id", "run", "text", "key"]))
 
 
 def _flipped_components(flipped: pd.DataFrame, item_cause: dict[str, str]) -> pd.DataFrame:
     """One row per flip: item, metric, what flipped and its text, the values and p before and after, the cause."""
-    return pd.DataFrame({
-        "item_id": flipped["item_id"], "metric": flipped["metric"],
-        "what": flipped["kind"].map(lambda k: WHAT.get(k, k)),
-        "text": flipped["text_b"].where(flipped["text_b"].notna(), flipped["text_a"]),
-        "before": flipped["value_a"].astype(int), "after": flipped["value_b"].astype(int),
-        "p_before": flipped["p_a"], "p_after": flipped["p_b"],
-        "cause": flipped["item_id"].map(item_cause)}).sort_values(["item_id", "metric"]).reset_index(drop=True)
+    return (
+        pd.DataFrame(
+            {
+                "item_id": flipped["item_id"],
+                "metric": flipped["metric"],
+                "what": flipped["kind"].map(lambda k: WHAT.get(k, k)),
+                "text": flipped["text_b"].where(flipped["text_b"].notna(), flipped["text_a"]),
+                "before": flipped["value_a"].astype(int),
+                "after": flipped["value_b"].astype(int),
+                "p_before": flipped["p_a"],
+                "p_after": flipped["p_b"],
+                "cause": flipped["item_id"].map(item_cause),
+            }
+        )
+        .sort_values(["item_id", "metric"])
+        .reset_index(drop=True)
+    )
 
 
 def _plain_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -169,17 +199,26 @@ def _plain_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _rollup_row(metric: str, components: pd.DataFrame, n_same: int, n_undecided: int, n_unmatched: int
-                ) -> dict[str, Any]:
+def _rollup_row(
+    metric: str, components: pd.DataFrame, n_same: int, n_undecided: int, n_unmatched: int
+) -> dict[str, Any]:
     """One metric's counts: compared, flipped by cause, kept, undecided and in one run only."""
     f = components[components["metric"] == metric]
     counts = {c: int((f["cause"] == c).sum()) for c in CAUSES}
-    return {"metric": metric, "compared": len(f) + n_same + n_undecided, "flipped": len(f), **counts,
-            SAME: n_same, UNDECIDED: n_undecided, UNMATCHED: n_unmatched}
+    return {
+        "metric": metric,
+        "compared": len(f) + n_same + n_undecided,
+        "flipped": len(f),
+        **counts,
+        SAME: n_same,
+        UNDECIDED: n_undecided,
+        UNMATCHED: n_unmatched,
+    }
 
 
-def _source_changes(item_cause: dict[str, str], ins: dict[tuple[str, str], tuple[list[str], str]], run_a: str,
-                    run_b: str) -> tuple[list[dict[str, str]], dict[str, tuple[int, int]]]:
+def _source_changes(
+    item_cause: dict[str, str], ins: dict[tuple[str, str], tuple[list[str], str]], run_a: str, run_b: str
+) -> tuple[list[dict[str, str]], dict[str, tuple[int, int]]]:
     """For the items whose sources changed: the sources removed (run a) and added (run b), and how many."""
     changes, moved = [], {}
     for item in sorted(i for i, c in item_cause.items() if c == SOURCES):
@@ -193,26 +232,35 @@ def _source_changes(item_cause: dict[str, str], ins: dict[tuple[str, str], tuple
     return changes, moved
 
 
-def _item_table(components: pd.DataFrame, item_cause: dict[str, str], moved: dict[str, tuple[int, int]]
-                ) -> pd.DataFrame:
+def _item_table(
+    components: pd.DataFrame, item_cause: dict[str, str], moved: dict[str, tuple[int, int]]
+) -> pd.DataFrame:
     """One row per item with flips: its cause, flips lost and gained, per metric, and the sources moved."""
-    per_item = components.assign(lost=components["after"] < components["before"],
-                                 gained=components["after"] > components["before"]).groupby("item_id", sort=True)
+    per_item = components.assign(
+        lost=components["after"] < components["before"], gained=components["after"] > components["before"]
+    ).groupby("item_id", sort=True)
     counts = per_item.agg(flips=("metric", "size"), lost=("lost", "sum"), gained=("gained", "sum"))
     per_metric: dict[str, list[str]] = {}
     for key, n in components.groupby(["item_id", "metric"], sort=True).size().items():
         item, m = cast(tuple[str, str], key)
         per_metric.setdefault(item, []).append(f"{m} {n}")
-    return pd.DataFrame({
-        "item_id": counts.index, "cause": counts.index.map(item_cause), "flips": counts["flips"].to_numpy(),
-        "lost": counts["lost"].astype(int).to_numpy(), "gained": counts["gained"].astype(int).to_numpy(),
-        "metrics": [", ".join(per_metric[i]) for i in counts.index],
-        "sources_removed": [moved.get(i, (0, 0))[0] for i in counts.index],
-        "sources_added": [moved.get(i, (0, 0))[1] for i in counts.index]})
+    return pd.DataFrame(
+        {
+            "item_id": counts.index,
+            "cause": counts.index.map(item_cause),
+            "flips": counts["flips"].to_numpy(),
+            "lost": counts["lost"].astype(int).to_numpy(),
+            "gained": counts["gained"].astype(int).to_numpy(),
+            "metrics": [", ".join(per_metric[i]) for i in counts.index],
+            "sources_removed": [moved.get(i, (0, 0))[0] for i in counts.index],
+            "sources_added": [moved.get(i, (0, 0))[1] for i in counts.index],
+        }
+    )
 
 
-def between(path: str | Path, run_a: str, run_b: str, band: Band | None = None,
-            metrics: Sequence[str] | None = None) -> Flips:
+def between(
+    path: str | Path, run_a: str, run_b: str, band: Band | None = None, metrics: Sequence[str] | None = None
+) -> Flips:
     """attribute() over the two runs' rows as stored (read at `band`): what Compare and the gate show."""
     with store.reading(path):
         rows = queries.compare.flip_rows(path, run_a, run_b, band)

@@ -10,6 +10,7 @@ unscored (a judge failure or an unsure verdict; `empty`, nothing to judge, does 
 baseline by more than max_unscored_rise of them: a judge that failed on most items must not pass the
 gate on the few it scored. The markdown summary is written for a pull-request comment.
 """
+
 from __future__ import annotations
 
 import math
@@ -150,9 +151,16 @@ def unscored(frame: pd.DataFrame, items: pd.Index, metric: str) -> int:
     return int(failed.str.contains(rf"(?:^|, ){metric}:(?!empty(?:,|$))", regex=True).sum())
 
 
-def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max_drop: Mapping[str, float],
-             band: Band | None = None, thresholds: Mapping[str, float] | None = None,
-             max_unscored_rise: float = MAX_UNSCORED_RISE) -> GateResult:
+def run_gate(
+    db: str,
+    baseline: str,
+    candidate: str,
+    metrics: Sequence[str],
+    max_drop: Mapping[str, float],
+    band: Band | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    max_unscored_rise: float = MAX_UNSCORED_RISE,
+) -> GateResult:
     """Gate `candidate` against `baseline` on `metrics`; GateInput for an unknown run or no shared items."""
     check_runs(db, baseline, candidate)
     n_shared = queries.compare.shared_item_count(db, baseline, candidate)
@@ -173,22 +181,35 @@ def run_gate(db: str, baseline: str, candidate: str, metrics: Sequence[str], max
         lost = (unscored(a, shared, m), unscored(b, shared, m))
         fewer = lost[1] - lost[0] > max_unscored_rise * len(shared)
         if m not in summary.index:
-            results.append(MetricResult(m, 0, None, None, None, None, None, drop,
-                                        LESS_SCORED if fewer else NO_DATA, lost))
+            results.append(
+                MetricResult(m, 0, None, None, None, None, None, drop, LESS_SCORED if fewer else NO_DATA, lost)
+            )
             continue
-        worse = queries.compare.crossed_items(a, b, m, th.get(m, registry.threshold(m)),
-                                              "better" if registry.lower_is_better(m) else "worse")
+        worse = queries.compare.crossed_items(
+            a, b, m, th.get(m, registry.threshold(m)), "better" if registry.lower_is_better(m) else "worse"
+        )
         results.append(_metric_result(m, summary.loc[m], dist[dist["metric"] == m], drop, fewer, lost, worse))
     if all(r.verdict == NO_DATA for r in results):  # nothing to compare and no coverage lost
-        raise GateInput(f"--candidate: no item is scored in both {baseline!r} and {candidate!r} "
-                        f"on {', '.join(metrics)}")
-    attributed = flips_mod.between(db, baseline, candidate, band, [m for m in metrics if m in registry.component_metrics()])
-    return GateResult(baseline, candidate, n_shared, results, band,
-                      (str(judges.get(baseline, "")), str(judges.get(candidate, ""))), attributed)
+        raise GateInput(
+            f"--candidate: no item is scored in both {baseline!r} and {candidate!r} on {', '.join(metrics)}"
+        )
+    attributed = flips_mod.between(
+        db, baseline, candidate, band, [m for m in metrics if m in registry.component_metrics()]
+    )
+    return GateResult(
+        baseline,
+        candidate,
+        n_shared,
+        results,
+        band,
+        (str(judges.get(baseline, "")), str(judges.get(candidate, ""))),
+        attributed,
+    )
 
 
-def _metric_result(m: str, s: Any, part: pd.DataFrame, drop: float, fewer: bool, lost: tuple[int, int],
-                   worse: pd.DataFrame) -> MetricResult:
+def _metric_result(
+    m: str, s: Any, part: pd.DataFrame, drop: float, fewer: bool, lost: tuple[int, int], worse: pd.DataFrame
+) -> MetricResult:
     """One gated metric: its means, the paired interval of the deltas read in the metric's own direction
     (a lower-is-better metric's turned), and its verdict."""
     sign = -1.0 if registry.lower_is_better(m) else 1.0
@@ -197,10 +218,20 @@ def _metric_result(m: str, s: Any, part: pd.DataFrame, drop: float, fewer: bool,
     low, high = sign * ci.low, sign * ci.high  # reported in the metric's own direction
     low, high = min(low, high), max(low, high)
     return MetricResult(
-        m, int(s["n_pairs"]), float(s["mean_a"]), float(s["mean_b"]), float(s["delta"]), low, high, drop,
-        LESS_SCORED if fewer else _verdict(ci.low, ci.high, drop), lost,
+        m,
+        int(s["n_pairs"]),
+        float(s["mean_a"]),
+        float(s["mean_b"]),
+        float(s["delta"]),
+        low,
+        high,
+        drop,
+        LESS_SCORED if fewer else _verdict(ci.low, ci.high, drop),
+        lost,
         int(s["n_better"] if sign < 0 else s["n_worse"]),
-        int(s["n_worse"] if sign < 0 else s["n_better"]), worse)
+        int(s["n_worse"] if sign < 0 else s["n_better"]),
+        worse,
+    )
 
 
 def _num(x: float | None, signed: bool = False) -> str:
@@ -209,29 +240,37 @@ def _num(x: float | None, signed: bool = False) -> str:
 
 def table(result: GateResult) -> str:
     """The gate's outcome as a short plain-text table for the terminal."""
-    lines = [f"gate: {result.candidate} against {result.baseline}, {result.n_shared} shared items"
-             + (f", band {format_band(result.band)}" if result.band else ""),
-             f"{'metric':<24} {'n':>6} {'baseline':>9} {'candidate':>9} {'delta':>7} {'95% CI':>17} "
-             f"{'max drop':>8}  verdict"]
+    lines = [
+        f"gate: {result.candidate} against {result.baseline}, {result.n_shared} shared items"
+        + (f", band {format_band(result.band)}" if result.band else ""),
+        f"{'metric':<24} {'n':>6} {'baseline':>9} {'candidate':>9} {'delta':>7} {'95% CI':>17} "
+        f"{'max drop':>8}  verdict",
+    ]
     for r in result.metrics:
         ci = "–" if r.low is None else f"[{r.low:+.3f}, {r.high:+.3f}]"
-        lines.append(f"{r.metric:<24} {r.n:>6} {_num(r.mean_baseline):>9} {_num(r.mean_candidate):>9} "
-                     f"{_num(r.delta, True):>7} {ci:>17} {r.max_drop:>8.3f}  {r.verdict}")
+        lines.append(
+            f"{r.metric:<24} {r.n:>6} {_num(r.mean_baseline):>9} {_num(r.mean_candidate):>9} "
+            f"{_num(r.delta, True):>7} {ci:>17} {r.max_drop:>8.3f}  {r.verdict}"
+        )
     for r in result.metrics:
         if r.verdict == NO_DATA:
             lines.append(f"warning: {r.metric} is not gated: no item has a score in both runs (unsure or failed)")
         if r.verdict == LESS_SCORED:
             lines.append(f"{r.metric}: {_less_scored(r, result.n_shared)}")
     if result.judges[0] != result.judges[1]:
-        lines.append(f"warning: different judges ({result.judges[0]} / {result.judges[1]}): "
-                     "deltas mix a pipeline change with a judge change")
+        lines.append(
+            f"warning: different judges ({result.judges[0]} / {result.judges[1]}): "
+            "deltas mix a pipeline change with a judge change"
+        )
     lines.append(f"regressed: {', '.join(result.regressed)}" if result.regressed else "no metric regressed")
     return "\n".join(lines)
 
 
 def _less_scored(r: MetricResult, n_shared: int) -> str:
-    return (f"the candidate left {r.unscored[1]} of {n_shared} shared items unscored (failed or unsure), "
-            f"the baseline {r.unscored[0]}")
+    return (
+        f"the candidate left {r.unscored[1]} of {n_shared} shared items unscored (failed or unsure), "
+        f"the baseline {r.unscored[0]}"
+    )
 
 
 def _url(base: str, path: str, **params: str | None) -> str:
@@ -259,20 +298,37 @@ def markdown(result: GateResult, base_url: str | None = None) -> str:
 def _md_head(result: GateResult, base_url: str | None, band: str | None) -> list[str]:
     """The verdict, the rule, and what was not gated or differs between the runs."""
     a, b = result.baseline, result.candidate
-    head = "❌ **Regression**: " + ", ".join(f"`{m}`" for m in result.regressed) if result.regressed \
+    head = (
+        "❌ **Regression**: " + ", ".join(f"`{m}`" for m in result.regressed)
+        if result.regressed
         else "✅ **No metric regressed**"
-    out = [f"## RAG Triage gate: `{_esc(b)}` against `{_esc(a)}`", "", head, "",
-           f"{result.n_shared} items in both runs. A metric regresses when the upper end of the paired bootstrap "
-           "95% interval of (candidate − baseline) lies below −max drop."]
+    )
+    out = [
+        f"## RAG Triage gate: `{_esc(b)}` against `{_esc(a)}`",
+        "",
+        head,
+        "",
+        f"{result.n_shared} items in both runs. A metric regresses when the upper end of the paired bootstrap "
+        "95% interval of (candidate − baseline) lies below −max drop.",
+    ]
     not_gated = [r.metric for r in result.metrics if r.verdict == NO_DATA]
     if not_gated:
-        out += ["", "⚠ Not gated, no item has a score in both runs (unsure or failed): "
-                + ", ".join(f"`{m}`" for m in not_gated)]
-    out += [f"- `{r.metric}` fewer scored: {_less_scored(r, result.n_shared)}"
-            for r in result.metrics if r.verdict == LESS_SCORED]
+        out += [
+            "",
+            "⚠ Not gated, no item has a score in both runs (unsure or failed): "
+            + ", ".join(f"`{m}`" for m in not_gated),
+        ]
+    out += [
+        f"- `{r.metric}` fewer scored: {_less_scored(r, result.n_shared)}"
+        for r in result.metrics
+        if r.verdict == LESS_SCORED
+    ]
     if result.judges[0] != result.judges[1]:
-        out += ["", f"⚠ Different judges (`{_esc(result.judges[0])}` / `{_esc(result.judges[1])}`): deltas mix a "
-                    "pipeline change with a judge change."]
+        out += [
+            "",
+            f"⚠ Different judges (`{_esc(result.judges[0])}` / `{_esc(result.judges[1])}`): deltas mix a "
+            "pipeline change with a judge change.",
+        ]
     if base_url:
         out += ["", f"[Open the comparison]({_url(base_url, 'Compare', run=a, other=b, band=band)})"]
     return out
@@ -280,14 +336,24 @@ def _md_head(result: GateResult, base_url: str | None, band: str | None) -> list
 
 def _md_table(result: GateResult) -> list[str]:
     """One row per metric: n, means, delta, interval, max drop and verdict."""
-    out = ["", "| metric | n scored in both | baseline | candidate | delta | 95% CI | max drop | verdict |",
-           "|---|---:|---:|---:|---:|---|---:|---|"]
-    icons = {REGRESSED: "❌ regressed", LESS_SCORED: "❌ fewer scored", IMPROVED: "⬆ improved", OK: "ok",
-             NO_DATA: NO_DATA}
+    out = [
+        "",
+        "| metric | n scored in both | baseline | candidate | delta | 95% CI | max drop | verdict |",
+        "|---|---:|---:|---:|---:|---|---:|---|",
+    ]
+    icons = {
+        REGRESSED: "❌ regressed",
+        LESS_SCORED: "❌ fewer scored",
+        IMPROVED: "⬆ improved",
+        OK: "ok",
+        NO_DATA: NO_DATA,
+    }
     for r in result.metrics:
         ci = "–" if r.low is None else f"[{r.low:+.3f}, {r.high:+.3f}]"
-        out.append(f"| `{r.metric}` | {r.n} of {result.n_shared} | {_num(r.mean_baseline)} | {_num(r.mean_candidate)} "
-                   f"| {_num(r.delta, True)} | {ci} | {r.max_drop:g} | {icons[r.verdict]} |")
+        out.append(
+            f"| `{r.metric}` | {r.n} of {result.n_shared} | {_num(r.mean_baseline)} | {_num(r.mean_candidate)} "
+            f"| {_num(r.delta, True)} | {ci} | {r.max_drop:g} | {icons[r.verdict]} |"
+        )
     return out
 
 
@@ -299,8 +365,10 @@ def _md_crossed(result: GateResult, item: Callable[[str, str], str]) -> list[str
         out.append("None.")
     for r in crossed:
         shown = r.worse_items.head(SHOWN_ITEMS)
-        listed = ", ".join(f"{item(result.candidate, i)} ({x:.2f} → {y:.2f})"
-                           for i, x, y in zip(shown["item_id"], shown["a"], shown["b"]))
+        listed = ", ".join(
+            f"{item(result.candidate, i)} ({x:.2f} → {y:.2f})"
+            for i, x, y in zip(shown["item_id"], shown["a"], shown["b"])
+        )
         more = f", and {r.n_worse - len(shown)} more" if r.n_worse > len(shown) else ""
         out.append(f"- `{r.metric}`: {r.n_worse} item(s): {listed}{more}")
     return out
@@ -313,19 +381,29 @@ def _md_flips(result: GateResult, item: Callable[[str, str], str]) -> list[str]:
     if f.rollup.empty:
         return out + ["No claim, sub-question or source metric gated."]
     causes = f.cause_counts()
-    out.append(f"{f.n_flips} verdict(s) flipped: " + ", ".join(f"{n} {c}" for c, n in causes.items())
-               + ". A verdict unsure or failed in either run is not a flip.")
-    out += ["", "| metric | compared | flipped | " + " | ".join(flips_mod.CAUSES) + " | unsure or failed "
-            "| in one run only |", "|---|" + "---:|" * (4 + len(flips_mod.CAUSES))]
+    out.append(
+        f"{f.n_flips} verdict(s) flipped: "
+        + ", ".join(f"{n} {c}" for c, n in causes.items())
+        + ". A verdict unsure or failed in either run is not a flip."
+    )
+    out += [
+        "",
+        "| metric | compared | flipped | " + " | ".join(flips_mod.CAUSES) + " | unsure or failed | in one run only |",
+        "|---|" + "---:|" * (4 + len(flips_mod.CAUSES)),
+    ]
     for row in f.rollup.to_dict("records"):
-        out.append(f"| `{row['metric']}` | {row['compared']} | {row['flipped']} | "
-                   + " | ".join(str(row[c]) for c in flips_mod.CAUSES)
-                   + f" | {row[flips_mod.UNDECIDED]} | {row[flips_mod.UNMATCHED]} |")
+        out.append(
+            f"| `{row['metric']}` | {row['compared']} | {row['flipped']} | "
+            + " | ".join(str(row[c]) for c in flips_mod.CAUSES)
+            + f" | {row[flips_mod.UNDECIDED]} | {row[flips_mod.UNMATCHED]} |"
+        )
     if not f.items.empty:
         shown = f.items.sort_values(["flips", "item_id"], ascending=[False, True]).head(SHOWN_ITEMS)
         out += ["", "Items with the most flips:"]
-        out += [f"- {item(result.candidate, r.item_id)}: {r.flips} ({_esc(r.metrics)}), {r.cause}"
-                for r in queries.sql.rows(shown)]
+        out += [
+            f"- {item(result.candidate, r.item_id)}: {r.flips} ({_esc(r.metrics)}), {r.cause}"
+            for r in queries.sql.rows(shown)
+        ]
         if len(f.items) > len(shown):
             out.append(f"- and {len(f.items) - len(shown)} more items")
     return out

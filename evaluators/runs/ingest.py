@@ -19,6 +19,7 @@ Bad input raises InputError with every problem found, one line each, located as
 `FILE:row N` (Parquet and DataFrame, 1-based); readers.py reads the files into located rows. This
 module only reads.
 """
+
 from __future__ import annotations
 
 import csv
@@ -79,8 +80,9 @@ def load_items(path: str | Path, fmt: str | None = None) -> list[Item]:
     if suffix == ".json" or (fmt not in (None, traces.ITEMS) and suffix in _SUFFIXES):
         return _load_export(path, fmt)
     if suffix not in _SUFFIXES:
-        file_problems.append(f"{name}: unknown file type {suffix or '(no suffix)'!r}; "
-                        f"expected one of {', '.join(_SUFFIXES)}")
+        file_problems.append(
+            f"{name}: unknown file type {suffix or '(no suffix)'!r}; expected one of {', '.join(_SUFFIXES)}"
+        )
     if not path.exists():
         file_problems.append(f"{name}: no such file")
     if file_problems:
@@ -141,8 +143,12 @@ def _load_export(path: Path, fmt: str | None) -> list[Item]:
     rows, problems = export_rows(path)
     fmt = fmt or traces.detect(path.suffix.lower(), rows)
     if fmt == traces.ITEMS:  # only a .json file comes here as items
-        raise InputError([f"{name}: neither a Langfuse trace export (traces with observations) nor a DeepEval "
-                          "test run (testCases); items go in .jsonl, .csv or .parquet"])
+        raise InputError(
+            [
+                f"{name}: neither a Langfuse trace export (traces with observations) nor a DeepEval "
+                "test run (testCases); items go in .jsonl, .csv or .parquet"
+            ]
+        )
     converted, convert_problems = traces.convert(fmt, rows, name)
     return _build(converted, problems + convert_problems, name, json_cells=False)
 
@@ -184,9 +190,16 @@ def load_pairs(path: str | Path, metrics: set[str]) -> list[tuple[str, Item, Ite
             if not isinstance(given, dict):
                 problems.append((line, f"{where}: field {side}: missing (an object with the item's fields)"))
                 continue
-            item, side_problems = _normalise({**shared, **given, "id": f"{pair_id}:{side}",
-                                              "metadata": {"pair": pair_id, "side": side, "metrics": joined}},
-                                             f"{where}: {side}", json_cells=False)
+            item, side_problems = _normalise(
+                {
+                    **shared,
+                    **given,
+                    "id": f"{pair_id}:{side}",
+                    "metadata": {"pair": pair_id, "side": side, "metrics": joined},
+                },
+                f"{where}: {side}",
+                json_cells=False,
+            )
             problems += [(line, p) for p in side_problems]
             if item is not None:
                 sides.append(item)
@@ -220,8 +233,7 @@ def items_from_frame(df: pd.DataFrame, origin: str = "<dataframe>") -> list[Item
     return _build(rows, [], origin, json_cells=True)
 
 
-def _build(rows: list[Row], problems: list[Problem], origin: str,
-           json_cells: bool) -> list[Item]:
+def _build(rows: list[Row], problems: list[Problem], origin: str, json_cells: bool) -> list[Item]:
     """Normalise every row, check ids are unique, and raise with all problems in line order."""
     items: list[Item] = []
     first_seen: dict[str, str] = {}
@@ -233,8 +245,7 @@ def _build(rows: list[Row], problems: list[Problem], origin: str,
         if item.id in first_seen:
             hashed = item.id == Item.content_id(item.query, item.sources, item.response)
             why = " (a content hash: same query, sources and response)" if hashed else ""
-            problems.append((line, f"{where}: field id: duplicate id {item.id!r}{why}, "
-                                   f"first at {first_seen[item.id]}"))
+            problems.append((line, f"{where}: field id: duplicate id {item.id!r}{why}, first at {first_seen[item.id]}"))
         else:
             first_seen[item.id] = where
             items.append(item)
@@ -283,8 +294,9 @@ def _given(row: dict[str, Any], where: str, problems: list[str]) -> dict[str, tu
     for field, aliases in _NAMES.items():
         names = [n for n in (field, *aliases) if n in row and not is_missing(row[n])]
         if len(names) > 1:
-            problems.append(f"{where}: field {field}: given under more than one name: "
-                            + " and ".join(repr(n) for n in names))
+            problems.append(
+                f"{where}: field {field}: given under more than one name: " + " and ".join(repr(n) for n in names)
+            )
         if names:  # check the first anyway, so a conflict is not also reported as missing
             given[field] = (names[0], row[names[0]])
     return given
@@ -327,12 +339,15 @@ def _json_object(value: Any, field: str, where: str, json_cells: bool, problems:
     return None
 
 
-def _metadata(row: dict[str, Any], given: dict[str, tuple[str, Any]], where: str, json_cells: bool,
-              problems: list[str]) -> dict[str, Any]:
+def _metadata(
+    row: dict[str, Any], given: dict[str, tuple[str, Any]], where: str, json_cells: bool, problems: list[str]
+) -> dict[str, Any]:
     """The item's metadata as plain JSON, with a regression suite's expectations under `expect`."""
     metadata: dict[str, Any] = {}
-    if "metadata" in given and (value := _json_object(given["metadata"][1], "metadata", where, json_cells,
-                                                      problems)) is not None:
+    if (
+        "metadata" in given
+        and (value := _json_object(given["metadata"][1], "metadata", where, json_cells, problems)) is not None
+    ):
         # The store keeps metadata as JSON text: make it plain JSON now (Parquet structs bring
         # numpy arrays) rather than fail later on a value JSON cannot hold.
         try:
@@ -341,8 +356,10 @@ def _metadata(row: dict[str, Any], given: dict[str, tuple[str, Any]], where: str
         except (TypeError, ValueError) as exc:
             problems.append(f"{where}: field metadata: cannot be kept as JSON ({exc})")
     # A regression suite's expectations (evaluators/runs/suite.py) travel with the item in its metadata.
-    if not is_missing(row.get("expect")) and (
-            expect := _json_object(row["expect"], "expect", where, json_cells, problems)) is not None:
+    if (
+        not is_missing(row.get("expect"))
+        and (expect := _json_object(row["expect"], "expect", where, json_cells, problems)) is not None
+    ):
         metadata = {**metadata, "expect": json.loads(json.dumps(expect, default=plain_json))}
     return metadata
 
@@ -396,5 +413,3 @@ def _text_problem(value: Any) -> str | None:
     if size > MAX_TEXT_BYTES:
         return f"too long: {size:,} bytes, the limit is {MAX_TEXT_BYTES:,} bytes"
     return None
-
-

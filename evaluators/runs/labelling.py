@@ -4,6 +4,7 @@ and a labelling team's file read into labels.
 Reads through evaluators/storage/queries/ and computes with evaluators/metrics/trust.py; the CLI's `trust` command
 and the Trust page both call these, so they always agree. Nothing here calls a judge.
 """
+
 from __future__ import annotations
 
 import random
@@ -86,15 +87,25 @@ def labelled(path: str | Path, run_id: str, band: Band | None = None) -> Labelle
         table = _table(path, run_id, band)
         scores = _scores(queries.trust.run_rows(table, sorted({l[0] for l in rule_labels} | set(triage["item_id"]))))
         noted = sum(item in scores for item in triage["item_id"])
-        possible = [m for m in THELMA
-                    if sum(item in scores and _reads(rule, m) for item, rule, _ in rule_labels)
-                    + noted * sum(_reads(rule, m) for rule in RULE_IDS) >= trust.MIN_LABELS_TO_SUGGEST]
+        possible = [
+            m
+            for m in THELMA
+            if sum(item in scores and _reads(rule, m) for item, rule, _ in rule_labels)
+            + noted * sum(_reads(rule, m) for rule in RULE_IDS)
+            >= trust.MIN_LABELS_TO_SUGGEST
+        ]
         midpoints = queries.trust.score_midpoints(table, possible)
-    return Labelled(rule_labels, dict(zip(triage["item_id"], triage["label"])),
-                    tuple(trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
-                          for r in queries.sql.rows(corrections)),
-                    scores, _read(scores),
-                    {m: midpoints["midpoint"][midpoints["metric"] == m].tolist() for m in possible})
+    return Labelled(
+        rule_labels,
+        dict(zip(triage["item_id"], triage["label"])),
+        tuple(
+            trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
+            for r in queries.sql.rows(corrections)
+        ),
+        scores,
+        _read(scores),
+        {m: midpoints["midpoint"][midpoints["metric"] == m].tolist() for m in possible},
+    )
 
 
 def judged(labels: Labelled, thresholds: Mapping[str, float]) -> Report:
@@ -111,11 +122,17 @@ def judged(labels: Labelled, thresholds: Mapping[str, float]) -> Report:
     labelled_rules = [(p.item_id, p.target, p.human) for p in pairs if p.target in diagnosis.RULES]
     pairs += labels.corrections
     rows = trust.report(pairs, [*THELMA, *RULE_IDS], {m: 0 for m in THELMA})
-    suggestions = [trust.suggest_threshold(m, {item: _value(s.get(m)) for item, s in scores.items()},
-                                           [l for l in labelled_rules if _reads(l[1], m)], th,
-                                           lambda item, at: set(diagnosis.rules_firing(read[item], at)),
-                                           labels.midpoints.get(m, []))
-                   for m in THELMA]
+    suggestions = [
+        trust.suggest_threshold(
+            m,
+            {item: _value(s.get(m)) for item, s in scores.items()},
+            [l for l in labelled_rules if _reads(l[1], m)],
+            th,
+            lambda item, at: set(diagnosis.rules_firing(read[item], at)),
+            labels.midpoints.get(m, []),
+        )
+        for m in THELMA
+    ]
     return Report(rows, trust.disagreements(pairs), suggestions)
 
 
@@ -124,8 +141,14 @@ def report(path: str | Path, run_id: str, thresholds: Mapping[str, float], band:
     return judged(labelled(path, run_id, band), thresholds)
 
 
-def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None,
-                 limit: int = 50, seed: int = 0) -> pd.DataFrame:
+def review_queue(
+    path: str | Path,
+    run_id: str,
+    thresholds: Mapping[str, float],
+    band: Band | None = None,
+    limit: int = 50,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Items in the order where one label teaches the most, leaving out items already labelled:
 
     1. items with unsure verdicts (p inside the band, or each judge kind's default), most unsure first;
@@ -138,24 +161,30 @@ def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float],
     with store.reading(path):
         done = set(queries.trust.labelled_items(path, run_id))
         unsure = queries.trust.unsure_counts(path, run_id, band, skip=sorted(done), limit=limit)
-        queue = [(row.item_id, QUEUE_REASONS[0], f"{row.n_unsure} unsure verdict(s)")
-                 for row in queries.sql.rows(unsure)]
+        queue = [
+            (row.item_id, QUEUE_REASONS[0], f"{row.n_unsure} unsure verdict(s)") for row in queries.sql.rows(unsure)
+        ]
         # Short of the limit, every unsure item is in the queue already: the rest are known to skip.
         table = _table(path, run_id, band) if len(queue) < limit else None
         if table is not None:
             rows = queries.trust.thin_items(table, th, THIN, sorted(done | {q[0] for q in queue}), limit - len(queue))
             for item, scores in _scores(rows).items():
-                thin = [f"{rule.id} ({metric.upper()} from {score.n_scored} verdicts)"
-                        for rule in diagnosis.diagnose(scores, th) for metric in THELMA
-                        if _reads(rule.id, metric) and (score := scores.get(metric)) is not None
-                        and score.value is not None and score.n_scored <= THIN]
+                thin = [
+                    f"{rule.id} ({metric.upper()} from {score.n_scored} verdicts)"
+                    for rule in diagnosis.diagnose(scores, th)
+                    for metric in THELMA
+                    if _reads(rule.id, metric)
+                    and (score := scores.get(metric)) is not None
+                    and score.value is not None
+                    and score.n_scored <= THIN
+                ]
                 queue.append((item, QUEUE_REASONS[1], "; ".join(thin)))
         if table is not None and len(queue) < limit:
             seen = sorted(done | {q[0] for q in queue})
             # The seeded shuffle of the remaining items in id order, drawn over their ranks.
             ranks = list(range(queries.trust.count_items(table, seen)))
             random.Random(f"{run_id}:{seed}").shuffle(ranks)
-            picks = ranks[:limit - len(queue)]
+            picks = ranks[: limit - len(queue)]
             ids = queries.trust.items_at(table, seen, picks)
             queue += [(ids[r], QUEUE_REASONS[2], "") for r in picks]
     return pd.DataFrame(queue[:limit], columns=["item_id", "reason", "detail"])
@@ -163,8 +192,15 @@ def review_queue(path: str | Path, run_id: str, thresholds: Mapping[str, float],
 
 # ---------------------------------------------------------------- a labelling team's file
 
-def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set[str],
-                components: set[tuple[str, str, int]], author: str = "") -> list[Label]:
+
+def load_labels(
+    path: str | Path,
+    rules: set[str],
+    metrics: set[str],
+    items: set[str],
+    components: set[tuple[str, str, int]],
+    author: str = "",
+) -> list[Label]:
     """Read a labelling team's file (.jsonl or .csv) for one run: one label per row, either
     `item_id, rule, label` or `item_id, metric, component, label`, label 1 or 0, optional `note`.
 
@@ -178,9 +214,13 @@ def load_labels(path: str | Path, rules: set[str], metrics: set[str], items: set
         label, row_problems = _label(row, where, rules, metrics, author)
         if label is not None and label.item_id not in items:
             row_problems.append(f"{where}: field item_id: the run has no item {label.item_id!r}")
-        elif label is not None and label.metric and (label.item_id, label.metric, label.component_idx) not in components:
-            row_problems.append(f"{where}: field component: item {label.item_id!r} has no {label.metric} "
-                                f"component {label.component_idx}")
+        elif (
+            label is not None and label.metric and (label.item_id, label.metric, label.component_idx) not in components
+        ):
+            row_problems.append(
+                f"{where}: field component: item {label.item_id!r} has no {label.metric} "
+                f"component {label.component_idx}"
+            )
         problems += [(line, p) for p in row_problems]
         if label is not None and not row_problems:
             labels.append(label)
@@ -216,8 +256,13 @@ def _label(row: Any, where: str, rules: set[str], metrics: set[str], author: str
     if problems:
         return None, problems
     note = row.get("note")
-    return Label(item_id=str(item_id).strip(), label=int(value in ("1", "1.0", "True", "true")),
-                 rule=str(rule).strip().upper() if has_rule else None,
-                 metric=str(metric).strip().lower() if has_metric else None,
-                 component_idx=int(str(component).strip()) if has_metric else None,
-                 note="" if is_missing(note) else str(note), author=author, origin="import"), []
+    return Label(
+        item_id=str(item_id).strip(),
+        label=int(value in ("1", "1.0", "True", "true")),
+        rule=str(rule).strip().upper() if has_rule else None,
+        metric=str(metric).strip().lower() if has_metric else None,
+        component_idx=int(str(component).strip()) if has_metric else None,
+        note="" if is_missing(note) else str(note),
+        author=author,
+        origin="import",
+    ), []

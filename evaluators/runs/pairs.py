@@ -5,6 +5,7 @@ variant, say a grounded and an ungrounded answer) and learns, per metric, how of
 prefers the better one. Ties and failures (a side not scored) are counted apart, never as wins or
 losses. Pure tallying over scores; evaluating the sides is the runner's job.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

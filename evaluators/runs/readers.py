@@ -3,6 +3,7 @@ on), Parquet rows and JSON documents, each row with where it came from ("FILE:LI
 InputError, which lists every problem found, one located line each; and how a value read is named
 and judged (missing, invisible, not finite). This module only reads.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -66,8 +67,9 @@ def file_rows(path: Path, suffixes: tuple[str, ...]) -> tuple[list[Row], list[Pr
     file of another type or one that cannot be read."""
     name = str(path)
     if path.suffix.lower() not in suffixes:
-        raise InputError([f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; "
-                          f"expected {' or '.join(suffixes)}"])
+        raise InputError(
+            [f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; expected {' or '.join(suffixes)}"]
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -119,9 +121,14 @@ def decode(raw: bytes, name: str) -> tuple[str, list[Problem]]:
         try:
             lines.append(line.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            problems.append((number, f"{name}:{number}: not UTF-8: byte 0x{line[exc.start]:02x} "
-                             f"at byte offset {start + exc.start} of the file "
-                             f"(byte {exc.start} of the line)"))
+            problems.append(
+                (
+                    number,
+                    f"{name}:{number}: not UTF-8: byte 0x{line[exc.start]:02x} "
+                    f"at byte offset {start + exc.start} of the file "
+                    f"(byte {exc.start} of the line)",
+                )
+            )
             lines.append(line.decode("utf-8", errors="replace"))
         start += len(line) + 1
     return "\n".join(lines), problems
@@ -161,8 +168,9 @@ def csv_rows(text: str, name: str) -> tuple[list[Row], list[Problem]]:
             if not cells:  # a blank line
                 continue
             if len(cells) != len(header):
-                problems.append((first_line, f"{name}:{first_line}: {len(cells)} cells, "
-                                             f"but the header has {len(header)} columns"))
+                problems.append(
+                    (first_line, f"{name}:{first_line}: {len(cells)} cells, but the header has {len(header)} columns")
+                )
                 continue
             row = {column: cell or None for column, cell in zip(header, cells)}
             rows.append((first_line, f"{name}:{first_line}", row))
@@ -182,6 +190,7 @@ def parse_json(text: str) -> tuple[Any, str | None]:
 
 
 # ---------------------------------------------------------------- values read
+
 
 def plain_json(value: Any) -> Any:
     """json.dumps fallback: numpy arrays and scalars become lists and numbers."""
@@ -204,8 +213,13 @@ def non_finite(value: Any, path: str) -> str | None:
     """The path of the first NaN or Infinity inside a metadata value, or None when it has none."""
     if isinstance(value, NotFinite) or (isinstance(value, float) and not math.isfinite(value)):
         return path
-    children = (value.items() if isinstance(value, dict)
-                else enumerate(value) if isinstance(value, (list, tuple, np.ndarray)) else ())
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, (list, tuple, np.ndarray))
+        else ()
+    )
     for key, child in children:
         found = non_finite(child, f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]")
         if found:

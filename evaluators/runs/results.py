@@ -1,5 +1,6 @@
 """Evaluation results imported with their items: RAGAS datasets and result files, and DeepEval test runs.
 A result's scores become imported peer scores, kept beside ours (README, "Importing runs")."""
+
 from __future__ import annotations
 
 import json
@@ -9,29 +10,73 @@ from evaluators.core.records import IMPORTED
 from evaluators.runs.exports import DEEPEVAL, RAGAS, Bad, Problem, Row, collect, missing, number, plain, text_list
 
 # The RAGAS score columns we know by name; any other column with a number is imported too.
-RAGAS_METRICS = frozenset({
-    "faithfulness", "answer_relevancy", "context_precision", "context_recall", "context_entity_recall",
-    "answer_correctness", "answer_similarity", "semantic_similarity", "factual_correctness",
-    "noise_sensitivity", "noise_sensitivity_relevant", "noise_sensitivity_irrelevant", "response_relevancy",
-    "llm_context_precision_with_reference", "llm_context_precision_without_reference",
-    "non_llm_context_precision_with_reference", "context_relevance", "response_groundedness",
-    "answer_accuracy", "nv_accuracy", "nv_context_relevance", "nv_response_groundedness",
-    "context_utilization", "harmfulness", "maliciousness", "coherence", "correctness", "conciseness",
-})
+RAGAS_METRICS = frozenset(
+    {
+        "faithfulness",
+        "answer_relevancy",
+        "context_precision",
+        "context_recall",
+        "context_entity_recall",
+        "answer_correctness",
+        "answer_similarity",
+        "semantic_similarity",
+        "factual_correctness",
+        "noise_sensitivity",
+        "noise_sensitivity_relevant",
+        "noise_sensitivity_irrelevant",
+        "response_relevancy",
+        "llm_context_precision_with_reference",
+        "llm_context_precision_without_reference",
+        "non_llm_context_precision_with_reference",
+        "context_relevance",
+        "response_groundedness",
+        "answer_accuracy",
+        "nv_accuracy",
+        "nv_context_relevance",
+        "nv_response_groundedness",
+        "context_utilization",
+        "harmfulness",
+        "maliciousness",
+        "coherence",
+        "correctness",
+        "conciseness",
+    }
+)
 
 
 # Dataset columns of RAGAS (old name -> ours) and columns that are neither a field nor a score.
-_RAGAS_FIELDS = {"question": "query", "user_input": "query", "query": "query", "contexts": "sources",
-                 "retrieved_contexts": "sources", "sources": "sources", "answer": "response", "response": "response",
-                 "ground_truth": "reference", "ground_truths": "reference", "reference": "reference", "id": "id",
-                 "metadata": "metadata"}
+_RAGAS_FIELDS = {
+    "question": "query",
+    "user_input": "query",
+    "query": "query",
+    "contexts": "sources",
+    "retrieved_contexts": "sources",
+    "sources": "sources",
+    "answer": "response",
+    "response": "response",
+    "ground_truth": "reference",
+    "ground_truths": "reference",
+    "reference": "reference",
+    "id": "id",
+    "metadata": "metadata",
+}
 
 
 RAGAS_OLD = {"question", "contexts", "answer", "ground_truth", "ground_truths"}
 
 
-_RAGAS_OTHER = {"reference_contexts", "retrieved_context_ids", "reference_context_ids", "rubrics", "multi_responses",
-                "synthesizer_name", "persona_name", "query_style", "query_length", "context"}
+_RAGAS_OTHER = {
+    "reference_contexts",
+    "retrieved_context_ids",
+    "reference_context_ids",
+    "rubrics",
+    "multi_responses",
+    "synthesizer_name",
+    "persona_name",
+    "query_style",
+    "query_length",
+    "context",
+}
 
 
 def ragas(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
@@ -80,15 +125,19 @@ def ragas(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
     return collect(rows, build)
 
 
-_DEEPEVAL_NAMES = {"query": ("input",), "response": ("actualOutput", "actual_output"),
-                   "sources": ("retrievalContext", "retrieval_context"),
-                   "reference": ("expectedOutput", "expected_output")}
+_DEEPEVAL_NAMES = {
+    "query": ("input",),
+    "response": ("actualOutput", "actual_output"),
+    "sources": ("retrievalContext", "retrieval_context"),
+    "reference": ("expectedOutput", "expected_output"),
+}
 
 
 def deepeval(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
     document = rows[0][2] if rows else None
-    key = next((k for k in ("testCases", "test_cases", "test_results") if isinstance(document, dict)
-                and k in document), None)
+    key = next(
+        (k for k in ("testCases", "test_cases", "test_results") if isinstance(document, dict) and k in document), None
+    )
     if key is None or not isinstance(document, dict) or not isinstance(document[key], list):
         return [], [(0, f"{name}: not a DeepEval test run: expected a testCases (or test_results) list")]
     cases = [(n, f"{name}:$.{key}[{n}]", case) for n, case in enumerate(document[key])]
@@ -101,8 +150,12 @@ def deepeval(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
             value = next((case[n] for n in names if not missing(case.get(n))), None)
             if value is None:
                 if ours != "reference":
-                    raise Bad(where, names[0], "missing" + (" (the retrieved sources: a RAG test case needs "
-                                                             "them)" if ours == "sources" else ""))
+                    raise Bad(
+                        where,
+                        names[0],
+                        "missing"
+                        + (" (the retrieved sources: a RAG test case needs them)" if ours == "sources" else ""),
+                    )
                 continue
             row[ours] = text_list(value, where, names[0]) if ours == "sources" else value
         scores: dict[str, float | None] = {}
@@ -122,9 +175,13 @@ def deepeval(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]]:
         if isinstance(test_name, str) and test_name.strip():
             row["id"] = test_name
         extra = case.get("additionalMetadata", case.get("additional_metadata"))
-        row["metadata"] = {"format": DEEPEVAL, "test_case": test_name, "success": case.get("success"),
-                           **({"additional_metadata": plain(extra)} if isinstance(extra, dict) else {}),
-                           **({IMPORTED: {DEEPEVAL: scores}} if scores else {})}
+        row["metadata"] = {
+            "format": DEEPEVAL,
+            "test_case": test_name,
+            "success": case.get("success"),
+            **({"additional_metadata": plain(extra)} if isinstance(extra, dict) else {}),
+            **({IMPORTED: {DEEPEVAL: scores}} if scores else {}),
+        }
         return row
 
     return collect(cases, build)

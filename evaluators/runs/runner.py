@@ -7,6 +7,7 @@ busy database is waited for, never the end of a run, and while nothing can be wr
 call is started. The run records its owner (host, pid) and a heartbeat each write refreshes, so a
 second process refuses to evaluate it and a dead one's run reads as interrupted.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -81,8 +82,10 @@ class Progress:
 
     def line(self) -> str:
         eta = "?" if self.eta_s is None else time.strftime("%H:%M:%S", time.gmtime(self.eta_s))
-        line = (f"items {self.done}/{self.total} | calls {self.calls} | cache hits {self.cache_hits} | "
-                f"tokens {self.tokens:,} | cost ${self.cost:.4f} | ETA {eta}")
+        line = (
+            f"items {self.done}/{self.total} | calls {self.calls} | cache hits {self.cache_hits} | "
+            f"tokens {self.tokens:,} | cost ${self.cost:.4f} | ETA {eta}"
+        )
         if self.rate_wait_s > 0:
             line += f" | waiting for rate limit ({math.ceil(self.rate_wait_s)}s)"
         if self.db_wait_s is not None:
@@ -108,30 +111,39 @@ class RunSummary:
         return FINISHED_WITH_FAILURES if self.failed_items else FINISHED
 
     def text(self) -> str:
-        lines = [f"run {self.run}: {self.items} items | judge calls {self.stats.get('calls', 0)} | "
-                 f"cache hits {self.stats.get('cache_hits', 0)} | tokens "
-                 f"{self.stats.get('prompt_tokens', 0) + self.stats.get('completion_tokens', 0):,}"]
+        lines = [
+            f"run {self.run}: {self.items} items | judge calls {self.stats.get('calls', 0)} | "
+            f"cache hits {self.stats.get('cache_hits', 0)} | tokens "
+            f"{self.stats.get('prompt_tokens', 0) + self.stats.get('completion_tokens', 0):,}"
+        ]
         for metric, counts in self.metrics.items():
             total = sum(counts.values())
             failures = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s != Status.OK.value)
-            lines.append(f"  {metric:<22} scored {counts.get(Status.OK.value, 0)} of {total}"
-                         + (f"  ({failures})" if failures else ""))
+            lines.append(
+                f"  {metric:<22} scored {counts.get(Status.OK.value, 0)} of {total}"
+                + (f"  ({failures})" if failures else "")
+            )
         if self.stats.get("bare_replies"):
-            lines.append(f"answers read from a bare reply (a rating without the <output> tags asked for): "
-                         f"{self.stats['bare_replies']}")
+            lines.append(
+                f"answers read from a bare reply (a rating without the <output> tags asked for): "
+                f"{self.stats['bare_replies']}"
+            )
         if len(self.stats.get("endpoints") or {}) > 1:
             lines.append("calls by endpoint: " + ", ".join(f"{e} {n}" for e, n in self.stats["endpoints"].items()))
         if self.tiers:
             lines.append("verdicts by tier: " + ", ".join(f"{tier} {n}" for tier, n in self.tiers.items()))
         if self.failed_items:
             steps = ", ".join(f"{s} {n}" for s, n in sorted(self.failed_steps.items()))
-            lines.append(f"{self.status}: {sum(self.failed_steps.values())} judge steps failed ({steps or 'scores'}) "
-                         f"in {self.failed_items} item{'s' if self.failed_items != 1 else ''}")
+            lines.append(
+                f"{self.status}: {sum(self.failed_steps.values())} judge steps failed ({steps or 'scores'}) "
+                f"in {self.failed_items} item{'s' if self.failed_items != 1 else ''}"
+            )
         return "\n".join(lines)
 
 
-def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float,
-               chain: cascade.CascadeJudge | None = None) -> dict[str, Any]:
+def run_params(
+    metrics: Sequence[str], per_component: bool, sd_threshold: float, chain: cascade.CascadeJudge | None = None
+) -> dict[str, Any]:
     """The options that define a run's results: resuming requires the same ones.
 
     A cascade's also record its tiers, the tier that decomposes and the bands that escalate a
@@ -139,9 +151,11 @@ def run_params(metrics: Sequence[str], per_component: bool, sd_threshold: float,
     """
     params: dict[str, Any] = {"metrics": list(metrics), "per_component": per_component, "sd_threshold": sd_threshold}
     if chain is not None:
-        params["cascade"] = {"tiers": chain.labels, "decompose_with": chain.decompose_with,
-                             "bands": {kind: list(band_for(kind, chain.band)) for kind in DEFAULT_BANDS
-                                       if kind != LABEL}}
+        params["cascade"] = {
+            "tiers": chain.labels,
+            "decompose_with": chain.decompose_with,
+            "bands": {kind: list(band_for(kind, chain.band)) for kind in DEFAULT_BANDS if kind != LABEL},
+        }
     return params
 
 
@@ -196,8 +210,14 @@ class _Evaluation:
     """One evaluation's moving parts: its options checked, its writer, its judge's statistics and the
     progress counts that on_progress hears about."""
 
-    def __init__(self, items: Sequence[Item], db: str | Path, run: str, options: RunOptions,
-                 on_progress: Callable[[Progress], None] | None) -> None:
+    def __init__(
+        self,
+        items: Sequence[Item],
+        db: str | Path,
+        run: str,
+        options: RunOptions,
+        on_progress: Callable[[Progress], None] | None,
+    ) -> None:
         self.items, self.db, self.run, self.on_progress = items, db, run, on_progress
         self.metrics = check_metrics(options.metrics)
         self.tiers, _ = check_chain(options.judge.spec, options.judge.decompose_with)
@@ -214,19 +234,40 @@ class _Evaluation:
         if self.on_progress:
             now = time.monotonic()
             s = self.stats
-            self.on_progress(Progress(self.done, len(self.items), self.skipped, s.calls, s.cache_hits,
-                                      s.prompt_tokens + s.completion_tokens, s.cost, now - self.started,
-                                      max(0.0, s.waiting_until - now), self.writer.waiting_s))
+            self.on_progress(
+                Progress(
+                    self.done,
+                    len(self.items),
+                    self.skipped,
+                    s.calls,
+                    s.cache_hits,
+                    s.prompt_tokens + s.completion_tokens,
+                    s.cost,
+                    now - self.started,
+                    max(0.0, s.waiting_until - now),
+                    self.writer.waiting_s,
+                )
+            )
 
     def claim(self, judge: Judge, per_component: bool) -> asyncio.Queue[Item]:
         """Record the run (or take it over) in one transaction, before any judge call; the items to evaluate."""
         chain = judge if isinstance(judge, cascade.CascadeJudge) else None
         used = sorted({p for metric in self.chosen.values() for p in metric.prompts})
-        meta = Run(self.run, chain.chain if chain else judge.name,
-                   run_params(self.metrics, per_component, self.options.sd_threshold, chain),
-                   prompts.prompt_hashes(used))
-        claim = ownership.claim_run(self.db, meta, {i.id: i.content_hash() for i in self.items}, self.owner,
-                                self.heartbeat_s, self.options.update, self.options.retry_failed)
+        meta = Run(
+            self.run,
+            chain.chain if chain else judge.name,
+            run_params(self.metrics, per_component, self.options.sd_threshold, chain),
+            prompts.prompt_hashes(used),
+        )
+        claim = ownership.claim_run(
+            self.db,
+            meta,
+            {i.id: i.content_hash() for i in self.items},
+            self.owner,
+            self.heartbeat_s,
+            self.options.update,
+            self.options.retry_failed,
+        )
         self.writer.replace = claim.replace
         wanted = set(claim.todo)
         queue: asyncio.Queue[Item] = asyncio.Queue()
@@ -243,8 +284,9 @@ class _Evaluation:
                 return
             item = queue.get_nowait()
             # A bug or a bad input inside one item marks its metrics `error`; a refusing judge ends the run.
-            result = await metrics_mod.evaluate_item(item, self.chosen, judge, per_component,
-                                                     self.options.sd_threshold, fatal=(JudgeFatal,))
+            result = await metrics_mod.evaluate_item(
+                item, self.chosen, judge, per_component, self.options.sd_threshold, fatal=(JudgeFatal,)
+            )
             self.writer.add_item(item, result)
             self.done += 1
             self.report()
@@ -260,8 +302,10 @@ class _Evaluation:
         """Evaluate the queued items with as many workers as keep the judge busy; everything answered
         is stored before this returns, however it ends."""
         writer_task = asyncio.create_task(self.writer.loop())
-        workers = [asyncio.create_task(self.worker(queue, judge, per_component))
-                   for _ in range(max(2, self.options.judge.concurrency * 2))]
+        workers = [
+            asyncio.create_task(self.worker(queue, judge, per_component))
+            for _ in range(max(2, self.options.judge.concurrency * 2))
+        ]
         try:
             await asyncio.gather(*workers)
         finally:
@@ -273,8 +317,16 @@ class _Evaluation:
     async def finish(self, error: str, tiers: Sequence[str] | None) -> RunSummary | None:
         """Record how the run ended (waiting out a busy database); the summary unless it failed."""
         summary = None if error else summarize(self.db, self.run, self.stats.as_dict(), tiers)
-        finish = partial(ownership.finish_run, self.db, self.run, summary.status if summary else FAILED,
-                         summary.stats if summary else self.stats.as_dict(), error, self.owner, BUSY_TRY_S)
+        finish = partial(
+            ownership.finish_run,
+            self.db,
+            self.run,
+            summary.status if summary else FAILED,
+            summary.stats if summary else self.stats.as_dict(),
+            error,
+            self.owner,
+            BUSY_TRY_S,
+        )
         await patiently(lambda: finish, self.writer.waiting)
         return summary
 
@@ -302,14 +354,26 @@ class _Evaluation:
         return summary
 
 
-async def evaluate_async(items: Sequence[Item], db: str | Path, run: str, options: RunOptions | None = None,
-                         on_progress: Callable[[Progress], None] | None = None) -> RunSummary:
+async def evaluate_async(
+    items: Sequence[Item],
+    db: str | Path,
+    run: str,
+    options: RunOptions | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> RunSummary:
     """Evaluate `items` into run `run` of `db` with `options`; see `evaluate`."""
     return await _Evaluation(items, db, run, options or RunOptions(), on_progress).evaluate()
 
 
-def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLINE, options: RunOptions | None = None,
-             on_progress: Callable[[Progress], None] | None = None, **fields: Any) -> RunSummary:
+def evaluate(
+    items: Sequence[Item],
+    db: str | Path,
+    run: str,
+    judge: str = OFFLINE,
+    options: RunOptions | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    **fields: Any,
+) -> RunSummary:
     """Evaluate items into a named run of a DuckDB file; resumes an unfinished run of that name.
 
     The options are a RunOptions record, or its fields given by name with the judge's spec in `judge`
@@ -332,8 +396,9 @@ def evaluate(items: Sequence[Item], db: str | Path, run: str, judge: str = OFFLI
     return asyncio.run(evaluate_async(items, db, run, options, on_progress))
 
 
-def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None,
-              tiers: Sequence[str] | None = None) -> RunSummary:
+def summarize(
+    db: str | Path, run: str, stats: dict[str, Any] | None = None, tiers: Sequence[str] | None = None
+) -> RunSummary:
     """Counts of scores by metric and status for a stored run, and its failed judge steps.
 
     For a cascade (its `tiers`), the decided verdicts by tier too, also kept in the stats stored on the run.
@@ -356,8 +421,13 @@ def summarize(db: str | Path, run: str, stats: dict[str, Any] | None = None,
 def print_progress(progress: Progress) -> None:
     """A one-line progress bar on stderr, redrawn in place on a terminal."""
     tty = sys.stderr.isatty()
-    if (not tty and progress.db_wait_s is None and not progress.rate_wait_s and progress.done not in (progress.total,)
-            and progress.done % max(1, progress.total // 20)):
+    if (
+        not tty
+        and progress.db_wait_s is None
+        and not progress.rate_wait_s
+        and progress.done not in (progress.total,)
+        and progress.done % max(1, progress.total // 20)
+    ):
         return  # in logs, print about every 5 %, and every wait for the database or a rate limit
     # On a terminal, erase what a longer previous line left behind.
     print(progress.line() + ("\x1b[K" if tty else ""), end="\r" if tty else "\n", file=sys.stderr, flush=True)

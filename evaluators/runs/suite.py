@@ -8,6 +8,7 @@ Expectations come from the run's confident verdicts (an unsure or failed verdict
 then people's corrections and rule labels override them. `evaluate SUITE --expect` evaluates the
 suite, then checks every expectation against the new run and reports each broken one on one line.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,16 @@ def parse_filter(text: str) -> list[tuple[str, str, float]]:
 _OPS = {"<": lambda s, v: s < v, "<=": lambda s, v: s <= v, ">": lambda s, v: s > v, ">=": lambda s, v: s >= v}
 
 
-def select_items(db: str, run: str, wide: pd.DataFrame, *, ids: str | None = None, triaged: bool = False,
-                 rule: str | None = None, conditions: Sequence[tuple[str, str, float]] = ()) -> list[str]:
+def select_items(
+    db: str,
+    run: str,
+    wide: pd.DataFrame,
+    *,
+    ids: str | None = None,
+    triaged: bool = False,
+    rule: str | None = None,
+    conditions: Sequence[tuple[str, str, float]] = (),
+) -> list[str]:
     """The ids of the run's items to export: given ids, triaged or labelled items, items a rule fires
     on, items whose scores meet every condition, or (none of these) all. ValueError naming the option."""
     every = list(wide["item_id"])
@@ -79,14 +88,16 @@ def select_items(db: str, run: str, wide: pd.DataFrame, *, ids: str | None = Non
     if rule is not None:
         if rule.upper() not in RULES:
             raise ValueError(f"--rule: unknown rule {rule!r}; known: {', '.join(RULES)}")
-        chosen = [r["item_id"] for r in wide.to_dict("records")
-                  if rule.upper() in {f.id for f in diagnose(_scores(r))}]
+        chosen = [r["item_id"] for r in wide.to_dict("records") if rule.upper() in {f.id for f in diagnose(_scores(r))}]
         if not chosen:
             raise ValueError(f"--rule: {rule.upper()} fires on no item of run {run!r}")
         return chosen
     if conditions:
-        chosen = [r["item_id"] for r in wide.to_dict("records")
-                  if all(r[m] is not None and r[m] == r[m] and _OPS[op](r[m], v) for m, op, v in conditions)]
+        chosen = [
+            r["item_id"]
+            for r in wide.to_dict("records")
+            if all(r[m] is not None and r[m] == r[m] and _OPS[op](r[m], v) for m, op, v in conditions)
+        ]
         if not chosen:
             raise ValueError(f"--filter: no item of run {run!r} meets it")
         return chosen
@@ -100,12 +111,16 @@ def _scores(row: Mapping[Any, Any]) -> dict[str, Any]:
 def quiet_rules(scores: Mapping[str, Any]) -> list[str]:
     """The rules kept quiet by a decided score: some condition's metric is decided at the other level.
     A rule quiet only because a metric is unsure or unscored promises nothing."""
-    return [r for r, conds in CONDITIONS.items()
-            if any(level(m, scores, DEFAULT_THRESHOLDS) not in (None, want) for m, want in conds)]
+    return [
+        r
+        for r, conds in CONDITIONS.items()
+        if any(level(m, scores, DEFAULT_THRESHOLDS) not in (None, want) for m, want in conds)
+    ]
 
 
-def expectations(row: Mapping[str, Any], states: pd.DataFrame, corrections: pd.DataFrame,
-                 rule_labels: pd.DataFrame) -> dict[str, list[str]]:
+def expectations(
+    row: Mapping[str, Any], states: pd.DataFrame, corrections: pd.DataFrame, rule_labels: pd.DataFrame
+) -> dict[str, list[str]]:
     """One item's expectations from its wide score row, its component states (queries.compare.component_states),
     people's verdict corrections (queries.trust.verdict_corrections) and rule labels (queries.trust.rule_labels)."""
     quiet = set(quiet_rules(_scores(row)))
@@ -135,9 +150,12 @@ def export(db: str, run: str, out: str | Path, item_ids: Sequence[str], wide: pd
     lines, n_expect = [], 0
     for item_id in item_ids:
         item = items.loc[item_id]
-        expect = expectations({"item_id": item_id, **cast(dict[str, Any], rows.loc[item_id].to_dict())},
-                              states[states["item_id"] == item_id], corrections[corrections["item_id"] == item_id],
-                              labels[labels["item_id"] == item_id])
+        expect = expectations(
+            {"item_id": item_id, **cast(dict[str, Any], rows.loc[item_id].to_dict())},
+            states[states["item_id"] == item_id],
+            corrections[corrections["item_id"] == item_id],
+            labels[labels["item_id"] == item_id],
+        )
         n_expect += sum(len(v) for v in expect.values())
         metadata = {k: v for k, v in json.loads(str(item["metadata"])).items() if k != EXPECT}
         record = {"id": item_id, "query": item["query"], "sources": list(item["sources"]), "response": item["response"]}
@@ -221,6 +239,7 @@ def check(db: str, run: str, items: Sequence[Item], where: Mapping[str, str]) ->
         quiet = expect.get("rules_quiet") or []
         if quiet and item.id in wide.index:
             fired = {r.id: r for r in diagnose(_scores({"item_id": item.id, **wide.loc[item.id].to_dict()}))}
-            broken += [f"{at}: rule {r} fires ({fired[r].pattern}: fix {fired[r].components})"
-                       for r in quiet if r in fired]
+            broken += [
+                f"{at}: rule {r} fires ({fired[r].pattern}: fix {fired[r].components})" for r in quiet if r in fired
+            ]
     return broken

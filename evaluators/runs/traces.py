@@ -23,6 +23,7 @@ Imported peer scores travel in the item's metadata under IMPORTED ({origin: {met
 None}}), so they are part of the item's content, and the store keeps them in their own table.
 This module only maps; it reads no file and imports no engine module.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,13 @@ from evaluators.runs.exports import (
 )
 
 FORMATS = (ITEMS, OPENINFERENCE, LANGFUSE, RAGAS, DEEPEVAL)
-LABELS = {ITEMS: "RAG Triage items", OPENINFERENCE: "OpenInference spans (Phoenix)", LANGFUSE: "Langfuse traces",
-          RAGAS: "RAGAS dataset or results", DEEPEVAL: "DeepEval test run"}
+LABELS = {
+    ITEMS: "RAG Triage items",
+    OPENINFERENCE: "OpenInference spans (Phoenix)",
+    LANGFUSE: "Langfuse traces",
+    RAGAS: "RAGAS dataset or results",
+    DEEPEVAL: "DeepEval test run",
+}
 """How each format is named to a person."""
 
 
@@ -75,8 +81,11 @@ def detect(suffix: str, rows: list[Row]) -> str:
     keys = set(first)
     if "observations" in keys:
         return LANGFUSE
-    if "span_kind" in keys or "context.span_id" in keys or (
-            isinstance(first.get("context"), dict) and "span_id" in first["context"]):
+    if (
+        "span_kind" in keys
+        or "context.span_id" in keys
+        or (isinstance(first.get("context"), dict) and "span_id" in first["context"])
+    ):
         return OPENINFERENCE
     # The new RAGAS names are also our items format's aliases: only scores beside them make a RAGAS file.
     if keys & results.RAGAS_OLD or (keys & results.RAGAS_METRICS and keys & {"user_input", "retrieved_contexts"}):
@@ -88,7 +97,11 @@ def convert(fmt: str, rows: list[Row], name: str) -> tuple[list[Row], list[Probl
     """Rows of another tool's format as rows of our fields, located where they came from, with the
     problems found (located the same way)."""
     converters: dict[str, Callable[[list[Row], str], tuple[list[Row], list[Problem]]]] = {
-        OPENINFERENCE: _openinference, LANGFUSE: _langfuse, RAGAS: results.ragas, DEEPEVAL: results.deepeval}
+        OPENINFERENCE: _openinference,
+        LANGFUSE: _langfuse,
+        RAGAS: results.ragas,
+        DEEPEVAL: results.deepeval,
+    }
     return converters[fmt](rows, name)
 
 
@@ -121,10 +134,16 @@ def _span(where: str, record: Any) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     _flatten(record, "", flat)
     attributes = {k.removeprefix("attributes."): v for k, v in flat.items() if k.startswith("attributes.")}
-    span = {"trace_id": flat.get("context.trace_id"), "span_id": flat.get("context.span_id"),
-            "parent_id": flat.get("parent_id"), "name": flat.get("name"),
-            "kind": flat.get("span_kind") or attributes.get("openinference.span.kind"),
-            "start_time": flat.get("start_time"), "end_time": flat.get("end_time"), "attributes": attributes}
+    span = {
+        "trace_id": flat.get("context.trace_id"),
+        "span_id": flat.get("context.span_id"),
+        "parent_id": flat.get("parent_id"),
+        "name": flat.get("name"),
+        "kind": flat.get("span_kind") or attributes.get("openinference.span.kind"),
+        "start_time": flat.get("start_time"),
+        "end_time": flat.get("end_time"),
+        "attributes": attributes,
+    }
     for field in ("trace_id", "span_id"):
         if missing(span[field]) or not str(span[field]).strip():
             raise Bad(where, f"context.{field}", "missing")
@@ -157,8 +176,9 @@ def _openinference(rows: list[Row], name: str) -> tuple[list[Row], list[Problem]
     return out, problems
 
 
-def _trace_row(trace_id: str, where: str, root: dict[str, Any], spans: list[tuple[int, str, dict[str, Any]]]
-               ) -> dict[str, Any]:
+def _trace_row(
+    trace_id: str, where: str, root: dict[str, Any], spans: list[tuple[int, str, dict[str, Any]]]
+) -> dict[str, Any]:
     """One trace's item row; its problems name the span (line) they are in."""
     if root["parent_id"] is not None:
         raise Bad(where, None, f"trace {trace_id}: no root span (every span has a parent_id)")
@@ -172,10 +192,19 @@ def _trace_row(trace_id: str, where: str, root: dict[str, Any], spans: list[tupl
         raise Bad(where, None, f"trace {trace_id}: no LLM span (its output is the response)")
     _, llm_where, llm = llms[-1]
     response = _llm_response(trace_id, llm_where, llm)
-    metadata = {"format": OPENINFERENCE, "trace_id": trace_id, "start_time": root["start_time"],
-                "end_time": root["end_time"], "source_ids": ids, "source_scores": scores,
-                "span_ids": {"root": root["span_id"], "retriever": [s[2]["span_id"] for s in retrievers],
-                             "llm": llm["span_id"]}}
+    metadata = {
+        "format": OPENINFERENCE,
+        "trace_id": trace_id,
+        "start_time": root["start_time"],
+        "end_time": root["end_time"],
+        "source_ids": ids,
+        "source_scores": scores,
+        "span_ids": {
+            "root": root["span_id"],
+            "retriever": [s[2]["span_id"] for s in retrievers],
+            "llm": llm["span_id"],
+        },
+    }
     return {"id": trace_id, "query": query, "sources": sources, "response": response, "metadata": metadata}
 
 
@@ -194,8 +223,9 @@ def _root_query(trace_id: str, where: str, root: dict[str, Any]) -> str:
     return query
 
 
-def _retrieved(trace_id: str, retrievers: list[tuple[int, str, dict[str, Any]]]
-               ) -> tuple[list[str], list[str | None], list[float | None]]:
+def _retrieved(
+    trace_id: str, retrievers: list[tuple[int, str, dict[str, Any]]]
+) -> tuple[list[str], list[str | None], list[float | None]]:
     """The sources: every RETRIEVER span's documents in rank order, with their ids and scores."""
     sources: list[str] = []
     ids: list[str | None] = []
@@ -206,13 +236,17 @@ def _retrieved(trace_id: str, retrievers: list[tuple[int, str, dict[str, Any]]]
             if match := _DOC.match(key):
                 docs.setdefault(int(match[1]), {})[match[2]] = value
         if not docs:
-            raise Bad(span_where, "attributes.retrieval.documents", f"trace {trace_id}: the RETRIEVER span "
-                                                                     "has no documents")
+            raise Bad(
+                span_where, "attributes.retrieval.documents", f"trace {trace_id}: the RETRIEVER span has no documents"
+            )
         for rank in sorted(docs):
             content = docs[rank].get("content")
             if not isinstance(content, str):
-                raise Bad(span_where, f"attributes.retrieval.documents.{rank}.document.content",
-                           "missing" if missing(content) else f"expected text, got {type(content).__name__}")
+                raise Bad(
+                    span_where,
+                    f"attributes.retrieval.documents.{rank}.document.content",
+                    "missing" if missing(content) else f"expected text, got {type(content).__name__}",
+                )
             sources.append(content)
             ids.append(None if missing(docs[rank].get("id")) else str(docs[rank]["id"]))
             score = number(docs[rank].get("score"))
@@ -230,13 +264,18 @@ def _llm_response(trace_id: str, llm_where: str, llm: dict[str, Any]) -> str:
         except ValueError:
             pass
     if not isinstance(response, str):
-        raise Bad(llm_where, "attributes.output.value",
-                   f"trace {trace_id}: the LLM span has no output (the response)" if missing(response)
-                   else f"expected text, got {type(response).__name__}")
+        raise Bad(
+            llm_where,
+            "attributes.output.value",
+            f"trace {trace_id}: the LLM span has no output (the response)"
+            if missing(response)
+            else f"expected text, got {type(response).__name__}",
+        )
     return response
 
 
 # ---------------------------------------------------------------- Langfuse
+
 
 def _langfuse_traces(rows: list[Row], name: str) -> list[Row]:
     """The traces of a Langfuse export, each located: a JSONL line each, or a JSON path into one
@@ -256,11 +295,17 @@ def _documents(output: Any, where: str, field: str) -> tuple[list[str], list[str
     objects (page_content, pageContent, content or text; id, or metadata.id)."""
     output = plain(output)
     if isinstance(output, dict):
-        output = next((output[k] for k in ("documents", "docs", "results", "output") if isinstance(output.get(k), list)),
-                      output)
+        output = next(
+            (output[k] for k in ("documents", "docs", "results", "output") if isinstance(output.get(k), list)), output
+        )
     if not isinstance(output, list) or not output:
-        raise Bad(where, field, "expected a non-empty list of documents"
-                   if not missing(output) else "missing (the retrieved documents are the sources)")
+        raise Bad(
+            where,
+            field,
+            "expected a non-empty list of documents"
+            if not missing(output)
+            else "missing (the retrieved documents are the sources)",
+        )
     texts: list[str] = []
     ids: list[str | None] = []
     for n, doc in enumerate(output):
@@ -268,8 +313,14 @@ def _documents(output: Any, where: str, field: str) -> tuple[list[str], list[str
             texts.append(doc)
             ids.append(None)
             continue
-        text = next((doc[k] for k in ("page_content", "pageContent", "content", "text")
-                     if isinstance(doc, dict) and isinstance(doc.get(k), str)), None)
+        text = next(
+            (
+                doc[k]
+                for k in ("page_content", "pageContent", "content", "text")
+                if isinstance(doc, dict) and isinstance(doc.get(k), str)
+            ),
+            None,
+        )
         if text is None:
             raise Bad(where, f"{field}[{n}]", "expected a text or a document with page_content, content or text")
         meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
@@ -292,37 +343,59 @@ def _langfuse_row(where: str, trace: Any) -> dict[str, Any]:
         raise Bad(where, "id", "missing (the trace id)")
     observations = trace.get("observations")
     if not isinstance(observations, list):
-        raise Bad(where, "observations", "expected a list of observations" if "observations" in trace
-                   else "missing (export the traces with their observations)")
+        raise Bad(
+            where,
+            "observations",
+            "expected a list of observations"
+            if "observations" in trace
+            else "missing (export the traces with their observations)",
+        )
     located = [(f"observations[{n}]", o) for n, o in enumerate(observations) if isinstance(o, dict)]
     located.sort(key=lambda o: str(o[1].get("startTime") or ""))
     query = message_text(trace.get("input"))
     if query is None:
         raise Bad(where, "input", f"trace {trace_id}: no query text in the trace's input")
-    retrievers = [(p, o) for p, o in located if str(o.get("type", "")).upper() == "RETRIEVER"
-                  or (str(o.get("type", "")).upper() == "SPAN" and "retriev" in str(o.get("name", "")).lower())]
+    retrievers = [
+        (p, o)
+        for p, o in located
+        if str(o.get("type", "")).upper() == "RETRIEVER"
+        or (str(o.get("type", "")).upper() == "SPAN" and "retriev" in str(o.get("name", "")).lower())
+    ]
     if not retrievers:
-        raise Bad(where, None, f"trace {trace_id}: no RETRIEVER observation (its output documents are "
-                                "the sources)")
+        raise Bad(where, None, f"trace {trace_id}: no RETRIEVER observation (its output documents are the sources)")
     sources, ids = _retrieved_documents(retrievers, where)
     generations = [(p, o) for p, o in located if str(o.get("type", "")).upper() == "GENERATION"]
     response = message_text(generations[-1][1].get("output")) if generations else None
     if response is None:
         response = message_text(trace.get("output"))
     if response is None:
-        raise Bad(where, f"{generations[-1][0]}.output" if generations else "output",
-                   f"trace {trace_id}: no response text (a GENERATION's output or the trace's output)")
-    metadata = {"format": LANGFUSE, "trace_id": str(trace_id), "timestamp": plain(trace.get("timestamp")),
-                "name": trace.get("name"), "session_id": trace.get("sessionId"), "user_id": trace.get("userId"),
-                "tags": plain(trace.get("tags")) or [], "source_ids": ids,
-                "observation_ids": {"retriever": [o.get("id") for _, o in retrievers],
-                                    "generation": generations[-1][1].get("id") if generations else None}}
+        raise Bad(
+            where,
+            f"{generations[-1][0]}.output" if generations else "output",
+            f"trace {trace_id}: no response text (a GENERATION's output or the trace's output)",
+        )
+    metadata = {
+        "format": LANGFUSE,
+        "trace_id": str(trace_id),
+        "timestamp": plain(trace.get("timestamp")),
+        "name": trace.get("name"),
+        "session_id": trace.get("sessionId"),
+        "user_id": trace.get("userId"),
+        "tags": plain(trace.get("tags")) or [],
+        "source_ids": ids,
+        "observation_ids": {
+            "retriever": [o.get("id") for _, o in retrievers],
+            "generation": generations[-1][1].get("id") if generations else None,
+        },
+    }
     if scores := _langfuse_scores(trace):
         metadata[IMPORTED] = {LANGFUSE: scores}
     return {"id": str(trace_id), "query": query, "sources": sources, "response": response, "metadata": metadata}
 
 
-def _retrieved_documents(retrievers: list[tuple[str, dict[str, Any]]], where: str) -> tuple[list[str], list[str | None]]:
+def _retrieved_documents(
+    retrievers: list[tuple[str, dict[str, Any]]], where: str
+) -> tuple[list[str], list[str | None]]:
     """The sources: every retriever observation's output documents, in order, with their ids."""
     sources: list[str] = []
     ids: list[str | None] = []
@@ -348,5 +421,3 @@ def _langfuse_scores(trace: dict[str, Any]) -> dict[str, float | None]:
         known = [v for v in values if v is not None]
         scores[score_name] = sum(known) / len(known) if known else None
     return scores
-
-

@@ -1,6 +1,7 @@
 """The runner's group commit: everything finished since the last write goes into the next transaction,
 with the judge calls answered meanwhile. A busy database is waited for, never the end of a run, and
 while nothing can be written the workers start no judge call."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +13,7 @@ from evaluators.core.records import Item, JudgeCall
 from evaluators.metrics import thelma as metrics_mod
 from evaluators.storage import ownership, store, writes
 
-BUSY_TRY_S = 1.0    # one attempt at a busy database file; the writer tries again, without a deadline
+BUSY_TRY_S = 1.0  # one attempt at a busy database file; the writer tries again, without a deadline
 
 
 async def patiently(prepare: Callable[[], Callable[[], None]], waiting: Callable[[float | None], None]) -> None:
@@ -45,8 +46,9 @@ class Writer:
     at least every `heartbeat_s` keeps the run's heartbeat fresh.
     """
 
-    def __init__(self, db: str | Path, run: str, owner: ownership.Owner, heartbeat_s: float,
-                 on_wait: Callable[[], None]) -> None:
+    def __init__(
+        self, db: str | Path, run: str, owner: ownership.Owner, heartbeat_s: float, on_wait: Callable[[], None]
+    ) -> None:
         self.db, self.run, self.owner, self.heartbeat_s = db, run, owner, heartbeat_s
         self.replace: frozenset[str] = frozenset()  # item ids whose stored results these replace
         self.calls: list[JudgeCall] = []
@@ -111,11 +113,17 @@ class Writer:
         def write() -> None:
             try:
                 ownership.write_results(
-                    self.db, self.run, self.owner, items=[i for i, _ in results],
+                    self.db,
+                    self.run,
+                    self.owner,
+                    items=[i for i, _ in results],
                     components=[c for _, r in results for c in r.components],
                     verdicts=[v for _, r in results for v in r.verdicts],
-                    scores=[s for _, r in results for s in r.scores], calls=calls, replace=self.replace,
-                    deadline_s=BUSY_TRY_S)
+                    scores=[s for _, r in results for s in r.scores],
+                    calls=calls,
+                    replace=self.replace,
+                    deadline_s=BUSY_TRY_S,
+                )
             except (store.StoreBusy, ownership.RunBusy):
                 raise  # busy: tried again; taken over: the calls are stored already
             except Exception:

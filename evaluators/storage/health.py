@@ -1,5 +1,6 @@
 """What a database file is, checked before anything is written: a RAG Triage database of this version,
 or what else (missing, a folder, another format, damaged, another application's, older or newer)."""
+
 from __future__ import annotations
 
 import functools
@@ -103,9 +104,9 @@ def _refusal(file: Path, health: Health) -> Exception:
         "empty": "not a RAG Triage database (no tables)",
         "foreign": f"not a RAG Triage database (a DuckDB file with other tables: {health.detail})",
         "older": f"made by an older version of RAG Triage (schema {health.version}, this version reads "
-                 f"{len(MIGRATIONS)}): evaluating a file into it upgrades it",
+        f"{len(MIGRATIONS)}): evaluating a file into it upgrades it",
         "newer": f"made by a newer version of RAG Triage (schema {health.version}, this version reads "
-                 f"{len(MIGRATIONS)})",
+        f"{len(MIGRATIONS)})",
         "incomplete": f"a RAG Triage database with missing parts ({health.detail})",
     }[health.state]
     return NotADatabase(f"{file}: {why}")
@@ -134,8 +135,11 @@ def check_database(path: str | Path, deadline_s: float = 3.0) -> Health:
             # Used blocks, not total: a checkpoint cuts trailing free blocks off a healthy file.
             block_size, used = con.execute("SELECT block_size, used_blocks FROM pragma_database_size()").fetchone()
             if file.stat().st_size < _HEADER_BYTES + block_size * used:
-                return Health("damaged", f"the file is cut short: {file.stat().st_size} of at least "
-                                         f"{_HEADER_BYTES + block_size * used} bytes")
+                return Health(
+                    "damaged",
+                    f"the file is cut short: {file.stat().st_size} of at least "
+                    f"{_HEADER_BYTES + block_size * used} bytes",
+                )
     except store.Error as exc:
         return Health("damaged", str(exc).splitlines()[0][:200])
     if version < len(MIGRATIONS):

@@ -4,6 +4,7 @@ per run, in one transaction), the heartbeat every owned write refreshes, and who
 A run's owner lives only while its heartbeat is fresh; a running run whose owner stopped writing
 reads as interrupted (RUN_STATUS_SQL), and the next evaluation takes it over.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -49,12 +50,18 @@ def start_run(path: str | Path, run: Run, n_items: int) -> None:
             _insert_run(con, run, n_items)
             return
         _check_same_run(run, row)
-        con.execute("UPDATE runs SET status = 'running', n_items = ?, error = '' WHERE run_id = ?",
-                    [n_items, run.name])
+        con.execute("UPDATE runs SET status = 'running', n_items = ?, error = '' WHERE run_id = ?", [n_items, run.name])
 
 
-def finish_run(path: str | Path, run_id: str, status: str, stats: dict[str, Any], error: str = "",
-               owner: Owner | None = None, deadline_s: float = 20.0) -> None:
+def finish_run(
+    path: str | Path,
+    run_id: str,
+    status: str,
+    stats: dict[str, Any],
+    error: str = "",
+    owner: Owner | None = None,
+    deadline_s: float = 20.0,
+) -> None:
     """Mark a run finished, finished with failures or failed, with its call statistics.
 
     With `owner`, only while that process still owns the run: one that took it over keeps its status.
@@ -64,7 +71,8 @@ def finish_run(path: str | Path, run_id: str, status: str, stats: dict[str, Any]
         con.execute(
             "UPDATE runs SET status = ?, finished_at = now()::TIMESTAMP, stats = ?, error = ? "
             "WHERE run_id = ? AND (? IS NULL OR owner = ?)",
-            [status, json.dumps(stats, sort_keys=True), error, run_id, token, token])
+            [status, json.dumps(stats, sort_keys=True), error, run_id, token, token],
+        )
 
 
 STALE_BEATS = 3  # a running run whose owner missed this many heartbeats was interrupted
@@ -75,7 +83,8 @@ STALE_BEATS = 3  # a running run whose owner missed this many heartbeats was int
 RUN_STATUS_SQL = (
     "CASE WHEN r.status = 'running' AND (r.heartbeat_at IS NULL OR r.heartbeat_at < "
     f"now()::TIMESTAMP - to_seconds({STALE_BEATS} * coalesce(r.heartbeat_s, 0))) "
-    "THEN 'interrupted' ELSE r.status END")
+    "THEN 'interrupted' ELSE r.status END"
+)
 
 
 class RunBusy(ValueError):
@@ -87,8 +96,11 @@ class InputChanged(ValueError):
 
     def __init__(self, run_id: str, changed: list[str], added: list[str], removed: list[str]) -> None:
         self.changed, self.added, self.removed = changed, added, removed
-        parts = [f"{label} {_id_list(ids)}" for label, ids in
-                 (("changed", changed), ("added", added), ("removed", removed)) if ids]
+        parts = [
+            f"{label} {_id_list(ids)}"
+            for label, ids in (("changed", changed), ("added", added), ("removed", removed))
+            if ids
+        ]
         super().__init__(f"run {run_id!r} was evaluated on other content: {'; '.join(parts)}")
 
 
@@ -128,8 +140,15 @@ class Claim:
     replace: frozenset[str]
 
 
-def claim_run(path: str | Path, run: Run, hashes: Mapping[str, str], owner: Owner, heartbeat_s: float,
-              update: bool = False, retry_failed: bool = False) -> Claim:
+def claim_run(
+    path: str | Path,
+    run: Run,
+    hashes: Mapping[str, str],
+    owner: Owner,
+    heartbeat_s: float,
+    update: bool = False,
+    retry_failed: bool = False,
+) -> Claim:
     """Create or take over a run for one evaluation, in ONE transaction, so two processes never both own it.
 
     hashes: the input, {item id: Item.content_hash()} in input order. Raises RunBusy while another
@@ -146,12 +165,16 @@ def claim_run(path: str | Path, run: Run, hashes: Mapping[str, str], owner: Owne
     return claim
 
 
-def _claim(con: Any, run: Run, hashes: dict[str, str], owner: Owner, heartbeat_s: float,
-           update: bool, retry_failed: bool) -> Claim:
+def _claim(
+    con: Any, run: Run, hashes: dict[str, str], owner: Owner, heartbeat_s: float, update: bool, retry_failed: bool
+) -> Claim:
     # fetchall, not fetchone: DuckDB refuses a register() while a result is unfinished.
-    rows = con.execute("""SELECT judge, params, prompt_hashes, status, owner, owner_pid, owner_host,
+    rows = con.execute(
+        """SELECT judge, params, prompt_hashes, status, owner, owner_pid, owner_host,
                                  epoch(now()::TIMESTAMP - heartbeat_at), heartbeat_s
-                          FROM runs WHERE run_id = ?""", [run.name]).fetchall()
+                          FROM runs WHERE run_id = ?""",
+        [run.name],
+    ).fetchall()
     row = rows[0] if rows else None
     recorded: dict[str, str] = {}
     stored: dict[str, str] = {}
@@ -160,8 +183,9 @@ def _claim(con: Any, run: Run, hashes: dict[str, str], owner: Owner, heartbeat_s
     else:
         _check_same_run(run, row[:3])
         _check_not_owned(run.name, owner, *row[3:])
-        recorded = dict(con.execute("SELECT item_id, content_hash FROM run_inputs WHERE run_id = ?",
-                                    [run.name]).fetchall())
+        recorded = dict(
+            con.execute("SELECT item_id, content_hash FROM run_inputs WHERE run_id = ?", [run.name]).fetchall()
+        )
         stored = _stored_hashes(con, run.name)
         if not recorded:  # a run from before migration 4: it knows its stored items, not its whole input
             recorded = {**{i: h for i, h in hashes.items() if i not in stored}, **stored}
@@ -174,27 +198,45 @@ def _claim(con: Any, run: Run, hashes: dict[str, str], owner: Owner, heartbeat_s
             con.execute(f"DELETE FROM {table} WHERE run_id = ? AND list_contains(?, item_id)", [run.name, removed])
     if recorded != hashes:
         con.execute("DELETE FROM run_inputs WHERE run_id = ?", [run.name])
-        insert(con, "run_inputs", pd.DataFrame(
-            {"run_id": run.name, "item_id": list(hashes), "content_hash": list(hashes.values())}))
+        insert(
+            con,
+            "run_inputs",
+            pd.DataFrame({"run_id": run.name, "item_id": list(hashes), "content_hash": list(hashes.values())}),
+        )
     failed: set[str] = set()
     if retry_failed:
-        failed = {r[0] for r in con.execute(f"""
+        failed = {
+            r[0]
+            for r in con.execute(
+                f"""
             SELECT item_id FROM verdicts WHERE run_id = $run AND status IN {FAILED_STATUSES}
             UNION SELECT item_id FROM scores WHERE run_id = $run AND status IN {FAILED_STATUSES}""",
-            {"run": run.name}).fetchall()}
-    con.execute("""UPDATE runs SET status = 'running', n_items = ?, error = '', owner = ?, owner_pid = ?,
+                {"run": run.name},
+            ).fetchall()
+        }
+    con.execute(
+        """UPDATE runs SET status = 'running', n_items = ?, error = '', owner = ?, owner_pid = ?,
                    owner_host = ?, heartbeat_at = now()::TIMESTAMP, heartbeat_s = ? WHERE run_id = ?""",
-                [len(hashes), owner.token, owner.pid, owner.host, heartbeat_s, run.name])
+        [len(hashes), owner.token, owner.pid, owner.host, heartbeat_s, run.name],
+    )
     todo = [i for i, h in hashes.items() if stored.get(i) != h or i in failed]
     return Claim(todo, frozenset(i for i in todo if i in stored))
 
 
 def _insert_run(con: Any, run: Run, n_items: int) -> None:
     check_run_name(run.name)  # every way into a new run: the CLI and the Evaluate page check it first
-    con.execute("""INSERT INTO runs (run_id, judge, params, prompt_hashes, status, n_items, created_at, started_by)
+    con.execute(
+        """INSERT INTO runs (run_id, judge, params, prompt_hashes, status, n_items, created_at, started_by)
                    VALUES (?, ?, ?, ?, 'running', ?, now()::TIMESTAMP, ?)""",
-                [run.name, run.judge, json.dumps(run.params, sort_keys=True),
-                 json.dumps(run.prompt_hashes, sort_keys=True), n_items, _STARTED_BY.get() or os_user()])
+        [
+            run.name,
+            run.judge,
+            json.dumps(run.params, sort_keys=True),
+            json.dumps(run.prompt_hashes, sort_keys=True),
+            n_items,
+            _STARTED_BY.get() or os_user(),
+        ],
+    )
 
 
 def _check_same_run(run: Run, row: Sequence[Any]) -> None:
@@ -206,8 +248,16 @@ def _check_same_run(run: Run, row: Sequence[Any]) -> None:
         raise RunConflict(run.name, f"run {run.name!r} was started with other prompt files")
 
 
-def _check_not_owned(run_id: str, owner: Owner, status: str, current: str | None, pid: int | None,
-                     host: str | None, age_s: float | None, heartbeat_s: float | None) -> None:
+def _check_not_owned(
+    run_id: str,
+    owner: Owner,
+    status: str,
+    current: str | None,
+    pid: int | None,
+    host: str | None,
+    age_s: float | None,
+    heartbeat_s: float | None,
+) -> None:
     """Raise RunBusy while another live evaluation owns the run.
 
     An owner lives only while its heartbeat is fresh (it wrote within STALE_BEATS heartbeats), whatever
@@ -222,8 +272,10 @@ def _check_not_owned(run_id: str, owner: Owner, status: str, current: str | None
         alive = current in _MINTED if pid == owner.pid else _pid_alive(pid)
     if alive:
         last = "" if age_s is None else f", last write {age_s:.0f} s ago"
-        raise RunBusy(f"run {run_id!r} is being evaluated by another process (pid {pid} on {host}{last}; "
-                      f"one that stops writing for {STALE_BEATS * (heartbeat_s or 0.0):.0f} s counts as gone)")
+        raise RunBusy(
+            f"run {run_id!r} is being evaluated by another process (pid {pid} on {host}{last}; "
+            f"one that stops writing for {STALE_BEATS * (heartbeat_s or 0.0):.0f} s counts as gone)"
+        )
 
 
 def _pid_alive(pid: int) -> bool:
@@ -238,10 +290,16 @@ def _pid_alive(pid: int) -> bool:
 
 def _stored_hashes(con: Any, run_id: str) -> dict[str, str]:
     """Content hashes of a run's stored items; rows from before migration 4 are hashed from their content."""
-    hashes = dict(con.execute("SELECT item_id, content_hash FROM items WHERE run_id = ? AND content_hash IS NOT NULL",
-                              [run_id]).fetchall())
-    legacy = con.execute("""SELECT item_id, query, sources, response, reference, metadata FROM items
-                            WHERE run_id = ? AND content_hash IS NULL""", [run_id]).fetchall()
+    hashes = dict(
+        con.execute(
+            "SELECT item_id, content_hash FROM items WHERE run_id = ? AND content_hash IS NOT NULL", [run_id]
+        ).fetchall()
+    )
+    legacy = con.execute(
+        """SELECT item_id, query, sources, response, reference, metadata FROM items
+                            WHERE run_id = ? AND content_hash IS NULL""",
+        [run_id],
+    ).fetchall()
     for item_id, query, sources, response, reference, metadata in legacy:
         hashes[item_id] = Item(item_id, query, tuple(sources), response, reference, json.loads(metadata)).content_hash()
     return hashes
@@ -280,8 +338,9 @@ def write_results(
             if owned:
                 refresh_wide(con, run_id, written_ids(frames[1:]))
     if not owned:
-        raise RunBusy(f"run {run_id!r} was taken over by another process; this evaluation stopped "
-                      "(its judge calls are stored)")
+        raise RunBusy(
+            f"run {run_id!r} was taken over by another process; this evaluation stopped (its judge calls are stored)"
+        )
 
 
 def os_user() -> str:

@@ -1,4 +1,5 @@
 """The database's schema: numbered migrations, appended and never edited (store.migrate() applies them)."""
+
 from __future__ import annotations
 
 # Numbered migrations: append, never edit. Version N is MIGRATIONS[N - 1].

@@ -9,6 +9,7 @@ frame_query() run the named reads of evaluators/storage/queries/. Beside it: wri
 write), schema.py (the migrations), health.py (what a file is), ownership.py (a run's owner) and
 wide.py (each run's per-item score table).
 """
+
 from __future__ import annotations
 
 import random
@@ -28,8 +29,11 @@ from evaluators.storage.wide import column, count_column, refresh_wide
 
 # Replacement scans off: a table missing from the file is an error, not a lookup of a Python
 # variable of that name (a missing runs table would find this module's runs() function).
-_CONFIG: dict[str, str | bool | int | float | list[str]] = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
-           "python_enable_replacements": False}
+_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "python_enable_replacements": False,
+}
 
 
 class StoreBusy(RuntimeError):
@@ -110,8 +114,11 @@ def migrate(path: str | Path) -> int:
 
 
 def has_table(con: Any, table: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?",
-                            [table]).fetchone()[0])
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?", [table]
+        ).fetchone()[0]
+    )
 
 
 FAILED_STATUSES = ("unparsed", "error", "timeout")  # a judge step that produced no verdict
@@ -152,8 +159,13 @@ def _reader(path: str | Path, deadline_s: float = 10.0) -> Iterator[Any]:
         yield con
 
 
-def query(path: str | Path, sql: str, params: Mapping[str, Any] | Sequence[Any] = (),
-          deadline_s: float = 10.0, arrow: bool = False) -> pd.DataFrame:
+def query(
+    path: str | Path,
+    sql: str,
+    params: Mapping[str, Any] | Sequence[Any] = (),
+    deadline_s: float = 10.0,
+    arrow: bool = False,
+) -> pd.DataFrame:
     """Run one read-only query and return a DataFrame; named $params may be given as a dict.
 
     Inside reading(path) it runs on the block's shared connection. `arrow`: fetched through Arrow (a
@@ -190,17 +202,26 @@ def _stored_view(con: Any, name: str, run: StoredRun) -> None:
     """A temporary view `name` on this connection: the run's rows of run_wide, a NULL column for a
     metric no run has (so the run tables of one view have the same columns)."""
     stored = {d[0] for d in con.execute("SELECT * FROM run_wide LIMIT 0").description}
-    cols = ", ".join(c if c.strip('"') in stored else f"NULL::{kind} AS {c}"
-                     for m in run.metrics
-                     for c, kind in ((column(m), "DOUBLE"), (count_column(m, "scored"), "INTEGER"),
-                                     (count_column(m, "unsure"), "INTEGER")))
+    cols = ", ".join(
+        c if c.strip('"') in stored else f"NULL::{kind} AS {c}"
+        for m in run.metrics
+        for c, kind in (
+            (column(m), "DOUBLE"),
+            (count_column(m, "scored"), "INTEGER"),
+            (count_column(m, "unsure"), "INTEGER"),
+        )
+    )
     literal = "'" + run.run_id.replace("'", "''") + "'"  # a view takes no parameters
     con.execute(f"""CREATE OR REPLACE TEMP VIEW {name} AS SELECT item_id, query, {cols}, n_failed, failed_metrics
                     FROM run_wide WHERE run_id = {literal}""")
 
 
-def frame_query(sql: str, frames: Mapping[str, pd.DataFrame | StoredRun],
-                params: Mapping[str, Any] | Sequence[Any] = (), arrow: bool = False) -> pd.DataFrame:
+def frame_query(
+    sql: str,
+    frames: Mapping[str, pd.DataFrame | StoredRun],
+    params: Mapping[str, Any] | Sequence[Any] = (),
+    arrow: bool = False,
+) -> pd.DataFrame:
     """Run SQL over the relations given by name: DataFrames (in memory), or stored run tables, which
     are read in their file (with the DataFrames beside them), never pulled into memory whole.
     `arrow` as for query()."""
@@ -231,5 +252,3 @@ def frame_query(sql: str, frames: Mapping[str, pd.DataFrame | StoredRun],
         return _fetch(cursor, sql, args, arrow)
     finally:
         cursor.close()
-
-

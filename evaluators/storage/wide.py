@@ -2,6 +2,7 @@
 its two count columns, rewritten for the items of every write, so the dashboard reads a run of a
 million items without regrouping its scores. Metric ids become SQL identifiers only through column().
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -42,16 +43,17 @@ def wide_sql(metrics: Sequence[str], scores: str, items: str = "") -> str:
         f"max(value) FILTER (WHERE metric = '{m}' AND NOT isnan(value)) AS {column(m)}, "  # ids checked
         f"max(n_scored) FILTER (WHERE metric = '{m}') AS {count_column(m, 'scored')}, "
         f"max(coalesce(n_unsure, 0)) FILTER (WHERE metric = '{m}') AS {count_column(m, 'unsure')}"
-        for m in metrics)
+        for m in metrics
+    )
     mine, theirs = items.format(id="item_id"), items.format(id="i.item_id")
     return f"""
         WITH s AS (SELECT * FROM {scores} WHERE run_id = $run {mine}),
-        wide AS (SELECT item_id{', ' + cols if cols else ''} FROM s GROUP BY item_id),
+        wide AS (SELECT item_id{", " + cols if cols else ""} FROM s GROUP BY item_id),
         failed AS (SELECT item_id, string_agg(metric || ':' || status, ', ' ORDER BY metric) AS failed_metrics
                    FROM s WHERE status NOT IN {NOT_FAILED} GROUP BY item_id),
         verdicts_failed AS (SELECT item_id, count(*) AS n_failed FROM verdicts
                             WHERE run_id = $run {mine} AND status NOT IN {NOT_FAILED} GROUP BY item_id)
-        SELECT i.item_id, left(i.query, 120) AS query, {'w.* EXCLUDE (item_id),' if cols else ''}
+        SELECT i.item_id, left(i.query, 120) AS query, {"w.* EXCLUDE (item_id)," if cols else ""}
                coalesce(v.n_failed, 0) AS n_failed, coalesce(f.failed_metrics, '') AS failed_metrics
         FROM items i LEFT JOIN wide w ON w.item_id = i.item_id LEFT JOIN failed f ON f.item_id = i.item_id
         LEFT JOIN verdicts_failed v ON v.item_id = i.item_id
@@ -60,8 +62,14 @@ def wide_sql(metrics: Sequence[str], scores: str, items: str = "") -> str:
 
 def written_ids(frames: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
     """The item ids a write touched: those of its items, verdicts and scores rows."""
-    return sorted({i for table, frame in frames if table in ("items", "verdicts", "scores") and not frame.empty
-                   for i in frame["item_id"].unique()})
+    return sorted(
+        {
+            i
+            for table, frame in frames
+            if table in ("items", "verdicts", "scores") and not frame.empty
+            for i in frame["item_id"].unique()
+        }
+    )
 
 
 _WIDE_FIXED = ("run_id", "item_id", "query", "n_failed", "failed_metrics")  # run_wide's own columns
@@ -87,14 +95,22 @@ def refresh_wide(con: Any, run_id: str, item_ids: Sequence[str] | None = None) -
         items = "AND {id} IN (SELECT item_id FROM _wide_ids)"
     mine = items.format(id="item_id")
     try:
-        found = [m for (m,) in con.execute(f"SELECT DISTINCT metric FROM scores WHERE run_id = $run {mine}",
-                                           params).fetchall()]
+        found = [
+            m
+            for (m,) in con.execute(f"SELECT DISTINCT metric FROM scores WHERE run_id = $run {mine}", params).fetchall()
+        ]
         metrics = [m for m in found if is_metric_id(m) and m not in _WIDE_FIXED]
-        present = {c for (c,) in con.execute("""SELECT column_name FROM duckdb_columns()
-                                               WHERE schema_name = 'main' AND table_name = 'run_wide'""").fetchall()}
+        present = {
+            c
+            for (c,) in con.execute("""SELECT column_name FROM duckdb_columns()
+                                               WHERE schema_name = 'main' AND table_name = 'run_wide'""").fetchall()
+        }
         for m in metrics:
-            for name, kind in ((column(m), "DOUBLE"), (count_column(m, "scored"), "INTEGER"),
-                               (count_column(m, "unsure"), "INTEGER")):
+            for name, kind in (
+                (column(m), "DOUBLE"),
+                (count_column(m, "scored"), "INTEGER"),
+                (count_column(m, "unsure"), "INTEGER"),
+            ):
                 if name.strip('"') not in present:
                     con.execute(f"ALTER TABLE run_wide ADD COLUMN {name} {kind}")
         con.execute(f"DELETE FROM run_wide WHERE run_id = $run {mine}", params)

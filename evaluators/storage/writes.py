@@ -2,6 +2,7 @@
 inserts them in ONE transaction and closes it, so a reader sees a write whole or not at all. A run's
 owned writes (heartbeats, take-overs) are in ownership.py; each run's per-item table is kept by wide.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,25 @@ def insert(con: Any, table: str, frame: pd.DataFrame) -> None:
 
 
 def _calls_frame(calls: Sequence[JudgeCall]) -> pd.DataFrame:
-    frame = _frame(calls, [
-        "key", "model", "prompt_name", "prompt_hash", "messages", "params", "reply", "status",
-        "prompt_tokens", "completion_tokens", "cost", "latency_ms", "error", "endpoint"])
+    frame = _frame(
+        calls,
+        [
+            "key",
+            "model",
+            "prompt_name",
+            "prompt_hash",
+            "messages",
+            "params",
+            "reply",
+            "status",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost",
+            "latency_ms",
+            "error",
+            "endpoint",
+        ],
+    )
     frame["endpoint"] = frame["endpoint"].astype("object")
     frame["messages"] = frame["messages"].map(lambda m: json.dumps(m, ensure_ascii=False))
     frame["params"] = frame["params"].map(lambda p: json.dumps(p, sort_keys=True))
@@ -53,16 +70,18 @@ def _calls_frame(calls: Sequence[JudgeCall]) -> pd.DataFrame:
 
 
 def _items_frame(run_id: str, items: Sequence[Item]) -> pd.DataFrame:
-    return pd.DataFrame({
-        "run_id": run_id,
-        "item_id": [i.id for i in items],
-        "query": [i.query for i in items],
-        "sources": [list(i.sources) for i in items],
-        "response": [i.response for i in items],
-        "reference": [i.reference for i in items],
-        "metadata": [json.dumps(i.metadata, ensure_ascii=False, sort_keys=True) for i in items],
-        "content_hash": [i.content_hash() for i in items],
-    })
+    return pd.DataFrame(
+        {
+            "run_id": run_id,
+            "item_id": [i.id for i in items],
+            "query": [i.query for i in items],
+            "sources": [list(i.sources) for i in items],
+            "response": [i.response for i in items],
+            "reference": [i.reference for i in items],
+            "metadata": [json.dumps(i.metadata, ensure_ascii=False, sort_keys=True) for i in items],
+            "content_hash": [i.content_hash() for i in items],
+        }
+    )
 
 
 def _with_run(run_id: str, frame: pd.DataFrame) -> pd.DataFrame:
@@ -96,17 +115,48 @@ def write_batch(
 ITEM_TABLES = ("items", "components", "verdicts", "scores", "imported_scores", "run_wide")
 
 
-def batch_frames(run_id: str, items: Sequence[Item], components: Sequence[Component], verdicts: Sequence[Verdict],
-                  scores: Sequence[Score], calls: Sequence[JudgeCall]) -> list[tuple[str, pd.DataFrame]]:
+def batch_frames(
+    run_id: str,
+    items: Sequence[Item],
+    components: Sequence[Component],
+    verdicts: Sequence[Verdict],
+    scores: Sequence[Score],
+    calls: Sequence[JudgeCall],
+) -> list[tuple[str, pd.DataFrame]]:
     """The tables of one write, judge calls first."""
     frames = [
         ("judge_calls", _calls_frame(calls) if calls else pd.DataFrame()),
         ("components", _with_run(run_id, _frame(components, ["item_id", "kind", "idx", "text", "parent", "call_key"]))),
-        ("verdicts", _with_run(run_id, _frame(verdicts, [
-            "item_id", "metric", "component_kind", "component_idx", "target", "value", "status",
-            "evidence", "call_key", "detail", "p", "p_kind", "tier"]))),
-        ("scores", _with_run(run_id, _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status",
-                                                     "n_unsure"]))),
+        (
+            "verdicts",
+            _with_run(
+                run_id,
+                _frame(
+                    verdicts,
+                    [
+                        "item_id",
+                        "metric",
+                        "component_kind",
+                        "component_idx",
+                        "target",
+                        "value",
+                        "status",
+                        "evidence",
+                        "call_key",
+                        "detail",
+                        "p",
+                        "p_kind",
+                        "tier",
+                    ],
+                ),
+            ),
+        ),
+        (
+            "scores",
+            _with_run(
+                run_id, _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status", "n_unsure"])
+            ),
+        ),
         ("imported_scores", imported_frame(run_id, items)),
         ("items", _items_frame(run_id, items)),
     ]
@@ -120,12 +170,22 @@ def batch_frames(run_id: str, items: Sequence[Item], components: Sequence[Compon
     return frames
 
 
-def add_triage(path: str | Path, run_id: str, item_id: str, label: str, component: str,
-               note: str, author: str, deadline_s: float = 5.0) -> None:
+def add_triage(
+    path: str | Path,
+    run_id: str,
+    item_id: str,
+    label: str,
+    component: str,
+    note: str,
+    author: str,
+    deadline_s: float = 5.0,
+) -> None:
     """Append one triage note. Raises StoreBusy if the file stays locked past the deadline."""
     with connect(path, deadline_s=deadline_s) as con:
-        con.execute("INSERT INTO triage VALUES (?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
-                    [run_id, item_id, label, component, note, author])
+        con.execute(
+            "INSERT INTO triage VALUES (?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+            [run_id, item_id, label, component, note, author],
+        )
 
 
 def add_labels(path: str | Path, run_id: str, labels: Sequence[Label], deadline_s: float = 20.0) -> None:
@@ -133,8 +193,9 @@ def add_labels(path: str | Path, run_id: str, labels: Sequence[Label], deadline_
 
     Raises StoreBusy if the file stays locked past the deadline.
     """
-    frame = _with_run(run_id, _frame(labels, ["item_id", "rule", "metric", "component_idx", "label", "note",
-                                             "author", "origin"]))
+    frame = _with_run(
+        run_id, _frame(labels, ["item_id", "rule", "metric", "component_idx", "label", "note", "author", "origin"])
+    )
     frame["component_idx"] = frame["component_idx"].astype("Int64")
     frame["created_at"] = pd.Timestamp.now(tz="UTC").tz_localize(None)
     with connect(path, deadline_s=deadline_s) as con:
@@ -152,11 +213,14 @@ def delete_run(path: str | Path, run_id: str, deadline_s: float = 20.0) -> dict[
         raise StoreMissing(f"{path}: no such database file")
     with connect(path, deadline_s=deadline_s) as con:
         # Every table with a run_id column, so a table a later migration adds is covered too.
-        tables = [t for (t,) in con.execute("""
+        tables = [
+            t
+            for (t,) in con.execute("""
             SELECT c.table_name FROM information_schema.columns c JOIN information_schema.tables t
               ON t.table_schema = c.table_schema AND t.table_name = c.table_name
             WHERE c.column_name = 'run_id' AND c.table_schema = 'main' AND t.table_type = 'BASE TABLE'
-            ORDER BY c.table_name""").fetchall()]
+            ORDER BY c.table_name""").fetchall()
+        ]
         if "runs" not in tables:
             raise NotADatabase(f"{path}: not a RAG Triage database (no runs table)")
         with transaction(con):

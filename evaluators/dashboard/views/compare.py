@@ -1,4 +1,5 @@
 """The Compare page's helpers: one item's claims in two runs, matched by their text."""
+
 from __future__ import annotations
 
 import re
@@ -15,10 +16,12 @@ def _norm(text: str) -> str:
 
 def claim_diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     """Claims of one item in two runs, matched by normalised text: new, gone, changed verdict or same."""
+
     def verdicts(row: Any) -> str:
         rp = fmt_verdict(row.rp, row.rp_status) if isinstance(row.rp_status, str) else "–"
         gr = fmt_verdict(row.gr, row.gr_status) if isinstance(row.gr_status, str) else "–"
         return f"RP {rp} · GR {gr}"
+
     a = {_norm(r.text): (r.text, verdicts(r)) for r in cast(Iterable[Any], before.itertuples())}
     b = {_norm(r.text): (r.text, verdicts(r)) for r in cast(Iterable[Any], after.itertuples())}
     rows = []

@@ -1,4 +1,5 @@
 """The Diagnosis page's helpers: items per quadrant of a metric pair."""
+
 from __future__ import annotations
 
 from typing import cast

@@ -5,6 +5,7 @@ time, and the judge's raw exchanges drawn only when opened.
 The item page works on plain records (lists of dicts): an item may carry 200 sources or 10,000
 claims, and a scan of every verdict per component, or a widget per row, would not finish.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ COMPONENTS = ("Retriever", "Source text", "Source chunking", "Prompt", "Generato
 ITEM_TABS = ("Query", "Sources", "Response", "Verdicts", "Triage")
 
 
-ITEM_PAGE = 50     # components per page (sub-questions, claims, sentences, other suites' verdicts)
+ITEM_PAGE = 50  # components per page (sub-questions, claims, sentences, other suites' verdicts)
 
 
 SOURCES_PAGE = 10  # sources per page: each draws its text and its judge exchanges
@@ -43,9 +44,18 @@ Judged = dict[tuple[str, int], list[Record]]
 
 def item_scores(frame: pd.DataFrame) -> dict[str, Score]:
     """An item's scores (queries.items.item_detail's `scores`) as Scores with their counts, by metric."""
-    return {r["metric"]: Score(r.get("item_id", ""), r["metric"], None if pd.isna(r["value"]) else float(r["value"]),
-                               int(r["n_scored"]), int(r["n_total"]), Status(r["status"]), int(r["n_unsure"] or 0))
-            for r in frame.to_dict("records")}
+    return {
+        r["metric"]: Score(
+            r.get("item_id", ""),
+            r["metric"],
+            None if pd.isna(r["value"]) else float(r["value"]),
+            int(r["n_scored"]),
+            int(r["n_total"]),
+            Status(r["status"]),
+            int(r["n_unsure"] or 0),
+        )
+        for r in frame.to_dict("records")
+    }
 
 
 def condition_score(condition: Condition) -> Score:
@@ -65,11 +75,24 @@ def rules_table(scores: Mapping[str, Score], th: Mapping[str, float]) -> tuple[l
     found = fired(scores, th)
 
     def behind(f: Fired) -> str:
-        return "; ".join(f"{c.metric.upper()} {c.level} {condition_score(c).value:.2f} "
-                         f"({score_counts(*counts(condition_score(c)))})" for c in f.conditions)
-    return found, pd.DataFrame([{"rule": f.rule.name, "pattern": f.rule.pattern, "meaning": f.rule.meaning,
-                                 "fix": f.rule.components, "scores": behind(f)} for f in found],
-                               columns=["rule", "pattern", "meaning", "fix", "scores"])
+        return "; ".join(
+            f"{c.metric.upper()} {c.level} {condition_score(c).value:.2f} ({score_counts(*counts(condition_score(c)))})"
+            for c in f.conditions
+        )
+
+    return found, pd.DataFrame(
+        [
+            {
+                "rule": f.rule.name,
+                "pattern": f.rule.pattern,
+                "meaning": f.rule.meaning,
+                "fix": f.rule.components,
+                "scores": behind(f),
+            }
+            for f in found
+        ],
+        columns=["rule", "pattern", "meaning", "fix", "scores"],
+    )
 
 
 def pick(rows: Sequence[Record], **equal: Any) -> list[Record]:
@@ -89,8 +112,13 @@ def by_component(verdicts: Sequence[Record]) -> Judged:
 EVIDENCE_COLUMNS = ["metric", "component", "text", "target", "verdict", "value", "p", "p kind", "tier", "detail"]
 
 
-def rule_evidence(condition_metric: str, level: str, verdicts: Sequence[Record], texts: Mapping[tuple[str, int], str],
-                  limit: int = ITEM_PAGE) -> tuple[pd.DataFrame, int, int]:
+def rule_evidence(
+    condition_metric: str,
+    level: str,
+    verdicts: Sequence[Record],
+    texts: Mapping[tuple[str, int], str],
+    limit: int = ITEM_PAGE,
+) -> tuple[pd.DataFrame, int, int]:
     """The verdicts that made one metric of a fired rule low (its confident 0s) or high (its confident
     1s), then the unsure ones it left out; SQC's 0s only of sub-questions that no confident 1 covers.
 
@@ -103,21 +131,44 @@ def rule_evidence(condition_metric: str, level: str, verdicts: Sequence[Record],
         covered = {v["component_idx"] for v in mine if v["status"] == OK and float(v["value"]) == 1.0}
         deciding = [v for v in deciding if v["component_idx"] not in covered]
     unsure = [v for v in mine if v["status"] == UNSURE]
-    rows = [{"metric": v["metric"].upper(), "component": f"{v['component_kind']} {v['component_idx']}",
-             "text": texts.get((v["component_kind"], int(v["component_idx"])), ""), "target": v["target"],
-             "verdict": fmt_verdict(v["value"], v["status"]) if v["status"] != UNSURE else "? unsure (left out)",
-             "value": v["value"], "p": v["p"], "p kind": v["p_kind"], "tier": v["tier"], "detail": v["detail"]}
-            for v in (deciding + unsure)[:limit]]
+    rows = [
+        {
+            "metric": v["metric"].upper(),
+            "component": f"{v['component_kind']} {v['component_idx']}",
+            "text": texts.get((v["component_kind"], int(v["component_idx"])), ""),
+            "target": v["target"],
+            "verdict": fmt_verdict(v["value"], v["status"]) if v["status"] != UNSURE else "? unsure (left out)",
+            "value": v["value"],
+            "p": v["p"],
+            "p kind": v["p_kind"],
+            "tier": v["tier"],
+            "detail": v["detail"],
+        }
+        for v in (deciding + unsure)[:limit]
+    ]
     return pd.DataFrame(rows, columns=EVIDENCE_COLUMNS), len(deciding), len(unsure)
 
 
 def verdict_table(verdicts: Sequence[Record], texts: Mapping[tuple[str, int], str]) -> pd.DataFrame:
     """Verdicts as rows with how sure the judge was (p, its kind) and the tier that decided each."""
-    return pd.DataFrame([{"metric": v["metric"].upper(), "component": f"{v['component_kind']} {v['component_idx']}",
-                          "text": texts.get((v["component_kind"], int(v["component_idx"])), ""),
-                          "target": v["target"], "verdict": fmt_verdict(v["value"], v["status"]),
-                          "value": v["value"], "p": v["p"], "p kind": v["p_kind"], "tier": v["tier"],
-                          "detail": v["detail"]} for v in verdicts], columns=EVIDENCE_COLUMNS)
+    return pd.DataFrame(
+        [
+            {
+                "metric": v["metric"].upper(),
+                "component": f"{v['component_kind']} {v['component_idx']}",
+                "text": texts.get((v["component_kind"], int(v["component_idx"])), ""),
+                "target": v["target"],
+                "verdict": fmt_verdict(v["value"], v["status"]),
+                "value": v["value"],
+                "p": v["p"],
+                "p kind": v["p_kind"],
+                "tier": v["tier"],
+                "detail": v["detail"],
+            }
+            for v in verdicts
+        ],
+        columns=EVIDENCE_COLUMNS,
+    )
 
 
 def pager(label: str, key: str, n: int, size: int) -> tuple[int, int]:
@@ -125,8 +176,9 @@ def pager(label: str, key: str, n: int, size: int) -> tuple[int, int]:
     pages = max(1, -(-n // size))
     if pages == 1:
         return 0, n
-    number = synced(st.number_input, f"{label}: page (of {pages})", key, 1, whole(1, pages),
-                    min_value=1, max_value=pages, step=1)
+    number = synced(
+        st.number_input, f"{label}: page (of {pages})", key, 1, whole(1, pages), min_value=1, max_value=pages, step=1
+    )
     lo = (number - 1) * size
     hi = min(lo + size, n)
     st.caption(f"{label} {lo + 1}–{hi} of {n}")
@@ -141,8 +193,9 @@ def exchange_keys(*groups: Sequence[Record]) -> tuple[str, ...]:
 REPEAT_CHARS = 2_000  # a prompt this long is drawn once per list of exchanges, then referred to
 
 
-def raw_exchange(verdict: Record, calls: Mapping[str, Record], seen: dict[str, str] | None = None,
-                 title: str = "") -> None:
+def raw_exchange(
+    verdict: Record, calls: Mapping[str, Record], seen: dict[str, str] | None = None, title: str = ""
+) -> None:
     """The judge's raw exchange behind one verdict: prompt, reply, status, tokens and latency.
 
     seen: the long prompts already drawn in this list ({call key: title}); a batched call stands
@@ -154,11 +207,13 @@ def raw_exchange(verdict: Record, calls: Mapping[str, Record], seen: dict[str, s
         st.code(str(verdict.get("detail") or "(no detail stored)"), language=None, wrap_lines=True)
         return
     cost = "–" if call["cost"] is None or pd.isna(call["cost"]) else f"{call['cost']:.6f}"
-    st.caption(f"model {md(call['model'])} · prompt {md(call['prompt_name'])} ({md(call['prompt_hash'])}) · "
-               f"call status {md(call['status'])} · tokens {call['prompt_tokens']} in / "
-               f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}"
-               # masked again: a database written before URLs were masked may hold a key in one
-               + (f" · endpoint {md(mask_url(call['endpoint']))}" if isinstance(call.get("endpoint"), str) else ""))
+    st.caption(
+        f"model {md(call['model'])} · prompt {md(call['prompt_name'])} ({md(call['prompt_hash'])}) · "
+        f"call status {md(call['status'])} · tokens {call['prompt_tokens']} in / "
+        f"{call['completion_tokens']} out · latency {call['latency_ms']:.0f} ms · cost {cost}"
+        # masked again: a database written before URLs were masked may hold a key in one
+        + (f" · endpoint {md(mask_url(call['endpoint']))}" if isinstance(call.get("endpoint"), str) else "")
+    )
     messages = json.loads(call["messages"] or "[]")
     size = sum(len(str(m.get("content", ""))) for m in messages)
     if seen is not None and size >= REPEAT_CHARS and call["key"] in seen:
@@ -182,8 +237,12 @@ def exchange_key(row: Record) -> str:
     return f"raw:{row['metric']}:{row['component_kind']}:{row['component_idx']}:{row['target']}"
 
 
-def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title: Callable[[Record], str],
-                      seen: dict[str, str] | None = None) -> None:
+def verdict_expanders(
+    rows: Sequence[Record],
+    calls: Mapping[str, Record],
+    title: Callable[[Record], str],
+    seen: dict[str, str] | None = None,
+) -> None:
     """One expander per verdict, opening onto the judge's raw exchange; pass one `seen` dict to the
     lists of a tab to draw each long prompt once there.
 
@@ -197,8 +256,11 @@ def verdict_expanders(rows: Sequence[Record], calls: Mapping[str, Record], title
         while key in keys:  # two verdicts on one component and target (a list given twice): keys stay unique
             key, n = f"{exchange_key(row)}#{n}", n + 1
         keys.add(key)
-        box = st.expander(f"{md(title(row))} · {fmt_verdict(row['value'], row['status'])}{fmt_p(row)} · raw exchange",
-                          key=key, on_change="rerun")
+        box = st.expander(
+            f"{md(title(row))} · {fmt_verdict(row['value'], row['status'])}{fmt_p(row)} · raw exchange",
+            key=key,
+            on_change="rerun",
+        )
         if box.open:
             with box:
                 raw_exchange(row, calls, seen, title(row))
@@ -225,8 +287,17 @@ def subquestion_table(comps: Sequence[Record], judged: Judged, n_sources: int) -
         # as metrics.aggregate_coverage folds it: a confident 1 covers; all confident 0s do not
         statuses = [v["status"] for v in sqc]
         covered = any(v["status"] == OK and v["value"] >= 0.5 for v in sqc)
-        row["SQC covered"] = ("–" if not sqc else "✓ yes" if covered else "✗ no" if all(s == OK for s in statuses)
-                              else "? unsure" if UNSURE in statuses else f"⚠ {next(s for s in statuses if s != OK)}")
+        row["SQC covered"] = (
+            "–"
+            if not sqc
+            else "✓ yes"
+            if covered
+            else "✗ no"
+            if all(s == OK for s in statuses)
+            else "? unsure"
+            if UNSURE in statuses
+            else f"⚠ {next(s for s in statuses if s != OK)}"
+        )
         row["RQC"] = verdict_cell(rqc)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -256,7 +327,10 @@ def component_table(comps: Sequence[Record], judged: Judged, metrics: Sequence[s
         if "sd" in metrics and sd:
             row["most similar"] = sd[0]["target"].replace("sentence:", "sentence ")
             row["similarity"] = None if pd.isna(sd[0]["evidence"]) else round(float(sd[0]["evidence"]), 3)
-            row["SD"] = "⚠ " + sd[0]["status"] if sd[0]["status"] != OK else (
-                "distinct" if sd[0]["value"] >= 0.5 else "repeats")
+            row["SD"] = (
+                "⚠ " + sd[0]["status"]
+                if sd[0]["status"] != OK
+                else ("distinct" if sd[0]["value"] >= 0.5 else "repeats")
+            )
         rows.append(row)
     return pd.DataFrame(rows)

@@ -1,6 +1,7 @@
 """The Item page's tabs and its rules' evidence, each drawn only when open (a browser redraws every
 element sent, hidden or not). Long lists come a page at a time, with the page number in the URL; the
 judge calls behind the verdicts shown are read with them (an item with few calls has them already)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -44,8 +45,13 @@ class Shown:
     def judged_on(self, shown: list[Record], metrics: tuple[str, ...]) -> list[Record]:
         """The verdicts of these metrics on the components shown, in stored order (metric first)."""
         keys = {(c["kind"], c["idx"]) for c in shown}
-        return [v for v in self.verdicts if v["metric"] in metrics and v["target"] != "decompose"
-                and (v["component_kind"], v["component_idx"]) in keys]
+        return [
+            v
+            for v in self.verdicts
+            if v["metric"] in metrics
+            and v["target"] != "decompose"
+            and (v["component_kind"], v["component_idx"]) in keys
+        ]
 
     def calls_for(self, *groups: list[Record]) -> dict[str, Record]:
         """The judge calls behind these verdicts: the item's own when it has few, else only the ones shown."""
@@ -66,8 +72,12 @@ def rule_evidence(found: list[Fired], shown: Shown) -> None:
     (?rule= opens it on arrival); drawn once opened (a click reruns the page)."""
     opened = set(state.csv_list(st.query_params.get("rule", "")))
     for f in found:
-        box = st.expander(f"Evidence for {markup.rule_label(f.rule.id)}", expanded=f.rule.id in opened,
-                          key=f"evidence:{f.rule.id}", on_change="rerun")
+        box = st.expander(
+            f"Evidence for {markup.rule_label(f.rule.id)}",
+            expanded=f.rule.id in opened,
+            key=f"evidence:{f.rule.id}",
+            on_change="rerun",
+        )
         if not box.open:
             continue
         with box:
@@ -75,9 +85,11 @@ def rule_evidence(found: list[Fired], shown: Shown) -> None:
                 rows, n_deciding, n_unsure = view.rule_evidence(c.metric, c.level, shown.verdicts, shown.texts)
                 left_out = f", {n_unsure} unsure left out" if n_unsure else ""
                 score = view.condition_score(c)
-                st.markdown(f"**{c.metric.upper()} {c.level}** · {score.value:.2f} · "
-                            f"{markup.score_counts(*view.counts(score))} · "
-                            f"{n_deciding} verdict(s) made it {c.level}{left_out}")
+                st.markdown(
+                    f"**{c.metric.upper()} {c.level}** · {score.value:.2f} · "
+                    f"{markup.score_counts(*view.counts(score))} · "
+                    f"{n_deciding} verdict(s) made it {c.level}{left_out}"
+                )
                 st.dataframe(rows, hide_index=True, key=f"evidence_{f.rule.id}_{c.metric}", width="stretch")
 
 
@@ -87,16 +99,27 @@ def query_tab(shown: Shown) -> None:
     subquestions = shown.kind("subquestion")
     lo, hi = view.pager("Sub-questions", "subq_page", len(subquestions), view.ITEM_PAGE)
     page_q = subquestions[lo:hi]
-    st.dataframe(view.subquestion_table(page_q, shown.judged, len(shown.item["sources"])), hide_index=True,
-                 key="subq_table", width="stretch")
-    st.caption("SQC: a sub-question is covered when one source or the whole set answers it. "
-               "RQC: the response addresses it.")
+    st.dataframe(
+        view.subquestion_table(page_q, shown.judged, len(shown.item["sources"])),
+        hide_index=True,
+        key="subq_table",
+        width="stretch",
+    )
+    st.caption(
+        "SQC: a sub-question is covered when one source or the whole set answers it. RQC: the response addresses it."
+    )
     exchanges = shown.judged_on(page_q, ("sqc", "rqc")) + view.pick(shown.verdicts, target="decompose")
     lo, hi = view.pager("Judge exchanges", "qx_page", len(exchanges), view.ITEM_PAGE)
     exchanges = exchanges[lo:hi]
-    view.verdict_expanders(exchanges, shown.calls_for(exchanges), lambda v: (
-        f"{v['metric'].upper()} · decomposition" if v["target"] == "decompose" else
-        f"{v['metric'].upper()} · sub-question {v['component_idx']} vs {v['target']}"))
+    view.verdict_expanders(
+        exchanges,
+        shown.calls_for(exchanges),
+        lambda v: (
+            f"{v['metric'].upper()} · decomposition"
+            if v["target"] == "decompose"
+            else f"{v['metric'].upper()} · sub-question {v['component_idx']} vs {v['target']}"
+        ),
+    )
 
 
 def sources_tab(shown: Shown) -> None:
@@ -114,15 +137,24 @@ def sources_tab(shown: Shown) -> None:
         facts = facts_of.get(j, [])
         body, missing = markup.highlight(sources[j], view.marks_for(facts, shown.judged, ["sp2"]))
         markup.text_block(body)
-        view.verdict_expanders([v for v in sp1 if v["component_idx"] == j], calls,
-                               lambda v: f"SP1 · source {v['component_idx']}", seen)
+        view.verdict_expanders(
+            [v for v in sp1 if v["component_idx"] == j], calls, lambda v: f"SP1 · source {v['component_idx']}", seen
+        )
         fact_ids = {f["idx"] for f in facts}
-        view.verdict_expanders([v for v in sp2 if v["component_idx"] in fact_ids], calls,
-                               lambda v: f"SP2 · fact {v['component_idx']}", seen)
+        view.verdict_expanders(
+            [v for v in sp2 if v["component_idx"] in fact_ids],
+            calls,
+            lambda v: f"SP2 · fact {v['component_idx']}",
+            seen,
+        )
     if facts := [f for j in page_s for f in facts_of.get(j, [])]:  # one table: a grid per source is slow to draw
         st.markdown("**Source facts** (SP2: is the fact relevant to the query?)")
-        st.dataframe(view.component_table(facts, shown.judged, ["sp2"]).assign(source=[f["parent"] for f in facts]),
-                     hide_index=True, key="facts_table", width="stretch")
+        st.dataframe(
+            view.component_table(facts, shown.judged, ["sp2"]).assign(source=[f["parent"] for f in facts]),
+            hide_index=True,
+            key="facts_table",
+            width="stretch",
+        )
 
 
 def _response_excerpt(response: str, page_c: list[Record]) -> tuple[str, str]:
@@ -132,8 +164,9 @@ def _response_excerpt(response: str, page_c: list[Record]) -> tuple[str, str]:
     if not 0 <= first_at <= last_at:
         return response, ""
     end = last_at + len(page_c[-1]["text"])
-    return response[first_at:end], (f"Response characters {first_at + 1:,}–{end:,} of {len(response):,}: "
-                                    "the claims of this page. ")
+    return response[first_at:end], (
+        f"Response characters {first_at + 1:,}–{end:,} of {len(response):,}: the claims of this page. "
+    )
 
 
 def response_tab(shown: Shown) -> None:
@@ -149,14 +182,20 @@ def response_tab(shown: Shown) -> None:
     if excerpt:
         st.caption(excerpt)
     markup.text_block(body or "<em>(empty response)</em>")
-    st.caption(f"Claims{' of this page' if paged_c else ''} are highlighted by GR (green supported, red "
-               f"unsupported, grey failed); hover for RP and GR. {len(missing)} claim(s) are paraphrased and "
-               "appear only in the table.")
+    st.caption(
+        f"Claims{' of this page' if paged_c else ''} are highlighted by GR (green supported, red "
+        f"unsupported, grey failed); hover for RP and GR. {len(missing)} claim(s) are paraphrased and "
+        "appear only in the table."
+    )
     # Claims are also checked against the reference where the run has the reference-based metrics.
     claim_metrics = ["rp", "gr", *(m for m in ("ref_precision",) if m in shown.metric_ids)]
     if page_c:
-        st.dataframe(view.component_table(page_c, shown.judged, claim_metrics), hide_index=True, key="claims_table",
-                     width="stretch")
+        st.dataframe(
+            view.component_table(page_c, shown.judged, claim_metrics),
+            hide_index=True,
+            key="claims_table",
+            width="stretch",
+        )
     if shown.item["reference"]:
         _reference(shown)
     sentences = shown.kind("sentence")
@@ -164,30 +203,38 @@ def response_tab(shown: Shown) -> None:
     page_sd = sentences[lo:hi]
     if page_sd:
         st.markdown("**Self-distinctness (SD)**: each sentence against its most similar other sentence")
-        st.dataframe(view.component_table(page_sd, shown.judged, ["sd"]), hide_index=True, key="sd_table",
-                     width="stretch")
+        st.dataframe(
+            view.component_table(page_sd, shown.judged, ["sd"]), hide_index=True, key="sd_table", width="stretch"
+        )
     _response_exchanges(shown, page_c, page_sd)
 
 
 def _reference(shown: Shown) -> None:
     """The owner's golden answer: its claims, each checked against the response."""
-    st.markdown("**Reference** (golden answer): its claims highlighted by REF_RECALL, whether the response "
-                "supports them")
+    st.markdown(
+        "**Reference** (golden answer): its claims highlighted by REF_RECALL, whether the response supports them"
+    )
     reference_claims = shown.kind(REFERENCE_CLAIM)
     lo, hi = view.pager("Reference claims", "refc_page", len(reference_claims), view.ITEM_PAGE)
     page_rc = reference_claims[lo:hi]
-    markup.text_block(markup.highlight(shown.item["reference"], view.marks_for(page_rc, shown.judged,
-                                                                               ["ref_recall"]))[0])
+    markup.text_block(
+        markup.highlight(shown.item["reference"], view.marks_for(page_rc, shown.judged, ["ref_recall"]))[0]
+    )
     if page_rc:
-        st.dataframe(view.component_table(page_rc, shown.judged, ["ref_recall"]), hide_index=True,
-                     key="reference_claims_table", width="stretch")
+        st.dataframe(
+            view.component_table(page_rc, shown.judged, ["ref_recall"]),
+            hide_index=True,
+            key="reference_claims_table",
+            width="stretch",
+        )
 
 
 def _response_exchanges(shown: Shown, page_c: list[Record], page_sd: list[Record]) -> None:
     """Two lists of exchanges, each with its pager above it: slots filled after one read of their calls."""
     on_claims = shown.judged_on(page_c, ("rp", "gr"))
-    exchanges_r = (view.pick(on_claims, metric="rp") + view.pick(on_claims, metric="gr")
-                   + shown.judged_on(page_sd, ("sd",)))
+    exchanges_r = (
+        view.pick(on_claims, metric="rp") + view.pick(on_claims, metric="gr") + shown.judged_on(page_sd, ("sd",))
+    )
     lo, hi = view.pager("Judge exchanges", "rx_page", len(exchanges_r), view.ITEM_PAGE)
     exchanges_r = exchanges_r[lo:hi]
     slot_rx = st.container()
@@ -196,10 +243,10 @@ def _response_exchanges(shown: Shown, page_c: list[Record], page_sd: list[Record
     exchanges_o = others[lo:hi]
     calls = shown.calls_for(exchanges_r, exchanges_o)
     with slot_rx:
-        view.verdict_expanders(exchanges_r, calls,
-                               lambda v: f"{v['metric'].upper()} · {v['component_kind']} {v['component_idx']}")
-    view.verdict_expanders(exchanges_o, calls,
-                           lambda v: f"{v['metric']} · {v['component_kind']} {v['component_idx']}")
+        view.verdict_expanders(
+            exchanges_r, calls, lambda v: f"{v['metric'].upper()} · {v['component_kind']} {v['component_idx']}"
+        )
+    view.verdict_expanders(exchanges_o, calls, lambda v: f"{v['metric']} · {v['component_kind']} {v['component_idx']}")
 
 
 def _save_correction(db: str, run: str, item: str) -> None:
@@ -207,33 +254,55 @@ def _save_correction(db: str, run: str, item: str) -> None:
     state = st.session_state
     metric, _, idx = state["fix_component"]
     label = Label(item, int(state["fix_value"] == "1"), metric=metric, component_idx=idx, note=state["fix_note"])
-    if ui.save("fix_outcome", lambda: access.save_labels(ui.user(), db, run, [label], state.get("fix_author", ""),
-                                                         deadline_s=ui.SAVE_DEADLINE_S),
-               busy="your correction is kept.",
-               done=f"Correction saved: {metric.upper()} component {idx} is {label.label}. "
-                    "The judge's verdict stays; corrected scores use yours."):
+    if ui.save(
+        "fix_outcome",
+        lambda: access.save_labels(
+            ui.user(), db, run, [label], state.get("fix_author", ""), deadline_s=ui.SAVE_DEADLINE_S
+        ),
+        busy="your correction is kept.",
+        done=f"Correction saved: {metric.upper()} component {idx} is {label.label}. "
+        "The judge's verdict stays; corrected scores use yours.",
+    ):
         state["fix_note"] = ""
 
 
 def verdicts_tab(shown: Shown, db: str, item_id: str) -> None:
     """Every verdict with p, p kind and tier; a triager may correct one."""
-    st.caption("Every verdict with p = P(match is 1), how p was obtained (p kind) and the judge tier that "
-               "decided it. A verdict whose p lies inside the uncertainty band reads *? unsure*: left out of its "
-               "score.")
+    st.caption(
+        "Every verdict with p = P(match is 1), how p was obtained (p kind) and the judge tier that "
+        "decided it. A verdict whose p lies inside the uncertainty band reads *? unsure*: left out of its "
+        "score."
+    )
     lo, hi = view.pager("Verdicts", "verdict_page", len(shown.verdicts), view.VERDICT_PAGE)
-    st.dataframe(view.verdict_table(shown.verdicts[lo:hi], shown.texts),
-                 hide_index=True, key="verdict_table", width="stretch")
+    st.dataframe(
+        view.verdict_table(shown.verdicts[lo:hi], shown.texts), hide_index=True, key="verdict_table", width="stretch"
+    )
     ui.show_outcome("fix_outcome")
-    parts = sorted({(v["metric"], v["component_kind"], int(v["component_idx"])) for v in shown.verdicts
-                    if v["metric"] in THELMA and int(v["component_idx"]) >= 0})
+    parts = sorted(
+        {
+            (v["metric"], v["component_kind"], int(v["component_idx"]))
+            for v in shown.verdicts
+            if v["metric"] in THELMA and int(v["component_idx"]) >= 0
+        }
+    )
     if parts and not ui.read_only() and ui.user().can(access.TRIAGER):
         with st.expander("Correct a verdict"):
             with st.form("fix_form"):
-                st.selectbox("Verdict", parts, key="fix_component",
-                             format_func=lambda mki: f"{mki[0].upper()} · {mki[1]} {mki[2]}: "
-                                                     f"{shown.texts.get((mki[1], mki[2]), '')[:80]}")
-                st.radio("Its right value", ["1", "0"], key="fix_value", horizontal=True,
-                         help="1: supported / essential / covered / distinct; 0: not.")
+                st.selectbox(
+                    "Verdict",
+                    parts,
+                    key="fix_component",
+                    format_func=lambda mki: (
+                        f"{mki[0].upper()} · {mki[1]} {mki[2]}: {shown.texts.get((mki[1], mki[2]), '')[:80]}"
+                    ),
+                )
+                st.radio(
+                    "Its right value",
+                    ["1", "0"],
+                    key="fix_value",
+                    horizontal=True,
+                    help="1: supported / essential / covered / distinct; 0: not.",
+                )
                 st.text_input("Why the judge was wrong", key="fix_note")
                 if not ui.user().email:
                     st.text_input("Your name", key="fix_author")
@@ -244,10 +313,22 @@ def _save_note(db: str, run: str, item: str) -> None:
     """The triage form's callback: the note is cleared only once it is saved; a refused or failed save
     keeps everything the user typed, with the reason above the form."""
     state = st.session_state
-    if ui.save("triage_outcome", lambda: access.save_note(
-            ui.user(), db, run, item, state["triage_label"], state["triage_component"], state["triage_note"],
-            state.get("triage_author", ""), deadline_s=ui.SAVE_DEADLINE_S),
-            busy="your note is kept.", done="Triage note saved."):
+    if ui.save(
+        "triage_outcome",
+        lambda: access.save_note(
+            ui.user(),
+            db,
+            run,
+            item,
+            state["triage_label"],
+            state["triage_component"],
+            state["triage_note"],
+            state.get("triage_author", ""),
+            deadline_s=ui.SAVE_DEADLINE_S,
+        ),
+        busy="your note is kept.",
+        done="Triage note saved.",
+    ):
         state["triage_note"] = ""
 
 
@@ -263,8 +344,12 @@ def triage_tab(shown: Shown, fired: pd.DataFrame, notes: pd.DataFrame, db: str, 
         suggested = fired["fix"].iloc[0].split(" or ")[0] if len(fired) else view.COMPONENTS[-1]
         with st.form("triage_form"):
             st.selectbox("Label", ui.LABELS, key="triage_label")
-            st.selectbox("Component to blame", view.COMPONENTS, key="triage_component",
-                         index=view.COMPONENTS.index(suggested) if suggested in view.COMPONENTS else 0)
+            st.selectbox(
+                "Component to blame",
+                view.COMPONENTS,
+                key="triage_component",
+                index=view.COMPONENTS.index(suggested) if suggested in view.COMPONENTS else 0,
+            )
             st.text_area("Note", key="triage_note")
             if not me.email:  # with login the author is the login email
                 st.text_input("Your name", key="triage_author")

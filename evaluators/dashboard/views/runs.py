@@ -1,5 +1,6 @@
 """The Runs page's helpers: prompt files as names, failures as text, headline intervals and shares below
 a threshold from a run's score distribution."""
+
 from __future__ import annotations
 
 import json
@@ -28,11 +29,20 @@ def prompt_names(prompt_hashes: Sequence[str]) -> tuple[list[list[str]], str]:
             base = name.removesuffix("_batch")
             names[base] = names.get(base, False) or digest != usual[name]
         cells.append([f"{n} ✎" if edited else n for n, edited in names.items()])
-    lines = [f"{n}: {usual[n][:12]}" + ("" if all(d == usual[n] for _, d in seen) else " (✎ other runs: "
-             + ", ".join(sorted({d[:12] for _, d in seen if d != usual[n]})) + ")")
-             for n, seen in sorted(by_name.items())]
-    return cells, "Prompt files (sha256, first 12 hex) most runs used; ✎ marks a run whose file differed:  \n" + \
-        "  \n".join(lines)
+    lines = [
+        f"{n}: {usual[n][:12]}"
+        + (
+            ""
+            if all(d == usual[n] for _, d in seen)
+            else " (✎ other runs: " + ", ".join(sorted({d[:12] for _, d in seen if d != usual[n]})) + ")"
+        )
+        for n, seen in sorted(by_name.items())
+    ]
+    return (
+        cells,
+        "Prompt files (sha256, first 12 hex) most runs used; ✎ marks a run whose file differed:  \n"
+        + "  \n".join(lines),
+    )
 
 
 def failure_text(frame: pd.DataFrame) -> str:

@@ -5,6 +5,7 @@ the offline judge's calibrated decisions: statements are its claim split, suppor
 evidence.support, relevance is evidence.essential, coverage is evidence.covers. Every answer says
 in its detail how it was reached.
 """
+
 from __future__ import annotations
 
 import html
@@ -37,17 +38,20 @@ def verdict_parser(words: Iterable[str]) -> Callable[[str], Elements]:
             match = _VERDICT_LINE.match(line)
             if match and match.group(2).lower() in allowed:
                 found.setdefault(int(match.group(1)), []).append(
-                    (match.group(2).lower(), html.unescape(match.group(3))))
+                    (match.group(2).lower(), html.unescape(match.group(3)))
+                )
         if not found:
             raise prompts.ParseError(f"no 'N: {'|'.join(sorted(allowed))}' lines")
         # A statement judged twice is unparsed, whatever the two verdicts: never the last one wins.
         return prompts.elements({k: [w for w, _ in v] if len(v) > 1 else v for k, v in found.items()})
+
     return parse
 
 
 def rating_parser(scale: Sequence[int]) -> Callable[[str], int | prompts.Bare]:
     """A parser for one integer of `scale` inside <output>, or for a reply that is nothing but one of
     them (prompts.Bare): a model that leaves out the tags has still said which rating it means."""
+
     def parse(reply: str) -> int | prompts.Bare:
         bare = reply.strip()
         if "<output" not in reply.lower() and re.fullmatch(r"\d+", bare) and int(bare) in scale:
@@ -56,10 +60,12 @@ def rating_parser(scale: Sequence[int]) -> Callable[[str], int | prompts.Bare]:
         if not re.fullmatch(r"\d+", body) or int(body) not in scale:
             raise prompts.ParseError(f"expected one of {list(scale)}, got {body[:40]!r}")
         return int(body)
+
     return parse
 
 
 # ---------------------------------------------------------------- offline-answer helpers
+
 
 def knowledge(sources: Sequence[str]) -> str:
     """The source set as one text, for support checks against all of it."""
@@ -68,8 +74,11 @@ def knowledge(sources: Sequence[str]) -> str:
 
 def lines(decisions: dict[int, tuple[str, float, str]]) -> Answer:
     """A "N: word - reason" answer, each element's evidence score kept for its verdict."""
-    return Answer({k: (w, why) for k, (w, _, why) in decisions.items()}, Status.OK,
-                  evidence={k: (score, why) for k, (_, score, why) in decisions.items()})
+    return Answer(
+        {k: (w, why) for k, (w, _, why) in decisions.items()},
+        Status.OK,
+        evidence={k: (score, why) for k, (_, score, why) in decisions.items()},
+    )
 
 
 def yes_no(decision: Decision) -> tuple[str, float, str]:

@@ -1,4 +1,5 @@
 """DeepEval's prompts (seed 002): the replies' parsers and the offline judge's answers."""
+
 from __future__ import annotations
 
 import html
@@ -35,14 +36,18 @@ _LABELLED_LINE = re.compile(r"^\s*(?:[-*\u2022]\s*)?(yes|no)\s*[:|\-\u2013\u2014
 
 def parse_labelled(reply: str) -> list[tuple[str, str]]:
     """Lines "yes: statement" / "no: statement" inside <output>, in order."""
-    found = [(m.group(1).lower(), html.unescape(m.group(2))) for line in prompts.output_body(reply).splitlines()
-             if (m := _LABELLED_LINE.match(line))]
+    found = [
+        (m.group(1).lower(), html.unescape(m.group(2)))
+        for line in prompts.output_body(reply).splitlines()
+        if (m := _LABELLED_LINE.match(line))
+    ]
     if not found:
         raise prompts.ParseError("no 'yes|no: statement' lines")
     return found
 
 
 # ---------------------------------------------------------------- offline answers
+
 
 def _three_way(decision: Decision) -> tuple[str, float, str]:
     """DeepEval's yes/no/idk from a support decision: only a contradiction is a "no"."""
@@ -90,15 +95,21 @@ def offline_contextual_precision(query: str, reference: str, sources: list[str])
     decisions = {}
     for j, source in enumerate(sources, 1):
         backed = [s for s in split_sentences(source) if support(s, reference)[0]]
-        decisions[j] = ("yes", 1.0, f"offline: the reference states {backed[0]!r}") if backed else \
-            ("no", 0.0, "offline: the reference states none of this source's sentences")
+        decisions[j] = (
+            ("yes", 1.0, f"offline: the reference states {backed[0]!r}")
+            if backed
+            else ("no", 0.0, "offline: the reference states none of this source's sentences")
+        )
     return lines(decisions)
 
 
 def offline_contextual_relevancy(query: str, source: str) -> Answer:
     """The source's claims, relevant when evidence.essential accepts them."""
-    return Answer([("yes" if essential(c, query)[0] else "no", c) for c in split_claims(source)],
-                  Status.OK, detail="offline: the source's claims, relevant when evidence.essential accepts them")
+    return Answer(
+        [("yes" if essential(c, query)[0] else "no", c) for c in split_claims(source)],
+        Status.OK,
+        detail="offline: the source's claims, relevant when evidence.essential accepts them",
+    )
 
 
 def offline_geval_steps(criteria: str) -> Answer:
@@ -115,6 +126,8 @@ def offline_geval_score(criteria: str, steps: str, query: str, sources: list[str
         return Answer(None, Status.EMPTY, detail="offline: no claims to ground and no sub-questions to answer")
     signal = sum(parts) / len(parts)
     score = GEVAL_SCALE[0] + round(signal * (GEVAL_SCALE[-1] - GEVAL_SCALE[0]))
-    shares = "; ".join(f"{x:.0%} of {what}" if x is not None else f"no {what.split()[0]}"
-                       for x, what in ((grounded, "claims grounded"), (answered, "sub-questions answered")))
+    shares = "; ".join(
+        f"{x:.0%} of {what}" if x is not None else f"no {what.split()[0]}"
+        for x, what in ((grounded, "claims grounded"), (answered, "sub-questions answered"))
+    )
     return Answer(score, Status.OK, prob=signal, detail=f"offline: {shares}")

@@ -5,6 +5,7 @@
 - `grammar_rag_answer`: a free-text answer (`parse_answer`), or offline the extractive span of the
   retrieved sentence most like the question (`extract_answer`).
 """
+
 from __future__ import annotations
 
 import re
@@ -38,9 +39,26 @@ def parse_correctness(reply: str) -> int:
 
 # ---------------------------------------------------------------- offline correctness: normalised match
 
-_MONTHS = {name: i for i, name in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september",
-     "october", "november", "december"], 1)}
+_MONTHS = {
+    name: i
+    for i, name in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
+        1,
+    )
+}
 _MONTH = r"(" + "|".join(sorted({*_MONTHS, *(m[:3] for m in _MONTHS), "sept"}, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DATES = [  # (pattern, (year, month, day) group order)
@@ -53,15 +71,20 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*")
 
 def _iso_dates(text: str) -> str:
     """Rewrite recognised dates ("14 March 2022", "March 14th, 2022", "2022-03-14") as one token."""
+
     def token(order: tuple[int, int, int]) -> Callable[[re.Match[str]], str]:
         def sub(m: re.Match[str]) -> str:
             y, mo, d = (m.group(i) for i in order)
-            month = int(mo) if mo.isdigit() else _MONTHS.get(mo, 0) or next(
-                i for n, i in _MONTHS.items() if n.startswith(mo[:3]))
+            month = (
+                int(mo)
+                if mo.isdigit()
+                else _MONTHS.get(mo, 0) or next(i for n, i in _MONTHS.items() if n.startswith(mo[:3]))
+            )
             try:
                 return f" d{date(int(y), month, int(d)):%Y%m%d} "
             except ValueError:
                 return m.group(0)
+
         return sub
 
     text = text.lower()
@@ -77,7 +100,7 @@ def normalise(text: str) -> list[str]:
 
 def _contains(haystack: list[str], needle: list[str]) -> bool:
     n = len(needle)
-    return n > 0 and any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
+    return n > 0 and any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
 
 
 def answer_match(truth: str, response: str) -> tuple[bool, str]:
@@ -104,6 +127,7 @@ def offline_correctness(query: str, true_answer: str, given_response: str) -> An
 
 
 # ---------------------------------------------------------------- the RAG answer
+
 
 def parse_answer(reply: str) -> str:
     """A free-text answer inside <output>; an empty one is re-asked."""
@@ -143,7 +167,7 @@ def answer_span(sentence: str, entity: set[str]) -> str:
     m = _CUE.search(sentence)
     if not m:
         return sentence.strip()
-    before, after = sentence[:m.start()].strip(), sentence[m.end():].strip().rstrip(".")
+    before, after = sentence[: m.start()].strip(), sentence[m.end() :].strip().rstrip(".")
     return before if len(set(words(after)) & entity) > len(set(words(before)) & entity) else after
 
 
@@ -166,8 +190,10 @@ def extract_answer(question: str, sources: Sequence[str]) -> tuple[str, str]:
     sims = embed(sentences) @ embed([asked])[0]
     best = int(np.argmax(sims))
     span = answer_span(sentences[best], entity)
-    return span, (f"extractive: question without its entity {asked!r}; best sentence {sentences[best]!r} "
-                  f"(cosine {sims[best]:.2f}); answer span {span!r}")
+    return span, (
+        f"extractive: question without its entity {asked!r}; best sentence {sentences[best]!r} "
+        f"(cosine {sims[best]:.2f}); answer span {span!r}"
+    )
 
 
 def offline_answer(sources: list[str], question: str) -> Answer:

@@ -1,4 +1,5 @@
 """Nvidia's prompts (seed 001): the ratings' parsers and the offline judge's answers."""
+
 from __future__ import annotations
 
 from evaluators.core.records import Answer, Status
@@ -12,6 +13,7 @@ parse_rating = rating_parser((0, 1, 2))
 
 # ---------------------------------------------------------------- offline answers: bands of shares
 
+
 def _rating(share: float | None, top: int, what: str) -> Answer:
     """All of it -> top, at least half -> the middle rating, less -> 0; nothing to count is empty, not 0."""
     if share is None:
@@ -23,8 +25,9 @@ def _rating(share: float | None, top: int, what: str) -> Answer:
 def offline_accuracy(query: str, response: str, reference: str) -> Answer:
     """The share of the answer's claims the other answer supports, as a 0/2/4 rating."""
     # Template 2 is called with the roles swapped, so the same rule reads the reverse direction.
-    return _rating(supported_share(split_claims(response), reference), 4,
-                   "share of the answer's claims the other answer supports:")
+    return _rating(
+        supported_share(split_claims(response), reference), 4, "share of the answer's claims the other answer supports:"
+    )
 
 
 def offline_context_relevance(query: str, sources: list[str]) -> Answer:
@@ -35,5 +38,8 @@ def offline_context_relevance(query: str, sources: list[str]) -> Answer:
 
 def offline_groundedness(sources: list[str], response: str) -> Answer:
     """The share of the response's claims the context supports, as a 0/1/2 rating."""
-    return _rating(supported_share(split_claims(response), knowledge(sources)), 2,
-                   "share of the response's claims the context supports:")
+    return _rating(
+        supported_share(split_claims(response), knowledge(sources)),
+        2,
+        "share of the response's claims the context supports:",
+    )

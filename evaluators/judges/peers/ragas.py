@@ -1,4 +1,5 @@
 """RAGAS's prompts (seed 004): the replies' parsers and the offline judge's answers."""
+
 from __future__ import annotations
 
 import re
@@ -27,6 +28,7 @@ def parse_extracted(reply: str) -> list[str]:
 
 # ---------------------------------------------------------------- offline answers
 
+
 def offline_statements(query: str, response: str) -> Answer:
     """Statements of the answer: the offline claim split."""
     return Answer(split_claims(response), Status.OK, detail="offline: claim split")
@@ -45,6 +47,5 @@ def offline_questions(response: str) -> Answer:
 
 def offline_context_sentences(query: str, sources: list[str]) -> Answer:
     """The context sentences evidence.essential accepts."""
-    keep = [s for source in sources for s in split_sentences(source)
-            if has_content(s) and essential(s, query)[0]]
+    keep = [s for source in sources for s in split_sentences(source) if has_content(s) and essential(s, query)[0]]
     return Answer(keep, Status.OK, detail="offline: the context sentences evidence.essential accepts")

@@ -18,6 +18,7 @@ from what is stored, as every metric does. It has a value only when both sides h
 is empty (no claims), failed or unsure leaves it without a value, with that side's status (unsure
 first), never a silent 0. Two decided sides of 0 give a real 0.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,6 +37,7 @@ RECALL_KINDS: tuple[str, ...] = (REFERENCE_CLAIM, "reference")
 
 
 # ---------------------------------------------------------------- pure aggregation
+
 
 def f1(precision: float, recall: float) -> float:
     """The harmonic mean of precision and recall; 0 when both are 0."""
@@ -63,24 +65,29 @@ def aggregate_f1(item_id: str, metric: str, verdicts: Sequence[Verdict]) -> Scor
 
 # ---------------------------------------------------------------- match steps
 
+
 async def match_precision(work: ItemWork) -> list[Verdict]:
     """ref_precision: is each claim of the response (shared with RP and GR) supported by the reference?
     Judged once per item, for ref_f1 too."""
+
     async def make() -> list[Verdict]:
         claims = await work.claims()
         if not isinstance(claims, list):
             return work.decompose_failure(PRECISION, CLAIM, claims)
         return await judge_support(work, PRECISION, CLAIM, claims, work.item.reference or "", "reference")
+
     return await work.once("reference:precision", make)
 
 
 async def match_recall(work: ItemWork) -> list[Verdict]:
     """ref_recall: is each claim of the reference supported by the response? Judged once per item."""
+
     async def make() -> list[Verdict]:
         claims = await decompose(work, "reference_claims", REFERENCE_CLAIM, "claims", input=work.item.reference)
         if not isinstance(claims, list):
             return work.decompose_failure(RECALL, REFERENCE_CLAIM, claims)
         return await judge_support(work, RECALL, REFERENCE_CLAIM, claims, work.item.response, "response")
+
     return await work.once("reference:recall", make)
 
 
@@ -94,14 +101,30 @@ _PROMPTS = ("claims", "groundedness", "groundedness_batch")
 _READS = ("response", "reference")
 
 REF_PRECISION = Metric(
-    PRECISION, "Reference precision: response claims the reference supports (ours)", match_precision,
-    needs_reference=True, prompts=_PROMPTS, reads=_READS,
-    description="Reference precision (ours): share of the response's claims the reference supports")
+    PRECISION,
+    "Reference precision: response claims the reference supports (ours)",
+    match_precision,
+    needs_reference=True,
+    prompts=_PROMPTS,
+    reads=_READS,
+    description="Reference precision (ours): share of the response's claims the reference supports",
+)
 REF_RECALL = Metric(
-    RECALL, "Reference recall: reference claims the response supports (ours)", match_recall,
-    needs_reference=True, prompts=_PROMPTS, reads=_READS,
-    description="Reference recall (ours): share of the reference's claims the response supports")
+    RECALL,
+    "Reference recall: reference claims the response supports (ours)",
+    match_recall,
+    needs_reference=True,
+    prompts=_PROMPTS,
+    reads=_READS,
+    description="Reference recall (ours): share of the reference's claims the response supports",
+)
 REF_F1 = Metric(
-    F1, "Reference F1 of precision and recall (ours)", match_f1,
-    aggregate_f1, needs_reference=True, prompts=_PROMPTS, reads=_READS,
-    description="Reference F1 (ours): harmonic mean of reference precision and recall")
+    F1,
+    "Reference F1 of precision and recall (ours)",
+    match_f1,
+    aggregate_f1,
+    needs_reference=True,
+    prompts=_PROMPTS,
+    reads=_READS,
+    description="Reference F1 (ours): harmonic mean of reference precision and recall",
+)

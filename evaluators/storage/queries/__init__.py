@@ -9,6 +9,7 @@ into pandas. The runner, the CLI and the dashboard read through these; the store
 - runs, items: a run and its items; diagnosis: Table 2 over run tables; compare: two runs side by side;
 - trust: people's labels; ledger: the source ledger; trends: points over runs or time; grammar: GRAMMAR's.
 """
+
 from evaluators.storage.queries import compare, diagnosis, grammar, items, ledger, runs, sql, trends, trust
 
 __all__ = ["compare", "diagnosis", "grammar", "items", "ledger", "runs", "sql", "trends", "trust"]

@@ -5,6 +5,7 @@ A run table (sql.RunTable) is the run's stored table in the file (store.StoredRu
 million items stay in DuckDB and only the answer comes back) or one recomputed at another band (a
 DataFrame, in memory), answered by store.frame_query().
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -29,8 +30,15 @@ def wide_score(row: Mapping[Any, Any], metric: str) -> Score | None:
         return None
     value = row.get(metric)
     value = None if value is None or value != value else float(value)
-    return Score(str(row["item_id"]), metric, value, int(scored), int(scored) + int(unsure),
-                 Status.OK if value is not None else Status.UNSURE if unsure else Status.EMPTY, int(unsure))
+    return Score(
+        str(row["item_id"]),
+        metric,
+        value,
+        int(scored),
+        int(scored) + int(unsure),
+        Status.OK if value is not None else Status.UNSURE if unsure else Status.EMPTY,
+        int(unsure),
+    )
 
 
 def _level_sql(metric: str, want: str, thresholds: Mapping[str, float]) -> str:
@@ -70,18 +78,31 @@ def _rules_cte(thresholds: Mapping[str, float]) -> str:
     level is computed once however many rules read it (spelling out rule_sql() for every rule costs a
     quarter more at a million items)."""
     levels = ", ".join(f"{_level_sql(m, want, thresholds)} AS {_level_column(m, want)}" for m, want in _RULE_LEVELS)
-    flags = ", ".join(f"coalesce({' AND '.join(_level_column(m, want) for m, want in conds)}, FALSE) AS \"{r}\""
-                      for r, conds in CONDITIONS.items())
+    flags = ", ".join(
+        f'coalesce({" AND ".join(_level_column(m, want) for m, want in conds)}, FALSE) AS "{r}"'
+        for r, conds in CONDITIONS.items()
+    )
     fired = ", ".join(f"CASE WHEN \"{r}\" THEN '{RULES[r].name}' END" for r in CONDITIONS)
-    return (f"WITH levels AS (SELECT *, {levels} FROM wide), flagged AS (SELECT *, {flags} FROM levels), "
-            f"base AS (SELECT *, concat_ws(', ', {fired}) AS rules FROM flagged)")
+    return (
+        f"WITH levels AS (SELECT *, {levels} FROM wide), flagged AS (SELECT *, {flags} FROM levels), "
+        f"base AS (SELECT *, concat_ws(', ', {fired}) AS rules FROM flagged)"
+    )
 
 
 def filter_items(
-    table: RunTable, metrics: Sequence[str], thresholds: Mapping[str, float], *,
-    below: Sequence[str] = (), rules: Sequence[str] = (), levels: Mapping[str, str] | None = None,
-    failed_only: bool = False, ids: pd.DataFrame | None = None,
-    sort: str = "item_id", descending: bool = False, limit: int = 200, offset: int = 0,
+    table: RunTable,
+    metrics: Sequence[str],
+    thresholds: Mapping[str, float],
+    *,
+    below: Sequence[str] = (),
+    rules: Sequence[str] = (),
+    levels: Mapping[str, str] | None = None,
+    failed_only: bool = False,
+    ids: pd.DataFrame | None = None,
+    sort: str = "item_id",
+    descending: bool = False,
+    limit: int = 200,
+    offset: int = 0,
 ) -> tuple[pd.DataFrame, int]:
     """One page of a run table, filtered and sorted, and the number of matching items.
 
@@ -109,16 +130,19 @@ def filter_items(
     match = f"{_rules_cte(thresholds)} SELECT * FROM base WHERE {' AND '.join(where)}"
     ordered = f"ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, item_id"
     count = store.frame_query(f"SELECT count(*) AS n FROM ({match})", frames)
-    page = store.frame_query(f"SELECT item_id FROM ({match}) {ordered} LIMIT {int(limit)} OFFSET {int(offset)}",
-                             frames)
-    frame = store.frame_query(f"""{_rules_cte(thresholds)}
-        SELECT item_id, query, {''.join(f"{column(m)}, " for m in metrics)} n_failed, failed_metrics, rules
-        FROM base WHERE item_id IN (SELECT item_id FROM page) {ordered}""", {"wide": table, "page": page})
+    page = store.frame_query(f"SELECT item_id FROM ({match}) {ordered} LIMIT {int(limit)} OFFSET {int(offset)}", frames)
+    frame = store.frame_query(
+        f"""{_rules_cte(thresholds)}
+        SELECT item_id, query, {"".join(f"{column(m)}, " for m in metrics)} n_failed, failed_metrics, rules
+        FROM base WHERE item_id IN (SELECT item_id FROM page) {ordered}""",
+        {"wide": table, "page": page},
+    )
     return frame, int(count["n"].iloc[0])
 
 
-def rule_counts(table: RunTable, thresholds: Mapping[str, float],
-                pairs: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
+def rule_counts(
+    table: RunTable, thresholds: Mapping[str, float], pairs: Sequence[tuple[str, str]] = ()
+) -> pd.DataFrame:
     """Items per combination of fired Table-2 rules (one bool column per rule), n, and the first item
     id of the combination (in id order: first_items() reads it, so one pass serves both).
 
@@ -133,9 +157,11 @@ def rule_counts(table: RunTable, thresholds: Mapping[str, float],
     for x, y in pairs:
         flags.append(f'{low(x)} AS "x_low:{x}|{y}"')
         flags.append(f'{low(y)} AS "y_low:{x}|{y}"')
-    return store.frame_query(f"""{_rules_cte(thresholds)}
-        SELECT {', '.join(flags)}, count(*) AS n, min(item_id) AS first FROM base GROUP BY ALL ORDER BY n DESC""",
-                             {"wide": table})
+    return store.frame_query(
+        f"""{_rules_cte(thresholds)}
+        SELECT {", ".join(flags)}, count(*) AS n, min(item_id) AS first FROM base GROUP BY ALL ORDER BY n DESC""",
+        {"wide": table},
+    )
 
 
 def first_items(combos: pd.DataFrame) -> dict[str, str | None]:
@@ -147,17 +173,19 @@ def first_items(combos: pd.DataFrame) -> dict[str, str | None]:
 def sample_points(table: RunTable, metrics: Sequence[str], limit: int = 2000) -> pd.DataFrame:
     """At most `limit` items with their scores: a stable pseudo-random sample for scatter plots."""
     cols = ", ".join(column(m) for m in metrics)
-    return store.frame_query(f"SELECT item_id, {cols} FROM wide ORDER BY hash(item_id) LIMIT {int(limit)}",
-                             {"wide": table})
+    return store.frame_query(
+        f"SELECT item_id, {cols} FROM wide ORDER BY hash(item_id) LIMIT {int(limit)}", {"wide": table}
+    )
 
 
 def correlations(table: RunTable, metrics: Sequence[str]) -> pd.DataFrame:
     """Pearson correlation of every metric pair over the items that have both: columns a, b, r, n."""
-    pairs = [(a, b) for i, a in enumerate(metrics) for b in metrics[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(metrics) for b in metrics[i + 1 :]]
     if not pairs:
         return pd.DataFrame(columns=["a", "b", "r", "n"])
-    cols = ", ".join(f"corr({column(a)}, {column(b)}) AS \"r{i}\", count({column(a)} + {column(b)}) AS \"n{i}\""
-                     for i, (a, b) in enumerate(pairs))
+    cols = ", ".join(
+        f'corr({column(a)}, {column(b)}) AS "r{i}", count({column(a)} + {column(b)}) AS "n{i}"'
+        for i, (a, b) in enumerate(pairs)
+    )
     row = store.frame_query(f"SELECT {cols} FROM wide", {"wide": table}).iloc[0]
-    return pd.DataFrame([{"a": a, "b": b, "r": row[f"r{i}"], "n": int(row[f"n{i}"])}
-                         for i, (a, b) in enumerate(pairs)])
+    return pd.DataFrame([{"a": a, "b": b, "r": row[f"r{i}"], "n": int(row[f"n{i}"])} for i, (a, b) in enumerate(pairs)])

@@ -1,6 +1,7 @@
 """The source ledger's reads (evaluators/metrics/ledger.py defines what they count): one grouped DuckDB
 query per list, and one source's retrievals.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,17 +21,22 @@ def _norm_sql(expr: str) -> str:
     are, three times faster than the two replacements."""
     ws = ledger.WHITESPACE_CLASS
     odd = "[" + ws[1:-1].replace("\\x{0020}", "") + "]|  |^ | $"
-    return (f"CASE WHEN regexp_matches({expr}, '{odd}') THEN "
-            f"regexp_replace(regexp_replace({expr}, '^{ws}+|{ws}+$', '', 'g'), '{ws}+', ' ', 'g') ELSE {expr} END")
+    return (
+        f"CASE WHEN regexp_matches({expr}, '{odd}') THEN "
+        f"regexp_replace(regexp_replace({expr}, '^{ws}+|{ws}+$', '', 'g'), '{ws}+', ' ', 'g') ELSE {expr} END"
+    )
 
 
 def _quote_sql() -> str:
     """ledger.supporting_quote() over a verdicts row's detail as SQL: NULL when it names no source."""
-    found = ", ".join(f"nullif(regexp_extract(detail, '{p.replace(chr(39), chr(39) * 2)}', 1), '')"
-                      for p in ledger.QUOTE_PATTERNS)
+    found = ", ".join(
+        f"nullif(regexp_extract(detail, '{p.replace(chr(39), chr(39) * 2)}', 1), '')" for p in ledger.QUOTE_PATTERNS
+    )
     quote = _norm_sql(f"regexp_replace(coalesce({found}), '…$', '')")
-    return (f"CASE WHEN starts_with(detail, '{ledger.SUPPORTED_PREFIX}') THEN nullif(left("
-            f"split_part({quote}, '{ledger.SENTENCE_END}', 1), {int(ledger.QUOTE_MATCH)}), '') END")
+    return (
+        f"CASE WHEN starts_with(detail, '{ledger.SUPPORTED_PREFIX}') THEN nullif(left("
+        f"split_part({quote}, '{ledger.SENTENCE_END}', 1), {int(ledger.QUOTE_MATCH)}), '') END"
+    )
 
 
 def _ledger_rows_sql(band: Band | None, keyed: bool) -> str:
@@ -39,12 +45,17 @@ def _ledger_rows_sql(band: Band | None, keyed: bool) -> str:
     keyed: only the retrievals of the source $source (its id or its text key), the other sources of
     their items read too so that a claim another source supports is not counted as unattributed."""
     runs = "run_id IN (SELECT unnest($runs::VARCHAR[]))"
-    only_items = ("WHERE (run_id, item_id) IN (SELECT run_id, item_id FROM hashed WHERE $source IN (source_id, text_key))"
-                  if keyed else "")
-    state = (f"CASE WHEN status <> 'ok' OR value IS NULL OR value NOT IN (0, 1) THEN 'failed' "
-             f"WHEN {unsure_sql(band)} THEN 'unsure' WHEN value = 1 THEN 'yes' ELSE 'no' END")
+    only_items = (
+        "WHERE (run_id, item_id) IN (SELECT run_id, item_id FROM hashed WHERE $source IN (source_id, text_key))"
+        if keyed
+        else ""
+    )
+    state = (
+        f"CASE WHEN status <> 'ok' OR value IS NULL OR value NOT IN (0, 1) THEN 'failed' "
+        f"WHEN {unsure_sql(band)} THEN 'unsure' WHEN value = 1 THEN 'yes' ELSE 'no' END"
+    )
     return f"""WITH src AS (
-            SELECT run_id, item_id, pos - 1 AS idx, text, {_norm_sql('text')} AS norm,
+            SELECT run_id, item_id, pos - 1 AS idx, text, {_norm_sql("text")} AS norm,
                    CASE WHEN json_array_length(metadata, '$.source_ids') = len(sources)
                         THEN json_extract_string(metadata, '$.source_ids[' || (pos - 1) || ']') END AS source_id
             FROM (SELECT run_id, item_id, metadata, sources, unnest(sources) AS text,
@@ -93,10 +104,12 @@ _LEDGER_COLUMNS = """
 def _ledger_flags(th: ledger.Thresholds) -> str:
     """ledger.is_dead_weight and ledger.is_stale over a ledger row as SQL (tests hold them equal)."""
     least = int(th.min_retrieved)
-    return (f"n_retrieved >= {least} AND sp1_essential + sp1_not > 0 AND "
-            f"sp1_essential / (sp1_essential + sp1_not) <= {number_sql(th.dead_max_essential)} AS dead_weight, "
-            f"n_retrieved >= {least} AND gr_decided > 0 AND "
-            f"beside_unsupported / gr_decided >= {number_sql(th.stale_min_unsupported)} AS stale")
+    return (
+        f"n_retrieved >= {least} AND sp1_essential + sp1_not > 0 AND "
+        f"sp1_essential / (sp1_essential + sp1_not) <= {number_sql(th.dead_max_essential)} AS dead_weight, "
+        f"n_retrieved >= {least} AND gr_decided > 0 AND "
+        f"beside_unsupported / gr_decided >= {number_sql(th.stale_min_unsupported)} AS stale"
+    )
 
 
 def _ledger_sql(band: Band | None, th: ledger.Thresholds) -> str:
@@ -111,8 +124,13 @@ def _ledger_sql(band: Band | None, th: ledger.Thresholds) -> str:
             FROM grouped)"""
 
 
-def source_ledger(path: str | Path, run_ids: Sequence[str], th: ledger.Thresholds = ledger.DEFAULT_THRESHOLDS,
-                  band: Band | None = None, limit: int | None = 100) -> pd.DataFrame:
+def source_ledger(
+    path: str | Path,
+    run_ids: Sequence[str],
+    th: ledger.Thresholds = ledger.DEFAULT_THRESHOLDS,
+    band: Band | None = None,
+    limit: int | None = 100,
+) -> pd.DataFrame:
     """The source ledger of these runs, grouped in DuckDB.
 
     With a limit: at most `limit` rows of each list, in a column `list`: 'retrieved' (most retrieved
@@ -122,10 +140,16 @@ def source_ledger(path: str | Path, run_ids: Sequence[str], th: ledger.Threshold
     """
     params = {"runs": list(run_ids)}
     if limit is None:
-        return store.query(path, f"""{_ledger_sql(band, th)}
-            SELECT * FROM ledger ORDER BY n_retrieved DESC, source""", params)
+        return store.query(
+            path,
+            f"""{_ledger_sql(band, th)}
+            SELECT * FROM ledger ORDER BY n_retrieved DESC, source""",
+            params,
+        )
     n = int(limit)
-    return store.query(path, f"""{_ledger_sql(band, th)},
+    return store.query(
+        path,
+        f"""{_ledger_sql(band, th)},
         lists AS (
             (SELECT 'retrieved' AS list, * FROM ledger ORDER BY n_retrieved DESC, source LIMIT {n})
             UNION ALL
@@ -137,19 +161,26 @@ def source_ledger(path: str | Path, run_ids: Sequence[str], th: ledger.Threshold
         SELECT *, (SELECT count(*) FROM ledger) AS n_sources,
                (SELECT count(*) FILTER (WHERE dead_weight) FROM ledger) AS n_dead,
                (SELECT count(*) FILTER (WHERE stale) FROM ledger) AS n_stale
-        FROM lists""", params)
+        FROM lists""",
+        params,
+    )
 
 
-def source_retrievals(path: str | Path, run_ids: Sequence[str], source: str, band: Band | None = None,
-                      limit: int = 500) -> pd.DataFrame:
+def source_retrievals(
+    path: str | Path, run_ids: Sequence[str], source: str, band: Band | None = None, limit: int = 500
+) -> pd.DataFrame:
     """Where one source (its id or its text key) was retrieved in these runs: run_id, item_id, idx
     (its position), the item's query, SP1's state and detail on it, the GR claims it supports (claim
     indexes and texts), and its item's GR counts; with n_match, the number of retrievals, on every row."""
-    return store.query(path, f"""{_ledger_rows_sql(band, keyed=True)}
+    return store.query(
+        path,
+        f"""{_ledger_rows_sql(band, keyed=True)}
         SELECT r.run_id, r.item_id, r.idx, r.source, r.source_id, r.text_key, r.text, i.query, r.sp1, r.sp1_detail,
                r.supports, (SELECT list(c.text ORDER BY c.idx) FROM components c
                             WHERE c.run_id = r.run_id AND c.item_id = r.item_id AND c.kind = 'claim'
                               AND list_contains(r.claims, c.idx)) AS claims,
                r.n_unsupported, r.n_decided, r.n_unattributed, count(*) OVER () AS n_match
         FROM rows r JOIN items i USING (run_id, item_id)
-        ORDER BY r.run_id, r.item_id, r.idx LIMIT {int(limit)}""", {"runs": list(run_ids), "source": source})
+        ORDER BY r.run_id, r.item_id, r.idx LIMIT {int(limit)}""",
+        {"runs": list(run_ids), "source": source},
+    )

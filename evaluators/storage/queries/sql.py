@@ -5,6 +5,7 @@ parameters.
 Metric ids become SQL identifiers only through wide.column(), which checks them; thresholds are
 checked finite floats; every other value is a query parameter.
 """
+
 from __future__ import annotations
 
 import operator
@@ -44,10 +45,15 @@ def number_sql(x: float) -> str:
 def unsure_sql(band: Band | None = None) -> str:
     """metrics.is_unsure_verdict over a verdicts row (status, value, p, p_kind) as SQL: TRUE when the
     verdict is unsure at `band` (None: each kind's default band), FALSE otherwise, never NULL."""
-    kinds = " ".join(f"WHEN '{kind}' THEN p > {number_sql(lo)} AND p < {number_sql(hi)}"
-                     for kind in DEFAULT_BANDS if kind != LABEL for lo, hi in [band_for(kind, band)])
-    return (f"(status = 'ok' AND value IN (0, 1) AND p IS NOT NULL "
-            f"AND coalesce(CASE p_kind {kinds} ELSE FALSE END, FALSE))")
+    kinds = " ".join(
+        f"WHEN '{kind}' THEN p > {number_sql(lo)} AND p < {number_sql(hi)}"
+        for kind in DEFAULT_BANDS
+        if kind != LABEL
+        for lo, hi in [band_for(kind, band)]
+    )
+    return (
+        f"(status = 'ok' AND value IN (0, 1) AND p IS NOT NULL AND coalesce(CASE p_kind {kinds} ELSE FALSE END, FALSE))"
+    )
 
 
 def ids_sql(metrics: Sequence[str]) -> str:
@@ -144,8 +150,7 @@ def _f1_ctes(mean_of: str, f1: Sequence[str]) -> str:
 def decided_sql(metric: str) -> str:
     """diagnosis.decided() for one metric of a run table, as SQL over its count columns."""
     scored, unsure = count_column(metric, "scored"), count_column(metric, "unsure")
-    return (f"({scored} >= {int(MIN_SCORED)} AND "
-            f"{unsure} <= {number_sql(MAX_UNSURE_SHARE)} * ({scored} + {unsure}))")
+    return f"({scored} >= {int(MIN_SCORED)} AND {unsure} <= {number_sql(MAX_UNSURE_SHARE)} * ({scored} + {unsure}))"
 
 
 def threshold_sql(thresholds: Mapping[str, float], metric: str) -> str:
