@@ -220,7 +220,7 @@ class LocalServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
-            cwd=Path(__file__).resolve().parents[1],
+            cwd=Path(__file__).resolve().parents[2],
             start_new_session=True,
         )  # Ctrl-C reaches us, not it
         try:
