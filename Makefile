@@ -14,7 +14,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 export RAG_TRIAGE_DB := $(DB)
 
-.PHONY: setup run test demo browser local
+.PHONY: setup run test check demo browser local
 
 $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)
@@ -36,8 +36,16 @@ demo: setup
 run: demo
 	$(PY) -m evaluators serve --port $(PORT)
 
+# The house's checks (configured in pyproject.toml): lint with import order, the format, types, and the
+# layers written down as import-linter contracts (nothing imports up). Part of `make test`.
+check: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
 # The local judge's tests (tests/test_local_llm.py) run the real model: about 2 minutes of the suite.
-test: setup browser local
+test: setup browser local check
 	$(PY) -m pytest -q tests
 
 # The local LLM judge (xllamacpp + Qwen2.5-Coder-1.5B, about 1.2 GB), for --judge local. Optional for

@@ -7,7 +7,7 @@ Reproduces THELMA Table 1 (and the RAGAS WikiEval comparison) on ../shared/datas
 - pairs built as THELMA Appendix C describes, by the deterministic procedures below (SP1, SP2
   fact level, SQC, RP, SD, RQC).
 
-Every side of every pair is an Item scored by the engine (`evaluators.runner.evaluate` into a
+Every side of every pair is an Item scored by the engine (`evaluators.runs.runner.evaluate` into a
 DuckDB file, one run per judge and metric), so any judge the runner knows works: `offline`,
 `local`, or a litellm model string with --api-base. Agreement is the share of pairs whose
 better side scores strictly higher; ties and failures (no score) are counted separately.
@@ -36,11 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators import queries, registry, runner, store  # noqa: E402
-from evaluators.confidence import Band, format_band, parse_band  # noqa: E402
-from evaluators.pairs import Tally  # noqa: E402
-from evaluators.pairs import tally as count_pairs  # noqa: E402
-from evaluators.records import Item  # noqa: E402
+from evaluators.core.confidence import Band, format_band, parse_band  # noqa: E402
+from evaluators.core.records import Item  # noqa: E402
+from evaluators.judges import factory
+from evaluators.metrics import registry
+from evaluators.runs import runner
+from evaluators.runs.pairs import Tally  # noqa: E402
+from evaluators.runs.pairs import tally as count_pairs  # noqa: E402
+from evaluators.storage import queries, store  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 WIKIEVAL = SHARED / "datasets" / "wikieval" / "wikieval.jsonl"
@@ -300,7 +303,7 @@ class RunCost:
         self.judged += (last[0].done - last[0].skipped) if last else 0
         self.calls += summary.stats.get("calls", 0)
         self.cache_hits += summary.stats.get("cache_hits", 0)
-        self.tiers.update(runner.verdicts_by_tier(db, run))
+        self.tiers.update(queries.runs.verdicts_by_tier(db, run))
 
     def text(self) -> str:
         """Verdict shares per tier and seconds per triplet, with the load they were measured at."""
@@ -330,7 +333,7 @@ def score(items_by_metric: dict[str, list[Item]], judge: str, db: Path, dataset:
         if not quiet:
             print(f"[{judge}] {metric}: {len(unique)} items", file=sys.stderr)
         cost.evaluate(unique, db, run, judge, api_base=api_base, metrics=metrics, concurrency=concurrency, **options)
-        frame = store.query(db, f"SELECT item_id, metric, value FROM {queries.scores_sql(band)} WHERE run_id = $run",
+        frame = store.query(db, f"SELECT item_id, metric, value FROM {queries.sql.scores_sql(band)} WHERE run_id = $run",
                             {"run": run})
         for row in frame.itertuples(index=False):
             out[(row.item_id, row.metric)] = None if row.value != row.value else float(row.value)
@@ -461,8 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not WIKIEVAL.exists():
         print(f"error: {WIKIEVAL} not found", file=sys.stderr)
         return 2
-    judges = args.judge or [runner.OFFLINE]
-    llm = [j for j in judges if j not in (runner.OFFLINE, runner.LOCAL)]
+    judges = args.judge or [factory.OFFLINE]
+    llm = [j for j in judges if j not in (factory.OFFLINE, factory.LOCAL)]
     bases = dict(zip(llm, args.api_base if len(args.api_base) != 1 else args.api_base * len(llm)))
     lo, _, hi = args.rows.partition("-")
     wanted = set(range(int(lo), int(hi or lo) + 1))
@@ -473,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              for name, rng in splits}
     pairs = {name: ps for name, ps in pairs.items() if ps}
 
-    from evaluators.metrics import SD_THRESHOLD
+    from evaluators.metrics.thelma import SD_THRESHOLD
 
     sd_threshold = SD_THRESHOLD if args.sd_threshold is None else args.sd_threshold
     with tempfile.TemporaryDirectory() as tmp:

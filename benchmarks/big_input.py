@@ -65,10 +65,12 @@ def peak_rss_mb() -> float:
 
 def child(kind: str, size: int) -> dict[str, Any]:
     """One case, in this process: evaluate and measure."""
-    from evaluators import embeddings, runner, store
-    from evaluators.records import Item
-    from evaluators.text import split_sentences
-    from evaluators.vocabulary import THELMA
+    from evaluators.core.records import Item
+    from evaluators.core.text import split_sentences
+    from evaluators.judges import embeddings, factory
+    from evaluators.metrics.registry import THELMA
+    from evaluators.runs import runner
+    from evaluators.storage import store
 
     embeddings.embed(["warm the model"])  # model loading is not the case's cost
     text = response(kind, size)
@@ -77,7 +79,7 @@ def child(kind: str, size: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "big.duckdb"
         t0, c0 = time.perf_counter(), time.process_time()
-        runner.evaluate(items, db, "big", runner.OFFLINE, metrics=THELMA)
+        runner.evaluate(items, db, "big", factory.OFFLINE, metrics=THELMA)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         rows = store.query(db, "SELECT item_id, metric, value, n_total, status FROM scores").to_dict("records")
     big = {r["metric"]: r["status"] if r["status"] != "ok" else f"{r['value']:.2f} of {r['n_total']}"

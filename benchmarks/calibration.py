@@ -83,16 +83,27 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.agreement import (DEV, EXPERTQA, HELD_OUT, OUT, SHARED, WIKIEVAL, answer_bearing,  # noqa: E402
-                                  load_expertqa, load_wikieval, paraphrase, sentences, words)
-from data.demo_runs import (EMBELLISHMENTS, FILLERS, NOT_FOUND, REPEATS, keyword_retrieve, load_corpus,  # noqa: E402
-                            load_queries)
-from evaluators import calibration, registry  # noqa: E402
-from evaluators.calibration import COVERS, ESSENTIAL, MATCH_TYPES, SD, SOURCE_ESSENTIAL, SUPPORT  # noqa: E402
-from evaluators.embeddings import embed  # noqa: E402
-from evaluators.metrics import Cosines, sd_verdicts  # noqa: E402
-from evaluators.records import Status  # noqa: E402
-from evaluators.text import split_claims, split_questions  # noqa: E402
+from benchmarks.agreement import (  # noqa: E402
+    DEV,
+    EXPERTQA,
+    HELD_OUT,
+    OUT,
+    SHARED,
+    WIKIEVAL,
+    answer_bearing,
+    load_expertqa,
+    load_wikieval,
+    paraphrase,
+    sentences,
+    words,
+)
+from data.demo_runs import EMBELLISHMENTS, FILLERS, NOT_FOUND, REPEATS, keyword_retrieve, load_corpus, load_queries  # noqa: E402
+from evaluators.core.records import Status  # noqa: E402
+from evaluators.core.text import split_claims, split_questions  # noqa: E402
+from evaluators.judges import calibration, registry  # noqa: E402
+from evaluators.judges.calibration import COVERS, ESSENTIAL, MATCH_TYPES, SD, SOURCE_ESSENTIAL, SUPPORT  # noqa: E402
+from evaluators.judges.embeddings import embed  # noqa: E402
+from evaluators.metrics.thelma import Cosines, sd_verdicts  # noqa: E402
 
 ARES = SHARED / "datasets" / "ares_fewshot"
 ARES_QA = ("nq", "hotpotqa", "multirc")  # the sets whose queries are questions
@@ -282,11 +293,11 @@ def grammar_examples() -> list[Example]:
     offline generator's answer from the top BM25 document when it contains the SQL answer = 1; the
     SQL answer of the next question of another kind = 0.
     """
+    from data.build_demo import GRAMMAR_GROUPS
     from evaluators.grammar import COMPANY_SQL, TEMPLATES
     from evaluators.grammar.generate import generate, load_templates, open_source
     from evaluators.grammar.pipeline import answer_cases, render_corpus
-    from evaluators.offline import OfflineJudge
-    from data.build_demo import GRAMMAR_GROUPS
+    from evaluators.judges.offline import OfflineJudge
     with open_source(COMPANY_SQL) as con:
         cases = generate(con, load_templates(TEMPLATES), max_groups=GRAMMAR_GROUPS).cases
         docs = render_corpus(con)

@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("OPENAI_API_KEY", "x")
 
-from evaluators import runner  # noqa: E402
 from openai_server import OpenAIServer, identify  # noqa: E402
 from test_runner import TRIPLET  # noqa: E402  (the realistic triplet the tests use)
+
+from evaluators.runs import runner  # noqa: E402
 
 
 def measure(server: OpenAIServer, db: Path, run: str, per_component: bool) -> tuple[int, int, dict[str, int]]:

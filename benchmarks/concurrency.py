@@ -29,8 +29,9 @@ from typing import Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # run as a script from anywhere
 
-from evaluators.judge import ClientPool, LLMJudge  # noqa: E402
-from evaluators.records import Status  # noqa: E402
+from evaluators.core.records import Status  # noqa: E402
+from evaluators.judges.clients import ClientPool  # noqa: E402
+from evaluators.judges.llm import LLMJudge  # noqa: E402
 
 MODEL = "openai/test-judge"  # unless --model
 SOURCES = ["The sky is blue on a clear day because air scatters short wavelengths more than long ones."]

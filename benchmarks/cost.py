@@ -23,13 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("OPENAI_API_KEY", "x")
 
-from evaluators import metrics, registry  # noqa: E402
-from evaluators.judge import LLMJudge  # noqa: E402
-from evaluators.records import Item, Status  # noqa: E402
-from evaluators.suites import ragas  # noqa: E402
-from evaluators.vocabulary import THELMA  # noqa: E402
 from openai_server import OpenAIServer, covered, elements, format_aware, identify, sentences, words  # noqa: E402
 from test_runner import TRIPLET  # noqa: E402  (the realistic triplet the tests use)
+
+from evaluators.core.records import Item, Status  # noqa: E402
+from evaluators.judges.llm import LLMJudge  # noqa: E402
+from evaluators.judges.peers import ragas as ragas_prompts  # noqa: E402
+from evaluators.metrics import registry  # noqa: E402
+from evaluators.metrics import thelma as metrics
+from evaluators.metrics.registry import THELMA  # noqa: E402
 
 REFERENCE = "The Chimnabai Clock Tower was completed in 1896. It was named in memory of Chimnabai I, a queen of Baroda State."
 SUITES = {
@@ -70,7 +72,7 @@ def suite_answer(name: str, raw: dict[str, str]) -> str:
         return _tagged([f"- {s}" for s in sentences(v.get("response") or v["input"])])
     if name == "ragas_questions":
         said = sentences(v["response"])
-        return _tagged([f"- What about {said[k % len(said)].rstrip('.!?')}?" for k in range(ragas.N_QUESTIONS)])
+        return _tagged([f"- What about {said[k % len(said)].rstrip('.!?')}?" for k in range(ragas_prompts.N_QUESTIONS)])
     if name in ("ragas_faithfulness", "de_contextual_recall"):
         return _tagged(_verdicts(claims, lambda c: covered(c, v["sources"], 0.75)))
     if name == "de_faithfulness":

@@ -4,7 +4,7 @@
 
 Generates two runs ("base" and "candidate") of the same N items, each with about 20 verdicts,
 12 components, 7 scores and 4 judge calls per item (N = 100k: 2M verdicts per run), built as
-DataFrames and bulk-inserted with store.write_frames. Then it times each page with AppTest on a cold
+DataFrames and bulk-inserted with writes.write_frames. Then it times each page with AppTest on a cold
 cache (first render) and after one widget change (interaction), and prints a table against the
 targets: first render <= 1.5 s, interaction <= 0.5 s. AppTest's one-off component scan is done
 before timing, as a server does it once at start-up.
@@ -25,8 +25,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluators import store  # noqa: E402
-from evaluators.records import Label, Run  # noqa: E402
+from evaluators.core.records import Label, Run  # noqa: E402
+from evaluators.storage import ownership, queries, writes  # noqa: E402
 
 FIRST_RENDER_S, INTERACTION_S = 1.5, 0.5
 FAILURES = np.array(["unparsed", "error", "timeout"])
@@ -46,18 +46,18 @@ def generate(path: Path, run_id: str, n: int, quality: float, seed: int) -> None
     """One run of n items: items, components, verdicts (with ~2% judge failures), scores and calls,
     generated and written CHUNK items at a time so the build's memory does not grow with n."""
     rng = np.random.default_rng(seed)
-    store.start_run(path, Run(run_id, "openai/bench-judge", {"bench": True}, {"claims": f"{seed:012d}"}), n)
+    ownership.start_run(path, Run(run_id, "openai/bench-judge", {"bench": True}, {"claims": f"{seed:012d}"}), n)
     n_calls = 0
     for lo in range(0, n, CHUNK):
         frames = _chunk(run_id, np.arange(lo, min(lo + CHUNK, n)), quality, seed, rng)
         n_calls += len(frames["judge_calls"])
-        store.write_frames(path, frames)
-    store.finish_run(path, run_id, "finished", {"calls": n_calls})
+        writes.write_frames(path, frames)
+    ownership.finish_run(path, run_id, "finished", {"calls": n_calls})
 
 
 def _chunk(run_id: str, numbers: np.ndarray, quality: float, seed: int,
            rng: np.random.Generator) -> dict[str, pd.DataFrame]:
-    """The rows of the items numbered `numbers`, as frames for store.write_frames."""
+    """The rows of the items numbered `numbers`, as frames for writes.write_frames."""
     n = len(numbers)
     ids = np.char.add("i", np.char.zfill(numbers.astype(str), 6))
     topics = np.array(["billing", "account", "product", "company"])
@@ -193,13 +193,13 @@ def build(db: Path, items: int, reuse: bool) -> None:
         generate(db, "candidate", items, quality=0.75, seed=2)
         notes = [("base", f"i{i:06d}", ["confirmed", "false alarm", "fixed"][i % 3], "Retriever", f"note {i}",
                   "bench") for i in range(0, items, max(items // 1000, 1))]
-        store.write_frames(db, {"triage": pd.DataFrame(
+        writes.write_frames(db, {"triage": pd.DataFrame(
             notes, columns=["run_id", "item_id", "label", "component", "note", "author"]).assign(
             created_at=pd.Timestamp("2026-11-02"))})
         peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
         print(f"generated in {time.perf_counter() - start:.1f} s, peak RSS {peak_gb:.2f} GB "
               f"({CHUNK:,} items per write)")
-    counts = store.row_counts(db)
+    counts = queries.runs.row_counts(db)
     size = db.stat().st_size
     print(f"DB {db}: {size / 1e6:.0f} MB, {counts['items']:,} items, {counts['verdicts']:,} verdicts, "
           f"{counts['components']:,} components, {counts['judge_calls']:,} judge calls (2 runs); "
@@ -209,19 +209,20 @@ def build(db: Path, items: int, reuse: bool) -> None:
 def add_labels(db: Path, n: int, seed: int = 3, run: str = "base") -> None:
     """Give `run` people's labels, seeded, so the Trust page has work to do: n rule labels
     and n verdict corrections on random items (none when the run already has labels)."""
-    from evaluators import diagnosis, queries  # noqa: PLC0415
+    from evaluators.metrics import diagnosis
+    from evaluators.storage import queries  # noqa: PLC0415
 
-    if n <= 0 or not queries.run_labels(db, run).empty:
+    if n <= 0 or not queries.trust.run_labels(db, run).empty:
         return
     rng = np.random.default_rng(seed)
-    items = int(queries.shared_item_count(db, run, run))
+    items = int(queries.compare.shared_item_count(db, run, run))
     ids = [f"i{i:06d}" for i in rng.choice(items, size=2 * n, replace=False)]
     rules, metrics = list(diagnosis.RULES), ["sp1", "sqc", "rp", "gr"]
     labels = [Label(item, int(rng.integers(2)), rule=rules[rng.integers(len(rules))], author="bench", origin="import")
               for item in ids[:n]]
     labels += [Label(item, int(rng.integers(2)), metric=metrics[rng.integers(len(metrics))],
                      component_idx=int(rng.integers(2)), author="bench", origin="import") for item in ids[n:]]
-    store.add_labels(db, run, labels)
+    writes.add_labels(db, run, labels)
     print(f"labels: {n} rule labels and {n} verdict corrections on run {run} (seed {seed})")
 
 

@@ -44,15 +44,25 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.agreement import (WIKIEVAL, RunCost, answer_bearing, drop_part, load_wikieval,  # noqa: E402
-                                  paraphrase, run_label, sentences, words)
+from benchmarks.agreement import (  # noqa: E402
+    WIKIEVAL,
+    RunCost,
+    answer_bearing,
+    drop_part,
+    load_wikieval,
+    paraphrase,
+    run_label,
+    sentences,
+    words,
+)
 from data.demo_runs import load_corpus, load_queries  # noqa: E402
-from evaluators import queries, runner, store  # noqa: E402
-from evaluators.cascade import parse_chain  # noqa: E402
-from evaluators.confidence import Band, parse_band  # noqa: E402
-from evaluators.diagnosis import RULES, diagnose  # noqa: E402
-from evaluators.records import Item, Score  # noqa: E402
-from evaluators.vocabulary import THELMA  # noqa: E402
+from evaluators.core.confidence import Band, parse_band  # noqa: E402
+from evaluators.core.records import Item, Score  # noqa: E402
+from evaluators.judges import factory
+from evaluators.judges.cascade import parse_chain  # noqa: E402
+from evaluators.metrics.diagnosis import RULES, diagnose  # noqa: E402
+from evaluators.metrics.registry import THELMA  # noqa: E402
+from evaluators.storage import queries  # noqa: E402
 
 SEED = 10
 DEV_ROWS, HELD_OUT_ROWS = range(0, 20), range(20, 50)
@@ -238,8 +248,8 @@ def score(cases: Sequence[Case], judge: str, db: Path, api_base: str | None = No
     options = {"decompose_with": decompose_with} if decompose_with else {}
     (cost if cost is not None else RunCost()).evaluate(items, db, run, judge, api_base=api_base, metrics=THELMA,
                                                        concurrency=concurrency, **options)
-    wide = store.run_scores_wide(db, run, list(THELMA), queries.scores_sql(band))
-    return {r["item_id"]: {m: queries.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
+    wide = queries.runs.run_scores_wide(db, run, list(THELMA), queries.sql.scores_sql(band))
+    return {r["item_id"]: {m: queries.diagnosis.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
 
 
 def fired(scores: Mapping[str, Score | None]) -> set[str]:
@@ -288,7 +298,7 @@ def report(name: str, cases: Sequence[Case], scores: Mapping[str, Mapping[str, S
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--judge", default=runner.OFFLINE, help="offline, local, or a litellm model (default offline)")
+    p.add_argument("--judge", default=factory.OFFLINE, help="offline, local, or a litellm model (default offline)")
     p.add_argument("--api-base", default=None, help="base URL for a litellm judge")
     p.add_argument("--split", choices=("dev", "held-out", "all"), default="all")
     p.add_argument("--db", type=Path, help="DuckDB file for the run and the judge cache (default: a temporary file)")

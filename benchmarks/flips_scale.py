@@ -1,8 +1,8 @@
 """Flip attribution and the CI gate on two generated runs of the same items (dashboard_scale's generator).
 
-Prints the seconds of queries.flip_rows (the SQL), flips.between (SQL plus attribution) and
+Prints the seconds of queries.compare.flip_rows (the SQL), flips.between (SQL plus attribution) and
 gate.run_gate (scores, intervals, crossings and flips), each beside the read Compare already makes
-(store.run_scores_wide of one run) measured in the same run, as a ratio, with the load average.
+(queries.runs.run_scores_wide of one run) measured in the same run, as a ratio, with the load average.
 
     .venv/bin/python benchmarks/flips_scale.py --items 20000
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.dashboard_scale import generate  # noqa: E402
-from evaluators import flips, gate, queries, store  # noqa: E402
+from evaluators.runs import flips, gate
+from evaluators.storage import queries  # noqa: E402
 
 METRICS = ["sp1", "sqc", "rp", "rqc", "gr"]
 
@@ -38,8 +39,8 @@ def main() -> None:
         seconds, _ = _timed(lambda: (generate(db, "a", args.items, 0.7, 1), generate(db, "b", args.items, 0.72, 2)))
         print(f"generated 2 runs of {args.items} items in {seconds:.1f} s")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    base, _ = _timed(store.run_scores_wide, db, "a", METRICS)
-    sql, rows = _timed(queries.flip_rows, db, "a", "b")
+    base, _ = _timed(queries.runs.run_scores_wide, db, "a", METRICS)
+    sql, rows = _timed(queries.compare.flip_rows, db, "a", "b")
     attributed, result = _timed(flips.between, db, "a", "b")
     gated, outcome = _timed(gate.run_gate, str(db), "a", "b", METRICS, {})
     print(f"run_scores_wide (one run, Compare's read)  {base:7.2f} s   1.0x")

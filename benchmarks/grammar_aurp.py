@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
 
 from evaluators import grammar  # noqa: E402
 from evaluators.grammar import robustness  # noqa: E402
+from evaluators.judges.peers import grammar as grammar_prompts  # noqa: E402
 
 AURP = ROOT.parent / "shared" / "datasets" / "grammar_aurp"
 CLUSTERS = ("short", "long")  # the paper's robust and non-robust clusters
@@ -155,7 +156,7 @@ def section_offline_match(sm: dict[tuple[str, str, str], str]) -> tuple[int, int
     examples = []
     for (query, truth, response), verdict in sm.items():
         response = response or ""  # 20 judged entries carry no response at all
-        ours, _ = robustness.answer_match(truth, response)
+        ours, _ = grammar_prompts.answer_match(truth, response)
         table[(ours, verdict)] += 1
         if ours != (verdict == "Correct") and len(examples) < 4:
             examples.append(f"{'match' if ours else 'no match'} vs {verdict}: "

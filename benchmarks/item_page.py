@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/item_page.py [--sources 200] [--claims 10000] [--repeat 2]
 
-Builds both items in a temporary DuckDB, as the engine writes them (store.write_batch): sources with
+Builds both items in a temporary DuckDB, as the engine writes them (writes.write_batch): sources with
 two facts each and SP1 / SP2 / SQC verdicts, claims and sentences with RP / GR / SD verdicts, and one
 batched judge call per 25 components carrying its prompt. Then it serves the app with `streamlit run`
 on a free loopback port, opens each item's page on the tab of its long list (only the open tab is drawn)
@@ -23,8 +23,8 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluators import store  # noqa: E402
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict  # noqa: E402
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict  # noqa: E402
+from evaluators.storage import ownership, writes  # noqa: E402
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 
 TARGET_S = 2.0
@@ -106,10 +106,10 @@ def many_claims(n: int) -> tuple[Item, list, list, list, list]:
 
 
 def build(path: Path, n_sources: int, n_claims: int) -> None:
-    store.start_run(path, Run(RUN, "openai/bench-judge", {}, {"claims": "b3nchb3nchb3"}), 2)
+    ownership.start_run(path, Run(RUN, "openai/bench-judge", {}, {"claims": "b3nchb3nchb3"}), 2)
     for item, comps, verdicts, scores, calls in (many_sources(n_sources), many_claims(n_claims)):
-        store.write_batch(path, RUN, items=[item], components=comps, verdicts=verdicts, scores=scores, calls=calls)
-    store.finish_run(path, RUN, "finished", {})
+        writes.write_batch(path, RUN, items=[item], components=comps, verdicts=verdicts, scores=scores, calls=calls)
+    ownership.finish_run(path, RUN, "finished", {})
 
 
 def ready_s(page, url: str) -> float:

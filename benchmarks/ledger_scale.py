@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from dashboard_scale import generate  # noqa: E402
 
-from evaluators import ledger, queries, store  # noqa: E402
+from evaluators.metrics import ledger
+from evaluators.storage import queries, store  # noqa: E402
 
 
 def best_of(fn: Callable[[], Any], n: int = 3) -> tuple[float, Any]:
@@ -50,12 +51,12 @@ def main() -> None:
     db = args.db
     key = ledger.source_key("Source 1 text for item 7.")
     cases = [
-        ("Runs: run_summary (yardstick)", lambda: queries.run_summary(db, "base")),
-        ("Sources: ledger lists, 1 run", lambda: queries.source_ledger(db, ["base"])),
-        ("Sources: ledger lists, 2 runs", lambda: queries.source_ledger(db, ["base", "candidate"])),
-        ("Sources: one source's retrievals", lambda: queries.source_retrievals(db, ["base", "candidate"], key)),
-        ("Sources: whole ledger (export), 2 runs", lambda: queries.source_ledger(db, ["base", "candidate"], limit=None)),
-        ("Trends: 2 runs with a baseline", lambda: queries.trend_scores(db, ["base", "candidate"], "base")),
+        ("Runs: run_summary (yardstick)", lambda: queries.runs.run_summary(db, "base")),
+        ("Sources: ledger lists, 1 run", lambda: queries.ledger.source_ledger(db, ["base"])),
+        ("Sources: ledger lists, 2 runs", lambda: queries.ledger.source_ledger(db, ["base", "candidate"])),
+        ("Sources: one source's retrievals", lambda: queries.ledger.source_retrievals(db, ["base", "candidate"], key)),
+        ("Sources: whole ledger (export), 2 runs", lambda: queries.ledger.source_ledger(db, ["base", "candidate"], limit=None)),
+        ("Trends: 2 runs with a baseline", lambda: queries.trends.trend_scores(db, ["base", "candidate"], "base")),
     ]
     print(f"load average before: {os.getloadavg()}")
     base_s = None

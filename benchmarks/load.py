@@ -22,7 +22,7 @@ script run is over. Two kinds of client:
 
 It prints page views, errors (exception elements and compile errors the server sent, "page not
 found", views that did not finish; with browsers also HTTP errors, script errors and requests off
-loopback), the server-side page-run durations parsed from the log lines of evaluators/timing.py
+loopback), the server-side page-run durations parsed from the log lines of evaluators/dashboard/timing.py
 (p50 / p95 / max, per page) with the server's CPU seconds per view beside the p95 (and the views per
 second the host served, and its CPU would allow), the server's peak RSS (VmHWM) and CPU time, the
 clients' CPU time, and the machine's load average before and after, against the targets: p95 <= 1.5 s,
@@ -51,9 +51,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.dashboard_scale import generate  # noqa: E402
-from evaluators import store  # noqa: E402
-from evaluators.serve import view_messages  # noqa: E402
-from evaluators.timing import LOGGER_NAME  # noqa: E402
+from evaluators.dashboard.serve import view_messages  # noqa: E402
+from evaluators.dashboard.timing import LOGGER_NAME  # noqa: E402
+from evaluators.storage import queries  # noqa: E402
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, free_port, outside  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
@@ -362,7 +362,7 @@ def main() -> None:
     if args.client == "browser" and not 1 <= args.browsers <= args.sessions:
         parser.error("--browsers must be between 1 and --sessions")
     db = build(args.items)
-    counts = store.row_counts(db)
+    counts = queries.runs.row_counts(db)
     print(f"DB {db.relative_to(ROOT)}: {db.stat().st_size / 1e6:.0f} MB, {counts['items']:,} items in 2 runs, "
           f"{counts['verdicts']:,} verdicts")
     log = OUT / "load-server.log"

@@ -32,10 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators import local_llm, metrics, registry, runner  # noqa: E402
-from evaluators.judge import LLMJudge  # noqa: E402
-from evaluators.records import Answer, Item, JudgeCall  # noqa: E402
-from evaluators.vocabulary import THELMA  # noqa: E402
+from evaluators.core.records import Answer, Item, JudgeCall  # noqa: E402
+from evaluators.judges import local_llm, registry
+from evaluators.judges.llm import LLMJudge  # noqa: E402
+from evaluators.metrics import registry as metric_registry
+from evaluators.metrics import thelma as metrics
+from evaluators.metrics.registry import THELMA  # noqa: E402
+from evaluators.runs import runner  # noqa: E402
 
 WIKIEVAL = ROOT.parent / "shared" / "datasets" / "wikieval" / "wikieval.jsonl"
 DEV_ROWS = range(0, 20)  # development rows; 20-49 are held out and never used to tune anything
@@ -193,7 +196,7 @@ def main() -> int:
         print("--save keeps verdicts to tune against: use development rows 0-19 only", file=sys.stderr)
         return 2
     items = wikieval_items(rows)
-    chosen = {m: registry.METRICS[m] for m in runner.check_metrics(args.metrics.split(","))}
+    chosen = {m: metric_registry.METRICS[m] for m in runner.check_metrics(args.metrics.split(","))}
 
     print(load())
     t0 = time.monotonic()

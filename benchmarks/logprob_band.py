@@ -38,9 +38,9 @@ if str(ROOT) not in sys.path:
 
 from benchmarks import calibration as cal  # noqa: E402
 from benchmarks.agreement import DEV, WIKIEVAL, load_wikieval  # noqa: E402
-from evaluators import registry  # noqa: E402
-from evaluators.confidence import CALIBRATED, DEFAULT_BANDS, LOGPROB, is_unsure  # noqa: E402
-from evaluators.records import Status  # noqa: E402
+from evaluators.core.confidence import CALIBRATED, DEFAULT_BANDS, LOGPROB, is_unsure  # noqa: E402
+from evaluators.core.records import Status  # noqa: E402
+from evaluators.judges import registry  # noqa: E402
 
 SEED = 7
 # The match types the cascade can escalate and the local judge scores by logprob (essentiality from the
@@ -74,7 +74,7 @@ def key(example: cal.Example) -> str:
 async def ask_local(examples: Sequence[cal.Example], known: dict[str, float | None],
                     save: Callable[[dict[str, float | None]], None]) -> dict[str, float | None]:
     """P("1") of the local judge per match (None when it failed), asking only matches not in `known`."""
-    from evaluators import local_llm
+    from evaluators.judges import local_llm
 
     todo = [e for e in examples if key(e) not in known]
     if not todo:

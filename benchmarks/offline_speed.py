@@ -49,7 +49,8 @@ NUMBERS = ("value", "evidence", "p")
 def clear_caches() -> None:
     """Empty the offline judge's per-text caches (embeddings, passages, splits), as in a new process;
     MiniLM's word list stays."""
-    from evaluators import embeddings, evidence, text
+    from evaluators.core import text
+    from evaluators.judges import embeddings, evidence
 
     embeddings._EMBED_CACHE.clear()
     evidence._PASSAGES.clear()
@@ -62,7 +63,7 @@ def clear_caches() -> None:
 def check_set() -> dict[str, list]:
     """The development check set by run name: WikiEval rows 0-19 (three responses each) and the demo runs."""
     from data.build_demo import run_items
-    from evaluators.records import Item
+    from evaluators.core.records import Item
 
     rows = [json.loads(line) for line in WIKIEVAL.open(encoding="utf-8")][:CHECK_ROWS]
     wikieval = [Item(f"{r['row_idx']}-{field}", r["question_text"], tuple(r["context_v1"]), r[field])
@@ -72,7 +73,7 @@ def check_set() -> dict[str, list]:
 
 def stored_verdicts(db: Path) -> list[dict]:
     """Every verdict and score of a check database as plain records, sorted; the run named, not its id."""
-    from evaluators import store
+    from evaluators.storage import store
 
     verdicts = store.query(db, """SELECT 'verdict' AS kind, run_id AS run, item_id, metric, component_kind,
                                   component_idx, target, value, status, evidence, detail, p, p_kind, tier
@@ -104,8 +105,11 @@ def evaluate_check_set(tmp: Path, sets: dict[str, list] | None = None) -> list[d
     first pass encodes every text deterministically (one item, one prompt at a time, in order);
     the runner pass then reads the vectors from the cache, so only a change of the code moves them.
     """
-    from evaluators import metrics, offline, registry, runner
-    from evaluators.vocabulary import THELMA
+    from evaluators.judges import factory, offline
+    from evaluators.metrics import registry
+    from evaluators.metrics import thelma as metrics
+    from evaluators.metrics.registry import THELMA
+    from evaluators.runs import runner
 
     sets = check_set() if sets is None else sets
     judge = _OneAtATime(offline.OfflineJudge())
@@ -114,7 +118,7 @@ def evaluate_check_set(tmp: Path, sets: dict[str, list] | None = None) -> list[d
             asyncio.run(metrics.evaluate_item(item, registry.THELMA_METRICS, judge))
     db = tmp / "check.duckdb"
     for run, items in sets.items():
-        runner.evaluate(items, db, run, judge=runner.OFFLINE, metrics=THELMA)
+        runner.evaluate(items, db, run, judge=factory.OFFLINE, metrics=THELMA)
     return stored_verdicts(db)
 
 
@@ -154,9 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check(args.write_verdicts, args.check_against)
 
     t0, c0 = time.perf_counter(), time.process_time()
-    from evaluators import embeddings, metrics, offline, registry, runner
-    from evaluators.records import Item
-    from evaluators.vocabulary import THELMA
+    from evaluators.core.records import Item
+    from evaluators.judges import embeddings, factory, offline
+    from evaluators.metrics import registry
+    from evaluators.metrics import thelma as metrics
+    from evaluators.metrics.registry import THELMA
+    from evaluators.runs import runner
 
     embeddings.embed(["warm the model"])
     startup = time.perf_counter() - t0, time.process_time() - c0
@@ -188,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     clear_caches()
     with tempfile.TemporaryDirectory() as tmp:
         w, c = time.perf_counter(), time.process_time()
-        runner.evaluate(items, Path(tmp) / "speed.duckdb", "speed", judge=runner.OFFLINE, metrics=THELMA)
+        runner.evaluate(items, Path(tmp) / "speed.duckdb", "speed", judge=factory.OFFLINE, metrics=THELMA)
         measured.append(("runner into DuckDB", time.perf_counter() - w, time.process_time() - c))
 
     n = len(items)

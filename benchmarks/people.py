@@ -23,7 +23,7 @@ at the band asked for), beside a content-word overlap baseline and the peer's or
 - Factcheck-GPT (subtask 3): one item per (claim, web passage) pair: completely-support vs
   partially-support / refute / irrelevant. Proposed response-level split.
 
-Word overlap: the share of a text's content words (evaluators.text.content_stems, matched as
+Word overlap: the share of a text's content words (evaluators.core.text.content_stems, matched as
 text.share does) found in its best source; for RAGChecker the mean of that share over the answer's
 claims (text.split_claims) against gt_answer (precision), the reverse (recall), and their F1.
 
@@ -55,10 +55,13 @@ if str(ROOT) not in sys.path:
 from scipy.stats import spearmanr  # noqa: E402
 
 from benchmarks.agreement import OUT, RunCost, auc, run_label  # noqa: E402
-from evaluators import queries, registry, runner, store, text  # noqa: E402
-from evaluators.confidence import Band, format_band, parse_band  # noqa: E402
-from evaluators.judge import JudgeFatal  # noqa: E402
-from evaluators.records import Item, Status  # noqa: E402
+from evaluators.core import text  # noqa: E402
+from evaluators.core.confidence import Band, format_band, parse_band  # noqa: E402
+from evaluators.core.records import Item, Status  # noqa: E402
+from evaluators.judges import factory
+from evaluators.judges.llm import JudgeFatal  # noqa: E402
+from evaluators.metrics import registry
+from evaluators.storage import queries, store
 
 DATASETS = ROOT.parent / "shared" / "datasets"
 RAGCHECKER = DATASETS / "ragchecker_meta_eval"
@@ -330,7 +333,7 @@ class Engine:
         cost.evaluate(unique, self.db, run, self.judge, api_base=self.api_base, metrics=list(metrics),
                       concurrency=self.concurrency, **options)
         frame = store.query(self.db, "SELECT item_id, metric, value, status FROM "
-                            f"{queries.scores_sql(self.band)} WHERE run_id = $run", {"run": run})
+                            f"{queries.sql.scores_sql(self.band)} WHERE run_id = $run", {"run": run})
         return {(r.item_id, r.metric): 0.0 if r.status == Status.EMPTY.value
                 else None if r.value is None or r.value != r.value else float(r.value)
                 for r in frame.itertuples(index=False)}
@@ -461,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--split", choices=("dev", "test"), default="dev",
                    help="dev (tuning allowed) or test (held out: aggregates only)")
     p.add_argument("--sets", default=",".join(SETS), help=f"data sets to score (default {','.join(SETS)})")
-    p.add_argument("--judge", default=runner.OFFLINE, help="offline, local, a litellm model, or a chain TIER>TIER")
+    p.add_argument("--judge", default=factory.OFFLINE, help="offline, local, a litellm model, or a chain TIER>TIER")
     p.add_argument("--decompose-with", default=None, metavar="TIER", help="the tier of a chain that decomposes")
     p.add_argument("--api-base", default=None, help="base URL for a litellm judge")
     p.add_argument("--concurrency", type=int, default=8)
@@ -480,14 +483,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown or not chosen:
             raise ValueError(f"--sets: unknown data set {', '.join(unknown) or '(none)'}; "
                              f"choose from {', '.join(SETS)}")
-        runner.check_chain(args.judge, args.decompose_with)
+        factory.check_chain(args.judge, args.decompose_with)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     missing = missing_metrics(args.protocol, registry.METRICS) if "ragchecker" in chosen else []
     if missing:
         print(f"error: --protocol {args.protocol} reads {', '.join(missing)}, which this engine does not have "
-              f"(evaluators.registry.METRICS); use --protocol gr", file=sys.stderr)
+              f"(evaluators.metrics.registry.METRICS); use --protocol gr", file=sys.stderr)
         return 2
     absent = [PATHS[s] for s in chosen if not PATHS[s].exists()]
     if absent:

@@ -21,9 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators import diagnosis, labelling, queries, store  # noqa: E402
-from evaluators.ingest import load_labels  # noqa: E402
-from evaluators.vocabulary import THELMA  # noqa: E402
+from evaluators.metrics import diagnosis
+from evaluators.metrics.registry import THELMA  # noqa: E402
+from evaluators.runs import labelling
+from evaluators.runs.labelling import load_labels  # noqa: E402
+from evaluators.storage import queries, writes  # noqa: E402
 
 LABELS = ROOT / "data" / "demo" / "labels"
 
@@ -45,11 +47,11 @@ def main(argv: list[str] | None = None) -> int:
                            stdout=subprocess.DEVNULL)
         for file in sorted(LABELS.glob("*.jsonl")):
             run = file.stem
-            items, components = queries.label_targets(db, run)
-            store.add_labels(db, run, load_labels(file, set(diagnosis.RULES), set(THELMA), items, components,
+            items, components = queries.trust.label_targets(db, run)
+            writes.add_labels(db, run, load_labels(file, set(diagnosis.RULES), set(THELMA), items, components,
                                                   author="demo labels"))
             report = labelling.report(db, run, {})
-            print(f"\n## {run}: {len({l[0] for l in queries.rule_labels(db, run).itertuples(index=False)})} "
+            print(f"\n## {run}: {len({l[0] for l in queries.trust.rule_labels(db, run).itertuples(index=False)})} "
                   f"labelled items, offline judge, Table 2's default thresholds")
             print("| rule | labelled | people say right | fired | agreement | kappa [95% CI] | precision |")
             print("|---|---|---|---|---|---|---|")

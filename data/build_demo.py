@@ -8,6 +8,7 @@ target (resuming a killed build, or continuing from the existing database so its
 survive) and renames it over the target at the end, so a half-built demo is never served.
 If the run files changed since the database was built, it starts from scratch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,11 +22,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from data.demo_runs import RUNS, RUNS_DIR
-from evaluators import queries, store
-from evaluators.diagnosis import RULES, diagnose
-from evaluators.ingest import load_items
-from evaluators.records import Item
-from evaluators.vocabulary import THELMA
+from evaluators.core.records import Item
+from evaluators.metrics.diagnosis import RULES, diagnose
+from evaluators.metrics.registry import THELMA
+from evaluators.runs.ingest import load_items
+from evaluators.storage import queries, store
 
 METRICS = THELMA
 GRAMMAR_RUNS = ("grammar-bm25", "grammar-dense")
@@ -56,17 +57,21 @@ def stored_state(db: Path, runs: dict[str, list[Item]]) -> tuple[bool, bool]:
     if not db.exists():
         return False, False
     try:
-        finished = store.runs(db)
-        stored = store.run_items(db, list(runs))
+        finished = queries.runs.runs(db)
+        stored = queries.items.run_items(db, list(runs))
     except store.StoreBusy:
         raise  # someone is writing to it: not a reason to throw it away
     except Exception:  # noqa: BLE001  not a DuckDB file, or not one of our stores: start afresh
         return False, False
-    wanted = {(name, i.id): _fingerprint(i.id, i.query, i.sources, i.response,
-                                         json.dumps(i.metadata)) for name, items in runs.items() for i in items}
+    wanted = {
+        (name, i.id): _fingerprint(i.id, i.query, i.sources, i.response, json.dumps(i.metadata))
+        for name, items in runs.items()
+        for i in items
+    }
     for row in stored.itertuples(index=False):
         if wanted.get((row.run_id, row.item_id)) != _fingerprint(
-                row.item_id, row.query, list(row.sources), row.response, row.metadata):
+            row.item_id, row.query, list(row.sources), row.response, row.metadata
+        ):
             return False, False
     status = dict(zip(finished["run_id"], finished["status"]))
     complete = len(stored) == len(wanted) and all(status.get(name) == "finished" for name in [*runs, *GRAMMAR_RUNS])
@@ -78,10 +83,10 @@ def rule_counts(db: Path, runs: Sequence[str] = RUNS) -> dict[str, Counter[str]]
     "missing", how many items lack a score on some metric (failed, empty or unsure)."""
     counts: dict[str, Counter[str]] = {}
     for run in runs:
-        wide = store.run_scores_wide(db, run, METRICS)
+        wide = queries.runs.run_scores_wide(db, run, METRICS)
         tally: Counter[str] = Counter({rid: 0 for rid in RULES})
         for row in wide.to_dict("records"):
-            scores = {m: queries.wide_score(row, m) for m in METRICS}  # with counts: the quiet diagnosis
+            scores = {m: queries.diagnosis.wide_score(row, m) for m in METRICS}  # with counts: the quiet diagnosis
             tally.update(rule.id for rule in diagnose(scores))
             tally["missing"] += any(s is None or s.value is None for s in scores.values())
         tally["items"] = len(wide)
@@ -93,9 +98,14 @@ def summary(counts: dict[str, Counter[str]]) -> str:
     """A table: one row per rule (then items lacking a score, then items), one column per run."""
     runs = list(counts)
     width = max(len(r) for r in runs) + 2
-    notes = {**{rid: f"{r.pattern} -> {r.components}" + (" (ours, not THELMA's)" if r.ours else "")
-                for rid, r in RULES.items()},
-             "missing": "items lacking a score on some metric", "items": ""}
+    notes = {
+        **{
+            rid: f"{r.pattern} -> {r.components}" + (" (ours, not THELMA's)" if r.ours else "")
+            for rid, r in RULES.items()
+        },
+        "missing": "items lacking a score on some metric",
+        "items": "",
+    }
     lines = ["rule".ljust(8) + "".join(r.rjust(width) for r in runs)]
     for key, note in notes.items():
         lines.append(key.ljust(8) + "".join(str(counts[r][key]).rjust(width) for r in runs) + f"   {note}")
@@ -110,7 +120,8 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
     if complete and not force:
         emit(f"{db}: demo is up to date")
         return rule_counts(db)
-    from evaluators import runner  # imports the judge stack: only when something is evaluated
+    from evaluators.judges import factory
+    from evaluators.runs import runner  # imports the judge stack: only when something is evaluated
 
     tmp = temp_path(db)
     if force or not stored_state(tmp, runs)[0]:
@@ -122,7 +133,7 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
     started = time.monotonic()
     for name, items in runs.items():
         # update: the runs follow the run files (stored_state checked that what is stored agrees with them).
-        result = runner.evaluate(items, tmp, run=name, judge=runner.OFFLINE, update=True)
+        result = runner.evaluate(items, tmp, run=name, judge=factory.OFFLINE, update=True)
         emit(result.text())
     # GRAMMAR's robustness runs over our fictitious company, for the Robustness page.
     from evaluators.grammar import runs as grammar_runs

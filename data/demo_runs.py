@@ -15,6 +15,7 @@ Three pipelines answer the same queries, the way real ones differ:
 
 `python -m data.demo_runs` rewrites data/demo/runs/*.jsonl; tests check the files match.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -120,6 +121,7 @@ def check_annotations(corpus: list[Chunk], queries: list[Query]) -> list[str]:
 
 # ---------------------------------------------------------------- retrievers
 
+
 def keyword_retrieve(query: str, corpus: list[Chunk], k: int = KEYWORD_K) -> list[Chunk]:
     """Top-k chunks by raw term overlap: every word counts, "the" and "how" as much as "Tidecard"
     (no stopwords, no IDF, no length normalisation), so long chunks full of common words win
@@ -212,14 +214,21 @@ def verbose(query: Query, got: list[Chunk], n: int) -> str:
 
 # ---------------------------------------------------------------- runs
 
+
 def _item(query: Query, got: list[Chunk], response: str, retriever: str, generator: str) -> dict[str, Any]:
     return {
         "id": query.id,
         "query": query.text,
         "sources": [c.text for c in got],
         "response": response,
-        "metadata": {"retriever": retriever, "generator": generator, "chunks": [c.id for c in got],
-                     "gold_chunks": query.gold, "topic": query.topic, "parts": len(query.parts)},
+        "metadata": {
+            "retriever": retriever,
+            "generator": generator,
+            "chunks": [c.id for c in got],
+            "gold_chunks": query.gold,
+            "topic": query.topic,
+            "parts": len(query.parts),
+        },
     }
 
 

@@ -3,6 +3,7 @@
 Importing the package makes every library it uses offline and quiet: no price-list fetch, no
 model hub, no telemetry. These must be set before litellm or sentence-transformers is imported.
 """
+
 import os
 
 for _name, _value in {

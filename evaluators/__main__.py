@@ -1,4 +1,5 @@
-"""`python -m evaluators ...`: see evaluators/cli.py."""
+"""`python -m evaluators ...`: see evaluators/cli/."""
+
 import sys
 
 from evaluators.cli import main

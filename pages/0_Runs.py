@@ -1,11 +1,14 @@
 """Runs: every evaluation run, and for one run each metric's headline with its interval and failures."""
+
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from evaluators import charts, queries, ui
-from evaluators.vocabulary import display_name
+from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard.views import runs as runs_view
+from evaluators.metrics.registry import display_name
+from evaluators.storage import queries
 
 HOW_TO_READ = """Each run scores (query, retrieved sources, response) triplets without a reference answer. A
 judge breaks a text into parts (claims, sub-questions, sentences) and answers 1 or 0 for each part; a
@@ -32,71 +35,93 @@ the paper's: **X1** (high SQC, low GR) names a generator that makes things up wh
 left out of the score like a judge failure and counted apart, so read every mean with its "n scored of N"."""
 
 ui.page("Runs")
-runs = ui.runs()
+runs = reads.runs()
 if runs.empty:
     st.info("The database has no runs yet. Evaluate a file on the Evaluate page or with the CLI.")
     st.stop()
 
 with st.expander("How to read this", expanded=False):
     st.markdown(HOW_TO_READ)
-prompt_cells, prompt_help = ui.prompt_names(list(runs["prompt_hashes"]))
+prompt_cells, prompt_help = runs_view.prompt_names(list(runs["prompt_hashes"]))
 table = runs.assign(
     items=[f"{d} of {n}" for d, n in zip(runs["n_done"], runs["n_items"])],
     prompts=prompt_cells,
 )[["run_id", "judge", "status", "items", "created_at", "started_by", "prompts"]]
-st.dataframe(table, hide_index=True, key="runs_table", width="stretch",
-             column_config={"created_at": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
-                            "prompts": st.column_config.ListColumn("prompts", help=prompt_help)})
+st.dataframe(
+    table,
+    hide_index=True,
+    key="runs_table",
+    width="stretch",
+    column_config={
+        "created_at": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
+        "prompts": st.column_config.ListColumn("prompts", help=prompt_help),
+    },
+)
 
 run_id = ui.pick_run(runs)
-metric_ids = ui.metrics(run_id)
-th = ui.thresholds(metric_ids)
-band = ui.band_control()
-corrected = ui.scores_control()
+metric_ids = reads.metrics(run_id)
+th = state.thresholds(metric_ids)
+band = state.band_control()
+corrected = state.scores_control()
 info = runs[runs["run_id"] == run_id].iloc[0]
-st.header(f"Run {ui.md(run_id)}")
-st.caption(f"judge **{ui.md(info['judge'])}** · status {ui.md(info['status'])} · created {info['created_at']:%Y-%m-%d %H:%M} · "
-           f"{info['n_done']} of {info['n_items']} items written")
+st.header(f"Run {markup.md(run_id)}")
+st.caption(
+    f"judge **{markup.md(info['judge'])}** · status {markup.md(info['status'])} · created {info['created_at']:%Y-%m-%d %H:%M} · "
+    f"{info['n_done']} of {info['n_items']} items written"
+)
 if info["error"]:
-    st.error(f"run error: {ui.md(info['error'])}")
+    st.error(f"run error: {markup.md(info['error'])}")
 if not metric_ids:
     st.info("No scores in this run yet.")
     st.stop()
 
-overview, dist, fails = ui.read(queries.run_summary, run_id, band, corrected)
+overview, dist, fails = reads.read(queries.runs.run_summary, run_id, band, corrected)
 overview = overview.set_index("metric")
 
 rows = []
 cards = st.columns(len(metric_ids))
 for col, m in zip(cards, metric_ids):
     o = overview.loc[m]
-    ci = ui.headline(dist, m)
+    ci = runs_view.headline(dist, m)
     item_fails = fails[(fails["metric"] == m) & (fails["grain"] == "items")]
     verdict_fails = fails[(fails["metric"] == m) & (fails["grain"] == "verdicts")]
-    n_below, n_scored = ui.share_below(dist, m, th.get(m, 0.5))
+    n_below, n_scored = runs_view.share_below(dist, m, th.get(m, 0.5))
     col.metric(m.upper(), "–" if ci is None else f"{ci.mean:.2f}", help=display_name(m))
     col.caption(f"n scored {n_scored} of {int(o['n_items'])}")
     col.caption(f"{int(o['n_unsure'])} unsure")
-    rows.append({
-        "metric": m, "mean": None if ci is None else round(ci.mean, 3),
-        "95% CI": "–" if ci is None else f"[{ci.low:.2f}, {ci.high:.2f}]",
-        "n scored": f"{n_scored} of {int(o['n_items'])}",
-        "unsure items": int(o["n_unsure"]),
-        "unscored items": ui.failure_text(item_fails),
-        "failed verdicts": ui.failure_text(verdict_fails),
-        "threshold": th.get(m, 0.5),
-        "below threshold": f"{n_below} ({n_below / n_scored:.0%})" if n_scored else "–",
-        "distribution": charts.tenth_counts(dist, m),
-    })
+    rows.append(
+        {
+            "metric": m,
+            "mean": None if ci is None else round(ci.mean, 3),
+            "95% CI": "–" if ci is None else f"[{ci.low:.2f}, {ci.high:.2f}]",
+            "n scored": f"{n_scored} of {int(o['n_items'])}",
+            "unsure items": int(o["n_unsure"]),
+            "unscored items": runs_view.failure_text(item_fails),
+            "failed verdicts": runs_view.failure_text(verdict_fails),
+            "threshold": th.get(m, 0.5),
+            "below threshold": f"{n_below} ({n_below / n_scored:.0%})" if n_scored else "–",
+            "distribution": charts.tenth_counts(dist, m),
+        }
+    )
 # The distribution column is drawn by the table itself: plotly's script (megabytes) is only fetched
 # when the histograms with threshold lines are asked for, so the page is whole sooner.
-st.dataframe(pd.DataFrame(rows), hide_index=True, key="metric_table", width="stretch",
-             column_config={"distribution": st.column_config.BarChartColumn(
-                 "distribution", y_min=0, help="scored items per tenth of the score, from 0 to 1")})
-st.caption("Intervals: percentile bootstrap of the mean over scored items, 1000 resamples, fixed seed. "
-           "Unscored items (judge failures, empty decompositions, and items whose verdicts were all unsure at "
-           "the uncertainty band) are counted apart, never as 0.")
-if ui.synced(st.toggle, "Histograms with threshold lines", "hist", False, lambda s: s in ("1", "True")):
+st.dataframe(
+    pd.DataFrame(rows),
+    hide_index=True,
+    key="metric_table",
+    width="stretch",
+    column_config={
+        "distribution": st.column_config.BarChartColumn(
+            "distribution", y_min=0, help="scored items per tenth of the score, from 0 to 1"
+        )
+    },
+)
+st.caption(
+    "Intervals: percentile bootstrap of the mean over scored items, 1000 resamples, fixed seed. "
+    "Unscored items (judge failures, empty decompositions, and items whose verdicts were all unsure at "
+    "the uncertainty band) are counted apart, never as 0."
+)
+if state.synced(st.toggle, "Histograms with threshold lines", "hist", False, lambda s: s in ("1", "True")):
     st.plotly_chart(charts.histograms(dist, metric_ids, th), key="histograms", config=charts.PLOT_CONFIG)
 
 c1, c2, c3 = st.columns(3)

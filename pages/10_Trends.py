@@ -1,84 +1,117 @@
 """Trends: metric means with their intervals over runs in time order, or over a timestamp in one run's
-item metadata, against a chosen baseline (evaluators/trends.py)."""
+item metadata, against a chosen baseline (evaluators/metrics/trends.py)."""
+
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from evaluators import charts, queries, trends, ui
+from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.metrics import trends
+from evaluators.storage import queries
 
 ui.page("Trends")
-runs = ui.runs()
+runs = reads.runs()
 if runs.empty:
     st.info("The database has no runs yet.")
     st.stop()
-band = ui.band_control()
-by = ui.synced(st.radio, "Trend over", "by", "runs", options=["runs", "time"], horizontal=True,
-               format_func={"runs": "runs, in the order they were created", "time": "one run's item timestamps"}.get)
+band = state.band_control()
+by = state.synced(
+    st.radio,
+    "Trend over",
+    "by",
+    "runs",
+    options=["runs", "time"],
+    horizontal=True,
+    format_func={"runs": "runs, in the order they were created", "time": "one run's item timestamps"}.get,
+)
 
 if by == "runs":
     oldest_first = runs.sort_values("created_at", kind="stable")
     ids = list(oldest_first["run_id"])
-    thelma = ui.read(queries.thelma_runs)
-    chosen = ui.synced(st.multiselect, "Runs", "runs", [r for r in ids if r in thelma] or ids, ui.csv_list,
-                       remember=True, options=ids)
+    thelma = reads.read(queries.runs.thelma_runs)
+    chosen = state.synced(
+        st.multiselect,
+        "Runs",
+        "runs",
+        [r for r in ids if r in thelma] or ids,
+        state.csv_list,
+        remember=True,
+        options=ids,
+    )
     order = [r for r in ids if r in chosen]
     if not order:
         st.info("Pick one or more runs.")
         st.stop()
-    baseline = ui.synced(st.selectbox, "Baseline run", "base", order[0], options=order)
-    read = ui.read(queries.trend_scores, order, baseline, band)
+    baseline = state.synced(st.selectbox, "Baseline run", "base", order[0], options=order)
+    read = reads.read(queries.trends.trend_scores, order, baseline, band)
     dates = dict(zip(oldest_first["run_id"], oldest_first["created_at"]))
-    metric_ids = ui.metrics(*order)
+    metric_ids = reads.metrics(*order)
 else:
     run_id = ui.pick_run(runs, where=st)
-    keys = ui.read(queries.metadata_keys, run_id)
+    keys = reads.read(queries.runs.metadata_keys, run_id)
     if not keys:
         st.info("This run's items carry no metadata: nothing to read a timestamp from.")
         st.stop()
-    guess = next((k for k in keys if k.lower() in ("ts", "when") or any(w in k.lower() for w in ("time", "date", "created"))),
-                 keys[0])
+    guess = next(
+        (k for k in keys if k.lower() in ("ts", "when") or any(w in k.lower() for w in ("time", "date", "created"))),
+        keys[0],
+    )
     c1, c2 = st.columns(2)
-    key = ui.synced(c1.selectbox, "Timestamp field (item metadata)", "ts", guess, options=keys)
-    unit = ui.synced(c2.radio, "Bucket", "unit", "day", options=list(trends.UNITS), horizontal=True)
-    read = ui.read(queries.trend_buckets, run_id, key, unit, band)
+    key = state.synced(c1.selectbox, "Timestamp field (item metadata)", "ts", guess, options=keys)
+    unit = state.synced(c2.radio, "Bucket", "unit", "day", options=list(trends.UNITS), horizontal=True)
+    read = reads.read(queries.trends.trend_buckets, run_id, key, unit, band)
     totals = read["totals"]
     untimed = int(totals.loc[totals["point"].isna(), "n_items"].sum())
     order = [p for p in totals["point"] if isinstance(p, str)]
     if untimed:
-        st.caption(f"{untimed} of {int(totals['n_items'].sum())} items have no readable timestamp in "
-                   f"{ui.md(key)} (ISO text or seconds since the epoch) and are left out.")
+        st.caption(
+            f"{untimed} of {int(totals['n_items'].sum())} items have no readable timestamp in "
+            f"{markup.md(key)} (ISO text or seconds since the epoch) and are left out."
+        )
     if not order:
-        st.info(f"No item of {ui.md(run_id)} has a readable timestamp in {ui.md(key)}.")
+        st.info(f"No item of {markup.md(run_id)} has a readable timestamp in {markup.md(key)}.")
         st.stop()
-    baseline = ui.synced(st.selectbox, f"Baseline {unit}", "base", order[0], options=order)
+    baseline = state.synced(st.selectbox, f"Baseline {unit}", "base", order[0], options=order)
     dates = {}
-    metric_ids = ui.metrics(run_id)
+    metric_ids = reads.metrics(run_id)
 
 metric_ids = [m for m in metric_ids if m in set(read["dist"]["metric"])]
-shown = ui.synced(st.multiselect, "Metrics", "metrics", metric_ids, ui.csv_list, options=metric_ids,
-                  format_func=str.upper)
+shown = state.synced(
+    st.multiselect, "Metrics", "metrics", metric_ids, state.csv_list, options=metric_ids, format_func=str.upper
+)
 frame = trends.points(read["dist"], read["totals"], order, baseline, read.get("pairs"))
 frame = frame[frame["metric"].isin(shown)]
 if frame.empty:
     st.info("No scored metric to show.")
     st.stop()
 st.plotly_chart(charts.trend_chart(frame, shown, order), key="trend_chart", config=charts.PLOT_CONFIG)
-table = pd.DataFrame({
-    "point": frame["point"], "created": [dates.get(p) for p in frame["point"]], "metric": frame["metric"].str.upper(),
-    "mean": frame["mean"].round(3),
-    "95% CI": ["–" if pd.isna(lo) else f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(frame["low"], frame["high"])],
-    "n scored": [f"{s} of {n}" for s, n in zip(frame["n_scored"], frame["n_total"])],
-    "change vs baseline": ["baseline" if b else "–" if pd.isna(d) else f"{d:+.3f} [{lo:+.2f}, {hi:+.2f}]"
-                           for b, d, lo, hi in zip(frame["baseline"], frame["delta"], frame["delta_low"],
-                                                   frame["delta_high"])],
-    "real": ["" if b or pd.isna(d) else "✓ real" if r else "noise (CI spans 0)"
-             for b, d, r in zip(frame["baseline"], frame["delta"], frame["real"])],
-    "test": frame["test"].fillna("")})
-st.dataframe(table if by == "runs" else table.drop(columns="created"), hide_index=True, key="trend_table",
-             width="stretch")
-st.caption("Means: percentile bootstrap over scored items (1000 resamples, fixed seed); unscored items are "
-           "counted apart, never as 0. A change against the baseline is real when its 95% interval excludes 0. "
-           "Test: **paired** bootstrap of per-item deltas when both runs scored exactly the same items (as in "
-           "Compare), else **unpaired** bootstrap of the difference of means, each side resampled on its own "
-           "(time buckets never share items).")
+table = pd.DataFrame(
+    {
+        "point": frame["point"],
+        "created": [dates.get(p) for p in frame["point"]],
+        "metric": frame["metric"].str.upper(),
+        "mean": frame["mean"].round(3),
+        "95% CI": ["–" if pd.isna(lo) else f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(frame["low"], frame["high"])],
+        "n scored": [f"{s} of {n}" for s, n in zip(frame["n_scored"], frame["n_total"])],
+        "change vs baseline": [
+            "baseline" if b else "–" if pd.isna(d) else f"{d:+.3f} [{lo:+.2f}, {hi:+.2f}]"
+            for b, d, lo, hi in zip(frame["baseline"], frame["delta"], frame["delta_low"], frame["delta_high"])
+        ],
+        "real": [
+            "" if b or pd.isna(d) else "✓ real" if r else "noise (CI spans 0)"
+            for b, d, r in zip(frame["baseline"], frame["delta"], frame["real"])
+        ],
+        "test": frame["test"].fillna(""),
+    }
+)
+st.dataframe(
+    table if by == "runs" else table.drop(columns="created"), hide_index=True, key="trend_table", width="stretch"
+)
+st.caption(
+    "Means: percentile bootstrap over scored items (1000 resamples, fixed seed); unscored items are "
+    "counted apart, never as 0. A change against the baseline is real when its 95% interval excludes 0. "
+    "Test: **paired** bootstrap of per-item deltas when both runs scored exactly the same items (as in "
+    "Compare), else **unpaired** bootstrap of the difference of means, each side resampled on its own "
+    "(time buckets never share items)."
+)

@@ -1,38 +1,51 @@
 """Run: the per-item score table, filtered and sorted in DuckDB, a page at a time, one click to an item."""
+
 from __future__ import annotations
 
 import streamlit as st
 
-from evaluators import charts, queries, ui
-from evaluators.diagnosis import RULES
+from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.metrics.diagnosis import RULES
+from evaluators.storage import queries
 
 PAGE_SIZE = 200
 
 ui.page("Run")
 run_id, metric_ids, th = ui.current_run()
-st.caption(f"Run **{ui.md(run_id)}**: items with their scores. An empty cell is an unscored metric; "
-           "its reason is in *failed metrics* (*unsure*: every verdict fell inside the uncertainty band).")
+st.caption(
+    f"Run **{markup.md(run_id)}**: items with their scores. An empty cell is an unscored metric; "
+    "its reason is in *failed metrics* (*unsure*: every verdict fell inside the uncertainty band)."
+)
 if not metric_ids:
     st.info("This run has no scores yet: its items are listed without metrics.")
 
 c1, c2, c3 = st.columns([2, 2, 1])
-below = ui.synced(c1.multiselect, "Below threshold on any of", "below", [], ui.csv_list, options=metric_ids,
-                  format_func=str.upper)
-rules = ui.synced(c2.multiselect, "Table-2 rule fires (any of)", "rule", [], ui.csv_list,
-                  options=list(RULES), format_func=ui.rule_label)
-failed = ui.synced(c3.checkbox, "Judge failure or unscored", "failed", False, lambda s: s in ("1", "True"))
+below = state.synced(
+    c1.multiselect, "Below threshold on any of", "below", [], state.csv_list, options=metric_ids, format_func=str.upper
+)
+rules = state.synced(
+    c2.multiselect,
+    "Table-2 rule fires (any of)",
+    "rule",
+    [],
+    state.csv_list,
+    options=list(RULES),
+    format_func=markup.rule_label,
+)
+failed = state.synced(c3.checkbox, "Judge failure or unscored", "failed", False, lambda s: s in ("1", "True"))
 c4, c5, c6 = st.columns([2, 1, 1])
-search = ui.synced(c4.text_input, "Search text (id, query, response)", "q", "")
-keys = ui.read(queries.metadata_keys, run_id)
-meta_key = ui.synced(c5.selectbox, "Metadata field", "mk", "", options=["", *keys],
-                     format_func=lambda k: k or "(any)")
+search = state.synced(c4.text_input, "Search text (id, query, response)", "q", "")
+keys = reads.read(queries.runs.metadata_keys, run_id)
+meta_key = state.synced(
+    c5.selectbox, "Metadata field", "mk", "", options=["", *keys], format_func=lambda k: k or "(any)"
+)
 meta = None
 if meta_key:
-    values = list(ui.read(queries.metadata_values, run_id, meta_key)["value"])
-    meta_val = ui.synced(c6.selectbox, "Value", "mv", "", options=["", *values], format_func=lambda v: v or "(any)")
+    values = list(reads.read(queries.runs.metadata_values, run_id, meta_key)["value"])
+    meta_val = state.synced(c6.selectbox, "Value", "mv", "", options=["", *values], format_func=lambda v: v or "(any)")
     meta = (meta_key, meta_val) if meta_val else None
 
-levels = dict(p.split(":", 1) for p in ui.csv_list(st.query_params.get("quad", "")) if ":" in p)
+levels = dict(p.split(":", 1) for p in state.csv_list(st.query_params.get("quad", "")) if ":" in p)
 levels = {m: lv for m, lv in levels.items() if m in metric_ids and lv in ("low", "high")}
 if levels:
     st.info("Quadrant: " + " and ".join(f"{m.upper()} {lv}" for m, lv in levels.items()))
@@ -41,47 +54,82 @@ if levels:
         st.rerun()
 
 c7, c8, c9 = st.columns([2, 1, 1])
-sort = ui.synced(c7.selectbox, "Sort by", "sort", "item_id", options=["item_id", *metric_ids, "n_failed"],
-                 format_func=lambda s: s.upper() if s in metric_ids else s)
-desc = ui.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "True"))
-n_items = int(ui.runs().set_index("run_id").loc[run_id, "n_done"])
+sort = state.synced(
+    c7.selectbox,
+    "Sort by",
+    "sort",
+    "item_id",
+    options=["item_id", *metric_ids, "n_failed"],
+    format_func=lambda s: s.upper() if s in metric_ids else s,
+)
+desc = state.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "True"))
+n_items = int(reads.runs().set_index("run_id").loc[run_id, "n_done"])
 pages = max(1, -(-n_items // PAGE_SIZE))
-page_no = ui.synced(c9.number_input, "Page", "page", 1, ui.whole(1, pages), min_value=1, max_value=pages, step=1)
-ids = ui.read(queries.search_ids, run_id, search, meta) if search or meta else None
-frame, total = ui.derived(queries.filter_items, [run_id], metric_ids, th, below=below, rules=rules, levels=levels,
-                          failed_only=failed, ids=ids, sort=sort, descending=desc,
-                          limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
+page_no = state.synced(c9.number_input, "Page", "page", 1, state.whole(1, pages), min_value=1, max_value=pages, step=1)
+ids = reads.read(queries.items.search_ids, run_id, search, meta) if search or meta else None
+frame, total = reads.derived(
+    queries.diagnosis.filter_items,
+    [run_id],
+    metric_ids,
+    th,
+    below=below,
+    rules=rules,
+    levels=levels,
+    failed_only=failed,
+    ids=ids,
+    sort=sort,
+    descending=desc,
+    limit=PAGE_SIZE,
+    offset=(page_no - 1) * PAGE_SIZE,
+)
 first = (page_no - 1) * PAGE_SIZE
 st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len(frame)}" if len(frame) else ""))
 # With a rule filter the item opens onto that rule's evidence; with a filter on scores, onto its verdicts.
 tab = "Verdicts" if below or failed or levels else None
 frame.insert(0, "open", [ui.item_url(run_id, i, ",".join(rules), tab) for i in frame["item_id"]])
 event = st.dataframe(
-    frame, hide_index=True, key="items_table", on_select="rerun", selection_mode="single-row", width="stretch",
+    frame,
+    hide_index=True,
+    key="items_table",
+    on_select="rerun",
+    selection_mode="single-row",
+    width="stretch",
     column_config={
         "open": st.column_config.LinkColumn("open", display_text="🔎", width="small"),
         **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
         "n_failed": st.column_config.NumberColumn("failed verdicts"),
         "failed_metrics": "failed metrics",
-    })
+    },
+)
 picked = event["selection"]["rows"] if event else []
 if picked and picked[0] < len(frame):
-    ui.switch_page("item", ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]], rule=",".join(rules) or None,
-                                   tab=tab))
+    ui.switch_page(
+        "item", ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]], rule=",".join(rules) or None, tab=tab)
+    )
 
 # Drawn once opened: a pass over every item, and plotly's script in the browser, that a first visit skips.
 with st.expander("Metric correlations across all items of the run", key="corr_open", on_change="rerun") as corr:
     if corr.open:
-        st.plotly_chart(charts.heatmap(ui.derived(queries.correlations, [run_id], metric_ids), metric_ids),
-                        key="corr_heatmap", config=charts.PLOT_CONFIG)
+        st.plotly_chart(
+            charts.heatmap(reads.derived(queries.diagnosis.correlations, [run_id], metric_ids), metric_ids),
+            key="corr_heatmap",
+            config=charts.PLOT_CONFIG,
+        )
 
 # Peer scores that came with the input (RAGAS result columns, DeepEval metrics, Langfuse scores):
 # shown beside ours, never read by our metrics, thresholds or Table 2.
-imported = ui.read(queries.imported_summary, run_id)
+imported = reads.read(queries.runs.imported_summary, run_id)
 if not imported.empty:
-    st.markdown("**Imported peer scores** · from the input file, not computed here and never mixed into our "
-                "metrics or Table 2")
-    st.dataframe({"imported": [f"imported: {o} {m}" for o, m in zip(imported["origin"], imported["metric"])],
-                  "mean": [ui.fmt_score(v) for v in imported["mean"]],
-                  "n scored": [f"{int(n)} of {int(t)}" for n, t in zip(imported["n_scored"], imported["n_total"])]},
-                 hide_index=True, key="imported_scores", width="stretch")
+    st.markdown(
+        "**Imported peer scores** · from the input file, not computed here and never mixed into our metrics or Table 2"
+    )
+    st.dataframe(
+        {
+            "imported": [f"imported: {o} {m}" for o, m in zip(imported["origin"], imported["metric"])],
+            "mean": [markup.fmt_score(v) for v in imported["mean"]],
+            "n scored": [f"{int(n)} of {int(t)}" for n, t in zip(imported["n_scored"], imported["n_total"])],
+        },
+        hide_index=True,
+        key="imported_scores",
+        width="stretch",
+    )

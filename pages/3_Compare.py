@@ -1,5 +1,6 @@
 """Compare: two runs aligned by item id, per-metric deltas with paired-bootstrap intervals, crossings,
 a claim-level diff for one item, and a pairwise-preference mode."""
+
 from __future__ import annotations
 
 import json
@@ -8,12 +9,16 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from evaluators import charts, flips, queries, ui
-from evaluators.stats import bootstrap_ci
+from evaluators.core.stats import bootstrap_ci
+from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard.views import compare as compare_view
+from evaluators.metrics import registry
+from evaluators.runs import flips
+from evaluators.storage import queries
 
 FLIPS_AT_ONCE = 20_000  # runs up to this many items show why verdicts flipped without being asked
 ui.page("Compare")
-runs = ui.runs()
+runs = reads.runs()
 if len(runs) < 2:
     st.info("Comparing needs at least two runs.")
     st.stop()
@@ -22,21 +27,25 @@ other = ui.pick_run(runs, key="other", label="Other run (after)", skip=run_id)
 if other == run_id:
     st.warning("Pick two different runs.")
     st.stop()
-metric_ids = ui.metrics(run_id, other)
-th = ui.thresholds(metric_ids)
-band = ui.band_control()
-ui.scores_control()
+metric_ids = reads.metrics(run_id, other)
+th = state.thresholds(metric_ids)
+band = state.band_control()
+state.scores_control()
 a, b = (runs[runs["run_id"] == r].iloc[0] for r in (run_id, other))
 if a["judge"] != b["judge"]:
-    st.warning(f"⚠ Different judges: {ui.md(run_id)} used **{ui.md(a['judge'])}**, {ui.md(other)} used "
-               f"**{ui.md(b['judge'])}**. "
-               "Deltas mix a pipeline change with a judge change.")
+    st.warning(
+        f"⚠ Different judges: {markup.md(run_id)} used **{markup.md(a['judge'])}**, {markup.md(other)} used "
+        f"**{markup.md(b['judge'])}**. "
+        "Deltas mix a pipeline change with a judge change."
+    )
 ha, hb = json.loads(a["prompt_hashes"]), json.loads(b["prompt_hashes"])
 changed = sorted(k for k in set(ha) | set(hb) if ha.get(k) != hb.get(k))
 if changed:
-    st.warning(f"⚠ Different prompt files: {ui.md(', '.join(changed))}. Scores may move because the prompts changed.")
+    st.warning(
+        f"⚠ Different prompt files: {markup.md(', '.join(changed))}. Scores may move because the prompts changed."
+    )
 
-compared = ui.derived(queries.compare_tables, [run_id, other], metric_ids, th)
+compared = reads.derived(queries.compare.compare_tables, [run_id, other], metric_ids, th)
 summary, dist = compared["summary"].set_index("metric"), compared["deltas"]
 rows = []
 for m in metric_ids:
@@ -45,92 +54,153 @@ for m in metric_ids:
     s = summary.loc[m]
     part = dist[dist["metric"] == m]
     ci = bootstrap_ci(part["delta"].to_numpy(), part["n"].to_numpy())
-    rows.append({"metric": m, "items in both": int(s["n_pairs"]), f"mean {run_id}": round(s["mean_a"], 3),
-                 f"mean {other}": round(s["mean_b"], 3), "delta": round(float(s["delta"]), 3),
-                 "ci_low": round(ci.low, 3), "ci_high": round(ci.high, 3), "real": ci.excludes_zero})
+    rows.append(
+        {
+            "metric": m,
+            "items in both": int(s["n_pairs"]),
+            f"mean {run_id}": round(s["mean_a"], 3),
+            f"mean {other}": round(s["mean_b"], 3),
+            "delta": round(float(s["delta"]), 3),
+            "ci_low": round(ci.low, 3),
+            "ci_high": round(ci.high, 3),
+            "real": ci.excludes_zero,
+        }
+    )
 deltas = pd.DataFrame(rows)
-st.subheader(f"{ui.md(other)} − {ui.md(run_id)}")
+st.subheader(f"{markup.md(other)} − {markup.md(run_id)}")
 if deltas.empty:
     st.info("The two runs share no scored items.")
     st.stop()
-st.dataframe(deltas.assign(real=deltas["real"].map({True: "✓ real", False: "noise (CI spans 0)"})),
-             hide_index=True, key="delta_table", width="stretch",
-             column_config={"ci_low": "95% CI low", "ci_high": "95% CI high", "real": "change"})
-st.caption("Paired bootstrap over the items both runs scored (1000 resamples, fixed seed). "
-           "A change counts as real only when its 95% interval excludes 0.")
+st.dataframe(
+    deltas.assign(real=deltas["real"].map({True: "✓ real", False: "noise (CI spans 0)"})),
+    hide_index=True,
+    key="delta_table",
+    width="stretch",
+    column_config={"ci_low": "95% CI low", "ci_high": "95% CI high", "real": "change"},
+)
+st.caption(
+    "Paired bootstrap over the items both runs scored (1000 resamples, fixed seed). "
+    "A change counts as real only when its 95% interval excludes 0."
+)
 st.plotly_chart(charts.delta_chart(deltas), key="delta_chart", config=charts.PLOT_CONFIG)
 
 st.subheader("Items that crossed a threshold")
 crossed = summary.reset_index()[["metric", "n_worse", "n_better"]]
-st.dataframe(crossed.rename(columns={"n_worse": "fell below", "n_better": "rose above"}), hide_index=True,
-             key="crossed_table", width="stretch")
+st.dataframe(
+    crossed.rename(columns={"n_worse": "fell below", "n_better": "rose above"}),
+    hide_index=True,
+    key="crossed_table",
+    width="stretch",
+)
 c1, c2 = st.columns(2)
-cross_metric = ui.synced(c1.selectbox, "Metric", "xm", metric_ids[0], options=metric_ids, format_func=str.upper)
-direction = ui.synced(c2.radio, "Direction", "xd", "worse", options=["worse", "better"], horizontal=True)
-items = ui.derived(queries.crossed_items, [run_id, other], cross_metric, th.get(cross_metric, 0.5), direction)
+cross_metric = state.synced(c1.selectbox, "Metric", "xm", metric_ids[0], options=metric_ids, format_func=str.upper)
+direction = state.synced(c2.radio, "Direction", "xd", "worse", options=["worse", "better"], horizontal=True)
+items = reads.derived(
+    queries.compare.crossed_items, [run_id, other], cross_metric, th.get(cross_metric, 0.5), direction
+)
 if items.empty:
     st.caption("No item crossed in that direction.")
 else:
     items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in items["item_id"]])  # why it crossed
-    st.dataframe(items.rename(columns={"a": run_id, "b": other}), hide_index=True, key="crossed_items",
-                 width="stretch", column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")})
+    st.dataframe(
+        items.rename(columns={"a": run_id, "b": other}),
+        hide_index=True,
+        key="crossed_items",
+        width="stretch",
+        column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
+    )
 
 st.subheader("Claim-level diff for one item")
 default_item = "" if items.empty else items["item_id"].iloc[0]
-item_id = ui.synced(st.text_input, "Item id to diff", "item", default_item)
+item_id = state.synced(st.text_input, "Item id to diff", "item", default_item)
 if item_id:
-    diff = ui.claim_diff(*ui.read_all(ui.call(queries.claim_verdicts, run_id, item_id, band),
-                                      ui.call(queries.claim_verdicts, other, item_id, band)))
+    diff = compare_view.claim_diff(
+        *reads.read_all(
+            reads.call(queries.items.claim_verdicts, run_id, item_id, band),
+            reads.call(queries.items.claim_verdicts, other, item_id, band),
+        )
+    )
     counts = diff["change"].value_counts()
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
-    st.dataframe(diff.rename(columns={"before": run_id, "after": other}), hide_index=True, key="claim_diff",
-                 width="stretch")
-    ui.item_link(other, item_id, label=f"Open {ui.md(item_id)} in {ui.md(other)}", tab="Response")  # its claims
+    st.dataframe(
+        diff.rename(columns={"before": run_id, "after": other}), hide_index=True, key="claim_diff", width="stretch"
+    )
+    ui.item_link(other, item_id, label=f"Open {markup.md(item_id)} in {markup.md(other)}", tab="Response")  # its claims
 
 st.subheader("Pairwise preference")
-if ui.synced(st.toggle, "Preference mode: one run is declared the better variant", "pref", False,
-             lambda s: s in ("1", "True")):
-    better = ui.synced(st.radio, "Declared better run", "better", other, options=[run_id, other], horizontal=True,
-                       format_func=ui.md)
+if state.synced(
+    st.toggle, "Preference mode: one run is declared the better variant", "pref", False, lambda s: s in ("1", "True")
+):
+    better = state.synced(
+        st.radio,
+        "Declared better run",
+        "better",
+        other,
+        options=[run_id, other],
+        horizontal=True,
+        format_func=markup.md,
+    )
     worse = run_id if better == other else other
-    agree = ui.derived(queries.preference_agreement, [better, worse], metric_ids)
+    agree = reads.derived(queries.compare.preference_agreement, [better, worse], metric_ids)
     agree["agreement"] = (agree["agree"] / agree["n_pairs"]).round(3)
     agree["metric"] = pd.Categorical(agree["metric"], categories=metric_ids, ordered=True)
     st.dataframe(agree.sort_values("metric"), hide_index=True, key="preference_table", width="stretch")
-    st.caption(f"Agreement: share of items where {ui.md(better)} scores strictly higher than {ui.md(worse)} "
-               "(THELMA Table 1). Ties are counted apart.")
+    st.caption(
+        f"Agreement: share of items where {markup.md(better)} scores strictly higher than {markup.md(worse)} "
+        "(THELMA Table 1). Ties are counted apart."
+    )
 
-# ---------------------------------------------------------------- why verdicts flipped (evaluators/flips.py)
+# ---------------------------------------------------------------- why verdicts flipped (evaluators/runs/flips.py)
 st.subheader("Why verdicts flipped")
 # It reads every verdict of both runs (seconds per 10k items): big runs ask for it, small ones show it.
 big = max(int(a["n_done"]), int(b["n_done"])) > FLIPS_AT_ONCE
-if big and not ui.synced(st.toggle, "Explain why verdicts flipped (reads every verdict of both runs)", "why", False,
-                         lambda s: s in ("1", "True")):
+if big and not state.synced(
+    st.toggle,
+    "Explain why verdicts flipped (reads every verdict of both runs)",
+    "why",
+    False,
+    lambda s: s in ("1", "True"),
+):
     st.stop()
-flipped = ui.read(flips.between, run_id, other, band, tuple(m for m in metric_ids if m in queries.COMPONENT_METRICS))
+flipped = reads.read(
+    flips.between, run_id, other, band, tuple(m for m in metric_ids if m in registry.component_metrics())
+)
 causes = flipped.cause_counts()
 st.markdown(f"**{flipped.n_flips}** verdicts flipped: " + " · ".join(f"**{n}** {c}" for c, n in causes.items()))
-st.caption("A claim (RP, GR), sub-question (SQC, RQC) or source (SP1) whose confident verdict changed, matched "
-           "across runs by its text. Cause: the item's retrieved sources changed → retriever or chunking; the "
-           "sources stayed the same and the response changed → prompt or generator; neither → judge (noise, or "
-           "another judge or prompt). A verdict unsure or failed in either run is not a flip, and a component "
-           "found in one run only cannot flip: both are counted apart.")
+st.caption(
+    "A claim (RP, GR), sub-question (SQC, RQC) or source (SP1) whose confident verdict changed, matched "
+    "across runs by its text. Cause: the item's retrieved sources changed → retriever or chunking; the "
+    "sources stayed the same and the response changed → prompt or generator; neither → judge (noise, or "
+    "another judge or prompt). A verdict unsure or failed in either run is not a flip, and a component "
+    "found in one run only cannot flip: both are counted apart."
+)
 st.dataframe(flipped.rollup, hide_index=True, key="flip_rollup", width="stretch")
 if not flipped.items.empty:
     flip_items = flipped.items.sort_values(["flips", "item_id"], ascending=[False, True])
     flip_items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in flip_items["item_id"]])
-    st.dataframe(flip_items, hide_index=True, key="flip_items", width="stretch",
-                 column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")})
+    st.dataframe(
+        flip_items,
+        hide_index=True,
+        key="flip_items",
+        width="stretch",
+        column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
+    )
 if item_id:
     mine = flipped.for_item(item_id)
-    st.markdown(f"**Flips of {ui.md(item_id)}**" + ("" if len(mine) else ": none"))
+    st.markdown(f"**Flips of {markup.md(item_id)}**" + ("" if len(mine) else ": none"))
     if len(mine):
-        st.dataframe(mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other}),
-                     hide_index=True, key="item_flips", width="stretch")
+        st.dataframe(
+            mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other}),
+            hide_index=True,
+            key="item_flips",
+            width="stretch",
+        )
         moved = flipped.source_changes[flipped.source_changes["item_id"] == item_id]
         for change in moved.itertuples(index=False):
             run = run_id if change.run == "a" else other
-            verb = f"removed (was in {ui.md(run_id)})" if change.run == "a" else f"added (in {ui.md(other)})"
+            verb = f"removed (was in {markup.md(run_id)})" if change.run == "a" else f"added (in {markup.md(other)})"
             shown = change.text if len(change.text) <= 80 else change.text[:80] + "…"
-            st.markdown(f"Source {verb}: [{ui.md(shown)}](Sources?{urlencode({'run': run, 'source': change.key})}) "
-                        f"`{change.key}`")
+            st.markdown(
+                f"Source {verb}: [{markup.md(shown)}](Sources?{urlencode({'run': run, 'source': change.key})}) "
+                f"`{change.key}`"
+            )

@@ -1,42 +1,65 @@
 """Diagnosis: THELMA Table 2 (and our rule X1) over a whole run: which rules fire, where, and which
 component to fix first."""
+
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from evaluators import charts, queries, ui
-from evaluators.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, RULES
+from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard.views import diagnosis as diagnosis_view
+from evaluators.metrics.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, QUADRANTS, RULES
+from evaluators.storage import queries
 
 ui.page("Diagnosis")
 run_id, metric_ids, th = ui.current_run()
-pairs = [(x, y, r) for x, y, r in ui.RULE_PAIRS if x in metric_ids and y in metric_ids]
-combos = ui.derived(queries.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
+pairs = [(x, y, r) for x, y, r in QUADRANTS if x in metric_ids and y in metric_ids]
+combos = reads.derived(queries.diagnosis.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
 n_items = int(combos["n"].sum())
-st.caption(f"Run **{ui.md(run_id)}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
-           "or above it; an unscored metric is neither, and so is one decided from too few confident verdicts "
-           f"(fewer than {MIN_SCORED}, or more than {MAX_UNSURE_SHARE:.0%} unsure at the uncertainty band), so "
-           "rules that need it do not fire. Rules marked *(ours)* are not THELMA's: X1 names a generator that "
-           "makes things up while retrieval covers the query, a case Table 2 has no row for.")
+st.caption(
+    f"Run **{markup.md(run_id)}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "
+    "or above it; an unscored metric is neither, and so is one decided from too few confident verdicts "
+    f"(fewer than {MIN_SCORED}, or more than {MAX_UNSURE_SHARE:.0%} unsure at the uncertainty band), so "
+    "rules that need it do not fire. Rules marked *(ours)* are not THELMA's: X1 names a generator that "
+    "makes things up while retrieval covers the query, a case Table 2 has no row for."
+)
 
-first = queries.first_items(combos)
+first = queries.diagnosis.first_items(combos)
 rows = []
 for rid in RULES:
     n = int(combos.loc[combos[rid], "n"].sum())
     rule = RULES[rid]
-    rows.append({"rule": rule.name, "pattern": rule.pattern, "meaning": rule.meaning, "fix": rule.components,
-                 "items": n, "share": n / n_items if n_items else 0.0,
-                 "open": ui.page_url("run", run=run_id, rule=rid),
-                 "evidence": ui.item_url(run_id, first[rid], rid) if first.get(rid) else None, "id": rid})
+    rows.append(
+        {
+            "rule": rule.name,
+            "pattern": rule.pattern,
+            "meaning": rule.meaning,
+            "fix": rule.components,
+            "items": n,
+            "share": n / n_items if n_items else 0.0,
+            "open": ui.page_url("run", run=run_id, rule=rid),
+            "evidence": ui.item_url(run_id, first[rid], rid) if first.get(rid) else None,
+            "id": rid,
+        }
+    )
 table = pd.DataFrame(rows).sort_values(["items", "rule"], ascending=[False, True])
 st.subheader("Rules, ranked by the items that fire them")
-st.dataframe(table.drop(columns="id"), hide_index=True, key="rules_table", width="stretch", column_config={
-    "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
-    "open": st.column_config.LinkColumn("open", display_text="open items"),
-    "evidence": st.column_config.LinkColumn("evidence", display_text="first item's evidence")})
+st.dataframe(
+    table.drop(columns="id"),
+    hide_index=True,
+    key="rules_table",
+    width="stretch",
+    column_config={
+        "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
+        "open": st.column_config.LinkColumn("open", display_text="open items"),
+        "evidence": st.column_config.LinkColumn("evidence", display_text="first item's evidence"),
+    },
+)
 for rid, n in zip(table["id"], table["items"]):
     if n:
-        ui.page_link("run", f"{ui.rule_label(rid)}: {ui.n_items(int(n))}", ui.link(run=run_id, rule=rid), icon="📋")
+        ui.page_link(
+            "run", f"{markup.rule_label(rid)}: {markup.n_items(int(n))}", ui.link(run=run_id, rule=rid), icon="📋"
+        )
 
 st.subheader("Fix this first")
 fixes: dict[str, list[str]] = {}
@@ -51,26 +74,34 @@ for component, rids in fixes.items():  # distinct items: an item firing two rule
 if not ranked:
     st.success("No Table-2 rule fires in this run at these thresholds.")
 for rank, (n, component, rids) in enumerate(sorted(ranked, key=lambda r: (-r[0], r[1])), start=1):
-    st.markdown(f"{rank}. **{component}**: {ui.n_items(n)} ({n / n_items:.0%}), via "
-                f"{', '.join(RULES[r].name for r in rids)}")
+    st.markdown(
+        f"{rank}. **{component}**: {markup.n_items(n)} ({n / n_items:.0%}), via "
+        f"{', '.join(RULES[r].name for r in rids)}"
+    )
 
 st.subheader("Quadrants")
 # The counts and links cover all items; the scatter plots are drawn on demand: each is a sample of
 # points the browser redraws on every threshold change, and plotly's script (megabytes) is only
 # fetched once a plot is asked for.
-plots = ui.synced(st.toggle, "Scatter plots of a sample of items", "plots", False, lambda s: s in ("1", "True"))
-sample = ui.derived(queries.sample_points, [run_id], metric_ids) if plots else None
+plots = state.synced(st.toggle, "Scatter plots of a sample of items", "plots", False, lambda s: s in ("1", "True"))
+sample = reads.derived(queries.diagnosis.sample_points, [run_id], metric_ids) if plots else None
 if sample is not None and len(sample) < n_items:
     st.caption(f"Points: a fixed sample of {len(sample)} items; the counts cover all items.")
 cols = st.columns(2)
 for i, (x, y, rule_ids) in enumerate(pairs):
-    counts = ui.quadrant_counts(combos, x, y)
+    counts = diagnosis_view.quadrant_counts(combos, x, y)
     with cols[i % 2]:
         st.markdown(f"**{x.upper()} × {y.upper()}** ({rule_ids})")
         if sample is not None:
-            st.plotly_chart(charts.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts), key=f"quad_{x}_{y}",
-                            config=charts.PLOT_CONFIG)
+            st.plotly_chart(
+                charts.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts),
+                key=f"quad_{x}_{y}",
+                config=charts.PLOT_CONFIG,
+            )
         for x_low, y_low, n in counts.sort_values(["x_low", "y_low"], ascending=False).itertuples(index=False):
             lx, ly = ("low" if x_low else "high"), ("low" if y_low else "high")
-            ui.page_link("run", f"{x.upper()} {lx} · {y.upper()} {ly}: {ui.n_items(int(n))}",
-                         ui.link(run=run_id, quad=f"{x}:{lx},{y}:{ly}"))
+            ui.page_link(
+                "run",
+                f"{x.upper()} {lx} · {y.upper()} {ly}: {markup.n_items(int(n))}",
+                ui.link(run=run_id, quad=f"{x}:{lx},{y}:{ly}"),
+            )

@@ -1,16 +1,18 @@
 """Triage: every note the team saved (label, blamed component, note, author, time), with a CSV export."""
+
 from __future__ import annotations
 
 import streamlit as st
 
-from evaluators import queries, ui
+from evaluators.dashboard import reads, state, ui
+from evaluators.storage import queries
 
 ui.page("Triage")
-runs = ui.runs()
+runs = reads.runs()
 ALL = "(all runs)"
-run_filter = ui.synced(st.selectbox, "Run", "run", ALL, options=[ALL, *runs["run_id"]])
-notes = ui.read(queries.triage_notes, None if run_filter == ALL else run_filter)
-labels = ui.synced(st.multiselect, "Labels", "labels", [], ui.csv_list, options=list(ui.LABELS))
+run_filter = state.synced(st.selectbox, "Run", "run", ALL, options=[ALL, *runs["run_id"]])
+notes = reads.read(queries.items.triage_notes, None if run_filter == ALL else run_filter)
+labels = state.synced(st.multiselect, "Labels", "labels", [], state.csv_list, options=list(ui.LABELS))
 if labels:
     notes = notes[notes["label"].isin(labels)]
 st.markdown(f"**{len(notes)}** triage notes")
@@ -20,8 +22,20 @@ if notes.empty:
 counts = notes.groupby(["component", "label"]).size().unstack(fill_value=0)
 st.dataframe(counts, key="triage_counts")
 table = notes.assign(open=[ui.item_url(r, i) for r, i in zip(notes["run_id"], notes["item_id"])])
-st.dataframe(table, hide_index=True, key="triage_table", width="stretch", column_config={
-    "open": st.column_config.LinkColumn("open", display_text="🔎"),
-    "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss")})
-st.download_button("Download CSV", notes.to_csv(index=False).encode("utf-8"), file_name="triage_notes.csv",
-                   mime="text/csv", key="triage_csv")
+st.dataframe(
+    table,
+    hide_index=True,
+    key="triage_table",
+    width="stretch",
+    column_config={
+        "open": st.column_config.LinkColumn("open", display_text="🔎"),
+        "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss"),
+    },
+)
+st.download_button(
+    "Download CSV",
+    notes.to_csv(index=False).encode("utf-8"),
+    file_name="triage_notes.csv",
+    mime="text/csv",
+    key="triage_csv",
+)

@@ -1,11 +1,14 @@
 """Robustness: GRAMMAR's gap, robust and non-robust groups, R and Acc per cluster, and which module to blame."""
+
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from evaluators import grammar, store, ui
+from evaluators import grammar
+from evaluators.dashboard import markup, reads, state, ui
 from evaluators.grammar import robustness
+from evaluators.storage import queries, store
 
 path = ui.page("Robustness")
 MARK = {True: "✓ right", False: "✗ wrong"}
@@ -13,7 +16,7 @@ MARK = {True: "✓ right", False: "✗ wrong"}
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _runs(db: str, version: float) -> list[str]:
-    return store.grammar_runs(db)
+    return queries.grammar.grammar_runs(db)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -26,29 +29,42 @@ def _mark(correct: object, status: str) -> str:
 
 
 try:
-    version = ui.db_version(path)
+    version = reads.db_version(path)
     runs = _runs(str(path), version)
     if not runs:
-        st.info("No GRAMMAR runs in this database. Build the demo runs with "
-                "`python -m evaluators grammar-demo --db DB`, or judge a run with `python -m evaluators grammar-eval`.")
+        st.info(
+            "No GRAMMAR runs in this database. Build the demo runs with "
+            "`python -m evaluators grammar-demo --db DB`, or judge a run with `python -m evaluators grammar-eval`."
+        )
         st.stop()
     run = ui.pick_run(pd.DataFrame({"run_id": runs}))
-    cluster_by = ui.synced(st.radio, "Cluster by", "cluster", "sql_template", options=list(grammar.CLUSTER_BY),
-                           horizontal=True, format_func=lambda c: c.replace("_", " "))
+    cluster_by = state.synced(
+        st.radio,
+        "Cluster by",
+        "cluster",
+        "sql_template",
+        options=list(grammar.CLUSTER_BY),
+        horizontal=True,
+        format_func=lambda c: c.replace("_", " "),
+    )
     rep = _report(str(path), version, run, cluster_by)
 except store.StoreBusy:
     st.warning("The database is busy (a run or a save is writing), try again in a moment.")
     st.stop()
 
-st.caption(f"Run **{ui.md(run)}**. A semantic group is one filled SQL query with its text variants: a **gap** group has "
-           "no right answer, a **robust** one only right answers, a **non-robust** one both. "
-           "R = correct ÷ (items − items in gap groups); Acc = R × (1 − λ), λ = share of items in gap groups. "
-           "The *(retrieval)* columns are the paper's modular evaluation: wrong answers that saw the same documents "
-           "as a right sibling are LM shortfalls and count as right for the retriever.")
+st.caption(
+    f"Run **{markup.md(run)}**. A semantic group is one filled SQL query with its text variants: a **gap** group has "
+    "no right answer, a **robust** one only right answers, a **non-robust** one both. "
+    "R = correct ÷ (items − items in gap groups); Acc = R × (1 − λ), λ = share of items in gap groups. "
+    "The *(retrieval)* columns are the paper's modular evaluation: wrong answers that saw the same documents "
+    "as a right sibling are LM shortfalls and count as right for the retriever."
+)
 
 st.subheader(f"Clusters by {cluster_by.replace('_', ' ')}")
-share = {c: st.column_config.NumberColumn(c, format="%.2f")
-         for c in ("lambda", "R", "Acc", "R (retrieval)", "Acc (retrieval)", "retrieval hit")}
+share = {
+    c: st.column_config.NumberColumn(c, format="%.2f")
+    for c in ("lambda", "R", "Acc", "R (retrieval)", "Acc (retrieval)", "retrieval hit")
+}
 st.dataframe(rep.clusters(), hide_index=True, key="clusters", width="stretch", column_config=share)
 
 st.subheader("Non-robust groups")
@@ -58,32 +74,49 @@ if nr.empty:
 else:
     # an item without a reference has no truth: pivot_table would drop its group from the grid
     nr = nr.assign(mark=[_mark(c, s) for c, s in zip(nr["correct"], nr["status"])], truth=nr["truth"].fillna("–"))
-    grid = nr.pivot_table(index=["group_id", "sql_template", "truth"], columns="text_template", values="mark",
-                          aggfunc="first", fill_value="").reset_index()
+    grid = nr.pivot_table(
+        index=["group_id", "sql_template", "truth"],
+        columns="text_template",
+        values="mark",
+        aggfunc="first",
+        fill_value="",
+    ).reset_index()
     st.caption(f"{len(grid)} groups; one column per text variant.")
     st.dataframe(grid, hide_index=True, key="nr_groups", width="stretch")
-    group = ui.synced(st.selectbox, "Variants side by side for group", "group", str(grid["group_id"].iloc[0]),
-                      options=list(grid["group_id"]))
-    rows = ui.records(nr[nr["group_id"] == group])
-    st.markdown(f"Ground truth: **{ui.md(rows[0]['truth'])}** · SQL template {ui.md(rows[0]['sql_template'])}")
+    group = state.synced(
+        st.selectbox,
+        "Variants side by side for group",
+        "group",
+        str(grid["group_id"].iloc[0]),
+        options=list(grid["group_id"]),
+    )
+    rows = markup.records(nr[nr["group_id"] == group])
+    st.markdown(f"Ground truth: **{markup.md(rows[0]['truth'])}** · SQL template {markup.md(rows[0]['sql_template'])}")
     for col, row in zip(st.columns(len(rows)), rows):
         with col:
-            st.markdown(f"**{ui.md(row['text_template'])}** · {row['mark']}")
-            ui.plain(row["query"])
+            st.markdown(f"**{markup.md(row['text_template'])}** · {row['mark']}")
+            markup.plain(row["query"])
             st.caption("response")
-            ui.plain(row["response"] or "(empty)")
-            blame = {grammar.LM: "LM shortfall", grammar.RETRIEVAL: "possible retrieval failure",
-                     grammar.UNKNOWN: "no retrieved ids"}.get(row["attribution"], "")
-            st.caption(f"retrieved: {ui.md(', '.join(row['retrieved_doc_ids'])) or '–'}"
-                       + (f" · {blame}" if blame else ""))
+            markup.plain(row["response"] or "(empty)")
+            blame = {
+                grammar.LM: "LM shortfall",
+                grammar.RETRIEVAL: "possible retrieval failure",
+                grammar.UNKNOWN: "no retrieved ids",
+            }.get(row["attribution"], "")
+            st.caption(
+                f"retrieved: {markup.md(', '.join(row['retrieved_doc_ids'])) or '–'}" + (f" · {blame}" if blame else "")
+            )
             st.markdown(f"[open item]({ui.item_url(run, row['item_id'])})")  # every URL character is %-encoded
 
 st.subheader("Who is to blame: context comparison")
 counts = rep.attribution()
 left, mid, right = st.columns(3)
 left.metric("LM shortfall", counts[grammar.LM], help="the same documents gave a right answer to a sibling")
-mid.metric("Possible retrieval failure", counts[grammar.RETRIEVAL],
-           help="no right sibling saw these documents (not proof: the LM may also have failed)")
+mid.metric(
+    "Possible retrieval failure",
+    counts[grammar.RETRIEVAL],
+    help="no right sibling saw these documents (not proof: the LM may also have failed)",
+)
 right.metric("Unknown", counts[grammar.UNKNOWN], help="the item carries no retrieved document ids")
 wrong = nr[nr["attribution"] != ""] if not nr.empty else nr
 if not wrong.empty:
@@ -92,5 +125,10 @@ if not wrong.empty:
         true=[", ".join(x) for x in wrong["true_doc_ids"]],
         open=[ui.item_url(run, i) for i in wrong["item_id"]],
     )[["item_id", "group_id", "text_template", "attribution", "retrieved", "true", "retrieval_hit", "open"]]
-    st.dataframe(table, hide_index=True, key="blame", width="stretch",
-                 column_config={"open": st.column_config.LinkColumn("item", display_text="open item")})
+    st.dataframe(
+        table,
+        hide_index=True,
+        key="blame",
+        width="stretch",
+        column_config={"open": st.column_config.LinkColumn("item", display_text="open item")},
+    )

@@ -1,185 +1,35 @@
 """Trust: how far the judge agrees with the team's labels on a run, what to label next, and pairwise validation."""
+
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
-import pandas as pd
 import streamlit as st
 
-from evaluators import access, labelling, pairs, queries, ui
-from evaluators.diagnosis import RULES, diagnose
-from evaluators.ingest import InputError, load_labels
-from evaluators.records import Label
-from evaluators.vocabulary import THELMA
+from evaluators.dashboard import markup, reads, state, ui
+from evaluators.dashboard.views import trust as view
+from evaluators.runs import labelling
 
 path = ui.page("Trust")
 run_id, metric_ids, th = ui.current_run()
-band = ui.band()
-report = labelling.judged(ui.read(labelling.labelled, run_id, band), th)  # a threshold change reads nothing
+band = state.band()
+report = labelling.judged(reads.read(labelling.labelled, run_id, band), th)  # a threshold change reads nothing
 n_labels = sum(t.n_labelled for t in report.rows)
-st.caption(f"Run **{ui.md(run_id)}** · {n_labels} labelled calls. A rule's call is \"fired\" at the thresholds in "
-           "the sidebar, a metric's call is its verdict; labels come from the review queue below, corrections on "
-           "the Item page, imported files, and confirmed / false-alarm triage notes.")
+st.caption(
+    f'Run **{markup.md(run_id)}** · {n_labels} labelled calls. A rule\'s call is "fired" at the thresholds in '
+    "the sidebar, a metric's call is its verdict; labels come from the review queue below, corrections on "
+    "the Item page, imported files, and confirmed / false-alarm triage notes."
+)
 
-
-def _name(target: str) -> str:
-    return ui.rule_label(target) if target in RULES else target.upper()
-
-
-def _fmt(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}"
-
-
-def _save(labels: list[Label], author: str, outcome_key: str) -> None:
-    """Save labels as the current user; the outcome shows on the next run, whatever happened."""
-    ui.save(outcome_key, lambda: access.save_labels(ui.user(), str(path), run_id, labels, author,
-                                                    deadline_s=ui.SAVE_DEADLINE_S),
-            busy="nothing was saved.", done=f"Saved {len(labels)} label(s).")
-
-
-def _can_label() -> bool:
-    me = ui.user()
-    if ui.read_only():
-        st.info("Read-only mode: labels cannot be saved here.")
-        return False
-    if not me.can(access.TRIAGER):
-        st.info(f"You are a {me.role}: saving labels needs the triager role (ask an admin).")
-        return False
-    return True
-
-
-def _author(key: str) -> str:
-    """Inside a form: the author's name field, unless the login email names them."""
-    return "" if ui.user().email else st.text_input("Your name", key=key)
-
-
-can_label = _can_label()
+can_label = view.can_label()
 # Bound to ?tab=: only the open tab is drawn (and its reads made), the others are never sent.
-tab_agree, tab_next, tab_import, tab_pairs = st.tabs(["Agreement", "Label next", "Import labels", "Pairs"],
-                                                     key="tab", bind="query-params")
-
-if tab_agree.open:
-    with tab_agree:
-        table = pd.DataFrame([{
-            "target": _name(t.target), "call": "fired" if t.target in RULES else "low verdict",
-            "labelled": t.n_labelled, "agreement": t.agreement, "kappa": t.kappa,
-            "kappa 95% interval": "–" if t.kappa_lo is None else f"{t.kappa_lo:.2f} to {t.kappa_hi:.2f}",
-            "precision": t.precision} for t in report.rows])
-        st.dataframe(table, hide_index=True, key="trust_table", width="stretch", column_config={
-            "agreement": st.column_config.NumberColumn(format="%.2f"),
-            "kappa": st.column_config.NumberColumn(format="%.2f"),
-            "precision": st.column_config.NumberColumn("precision of the call", format="%.2f")})
-        st.caption("An empty cell is a figure that is not defined (no labels, or one class only), never a 0. Precision "
-                   "is the share of the judge's calls (a fired rule, a low verdict) that people confirmed.")
-        labelled = [t for t in report.rows if t.n_labelled]
-        for t in labelled:
-            with st.expander(f"Confusion matrix · {_name(t.target)} · {t.n_labelled} labels"):
-                call = "fired" if t.target in RULES else "low"
-                c = t.confusion
-                st.dataframe(pd.DataFrame({f"people: {call}": [c.tp, c.fn], f"people: not {call}": [c.fp, c.tn]},
-                                          index=[f"judge: {call}", f"judge: not {call}"]), key=f"confusion_{t.target}")
-
-        st.download_button("Download every label of this run (CSV)",
-                           ui.read(queries.run_labels, run_id).to_csv(index=False).encode("utf-8"),
-                           file_name=f"labels_{run_id}.csv", mime="text/csv", key="labels_csv")
-
-        st.subheader("Disagreements")
-        if not report.disagreements:
-            st.caption("None: every labelled call agrees with the judge." if labelled else "No labels yet.")
-        else:
-            rows = pd.DataFrame([{"target": _name(p.target), "item": p.item_id, "component": p.component_idx,
-                                  "judge": p.judge, "people": p.human,
-                                  "open": ui.item_url(run_id, p.item_id, tab="Verdicts")}
-                                 for p in report.disagreements])
-            # whole numbers with empty cells (a rule's pair names no component): a column Arrow takes as it is
-            rows["component"] = rows["component"].astype("Int64")
-            st.dataframe(rows, hide_index=True, key="disagreements", width="stretch", column_config={
-                "open": st.column_config.LinkColumn("open", display_text="🔎")})
-
-        st.subheader("Thresholds fitted to the labels")
-        for s in report.suggestions:
-            if s.best is None:
-                st.caption(f"{s.metric.upper()} (now {s.current:g}): {s.why}.")
-                continue
-            st.markdown(f"**{s.metric.upper()}**: {s.best:g} instead of {s.current:g}: kappa {_fmt(s.kappa_best)} "
-                        f"against {_fmt(s.kappa_now)}, on {s.n_labelled} labels.")
-            ui.page_link("trust", f"Apply {s.metric.upper()} = {s.best:g}", ui.link(**{f"th_{s.metric}": s.best}),
-                         icon="🎯")
-
-if tab_next.open:
-    with tab_next:
-        ui.show_outcome("queue_outcome")
-        queue = ui.read(labelling.review_queue, run_id, th, band)
-        if queue.empty:
-            st.success("Every item of this run carries a label.")
-        else:
-            item_id, reason, detail = queue.iloc[0].tolist()
-            row = ui.derived(queries.run_rows, [run_id], (item_id,)).iloc[0]
-            scores = row.to_dict()
-            fired = [r.id for r in diagnose({m: queries.wide_score(scores, m) for m in THELMA}, th)]
-            st.markdown(f"**Next: item {ui.md(item_id)}** ({reason}{': ' + ui.md(detail) if detail else ''})")
-            st.caption(ui.md(row["query"]))
-            ui.item_link(run_id, item_id, "Open the item to read its sources, claims and verdicts")
-            if can_label:
-                with st.form("queue_form"):
-                    verdicts = {rid: st.radio(f"{ui.rule_label(rid)}: does it name the component to fix?",
-                                              ["right", "wrong", "skip"], horizontal=True, key=f"q_{rid}")
-                                for rid in fired}
-                    missed = st.multiselect("Rules that should have fired" if fired else
-                                            "No rule fires. Rules that should have (none: quiet is right)",
-                                            [r for r in RULES if r not in fired], key="q_missed")
-                    note = st.text_input("Note", key="q_note")
-                    author = _author("q_author")
-                    if st.form_submit_button("Save and show the next item", key="queue_save"):
-                        labels = [Label(item_id, int(v == "right"), rule=rid, note=note) for rid, v in verdicts.items()
-                                  if v != "skip"]
-                        labels += [Label(item_id, int(rid in missed), rule=rid, note=note)
-                                   for rid in RULES if rid not in fired]
-                        _save(labels, author, "queue_outcome")
-                        st.rerun()
-            queue_view = queue.assign(open=[ui.item_url(run_id, i) for i in queue["item_id"]])
-            st.dataframe(queue_view, hide_index=True, key="queue_table", width="stretch", column_config={
-                "open": st.column_config.LinkColumn("open", display_text="🔎")})
-
-if tab_import.open:
-    with tab_import:
-        ui.show_outcome("import_outcome")
-        st.caption("A JSONL or CSV file from a labelling team: `item_id, rule, label` or `item_id, metric, component, "
-                   "label` (label 1 or 0, component the component's index), optional `note`. All rows or none are "
-                   "saved.")
-        if can_label:
-            with st.form("import_form"):
-                upload = st.file_uploader("Labels file", type=["jsonl", "csv"], key="labels_file")
-                author = _author("import_author")
-                send = st.form_submit_button("Import", key="import_labels")
-            if upload is not None and send:
-                items, components = ui.read(queries.label_targets, run_id)
-                with tempfile.TemporaryDirectory() as tmp:
-                    file = Path(tmp) / Path(upload.name).name
-                    file.write_bytes(upload.getvalue())
-                    try:
-                        labels = load_labels(file, set(RULES), set(THELMA), items, components)
-                    except InputError as exc:
-                        st.error("\n\n".join(ui.md(p.replace(str(file), upload.name)) for p in exc.problems[:20]))
-                        labels = []
-                if labels:
-                    _save(labels, author, "import_outcome")
-                    st.rerun()
-
-if tab_pairs.open:
-    with tab_pairs:
-        runs = ui.runs()
-        pair_run = ui.synced(st.selectbox, "Run of validation pairs", "pairs_run", run_id, options=list(runs["run_id"]))
-        outcomes = ui.read(queries.pair_scores, pair_run)
-        if outcomes.empty:
-            st.caption("This run holds no validation pairs. Evaluate a file of pairs into a run with "
-                       "`python -m evaluators agreement --pairs FILE --db DB --run NAME`: per line a metric, and a "
-                       "better and a worse variant of one item.")
-        else:
-            tallies = pairs.tally([(r.metric, None if pd.isna(r.better) else r.better,
-                                    None if pd.isna(r.worse) else r.worse) for r in outcomes.itertuples(index=False)])
-            st.dataframe(pd.DataFrame([t.row(m) for m, t in tallies.items()], columns=list(pairs.CSV_COLUMNS)),
-                         hide_index=True, key="pairs_table", width="stretch")
-            st.caption("Agreement: the share of scored pairs whose better variant scores strictly higher. Ties and "
-                       "failures (a variant not scored) are counted apart, never as wins or losses.")
+tab_agree, tab_next, tab_import, tab_pairs = st.tabs(
+    ["Agreement", "Label next", "Import labels", "Pairs"], key="tab", bind="query-params"
+)
+for tab, draw in (
+    (tab_agree, lambda: view.agreement_tab(run_id, report)),
+    (tab_next, lambda: view.next_tab(path, run_id, th, band, can_label)),
+    (tab_import, lambda: view.import_tab(path, run_id, can_label)),
+    (tab_pairs, lambda: view.pairs_tab(run_id)),
+):
+    if tab.open:
+        with tab:
+            draw()

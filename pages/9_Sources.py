@@ -1,5 +1,6 @@
-"""Sources: the source ledger of one or several runs (evaluators/ledger.py), its dead-weight and
+"""Sources: the source ledger of one or several runs (evaluators/metrics/ledger.py), its dead-weight and
 possibly-stale lists, and one source's retrievals with their verdicts (?source=ID or text key)."""
+
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -7,27 +8,53 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from evaluators import ledger, queries, ui
+from evaluators.dashboard import markup, reads, state, ui
+from evaluators.metrics import ledger
+from evaluators.storage import queries
 
 path = ui.page("Sources")
-runs = ui.runs()
+runs = reads.runs()
 if runs.empty:
     st.info("The database has no runs yet.")
     st.stop()
 chosen = ui.pick_runs(runs)
-band = ui.band_control()
+band = state.band_control()
 if not chosen:
     st.info("Pick one or more runs in the sidebar.")
     st.stop()
 base = ledger.DEFAULT_THRESHOLDS
 with st.sidebar.expander("List thresholds", expanded=False):
     th = ledger.Thresholds(
-        ui.synced(st.number_input, "Retrieved at least (times)", "lr_min", base.min_retrieved, ui.whole(1, 10**9),
-                  min_value=1, step=1),
-        ui.synced(st.slider, "Dead weight: essential share at most", "lr_dead", base.dead_max_essential, ui.unit,
-                  min_value=0.0, max_value=1.0, step=0.05),
-        ui.synced(st.slider, "Stale: share beside unsupported claims at least", "lr_stale",
-                  base.stale_min_unsupported, ui.unit, min_value=0.0, max_value=1.0, step=0.05))
+        state.synced(
+            st.number_input,
+            "Retrieved at least (times)",
+            "lr_min",
+            base.min_retrieved,
+            state.whole(1, 10**9),
+            min_value=1,
+            step=1,
+        ),
+        state.synced(
+            st.slider,
+            "Dead weight: essential share at most",
+            "lr_dead",
+            base.dead_max_essential,
+            state.unit,
+            min_value=0.0,
+            max_value=1.0,
+            step=0.05,
+        ),
+        state.synced(
+            st.slider,
+            "Stale: share beside unsupported claims at least",
+            "lr_stale",
+            base.stale_min_unsupported,
+            state.unit,
+            min_value=0.0,
+            max_value=1.0,
+            step=0.05,
+        ),
+    )
 
 
 def source_url(key: str) -> str:
@@ -35,52 +62,77 @@ def source_url(key: str) -> str:
     return "Sources?" + urlencode({**ui.link(), "runs": ",".join(chosen), "source": key})
 
 
-source = ui.synced(st.text_input, "Source (id or text key)", "source", "").strip()
-ATTRIBUTION = ("Claims a source supports come from GR verdicts whose judge named the supporting source sentence "
-               "(the offline judge does); an LLM judge answers for the whole source set, so its supported claims "
-               "count as *source unknown*.")
+source = state.synced(st.text_input, "Source (id or text key)", "source", "").strip()
+ATTRIBUTION = (
+    "Claims a source supports come from GR verdicts whose judge named the supporting source sentence "
+    "(the offline judge does); an LLM judge answers for the whole source set, so its supported claims "
+    "count as *source unknown*."
+)
 
 if source:
-    found = ui.read(queries.source_retrievals, chosen, source, band)
+    found = reads.read(queries.ledger.source_retrievals, chosen, source, band)
     if found.empty:
-        st.warning(f"No source {ui.md(source)} in {ui.md(', '.join(chosen))}.")
+        st.warning(f"No source {markup.md(source)} in {markup.md(', '.join(chosen))}.")
         st.stop()
     first = found.iloc[0]
-    st.subheader(f"Source {ui.md(first['source'])}")
+    st.subheader(f"Source {markup.md(first['source'])}")
     if first["source_id"] is not None and not pd.isna(first["source_id"]):
-        st.caption(f"id {ui.md(first['source_id'])} · text key {ui.md(first['text_key'])}")
-    ui.plain(str(first["text"]))
+        st.caption(f"id {markup.md(first['source_id'])} · text key {markup.md(first['text_key'])}")
+    markup.plain(str(first["text"]))
     n, sp1 = int(first["n_match"]), found["sp1"].value_counts()
     decided = int(sp1.get("yes", 0) + sp1.get("no", 0))
     c1, c2, c3 = st.columns(3)
     c1.metric("Retrieved", n)
     c2.metric("Judged essential (SP1)", "–" if not decided else f"{sp1.get('yes', 0) / decided:.0%}")
-    c2.caption(f"n scored {decided} of {len(found)}, {int(sp1.get('unsure', 0))} unsure, "
-               f"{int(sp1.get('failed', 0))} failed")
+    c2.caption(
+        f"n scored {decided} of {len(found)}, {int(sp1.get('unsure', 0))} unsure, {int(sp1.get('failed', 0))} failed"
+    )
     beside = int((found["n_unsupported"] > 0).sum())
     c3.metric("Beside unsupported claims", beside)
     c3.caption(f"of {int((found['n_decided'] > 0).sum())} retrievals where GR decided a claim")
     if n > len(found):
         st.caption(f"Showing the first {len(found)} of {n} retrievals.")
-    table = found.assign(open=[ui.item_url(r, i, tab="Sources") for r, i in zip(found["run_id"], found["item_id"])],
-                         position=found["idx"] + 1,
-                         essential=found["sp1"].map({"yes": "✓ essential", "no": "✗ not essential",
-                                                     "unsure": "? unsure", "failed": "⚠ failed"}).fillna("not run"),
-                         claims=[[] if c is None or (not isinstance(c, list) and pd.isna(c)) else list(c)
-                                 for c in found["claims"]])
-    st.dataframe(table[["open", "run_id", "item_id", "position", "query", "essential", "sp1_detail", "supports", "claims",
-                        "n_unsupported", "n_unattributed"]],
-                 hide_index=True, key="retrievals", width="stretch",
-                 column_config={"open": st.column_config.LinkColumn("open", display_text="🔎"),
-                                "sp1_detail": "SP1 detail", "supports": "claims it supports",
-                                "claims": st.column_config.ListColumn("supported claims"),
-                                "n_unsupported": "unsupported claims in item",
-                                "n_unattributed": "supported, source unknown"})
+    table = found.assign(
+        open=[ui.item_url(r, i, tab="Sources") for r, i in zip(found["run_id"], found["item_id"])],
+        position=found["idx"] + 1,
+        essential=found["sp1"]
+        .map({"yes": "✓ essential", "no": "✗ not essential", "unsure": "? unsure", "failed": "⚠ failed"})
+        .fillna("not run"),
+        claims=[[] if c is None or (not isinstance(c, list) and pd.isna(c)) else list(c) for c in found["claims"]],
+    )
+    st.dataframe(
+        table[
+            [
+                "open",
+                "run_id",
+                "item_id",
+                "position",
+                "query",
+                "essential",
+                "sp1_detail",
+                "supports",
+                "claims",
+                "n_unsupported",
+                "n_unattributed",
+            ]
+        ],
+        hide_index=True,
+        key="retrievals",
+        width="stretch",
+        column_config={
+            "open": st.column_config.LinkColumn("open", display_text="🔎"),
+            "sp1_detail": "SP1 detail",
+            "supports": "claims it supports",
+            "claims": st.column_config.ListColumn("supported claims"),
+            "n_unsupported": "unsupported claims in item",
+            "n_unattributed": "supported, source unknown",
+        },
+    )
     st.caption(ATTRIBUTION)
     ui.page_link("sources", "Back to the ledger", {**ui.link(), "runs": ",".join(chosen)}, icon="📚")
     st.stop()
 
-frame = ui.read(queries.source_ledger, chosen, th, band)
+frame = reads.read(queries.ledger.source_ledger, chosen, th, band)
 if frame.empty:
     st.info("These runs have no retrieved sources.")
     st.stop()
@@ -88,36 +140,78 @@ c1, c2, c3 = st.columns(3)
 c1.metric("Sources", int(frame["n_sources"].iloc[0]))
 c2.metric("Dead weight", int(frame["n_dead"].iloc[0]))
 c3.metric("Possibly stale or misleading", int(frame["n_stale"].iloc[0]))
-st.caption(f"Over {len(chosen)} run{'s' if len(chosen) > 1 else ''}: a source is its metadata `source_ids` entry "
-           "when the item has one, else the first 12 hex digits of sha256 of its whitespace-collapsed text. "
-           "Unsure and failed SP1 verdicts are counted apart, never as 0.")
+st.caption(
+    f"Over {len(chosen)} run{'s' if len(chosen) > 1 else ''}: a source is its metadata `source_ids` entry "
+    "when the item has one, else the first 12 hex digits of sha256 of its whitespace-collapsed text. "
+    "Unsure and failed SP1 verdicts are counted apart, never as 0."
+)
 
-COLUMNS = {"open": st.column_config.LinkColumn("open", display_text="🔎"),
-           "n_retrieved": "retrieved", "essential": "essential (SP1)",
-           "claims_supported": "claims it supports", "claims_source_unknown": "supported beside it, source unknown",
-           "beside": "beside unsupported claims", "text": "text"}
+COLUMNS = {
+    "open": st.column_config.LinkColumn("open", display_text="🔎"),
+    "n_retrieved": "retrieved",
+    "essential": "essential (SP1)",
+    "claims_supported": "claims it supports",
+    "claims_source_unknown": "supported beside it, source unknown",
+    "beside": "beside unsupported claims",
+    "text": "text",
+}
 
 
 def show(rows: pd.DataFrame, key: str) -> None:
     """One list of sources with their counts, each linked to its retrievals."""
     shown = rows.assign(
         open=[source_url(k) for k in rows["source"]],
-        essential=[f"{s:.0%} · n scored {e + o} of {n}, {u} unsure, {f} failed" if e + o else
-                   f"– · n scored 0 of {n}, {u} unsure, {f} failed"
-                   for s, e, o, n, u, f in zip(rows["essential_share"], rows["sp1_essential"], rows["sp1_not"],
-                                               rows["n_retrieved"], rows["sp1_unsure"], rows["sp1_failed"])],
-        beside=[f"{b} of {d}" for b, d in zip(rows["beside_unsupported"], rows["gr_decided"])])
-    st.dataframe(shown[["open", "source", "n_retrieved", "essential", "claims_supported", "claims_source_unknown",
-                        "beside", "text"]], hide_index=True, key=key, width="stretch", column_config=COLUMNS)
+        essential=[
+            f"{s:.0%} · n scored {e + o} of {n}, {u} unsure, {f} failed"
+            if e + o
+            else f"– · n scored 0 of {n}, {u} unsure, {f} failed"
+            for s, e, o, n, u, f in zip(
+                rows["essential_share"],
+                rows["sp1_essential"],
+                rows["sp1_not"],
+                rows["n_retrieved"],
+                rows["sp1_unsure"],
+                rows["sp1_failed"],
+            )
+        ],
+        beside=[f"{b} of {d}" for b, d in zip(rows["beside_unsupported"], rows["gr_decided"])],
+    )
+    st.dataframe(
+        shown[
+            [
+                "open",
+                "source",
+                "n_retrieved",
+                "essential",
+                "claims_supported",
+                "claims_source_unknown",
+                "beside",
+                "text",
+            ]
+        ],
+        hide_index=True,
+        key=key,
+        width="stretch",
+        column_config=COLUMNS,
+    )
 
 
 LISTS = (
-    ("dead weight", "Dead weight", f"Retrieved at least {th.min_retrieved} times and judged essential by SP1 in at most "
-     f"{th.dead_max_essential:.0%} of its scored verdicts: the retriever should stop returning it."),
-    ("stale", "Possibly stale or misleading", f"Retrieved at least {th.min_retrieved} times, and at least "
-     f"{th.stale_min_unsupported:.0%} of its retrievals (where GR decided a claim) sat beside an unsupported claim: "
-     "check its text."),
-    ("retrieved", "Most retrieved", "Every source, most retrieved first."))
+    (
+        "dead weight",
+        "Dead weight",
+        f"Retrieved at least {th.min_retrieved} times and judged essential by SP1 in at most "
+        f"{th.dead_max_essential:.0%} of its scored verdicts: the retriever should stop returning it.",
+    ),
+    (
+        "stale",
+        "Possibly stale or misleading",
+        f"Retrieved at least {th.min_retrieved} times, and at least "
+        f"{th.stale_min_unsupported:.0%} of its retrievals (where GR decided a claim) sat beside an unsupported claim: "
+        "check its text.",
+    ),
+    ("retrieved", "Most retrieved", "Every source, most retrieved first."),
+)
 for name, title, why in LISTS:
     st.subheader(title)
     st.caption(why)
@@ -127,6 +221,11 @@ for name, title, why in LISTS:
     else:
         show(rows, f"{name.replace(' ', '_')}_table")
 st.caption(ATTRIBUTION)
-st.download_button("Download the whole ledger (CSV)", lambda: ledger.to_csv(
-    queries.source_ledger(path, chosen, th, band, limit=None)), file_name="source_ledger.csv",
-    mime="text/csv", key="ledger_csv", on_click="ignore")
+st.download_button(
+    "Download the whole ledger (CSV)",
+    lambda: ledger.to_csv(queries.ledger.source_ledger(path, chosen, th, band, limit=None)),
+    file_name="source_ledger.csv",
+    mime="text/csv",
+    key="ledger_csv",
+    on_click="ignore",
+)

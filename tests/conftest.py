@@ -18,6 +18,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from openai_server import OpenAIServer  # noqa: E402  (tests/ is on sys.path under pytest's default import mode)
+
 from tests.seed import seed  # noqa: E402
 
 

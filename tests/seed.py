@@ -1,6 +1,6 @@
 """A small, realistic, seeded test database for the dashboard tests.
 
-Three runs of the same six queries, written through store.write_batch like the engine does:
+Three runs of the same six queries, written through writes.write_batch like the engine does:
 - "weak-retriever"   offline judge: every Table-2 rule fires on some item;
 - "better-retriever" offline judge, same prompts: q01 and q02 fixed, q01's claims rewritten;
 - "llm-judge"        an LLM judge with other prompt hashes, judge_calls rows, and failures
@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from evaluators import store
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.storage import ownership, store, wide, writes
 
 INJECTION = '<script>alert("pwned")</script><b>bold</b>'
 RUNS = ("weak-retriever", "better-retriever", "llm-judge")
@@ -227,15 +227,15 @@ def seed(path: str | Path) -> Path:
         llm = run_id == "llm-judge"
         run = Run(run_id, LLM_MODEL if llm else "offline", {"metrics": "all"},
                   LLM_PROMPTS if llm else OFFLINE_PROMPTS)
-        store.start_run(path, run, len(ITEMS))
+        ownership.start_run(path, run, len(ITEMS))
         records = [_item_records(run_id, iid, {**ITEMS[iid], **texts.get(iid, {})}, profiles[iid], llm)
                    for iid in ITEMS]
-        store.write_batch(path, run_id, items=[r[0] for r in records],
+        writes.write_batch(path, run_id, items=[r[0] for r in records],
                           components=[c for r in records for c in r[1]],
                           verdicts=[v for r in records for v in r[2]],
                           scores=[s for r in records for s in r[3]],
                           calls=[c for r in records for c in r[4]])
-        store.finish_run(path, run_id, "finished", {"calls": sum(len(r[4]) for r in records)})
+        ownership.finish_run(path, run_id, "finished", {"calls": sum(len(r[4]) for r in records)})
         # Distinct creation times so "newest first" is deterministic.
         with store.connect(path) as con:
             con.execute("UPDATE runs SET created_at = TIMESTAMP '2026-11-01 10:00:00' + to_hours(?) "
@@ -250,7 +250,7 @@ def set_scores(path: str | Path, run_id: str, metric: str, values: dict[str, flo
         for item_id, value in values.items():
             con.execute("UPDATE scores SET value = ? WHERE run_id = ? AND item_id = ? AND metric = ?",
                         [value, run_id, item_id, metric])
-        store.refresh_wide(con, run_id)
+        wide.refresh_wide(con, run_id)
 
 
 if __name__ == "__main__":  # python -m tests.seed OUT.duckdb

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import diagnosis, queries, registry, store
-from evaluators.confidence import CALIBRATED, DEFAULT_BANDS, LABEL, LOGPROB, parse_band
-from evaluators.metrics import SQC, GR, aggregate, rescore, with_band
-from evaluators.records import Item, Run, Score, Status, Verdict
+from evaluators.core.confidence import CALIBRATED, DEFAULT_BANDS, LABEL, LOGPROB, parse_band
+from evaluators.core.records import Item, Run, Score, Status, Verdict
+from evaluators.metrics import diagnosis, registry
+from evaluators.metrics.thelma import GR, SQC, aggregate, rescore, with_band
+from evaluators.storage import ownership, queries, store, writes
 
 OK = Status.OK
 
@@ -113,7 +114,7 @@ def _random_verdicts(rng: random.Random, item_id: str, metric: str) -> list[Verd
 def verdict_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[Verdict]]]:
     rng = random.Random(10)
     path = tmp_path_factory.mktemp("band") / "band.duckdb"
-    store.start_run(path, Run("r", "offline", {}, {}), 150)
+    ownership.start_run(path, Run("r", "offline", {}, {}), 150)
     metric_ids = METRIC_IDS
     per_item: dict[str, list[Verdict]] = {}
     items, verdicts, scores = [], [], []
@@ -124,7 +125,7 @@ def verdict_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
         verdicts += per_item[iid]
         specs = {m: registry.METRICS[m] for m in metric_ids}
         scores += rescore(iid, per_item[iid], specs).values()  # what the runner stores: the default bands
-    store.write_batch(path, "r", items=items, verdicts=verdicts, scores=scores)
+    writes.write_batch(path, "r", items=items, verdicts=verdicts, scores=scores)
     return path, per_item
 
 
@@ -134,7 +135,7 @@ def test_sql_scores_at_a_band_agree_with_python(verdict_db, seed_: int) -> None:
     rng = random.Random(seed_)
     band = None if seed_ == 0 else (0.5, 0.5) if seed_ == 1 else (rng.choice([0.2, 0.3, rng.random() / 2]),
                                                                 rng.choice([0.7, 0.8, 0.5 + rng.random() / 2]))
-    sql = store.query(path, f"SELECT * FROM {queries.scores_sql(band)} WHERE run_id = $run", {"run": "r"})
+    sql = store.query(path, f"SELECT * FROM {queries.sql.scores_sql(band)} WHERE run_id = $run", {"run": "r"})
     got = {(r.item_id, r.metric): r for r in sql.itertuples()}
     specs = {m: registry.METRICS[m] for m in METRIC_IDS}
     for iid, verdicts in per_item.items():
@@ -163,7 +164,7 @@ def test_stored_scores_round_trip_p_kind_tier_and_n_unsure(verdict_db) -> None:
 def test_the_wide_table_at_a_band_carries_counts_and_unsure_status(verdict_db) -> None:
     path, per_item = verdict_db
     band = (0.1, 0.9)
-    wide = store.run_scores_wide(path, "r", ["gr"], queries.scores_sql(band)).set_index("item_id")
+    wide = queries.runs.run_scores_wide(path, "r", ["gr"], queries.sql.scores_sql(band)).set_index("item_id")
     specs = {"gr": registry.METRICS["gr"]}
     for iid, verdicts in per_item.items():
         want = rescore(iid, verdicts, specs, band)["gr"]
@@ -192,7 +193,7 @@ def test_a_rule_needs_metrics_decided_from_enough_confident_verdicts() -> None:
 def test_quiet_rules_in_sql_agree_with_python(tmp_path: Path, seed_: int) -> None:
     rng = random.Random(seed_)
     path = tmp_path / "q.duckdb"
-    store.start_run(path, Run("r", "offline", {}, {}), 300)
+    ownership.start_run(path, Run("r", "offline", {}, {}), 300)
     items, scores, truth = [], [], {}
     for n in range(300):
         iid = f"i{n:03d}"
@@ -207,9 +208,9 @@ def test_quiet_rules_in_sql_agree_with_python(tmp_path: Path, seed_: int) -> Non
             score = Score(iid, m, value, n_scored, n_scored + n_unsure + 1, status, n_unsure)
             scores.append(score)
             truth[iid][m] = score
-    store.write_batch(path, "r", items=items, scores=scores)
-    table = store.run_scores_wide(path, "r", list(diagnosis.DEFAULT_THRESHOLDS))
-    frame, _ = queries.filter_items(table, list(diagnosis.DEFAULT_THRESHOLDS), diagnosis.DEFAULT_THRESHOLDS,
+    writes.write_batch(path, "r", items=items, scores=scores)
+    table = queries.runs.run_scores_wide(path, "r", list(diagnosis.DEFAULT_THRESHOLDS))
+    frame, _ = queries.diagnosis.filter_items(table, list(diagnosis.DEFAULT_THRESHOLDS), diagnosis.DEFAULT_THRESHOLDS,
                                     limit=1000)
     fired_sql = dict(zip(frame["item_id"], frame["rules"]))
     for iid, s in truth.items():
@@ -230,13 +231,13 @@ def test_cli_export_and_diagnose_read_at_a_band(tmp_path: Path, capsys: pytest.C
     from evaluators.cli import main
 
     path = tmp_path / "c.duckdb"
-    store.start_run(path, Run("r", "offline", {}, {}), 1)
+    ownership.start_run(path, Run("r", "offline", {}, {}), 1)
     sqc = [Verdict(item_id="x", metric="sqc", component_kind="subquestion", component_idx=0, target="source:0",
                    value=0.0, status=OK, p=0.4, p_kind=CALIBRATED, tier="offline")]
     rqc = [Verdict(item_id="x", metric="rqc", component_kind="subquestion", component_idx=0, target="response",
                    value=0.0, status=OK, p=0.1, p_kind=CALIBRATED, tier="offline")]
     specs = {m: registry.METRICS[m] for m in ("sqc", "rqc")}
-    store.write_batch(path, "r", items=[Item("x", "q", ("s",), "r")], verdicts=sqc + rqc,
+    writes.write_batch(path, "r", items=[Item("x", "q", ("s",), "r")], verdicts=sqc + rqc,
                       scores=list(rescore("x", sqc + rqc, specs).values()))
     out = tmp_path / "d.csv"
     assert main(["diagnose", "--db", str(path), "--run", "r", "--out", str(out)]) == 0

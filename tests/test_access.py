@@ -17,8 +17,10 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from evaluators import access, local_llm, store, ui
-from evaluators.records import Run
+from evaluators.core.records import Run
+from evaluators.dashboard import access, ui
+from evaluators.judges import local_llm
+from evaluators.storage import ownership, queries, store, writes
 from tests.openai_server import completion, format_aware
 from tests.seed import RUNS
 
@@ -73,7 +75,7 @@ def notes(path: Path) -> list[tuple]:
 
 
 def run_ids(path: Path) -> list[str]:
-    return sorted(store.runs(path)["run_id"])
+    return sorted(queries.runs.runs(path)["run_id"])
 
 
 # ---------------------------------------------------------------- pure rules
@@ -301,7 +303,7 @@ def test_triage_save_without_a_name_keeps_the_note(db: Path) -> None:
 def test_triage_save_on_a_busy_database_keeps_the_note(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     at = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     monkeypatch.setattr(ui, "SAVE_DEADLINE_S", 0.3)
-    code = ("import sys, time; from evaluators import store\n"
+    code = ("import sys, time; from evaluators.storage import store\n"
             "with store.connect(sys.argv[1]):\n    print('locked', flush=True); time.sleep(30)\n")
     holder = subprocess.Popen([sys.executable, "-c", code, str(db)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -457,9 +459,9 @@ def test_a_listed_judge_without_its_key_on_the_server_sends_nothing(db: Path, re
 
 
 def test_runs_record_who_started_them(db: Path) -> None:
-    store.start_run(db, Run("cli-run", "offline", {}, {}), 0)
-    with store.started_by("lead@example.com"):
-        store.start_run(db, Run("page-run", "offline", {}, {}), 0)
+    ownership.start_run(db, Run("cli-run", "offline", {}, {}), 0)
+    with ownership.started_by("lead@example.com"):
+        ownership.start_run(db, Run("page-run", "offline", {}, {}), 0)
     who = dict(store.query(db, "SELECT run_id, started_by FROM runs WHERE run_id LIKE '%-run'").values.tolist())
     assert who == {"cli-run": getpass.getuser(), "page-run": "lead@example.com"}
 
@@ -478,8 +480,8 @@ def counts(path: Path, run_id: str) -> dict[str, int]:
 
 
 def test_delete_run_cli_removes_every_row_of_the_run_and_nothing_else(db: Path) -> None:
-    store.add_triage(db, "weak-retriever", "q01", "confirmed", "Retriever", "doomed note", "a")
-    store.add_triage(db, "llm-judge", "q01", "confirmed", "Retriever", "kept note", "a")
+    writes.add_triage(db, "weak-retriever", "q01", "confirmed", "Retriever", "doomed note", "a")
+    writes.add_triage(db, "llm-judge", "q01", "confirmed", "Retriever", "kept note", "a")
     others = {r: counts(db, r) for r in RUNS if r != "weak-retriever"}
     calls = store.query(db, "SELECT count(*) AS n FROM judge_calls")["n"].iloc[0]
     assert counts(db, "weak-retriever")["verdicts"] > 0
@@ -512,13 +514,13 @@ def test_delete_run_is_one_transaction(db: Path) -> None:
         con.execute("INSERT INTO zz_parent VALUES ('weak-retriever'); INSERT INTO zzz_child VALUES ('weak-retriever')")
     before = counts(db, "weak-retriever")
     with pytest.raises(duckdb.ConstraintException):
-        store.delete_run(db, "weak-retriever")
+        writes.delete_run(db, "weak-retriever")
     assert counts(db, "weak-retriever") == before and before["items"] > 0
 
 
 def test_delete_run_gives_up_on_a_busy_database(db: Path) -> None:
     with store.connect(db):  # this process holds the read-write lock...
-        code = "import sys; from evaluators import store; store.delete_run(sys.argv[1], 'llm-judge', deadline_s=0.5)"
+        code = "import sys; from evaluators.storage import writes; writes.delete_run(sys.argv[1], 'llm-judge', deadline_s=0.5)"
         other = subprocess.run([sys.executable, "-c", code, str(db)], cwd=ROOT, capture_output=True, text=True)
     assert other.returncode != 0 and "StoreBusy" in other.stderr
     assert "llm-judge" in run_ids(db)

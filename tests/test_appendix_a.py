@@ -13,9 +13,10 @@ import asyncio
 
 import pytest
 
-from evaluators import metrics, registry
-from evaluators.offline import OfflineJudge
-from evaluators.records import Item
+from evaluators.core.records import Item
+from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics import registry
+from evaluators.metrics import thelma as metrics
 
 CLOSED = (0.5, 0.5)  # no p lies strictly inside: every verdict counts as decided
 QUERY = "When was the Chimnabai Clock Tower completed, and who was it named after?"

@@ -12,7 +12,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import store, ui
+from evaluators.dashboard import ui
+from evaluators.storage import health, queries, store, writes
 from tests.seed import seed
 
 
@@ -176,7 +177,7 @@ def test_an_empty_duckdb_file_reads_as_no_runs_yet(tmp_path: Path, monkeypatch: 
 
 def test_a_locked_database_says_so_and_offers_a_retry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = seed(tmp_path / "seed.duckdb")
-    monkeypatch.setattr(store, "check_database", _busy)
+    monkeypatch.setattr(health, "check_database", _busy)
     st.cache_data.clear()
     at = _open(ui.PAGES["run"].file, path, monkeypatch)
     assert not at.exception
@@ -184,22 +185,22 @@ def test_a_locked_database_says_so_and_offers_a_retry(tmp_path: Path, monkeypatc
     assert [b.label for b in at.button] == ["Retry"] and not at.dataframe
 
 
-def _busy(path: object, deadline_s: float = 3.0) -> store.Health:
+def _busy(path: object, deadline_s: float = 3.0) -> health.Health:
     raise store.StoreBusy(f"{path}: busy")
 
 
 def test_check_database_reads_a_good_database_as_ok(tmp_path: Path) -> None:
     path = seed(tmp_path / "seed.duckdb")
-    assert store.check_database(path) == store.Health("ok", version=len(store.MIGRATIONS))
+    assert health.check_database(path) == health.Health("ok", version=len(store.MIGRATIONS))
     copy = tmp_path / "copy.duckdb"
     shutil.copy(path, copy)
-    assert store.check_database(copy).state == "ok"
+    assert health.check_database(copy).state == "ok"
 
 
 def test_a_database_shrunk_by_a_delete_is_not_read_as_cut_short(tmp_path: Path) -> None:
     path = seed(tmp_path / "seed.duckdb")
-    for run in store.runs(path)["run_id"]:
-        store.delete_run(path, run)
+    for run in queries.runs.runs(path)["run_id"]:
+        writes.delete_run(path, run)
     with duckdb.connect(str(path)) as con:
         con.execute("CHECKPOINT")  # cuts the trailing free blocks off the file
-    assert store.check_database(path).state == "ok"
+    assert health.check_database(path).state == "ok"

@@ -8,10 +8,12 @@ from typing import Iterator
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from evaluators import registry, store, ui
-from evaluators.confidence import CALIBRATED
-from evaluators.metrics import rescore
-from evaluators.records import Component, Item, Run, Status, Verdict
+from evaluators.core.confidence import CALIBRATED
+from evaluators.core.records import Component, Item, Run, Status, Verdict
+from evaluators.dashboard import ui
+from evaluators.metrics import registry
+from evaluators.metrics.thelma import rescore
+from evaluators.storage import ownership, writes
 from tests.conftest import app_db
 from tests.test_bad_db import new_app
 
@@ -28,12 +30,12 @@ def band_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """One item whose sources miss the one sub-question (SQC 0, sure) and whose response leaves it
     open, but the judge is unsure of that (RQC p 0.45): quiet at the default band, T2.2 at 0.5,0.5."""
     path = tmp_path / "band.duckdb"
-    store.start_run(path, Run(RUN, "offline", {}, {}), 1)
+    ownership.start_run(path, Run(RUN, "offline", {}, {}), 1)
     comps = [Component(ITEM, "subquestion", 0, "When does the ferry leave?"), Component(ITEM, "source", 0, "Parking.")]
     verdicts = [_verdict("sqc", "subquestion", 0, "source:0", 0.0, 0.08, "no source sentence names a time"),
                 _verdict("rqc", "subquestion", 0, "response", 0.0, 0.45, "the answer mentions a ferry, no time")]
     specs = {m: registry.METRICS[m] for m in ("sqc", "rqc")}
-    store.write_batch(path, RUN, items=[Item(ITEM, "When does the ferry leave?", ("Parking.",), "Ferries are nice.")],
+    writes.write_batch(path, RUN, items=[Item(ITEM, "When does the ferry leave?", ("Parking.",), "Ferries are nice.")],
                       components=comps, verdicts=verdicts, scores=list(rescore(ITEM, verdicts, specs).values()))
     yield from app_db(path, monkeypatch)
 

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from benchmarks.big_input import PARAGRAPH, QUERY, SOURCE
-from evaluators import evidence, runner, store
-from evaluators.metrics import SD_BLOCK, Cosines, sd_verdicts
-from evaluators.records import Item
-from evaluators.vocabulary import THELMA
-
+from evaluators.core.records import Item
+from evaluators.judges import evidence, factory
+from evaluators.metrics.registry import THELMA
+from evaluators.metrics.thelma import SD_BLOCK, Cosines, sd_verdicts
+from evaluators.runs import runner
+from evaluators.storage import queries, store
 
 
 def with_small_items(big: Item) -> list[Item]:
@@ -57,7 +58,7 @@ def test_sd_memory_grows_with_n_not_n_squared() -> None:
 def test_a_150_kb_repetitive_response_is_evaluated_beside_the_other_items(tmp_path: Path) -> None:
     big = Item("big", QUERY, (SOURCE,), PARAGRAPH * (150_000 // len(PARAGRAPH)))
     db = tmp_path / "e.duckdb"
-    runner.evaluate(with_small_items(big), db, "r", runner.OFFLINE, metrics=THELMA)
+    runner.evaluate(with_small_items(big), db, "r", factory.OFFLINE, metrics=THELMA)
     got = scores(db)
     assert {item for item, _ in got} == {"small-1", "big", "small-2"}
     assert all(status == "ok" for (_, _), (_, _, status) in got.items())
@@ -69,7 +70,7 @@ def test_yes_repeated_30000_times_no_longer_crashes_and_states_nothing(tmp_path:
     # Measured before: a segfault in SD's 30,000 x 30,000 matrix; the run stayed `running`.
     big = Item("big", QUERY, (SOURCE,), "Yes. " * 30_000)
     db = tmp_path / "e.duckdb"
-    runner.evaluate(with_small_items(big), db, "r", runner.OFFLINE, metrics=THELMA)
+    runner.evaluate(with_small_items(big), db, "r", factory.OFFLINE, metrics=THELMA)
     got = scores(db)
     assert {m: got[("big", m)][2] for m in ("rp", "rqc", "sd", "gr")} == dict.fromkeys(("rp", "rqc", "sd", "gr"),
                                                                                        "empty")
@@ -89,11 +90,11 @@ def test_a_failure_inside_one_item_marks_its_metric_error_and_the_others_are_sto
     monkeypatch.setattr(evidence, "support", poisoned)
     bad = Item("bad", QUERY, (SOURCE,), "The tower was completed in 1896. POISON was here.")
     db = tmp_path / "e.duckdb"
-    runner.evaluate(with_small_items(bad), db, "r", runner.OFFLINE, metrics=THELMA)
+    runner.evaluate(with_small_items(bad), db, "r", factory.OFFLINE, metrics=THELMA)
     got = scores(db)
     assert got[("bad", "gr")] == (None, 1, "error")
     assert all(status == "ok" for (item, metric), (_, _, status) in got.items() if (item, metric) != ("bad", "gr"))
     detail = store.query(db, "SELECT detail FROM verdicts WHERE item_id = 'bad' AND metric = 'gr'")["detail"].iloc[0]
     assert detail == "failed inside the engine: RuntimeError: cannot read claim POISON"
-    assert len(store.done_item_ids(db, "r")) == 3
+    assert len(queries.runs.done_item_ids(db, "r")) == 3
     assert run_status(db) == "finished with failures"

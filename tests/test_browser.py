@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from evaluators import store
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.storage import ownership, store, writes
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, outside, streamlit_server
 from tests.seed import INJECTION, seed
 
@@ -60,8 +60,8 @@ def add_xss_run(path: Path) -> None:
                      reply="<output>1: 0</output><img src=x onerror=\"window.__pwned=1\">", status=Status.OK,
                      prompt_tokens=20, completion_tokens=5, latency_ms=120.0)
     claim = '<img src=x onerror="window.__pwned=1">'
-    store.start_run(path, Run("xss", "openai/test", {}, {"groundedness": "feedc0de"}), 1)
-    store.write_batch(
+    ownership.start_run(path, Run("xss", "openai/test", {}, {"groundedness": "feedc0de"}), 1)
+    writes.write_batch(
         path, "xss", items=[item],
         components=[Component("x01", "source", 0, XSS["source"]), Component("x01", "claim", 0, claim)],
         verdicts=[Verdict(item_id="x01", metric="gr", component_kind="claim", component_idx=0, target="sources",
@@ -70,7 +70,7 @@ def add_xss_run(path: Path) -> None:
                           value=1.0, status=Status.OK, detail=XSS["source"])],
         scores=[Score("x01", "gr", 0.0, 1, 1, Status.OK), Score("x01", "sp1", 1.0, 1, 1, Status.OK)],
         calls=[call])
-    store.finish_run(path, "xss", "finished", {"calls": 1})
+    ownership.finish_run(path, "xss", "finished", {"calls": 1})
     with store.connect(path) as con:
         con.execute("UPDATE runs SET created_at = TIMESTAMP '2026-10-01 09:00:00' WHERE run_id = 'xss'")
 

@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 
 from benchmarks import calibration as bench
-from evaluators import calibration, registry, runner, store
-from evaluators.calibration import MATCH_TYPES, PROMPT_TYPES, SD
-from evaluators.confidence import is_unsure
-from evaluators.metrics import sd_verdicts
-from evaluators.offline import OfflineJudge
-from evaluators.records import CALIBRATED, LABEL, Item, Status
-from evaluators.vocabulary import THELMA
+from evaluators.core.confidence import is_unsure
+from evaluators.core.records import CALIBRATED, LABEL, Item, Status
+from evaluators.judges import calibration, registry
+from evaluators.judges.calibration import MATCH_TYPES, PROMPT_TYPES, SD
+from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics.registry import THELMA
+from evaluators.metrics.thelma import sd_verdicts
+from evaluators.runs import runner
+from evaluators.storage import store
 
 GRID = [x / 100 for x in range(-5, 106)]  # the whole score range, and a little beyond it
 

@@ -20,16 +20,21 @@ from typing import Any
 
 import duckdb
 import pytest
-
-from evaluators import cli, metrics, registry, runner, store
-from evaluators.cascade import CascadeJudge, parse_chain
-from evaluators.confidence import is_unsure
-from evaluators.judge import LLMJudge
-from evaluators.offline import OfflineJudge
-from evaluators.records import CALIBRATED, CLAIM, LABEL, LOGPROB, Answer, Confidence, Elements, Status, unit
 from openai_server import MODEL, OpenAIServer, Reply, elements, identify
 from test_access import EVALUATE, ROW, app, click, run, upload
 from test_runner import ROOT, TRIPLET, items, scores, write_jsonl
+
+from evaluators import cli
+from evaluators.core.confidence import is_unsure
+from evaluators.core.records import CALIBRATED, CLAIM, LABEL, LOGPROB, Answer, Confidence, Elements, Status, unit
+from evaluators.judges import registry
+from evaluators.judges.cascade import CascadeJudge, parse_chain
+from evaluators.judges.llm import LLMJudge
+from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics import registry as metric_registry
+from evaluators.metrics import thelma as metrics
+from evaluators.runs import runner
+from evaluators.storage import store
 
 LLM = f"openai/{MODEL}"
 CHAIN = f"offline>{LLM}"
@@ -203,7 +208,7 @@ def test_a_logprob_last_tier_gives_logprob_confidences_under_its_tier(openai_ser
     judge = CascadeJudge([("offline", first), ("local", llm(openai_server, logprob_binary=True))],
                          decompose_with="offline", band=BAND)
     openai_server.replies.extend([Reply("1", {"1": 0.72, "0": 0.18}), Reply("0", {"0": 0.6, "1": 0.15})])
-    result = asyncio.run(metrics.evaluate_item(TRIPLET, {"gr": registry.METRICS["gr"]}, judge, per_component=True))
+    result = asyncio.run(metrics.evaluate_item(TRIPLET, {"gr": metric_registry.METRICS["gr"]}, judge, per_component=True))
     got = sorted(result.verdicts, key=lambda v: v.component_idx)
     assert [(v.tier, v.p_kind) for v in got] == [("local", LOGPROB)] * 2
     assert sorted(round(v.p, 6) for v in got) == [0.2, 0.8]

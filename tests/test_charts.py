@@ -1,10 +1,10 @@
-"""The plotly figures (evaluators/charts.py): binning, threshold lines, the correlation grid and
+"""The plotly figures (evaluators/dashboard/charts.py): binning, threshold lines, the correlation grid and
 quadrant counts placed in their quadrants."""
 from __future__ import annotations
 
 import pandas as pd
 
-from evaluators import charts
+from evaluators.dashboard import charts
 
 
 def test_histograms_bin_to_tenths_with_one_threshold_line_per_metric() -> None:

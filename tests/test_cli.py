@@ -4,7 +4,7 @@ These tests import nothing from the engine but the CLI's entry point. They check
 contract (commands, flags, stdout/stderr, exit codes) and the DuckDB rows a command leaves behind,
 read with duckdb directly, so they hold whatever the engine's modules are called.
 
-Exit codes (evaluators/cli.py): 0 done; 2 bad input or options, one line per problem and no
+Exit codes (evaluators/cli/): 0 done; 2 bad input or options, one line per problem and no
 traceback; 3 the judge refused or the run could not finish; 4 the database is busy; 130 interrupted.
 """
 from __future__ import annotations
@@ -24,9 +24,10 @@ from typing import Any, Iterator
 
 import duckdb
 import pytest
-
-from evaluators.cli import client_processes, main
 from openai_server import OpenAIServer, identify
+
+from evaluators.cli import main
+from evaluators.cli.evaluate import client_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGE = "openai/test-judge"

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import flips
+from evaluators.runs import flips
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.test_browser import check_page, grid, settle, shot
 from tests.test_flips import BASE, CAND, SRC, ledger_key, write_run

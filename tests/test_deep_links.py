@@ -2,7 +2,7 @@
 
 Streamlit 1.67 serves an app with a pages/ folder next to its entry script the old way (the folder's
 files, plus an "app" entry) until some session has run app.py's st.navigation in the process. ui.page()
-notices it was served that way and runs app.py in its place (evaluators/ui.py). Checked in Chromium against
+notices it was served that way and runs app.py in its place (evaluators/dashboard/ui.py). Checked in Chromium against
 a new `streamlit run app.py` whose very first request is a deep link, and with AppTest in that mode:
 a deep link is handed over to app.py, a page file opened by itself (it has no app.py) is not.
 """
@@ -16,7 +16,7 @@ import pytest
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from evaluators import timing
+from evaluators.dashboard import timing
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server
 
 TIMEOUT_MS = 45_000

@@ -13,8 +13,10 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from data import build_demo, demo_runs  # noqa: E402
-from evaluators import runner, store  # noqa: E402
-from evaluators.diagnosis import RULES  # noqa: E402
+from evaluators.judges import factory
+from evaluators.metrics.diagnosis import RULES  # noqa: E402
+from evaluators.runs import runner
+from evaluators.storage import queries, store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,7 @@ def test_keyword_retriever_really_misses_parts_that_the_good_one_finds() -> None
 
 def test_demo_has_three_finished_runs_over_the_same_queries(demo: tuple[Path, dict]) -> None:
     db, _ = demo
-    runs = store.runs(db).set_index("run_id")
+    runs = queries.runs.runs(db).set_index("run_id")
     assert set(demo_runs.RUNS) <= set(runs.index)
     assert (runs.loc[list(demo_runs.RUNS), "status"] == "finished").all()
     ids = {name: set(store.query(db, "SELECT item_id FROM items WHERE run_id = ?", [name])["item_id"])
@@ -123,7 +125,7 @@ def test_an_interrupted_build_resumes_and_only_then_replaces_the_target(demo: tu
     db = tmp_path / "demo.duckdb"
     partial = build_demo.temp_path(db)
     name = demo_runs.RUNS[1]
-    runner.evaluate(build_demo.run_items()[name][:5], partial, run=name, judge=runner.OFFLINE)
+    runner.evaluate(build_demo.run_items()[name][:5], partial, run=name, judge=factory.OFFLINE)
     assert not db.exists()  # a half-built demo is never at the target path
     build_demo.build(db, emit=lambda _: None)  # embeddings are cached in-process by now: quick
     assert db.exists() and not partial.exists()
@@ -132,7 +134,7 @@ def test_an_interrupted_build_resumes_and_only_then_replaces_the_target(demo: tu
 
 def test_demo_has_the_robustness_runs(demo: tuple[Path, dict]) -> None:
     db, _ = demo
-    runs = store.runs(db).set_index("run_id")
+    runs = queries.runs.runs(db).set_index("run_id")
     assert (runs.loc[list(build_demo.GRAMMAR_RUNS), "status"] == "finished").all()
     judged = store.query(db, "SELECT run_id, count(*) AS n FROM grammar_correctness GROUP BY run_id")
     assert set(judged["run_id"]) == set(build_demo.GRAMMAR_RUNS) and (judged["n"] > 0).all()

@@ -9,7 +9,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from evaluators import embeddings
+from evaluators.judges import embeddings
 
 TEXTS = ["Short one.", "A much longer sentence about the clock tower, its builders and the year 1896, "
          "with enough words to be padded against the short ones.", "Mid-length text on the tower.", "Tall.",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import faults
-from evaluators.diagnosis import RULES
+from evaluators.metrics.diagnosis import RULES
 
 
 def test_rows_parse_ranges_and_refuse_anything_else() -> None:

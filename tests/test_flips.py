@@ -1,8 +1,8 @@
-"""Flip attribution (evaluators/flips.py) on hand-built run pairs: sources changed, response changed,
+"""Flip attribution (evaluators/runs/flips.py) on hand-built run pairs: sources changed, response changed,
 neither; unsure and failed verdicts; matching by text; the per-item and run roll-ups; the Compare section.
 
 Runs are hand-built here (`write_run`, also used by the gate and suite tests) and written through
-store.write_batch like the engine. An item is given as its texts and one verdict code per component
+writes.write_batch like the engine. An item is given as its texts and one verdict code per component
 and target: "1" and "0" are confident verdicts (p 0.95 / 0.05, calibrated), "?" is unsure at the
 default band (p 0.5), "t" a timeout. Scores are the mean of the confident verdicts (SQC: of the
 sub-questions, each covered by any confident 1), as the engine would store them.
@@ -18,8 +18,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import flips, store
-from evaluators.records import CALIBRATED, Component, Item, Run, Score, Status, Verdict
+from evaluators.core.records import CALIBRATED, Component, Item, Run, Score, Status, Verdict
+from evaluators.runs import flips
+from evaluators.storage import ownership, writes
 
 ROOT = Path(__file__).resolve().parents[1]
 _P = {"1": 0.95, "0": 0.05, "?": 0.5}
@@ -47,7 +48,7 @@ def write_run(db: Path, run: str, items: dict[str, dict[str, Any]], judge: str =
     """Write a finished run. Per item: query, sources, response, and optionally
     sp1 (one code per source), claims [(text, rp code, gr code)], subq [(text, sqc codes per source then
     the whole set, rqc code)], sd (one code per sentence: defaults to all distinct)."""
-    store.start_run(db, Run(run, judge, {}, {}), len(items))
+    ownership.start_run(db, Run(run, judge, {}, {}), len(items))
     records: dict[str, list[Any]] = {"items": [], "components": [], "verdicts": [], "scores": []}
     for item_id, spec in items.items():
         records["items"].append(Item(item_id, spec["query"], tuple(spec["sources"]), spec["response"],
@@ -79,8 +80,8 @@ def write_run(db: Path, run: str, items: dict[str, dict[str, Any]], judge: str =
         records["scores"] += [_score(item_id, "sp1", list(sp1)), _score(item_id, "rp", rp), _score(item_id, "gr", gr),
                               _score(item_id, "sqc", sqc), _score(item_id, "rqc", rqc),
                               _score(item_id, "sd", list(sd))]
-    store.write_batch(db, run, **records)
-    store.finish_run(db, run, "finished", {})
+    writes.write_batch(db, run, **records)
+    ownership.finish_run(db, run, "finished", {})
 
 
 # ---------------------------------------------------------------- the hand-built pair
@@ -266,7 +267,7 @@ def test_compare_asks_before_explaining_the_flips_of_big_runs(tmp_path: Path, mo
     write_run(db, "cand", CAND)
     n = 20_001  # one more than Compare explains without being asked
     ids = [f"x{k:05d}" for k in range(n)]
-    store.write_frames(db, {
+    writes.write_frames(db, {
         "items": pd.DataFrame({"run_id": "cand", "item_id": ids, "query": "Q?", "sources": [["S."]] * n,
                                "response": "R.", "reference": None, "metadata": "{}"}),
         "scores": pd.DataFrame({"run_id": "cand", "item_id": ids, "metric": "gr", "value": 1.0, "n_scored": 1,

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from evaluators import cli, gate
+from evaluators import cli
+from evaluators.runs import gate
 from tests.test_flips import write_run
 
 ROOT = Path(__file__).resolve().parents[1]

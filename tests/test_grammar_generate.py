@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openai_server import OpenAIServer
 
 from evaluators.grammar import generate
-from openai_server import OpenAIServer
 
 TINY_SQL = """
 CREATE TABLE items (name VARCHAR, colour VARCHAR, size INTEGER);
@@ -130,7 +130,7 @@ def _template_replies(body: dict[str, Any]) -> str:
 def test_a_judge_writes_sql_and_text_templates_and_unusable_ones_are_dropped(
         tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "x")
-    from evaluators.judge import LLMJudge
+    from evaluators.judges.llm import LLMJudge
 
     with OpenAIServer(responder=_template_replies) as server, generate.open_source(tiny) as con:
         judge = LLMJudge("openai/test-judge", api_base=server.base_url, api_key="x", timeout=5.0)

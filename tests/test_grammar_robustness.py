@@ -9,6 +9,7 @@ import pytest
 from evaluators import grammar
 from evaluators.grammar import robustness
 from evaluators.grammar.robustness import GroupCount, Outcome
+from evaluators.judges.peers import grammar as grammar_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 AURP = ROOT.parent / "shared" / "datasets" / "grammar_aurp"
@@ -56,23 +57,23 @@ def test_context_comparison_blames_the_lm_only_when_a_right_sibling_saw_the_same
 
 
 def test_answer_match_normalises_case_punctuation_and_dates() -> None:
-    assert robustness.answer_match("2022-03-14", "Work began on 14 March 2022.")[0]
-    assert robustness.answer_match("2022-03-14", "It started March 14th, 2022")[0]
-    assert robustness.answer_match("Cork, Ireland", "in Cork (Ireland)")[0]
-    ok, why = robustness.answer_match("Cork, Ireland", "in Cork")
+    assert grammar_prompts.answer_match("2022-03-14", "Work began on 14 March 2022.")[0]
+    assert grammar_prompts.answer_match("2022-03-14", "It started March 14th, 2022")[0]
+    assert grammar_prompts.answer_match("Cork, Ireland", "in Cork (Ireland)")[0]
+    ok, why = grammar_prompts.answer_match("Cork, Ireland", "in Cork")
     assert not ok and "'ireland'" in why
-    assert not robustness.answer_match("2022-03-14", "14 March 2023")[0]
-    assert not robustness.answer_match("Heron", "Herons nest here")[0]  # whole tokens only
-    assert robustness.answer_match("Director of Projects", "works as director of projects")[0]
-    assert not robustness.answer_match("", "anything")[0]
+    assert not grammar_prompts.answer_match("2022-03-14", "14 March 2023")[0]
+    assert not grammar_prompts.answer_match("Heron", "Herons nest here")[0]  # whole tokens only
+    assert grammar_prompts.answer_match("Director of Projects", "works as director of projects")[0]
+    assert not grammar_prompts.answer_match("", "anything")[0]
 
 
 def test_table6_verdicts_parse_and_ambiguity_is_a_parse_error() -> None:
-    assert robustness.parse_correctness("Correct") == 1
-    assert robustness.parse_correctness("<output>Incorrect</output>") == 0
+    assert grammar_prompts.parse_correctness("Correct") == 1
+    assert grammar_prompts.parse_correctness("<output>Incorrect</output>") == 0
     for bad in ("Correct or Incorrect?", "", "<output>maybe</output>"):
         with pytest.raises(Exception, match="Correct or Incorrect"):
-            robustness.parse_correctness(bad)
+            grammar_prompts.parse_correctness(bad)
 
 
 @pytest.mark.skipif(not AURP.exists(), reason=f"GRAMMAR's Aurp artefacts are not at {AURP}")

@@ -10,14 +10,15 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from openai_server import OpenAIServer
 from streamlit.testing.v1 import AppTest
 
-from evaluators import grammar, store
+from evaluators import grammar
+from evaluators.cli import grammar as grammar_cli
 from evaluators.cli import main
-from evaluators.grammar import cli as grammar_cli
+from evaluators.core.records import Item
 from evaluators.grammar import generate, pipeline, robustness, runs
-from evaluators.records import Item
-from openai_server import OpenAIServer
+from evaluators.storage import queries, store, writes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +36,7 @@ def seed_run(db: Path, run: str = "r1") -> None:
              _item("g2-a", "g2", "a", "no idea", "Lisbon", ["d2"]), _item("g2-b", "g2", "b", "Porto", "Lisbon", ["d2"]),
              _item("g3-a", "g3", "a", "Leeds", "Leeds", ["d1"]), _item("g3-b", "g3", "b", "York", "Leeds", ["d1"])]
     store.migrate(db)
-    store.write_batch(db, run, items=items)
+    writes.write_batch(db, run, items=items)
 
 
 def test_offline_correctness_is_stored_and_reported(tmp_path: Path) -> None:
@@ -54,14 +55,14 @@ def test_offline_correctness_is_stored_and_reported(tmp_path: Path) -> None:
     assert (f.items, f.correct, f.gap_items, f.robustness) == (6, 3, 2, pytest.approx(3 / 4))
     assert rep.blame == {"g3-b": "lm"} and rep.modular["tpl"].robustness == 1.0
     assert list(rep.non_robust["item_id"]) == ["g3-a", "g3-b"]
-    assert store.grammar_runs(db) == ["r1"]
+    assert queries.grammar.grammar_runs(db) == ["r1"]
     assert "LM shortfall 1" in robustness.report_text(rep)
 
 
 def test_generator_failures_are_not_judged_and_show_as_unscored(tmp_path: Path) -> None:
     db = tmp_path / "eval.duckdb"
     store.migrate(db)
-    store.write_batch(db, "r", items=[_item("x", "g", "a", "", "Cork", [], status="error"),
+    writes.write_batch(db, "r", items=[_item("x", "g", "a", "", "Cork", [], status="error"),
                                       _item("y", "g", "b", "Cork", "Cork", ["d1"])])
     summary = runs.evaluate_correctness(db, "r")
     assert summary.statuses == {"error": 1, "ok": 1} and summary.correct == 1

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.server
 import threading
-from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlencode
 

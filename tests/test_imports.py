@@ -13,13 +13,13 @@ PACKAGE = ROOT / "evaluators"
 
 # Third-party library -> the only engine modules allowed to import it.
 OWNERS = {
-    "sentence_transformers": {"evaluators.embeddings"},
-    "torch": {"evaluators.embeddings"},
-    "transformers": {"evaluators.embeddings"},
-    "onnxruntime": {"evaluators.embeddings"},
-    "tokenizers": {"evaluators.embeddings"},
-    "litellm": {"evaluators.judge"},
-    "duckdb": {"evaluators.store", "evaluators.queries"},
+    "sentence_transformers": {"evaluators.judges.embeddings"},
+    "torch": {"evaluators.judges.embeddings"},
+    "transformers": {"evaluators.judges.embeddings"},
+    "onnxruntime": {"evaluators.judges.embeddings"},
+    "tokenizers": {"evaluators.judges.embeddings"},
+    "litellm": {"evaluators.judges.llm"},
+    "duckdb": {"evaluators.storage.store", "evaluators.storage.queries.runs"},
 }
 
 
@@ -93,8 +93,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_walk_sees_lazy_imports_and_the_grammar_package() -> None:
     graph = engine_graph()
-    assert "evaluators.grammar.cli" in graph and "evaluators.registry" in graph
-    assert "evaluators.local_llm" in graph["evaluators.runner"]  # imported inside a function
+    assert "evaluators.cli.grammar" in graph and "evaluators.judges.registry" in graph
+    assert "evaluators.judges.local_llm" in graph["evaluators.judges.factory"]  # imported inside a function
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
@@ -105,10 +105,11 @@ def test_no_import_cycle_in_the_engine() -> None:
 
 def test_nothing_below_the_registry_imports_it_or_a_judge() -> None:
     graph = engine_graph()
-    above = {"evaluators.registry", "evaluators.offline", "evaluators.judge", "evaluators.runner"}
-    below = ["evaluators.metrics", "evaluators.evidence", "evaluators.text", "evaluators.embeddings",
-             "evaluators.prompts", "evaluators.records", "evaluators.suites.ragas", "evaluators.suites.nvidia",
-             "evaluators.suites.deepeval", "evaluators.grammar.robustness", "evaluators.grammar.generate",
+    above = {"evaluators.judges.registry", "evaluators.judges.offline", "evaluators.judges.llm",
+             "evaluators.runs.runner"}
+    below = ["evaluators.metrics.thelma", "evaluators.judges.evidence", "evaluators.core.text",
+             "evaluators.judges.embeddings", "evaluators.judges.prompts", "evaluators.core.records",
+             "evaluators.metrics.suites.ragas", "evaluators.metrics.suites.nvidia", "evaluators.metrics.suites.deepeval", "evaluators.grammar.robustness", "evaluators.grammar.generate",
              "evaluators.grammar.pipeline"]
     for name in below:
         assert not graph[name] & above, f"{name} imports {sorted(graph[name] & above)}"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evaluators.ingest import MAX_TEXT_BYTES, InputError, items_from_frame, load_items
-from evaluators.records import Item
+from evaluators.core.records import Item
+from evaluators.runs.ingest import MAX_TEXT_BYTES, InputError, items_from_frame, load_items
 
 ROWS = [
     {"id": "q1", "query": "Who wrote Dune?", "sources": ["Dune is a 1965 novel by Frank Herbert."],

@@ -14,11 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-
-from evaluators import prompts, registry
-from evaluators.judge import JudgeFatal, LLMJudge, call_key
-from evaluators.records import JudgeCall, Status
 from openai_server import GARBAGE, OpenAIServer, Reply, format_aware
+
+from evaluators.core.records import JudgeCall, Status
+from evaluators.judges import prompts, registry
+from evaluators.judges.llm import JudgeFatal, LLMJudge
+from evaluators.judges.traffic import call_key
 
 MODEL = "openai/test-judge"
 CLAIM_VARS = {"sources": ["The sky is blue on a clear day."], "claim": "The sky is blue on a clear day."}
@@ -372,7 +373,7 @@ def test_format_aware_continues_a_prefill_with_the_bare_digit() -> None:
 
 
 def test_a_burst_of_429s_halves_the_limit_once() -> None:
-    from evaluators.judge import AdaptiveLimit
+    from evaluators.judges.traffic import AdaptiveLimit
 
     limit = AdaptiveLimit(8)
     for _ in range(8):  # the 429s of eight requests in flight report one overload

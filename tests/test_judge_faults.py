@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from evaluators import cli, runner, store
-from evaluators.judge import NO_KEY, JudgeFatal, JudgeUnavailable, LLMJudge
-from evaluators.masking import mask_url
-from evaluators.records import Item, Status
 from openai_server import OpenAIServer
+
+from evaluators import cli
+from evaluators.core.masking import mask_url
+from evaluators.core.records import Item, Status
+from evaluators.judges import factory
+from evaluators.judges.llm import NO_KEY, JudgeFatal, JudgeUnavailable, LLMJudge
+from evaluators.runs import runner
+from evaluators.storage import queries, store
 
 JUDGE = "openai/test-judge"
 SECRET = "sk-test-SECRET-0123456789abcdefXYZ"  # shaped like a real key, long enough to be searched for
@@ -104,7 +107,7 @@ def test_a_failed_call_is_not_cached_so_a_rerun_asks_again(tmp_path: Path, opena
     openai_server.fail_when(lambda index, body: index < 4, "null_content")
     db = tmp_path / "e.duckdb"
     evaluate(db, openai_server)
-    judge = LLMJudge(JUDGE, api_base=openai_server.base_url, cache=store.load_cache(db, JUDGE))
+    judge = LLMJudge(JUDGE, api_base=openai_server.base_url, cache=queries.runs.load_cache(db, JUDGE))
     assert judge.cache == {}  # nothing to replay: a reply without content was never an answer
 
 
@@ -212,14 +215,14 @@ def test_rate_limit_patience_must_be_a_positive_finite_number_of_minutes(tmp_pat
 def test_rate_limit_patience_reaches_the_judge_in_seconds(tmp_path: Path, openai_server: OpenAIServer,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[float] = []
-    real = runner.open_judge
+    real = factory.open_judge
 
     async def spy(*args: Any, **kwargs: Any) -> Any:
         judge, forced = await real(*args, **kwargs)
         seen.append(judge.rate_limit_patience)
         return judge, forced
 
-    monkeypatch.setattr(runner, "open_judge", spy)
+    monkeypatch.setattr(factory, "open_judge", spy)
     assert cli_evaluate(tmp_path, openai_server, "--rate-limit-patience", "2.5") == 0
     assert seen == [150.0]
 

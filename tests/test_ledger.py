@@ -15,8 +15,10 @@ from streamlit.testing.v1 import AppTest
 
 from data import build_demo
 from data.demo_runs import RUNS, RUNS_DIR
-from evaluators import cli, ledger, queries, store
-from evaluators.records import CALIBRATED, LABEL, Component, Item, Run, Score, Status, Verdict
+from evaluators import cli
+from evaluators.core.records import CALIBRATED, LABEL, Component, Item, Run, Score, Status, Verdict
+from evaluators.metrics import ledger
+from evaluators.storage import ownership, queries, store, writes
 from tests.conftest import app_db
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,9 +56,9 @@ def build_ledger_db(path: Path) -> Path:
     components = [Component("i1", "claim", 0, "Alpha text one."), Component("i1", "claim", 1, "Alpha is wrong."),
                   Component("i2", "claim", 0, "Bravo is fine."), Component("i3", "claim", 0, "Bravo is nine.")]
     scores = [Score(i.id, "gr", 0.5, 1, 1, Status.OK) for i in items]
-    store.start_run(path, Run(RUN, "hand", {}, {"claims": "0123456789ab"}), len(items))
-    store.write_batch(path, RUN, items=items, components=components, verdicts=verdicts, scores=scores)
-    store.finish_run(path, RUN, "finished", {})
+    ownership.start_run(path, Run(RUN, "hand", {}, {"claims": "0123456789ab"}), len(items))
+    writes.write_batch(path, RUN, items=items, components=components, verdicts=verdicts, scores=scores)
+    ownership.finish_run(path, RUN, "finished", {})
     return path
 
 
@@ -92,9 +94,9 @@ def test_the_sql_key_equals_source_key_for_every_kind_of_whitespace(tmp_path: Pa
     texts = ["plain text", "  lead and trail  ", "tab\tand\nnewline", "nbsp\u00a0here", "em\u2003space\u3000ideo",
              "line\u2028sep", "vt\x0bff\x0c", "fs\x1cgs\x1d", "nel\x85x", "zero\u200bwidth", "é accents ünïcode"]
     db = tmp_path / "keys.duckdb"
-    store.start_run(db, Run("k", "hand", {}, {}), 1)
-    store.write_batch(db, "k", items=[Item("x", "q", tuple(texts), "r")])
-    got = set(queries.source_ledger(db, ["k"], limit=None)["text_key"])
+    ownership.start_run(db, Run("k", "hand", {}, {}), 1)
+    writes.write_batch(db, "k", items=[Item("x", "q", tuple(texts), "r")])
+    got = set(queries.ledger.source_ledger(db, ["k"], limit=None)["text_key"])
     assert got == {ledger.source_key(t) for t in texts}
 
 
@@ -120,13 +122,13 @@ def test_the_sql_attribution_equals_supporting_sources(tmp_path: Path) -> None:
         "unsupported: best source sentence 'Tickets cost 5 euros.' (cosine 0.4, 20% of claim words)",
         "1"]
     db = tmp_path / "quotes.duckdb"
-    store.start_run(db, Run("q", "hand", {}, {}), 1)
-    store.write_batch(db, "q", items=[Item("x", "q", sources, "r")], verdicts=[
+    ownership.start_run(db, Run("q", "hand", {}, {}), 1)
+    writes.write_batch(db, "q", items=[Item("x", "q", sources, "r")], verdicts=[
         _verdict("x", "gr", i, 0.0 if d.startswith("unsupported") else 1.0, detail=d) for i, d in enumerate(details)])
     want = Counter(i for d in details for i in ledger.supporting_sources(d, sources) if not d.startswith("un"))
     assert want == Counter({0: 1, 1: 2, 2: 1})  # the quotes this test means to cover are all attributed
     for i, text in enumerate(sources):
-        row = queries.source_retrievals(db, ["q"], ledger.source_key(text)).iloc[0]
+        row = queries.ledger.source_retrievals(db, ["q"], ledger.source_key(text)).iloc[0]
         assert row["supports"] == want[i]
     assert row["n_unattributed"] == 2  # "Nowhere to be found." and the LLM judge's bare "1"
 
@@ -134,7 +136,7 @@ def test_the_sql_attribution_equals_supporting_sources(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- counts on a hand-built run
 
 def test_hand_built_ledger_counts(hand_db: Path) -> None:
-    rows = _by_source(queries.source_ledger(hand_db, [RUN], limit=None))
+    rows = _by_source(queries.ledger.source_ledger(hand_db, [RUN], limit=None))
     kb, kc = ledger.source_key(B), ledger.source_key(C)
     assert set(rows) == {"doc-a", "doc-b", kb, kc}  # i2's single id does not align with its two sources
     a, b_id, b, c = rows["doc-a"], rows["doc-b"], rows[kb], rows[kc]
@@ -155,26 +157,26 @@ def test_hand_built_ledger_counts(hand_db: Path) -> None:
 def test_hand_built_lists_follow_the_thresholds(hand_db: Path) -> None:
     kb = ledger.source_key(B)
     th = ledger.Thresholds(min_retrieved=2, dead_max_essential=0.2, stale_min_unsupported=0.5)
-    lists = queries.source_ledger(hand_db, [RUN], th)
+    lists = queries.ledger.source_ledger(hand_db, [RUN], th)
     assert list(lists.loc[lists["list"] == "dead weight", "source"]) == [kb]
     assert list(lists.loc[lists["list"] == "stale", "source"]) == [kb]
     assert (lists["n_sources"].iloc[0], lists["n_dead"].iloc[0], lists["n_stale"].iloc[0]) == (4, 1, 1)
-    stricter = queries.source_ledger(hand_db, [RUN], ledger.Thresholds(2, 0.2, 0.6))
+    stricter = queries.ledger.source_ledger(hand_db, [RUN], ledger.Thresholds(2, 0.2, 0.6))
     assert stricter[stricter["list"] == "stale"].empty
     assert stricter[stricter["list"] == "retrieved"]["source"].iloc[0] == kb  # most retrieved first
-    assert queries.source_ledger(hand_db, [RUN], ledger.Thresholds(3, 1.0, 0.0))["n_dead"].iloc[0] == 0
+    assert queries.ledger.source_ledger(hand_db, [RUN], ledger.Thresholds(3, 1.0, 0.0))["n_dead"].iloc[0] == 0
 
 
 def test_retrievals_accept_the_id_or_the_text_key(hand_db: Path) -> None:
     kb = ledger.source_key(B)
-    by_text = queries.source_retrievals(hand_db, [RUN], kb)
+    by_text = queries.ledger.source_retrievals(hand_db, [RUN], kb)
     assert list(by_text["item_id"]) == ["i1", "i2", "i3"]  # i1 names B doc-b, its text key still finds it
     assert list(by_text["sp1"]) == ["no", "failed", "no"]
-    by_id = queries.source_retrievals(hand_db, [RUN], "doc-b")
+    by_id = queries.ledger.source_retrievals(hand_db, [RUN], "doc-b")
     assert list(by_id["item_id"]) == ["i1"]
-    a = queries.source_retrievals(hand_db, [RUN], "doc-a").iloc[0]
+    a = queries.ledger.source_retrievals(hand_db, [RUN], "doc-a").iloc[0]
     assert (a["supports"], list(a["claims"]), a["n_unsupported"]) == (1, ["Alpha text one."], 1)
-    assert queries.source_retrievals(hand_db, [RUN], "nothing").empty
+    assert queries.ledger.source_retrievals(hand_db, [RUN], "nothing").empty
 
 
 # ---------------------------------------------------------------- counts on the demo, by hand
@@ -224,7 +226,7 @@ def _hand_counts(db: Path, runs: list[str]) -> dict[str, Counter]:
 def test_demo_ledger_matches_a_count_by_hand(demo_db: Path) -> None:
     runs = list(RUNS)
     hand = _hand_counts(demo_db, runs)
-    rows = _by_source(queries.source_ledger(demo_db, runs, limit=None))
+    rows = _by_source(queries.ledger.source_ledger(demo_db, runs, limit=None))
     assert set(rows) == set(hand)
     # two sources checked in full: the most retrieved, and one the GR claims lean on most
     top = max(hand, key=lambda k: (hand[k]["retrieved"], k))
@@ -242,12 +244,12 @@ def test_demo_ledger_matches_a_count_by_hand(demo_db: Path) -> None:
 
 def test_sql_lists_equal_the_python_definitions_on_the_demo(demo_db: Path) -> None:
     for th in (ledger.DEFAULT_THRESHOLDS, ledger.Thresholds(2, 0.4, 0.25), ledger.Thresholds(10, 0.1, 0.9)):
-        frame = queries.source_ledger(demo_db, list(RUNS), th, limit=None)
+        frame = queries.ledger.source_ledger(demo_db, list(RUNS), th, limit=None)
         for row in frame.to_dict("records"):
             assert row["dead_weight"] == ledger.is_dead_weight(row["n_retrieved"], row["sp1_essential"],
                                                                row["sp1_not"], th)
             assert row["stale"] == ledger.is_stale(row["n_retrieved"], row["beside_unsupported"], row["gr_decided"], th)
-    default = queries.source_ledger(demo_db, list(RUNS), limit=None)
+    default = queries.ledger.source_ledger(demo_db, list(RUNS), limit=None)
     assert default["dead_weight"].any() and default["stale"].any()
 
 

@@ -8,7 +8,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import cli, ledger
+from evaluators import cli
+from evaluators.metrics import ledger
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.test_browser import charts_drawn, check_page, grid, settle
 from tests.test_ledger import RUN, B, build_ledger_db
@@ -73,7 +74,7 @@ def test_dead_weight_opens_the_source_and_then_its_item(page: Any) -> None:
     assert [r["item_id"] for r in rows] == ["i1", "i2", "i3"]
     assert [r["essential"] for r in rows] == ["✗ not essential", "⚠ failed", "✗ not essential"]
     expect(source.get_by_test_id("stMetric").filter(has_text="Retrieved")).to_contain_text("3")
-    item = _open_first_row(source, "item_id", re.compile(rf"/Item\?.*item=i1.*tab=Sources"))  # on its sources
+    item = _open_first_row(source, "item_id", re.compile(r"/Item\?.*item=i1.*tab=Sources"))  # on its sources
     check_page(item, "Item")
     expect(item.get_by_text("Bravo text two.").first).to_be_visible()
 

@@ -19,11 +19,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import local_llm, registry, runner, store
-from evaluators.judge import LLMJudge
-from evaluators.metrics import evaluate_item
-from evaluators.records import LOGPROB, Answer, Item, Score, Status
-from evaluators.vocabulary import THELMA
+from evaluators.core.records import LOGPROB, Answer, Item, Score, Status
+from evaluators.judges import factory, local_llm
+from evaluators.judges.llm import LLMJudge
+from evaluators.metrics import registry
+from evaluators.metrics.registry import THELMA
+from evaluators.metrics.thelma import evaluate_item
+from evaluators.runs import runner
+from evaluators.storage import queries, store
 
 MISSING = local_llm.available()
 needs_extra = pytest.mark.skipif(MISSING is not None, reason=f"local judge extra not installed: {MISSING}")
@@ -184,7 +187,7 @@ def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
     item = Item("clock", "When was the Chimnabai Clock Tower completed?", (SOURCE,),
                 "The Chimnabai Clock Tower was completed in 1896.")
     db = tmp_path / "local.duckdb"
-    summary = runner.evaluate([item], db, "r", runner.LOCAL, metrics=["gr", "rqc"], timeout=TIMEOUT)
+    summary = runner.evaluate([item], db, "r", factory.LOCAL, metrics=["gr", "rqc"], timeout=TIMEOUT)
     assert summary.metrics == {"rqc": {"ok": 1}, "gr": {"ok": 1}}, summary.metrics
     scores = store.query(db, "SELECT metric, value FROM scores WHERE run_id = 'r' ORDER BY metric")
     assert dict(zip(scores["metric"], scores["value"])) == {"gr": 1.0, "rqc": 1.0}
@@ -193,7 +196,7 @@ def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
     calls = store.query(db, "SELECT model FROM judge_calls")
     assert len(calls) <= 10 and set(calls["model"]) == {f"openai/{local_llm.MODEL}"}
     # The calls are cached under the name the runner looks them up by: a rerun would make none.
-    assert len(store.load_cache(db, runner.judge_name(runner.LOCAL))) == len(calls)
+    assert len(queries.runs.load_cache(db, factory.judge_name(factory.LOCAL))) == len(calls)
 
 
 @pytest.mark.local
@@ -203,7 +206,7 @@ def test_a_small_triplet_gets_the_whole_suite_from_logprobs(tmp_path: Path) -> N
                 "The Chimnabai Clock Tower was completed in 1896. It stands in Vadodara, India.")
     db = tmp_path / "suite.duckdb"
     started = time.monotonic()
-    summary = runner.evaluate([item], db, "r", runner.LOCAL, metrics=list(THELMA), timeout=TIMEOUT)
+    summary = runner.evaluate([item], db, "r", factory.LOCAL, metrics=list(THELMA), timeout=TIMEOUT)
     seconds = time.monotonic() - started
     assert summary.metrics == {m: {"ok": 1} for m in THELMA}, summary.metrics
     scores = store.query(db, "SELECT metric, value FROM scores WHERE run_id = 'r'")
@@ -243,7 +246,7 @@ def server_children() -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and b"evaluators.local_llm" in cmdline:
+        if int(fields[1]) == os.getpid() and b"evaluators.judges.local_llm" in cmdline:
             pids.append(int(stat.parent.name))
     return pids
 
@@ -265,7 +268,7 @@ def test_a_server_killed_mid_run_fails_the_run_clearly(tmp_path: Path) -> None:
 
     db = tmp_path / "killed.duckdb"
     with pytest.raises(Exception, match=r"local judge: llama.cpp server was killed by signal 9 during the run"):
-        runner.evaluate([item], db, "r", runner.LOCAL, metrics=["gr"], timeout=TIMEOUT, on_progress=kill_once)
+        runner.evaluate([item], db, "r", factory.LOCAL, metrics=["gr"], timeout=TIMEOUT, on_progress=kill_once)
     assert len(killed) == 1
     values = store.query(db, "SELECT value FROM scores WHERE run_id = 'r' AND value IS NOT NULL")
     assert values.empty  # nothing scored by a dead judge: no silent 0 or 1

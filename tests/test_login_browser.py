@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import queries
+from evaluators.storage import queries
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, outside, streamlit_server
 from tests.seed import seed
 
@@ -136,7 +136,7 @@ def test_a_viewer_logs_in_and_cannot_save_a_note(tab: Any, app_url: tuple[str, P
     expect(tab.get_by_text("saving triage notes needs the triager role")).to_be_visible()
     expect(tab.get_by_role("button", name="Save triage note")).to_have_count(0)
     expect(tab.get_by_label("Note")).to_have_count(0)
-    assert queries.triage_notes(db).empty
+    assert queries.items.triage_notes(db).empty
 
 
 def test_a_triager_logs_in_and_saves_a_note_as_their_email(tab: Any, app_url: tuple[str, Path]) -> None:
@@ -146,7 +146,7 @@ def test_a_triager_logs_in_and_saves_a_note_as_their_email(tab: Any, app_url: tu
     tab.get_by_label("Note").fill("checked after a real login")
     tab.get_by_role("button", name="Save triage note").click()
     expect(tab.get_by_text("Triage note saved.")).to_be_visible()
-    saved = queries.triage_notes(db)
+    saved = queries.items.triage_notes(db)
     assert list(zip(saved["note"], saved["author"])) == [("checked after a real login", TRIAGER)]
 
 

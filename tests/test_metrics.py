@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluators import diagnosis
-from evaluators.metrics import aggregate_coverage, aggregate_mean, sd_verdicts
-from evaluators.records import Score, Status, Verdict
+from evaluators.core.records import Score, Status, Verdict
+from evaluators.metrics import diagnosis
+from evaluators.metrics.thelma import aggregate_coverage, aggregate_mean, sd_verdicts
 
 OK, ERR, UNP = Status.OK, Status.ERROR, Status.UNPARSED
 
@@ -119,12 +119,12 @@ def test_x1_is_quiet_when_gr_or_sqc_is_undecided_or_unsure() -> None:
 
 
 def test_x1_is_marked_ours_wherever_a_rule_is_named() -> None:
-    from evaluators import ui
+    from evaluators.dashboard import markup
 
     x1 = diagnosis.RULES["X1"]
     assert (x1.ours, x1.name, x1.components) == (True, "X1 (ours)", "Generator")
     assert x1.origin != diagnosis.RULES["T2.6"].origin and "ours" in x1.origin
-    assert ui.rule_label("X1") == "X1 (ours) · SQC high, GR low" and ui.rule_label("T2.6").startswith("T2.6 · ")
+    assert markup.rule_label("X1") == "X1 (ours) · SQC high, GR low" and markup.rule_label("T2.6").startswith("T2.6 · ")
     assert not any(r.ours for rid, r in diagnosis.RULES.items() if rid != "X1")
 
 

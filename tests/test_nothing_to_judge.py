@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from evaluators import registry, runner, store
-from evaluators.metrics import aggregate_coverage, aggregate_mean, evaluate_item
-from evaluators.offline import OfflineJudge
-from evaluators.records import Item, Status
-from evaluators.suites.deepeval import aggregate_ranked_precision
 from openai_server import OpenAIServer, format_aware, identify
+
+from evaluators.core.records import Item, Status
+from evaluators.judges import factory
+from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics import registry
+from evaluators.metrics.suites.deepeval import aggregate_ranked_precision
+from evaluators.metrics.thelma import aggregate_coverage, aggregate_mean, evaluate_item
+from evaluators.runs import runner
+from evaluators.storage import store
 
 JUDGE = "openai/test-judge"
 QUERY = "When was the Eiffel Tower finished, and how tall is it?"
@@ -150,7 +153,7 @@ def numbered_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     items += [Item("heading", QUERY, SOURCES, UNDER_A_HEADING, REFERENCE),
               Item("sources", QUERY, (NUMBERED, "1)\n2)\n3)"), RESPONSE, REFERENCE)]
     db = tmp_path_factory.mktemp("numbered") / "e.duckdb"
-    runner.evaluate(items, db, "r", runner.OFFLINE, metrics=list(registry.METRICS))
+    runner.evaluate(items, db, "r", factory.OFFLINE, metrics=list(registry.METRICS))
     return db
 
 
@@ -194,7 +197,7 @@ def test_numbered_fragments_leave_no_component(numbered_run: Path) -> None:
 def test_a_correct_arabic_answer_is_not_applicable_offline_never_zero(tmp_path: Path) -> None:
     # Measured before: GR 0 with status ok.
     db = tmp_path / "e.duckdb"
-    runner.evaluate([item(response=ARABIC)], db, "r", runner.OFFLINE, metrics=["gr", "rp", "rqc", "sd"])
+    runner.evaluate([item(response=ARABIC)], db, "r", factory.OFFLINE, metrics=["gr", "rp", "rqc", "sd"])
     rows = store.query(db, "SELECT metric, value, status FROM scores ORDER BY metric").to_dict("records")
     assert all(r["status"] == "not_applicable" and math.isnan(r["value"]) for r in rows), rows
     details = store.query(db, "SELECT DISTINCT detail FROM verdicts")["detail"].tolist()
@@ -240,7 +243,7 @@ def test_every_stored_score_value_and_probability_of_a_run_is_within_0_and_1(tmp
              item(response="...", query="Yes"), item(response=ARABIC)]
     items = [Item(f"i{k}", it.query, it.sources, it.response, it.reference) for k, it in enumerate(items)]
     db = tmp_path / "e.duckdb"
-    runner.evaluate(items, db, "r", runner.OFFLINE, metrics=list(registry.METRICS))
+    runner.evaluate(items, db, "r", factory.OFFLINE, metrics=list(registry.METRICS))
     values = store.query(db, "SELECT value FROM scores UNION ALL SELECT value FROM verdicts")["value"]
     assert len(values.dropna()) > 100 and values.dropna().between(0.0, 1.0).all()
     # Evidence is a probability or a cosine, except the raw ratings Nvidia and G-Eval keep (0-4, 1-5).

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import calibration, metrics, prompts, registry
-from evaluators.offline import OfflineJudge
-from evaluators.records import Item, Score, Status
-from evaluators.text import answer_phrase, split_questions
+from evaluators.core.records import Item, Score, Status
+from evaluators.core.text import answer_phrase, split_questions
+from evaluators.judges import calibration, prompts
+from evaluators.judges.offline import OfflineJudge
+from evaluators.metrics import registry
+from evaluators.metrics import thelma as metrics
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 WIKIEVAL = SHARED / "datasets" / "wikieval" / "wikieval.jsonl"

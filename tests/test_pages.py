@@ -14,7 +14,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import queries, store, ui
+from evaluators.dashboard import ui
+from evaluators.dashboard.views import item as item_view
+from evaluators.dashboard.views import runs as runs_view
+from evaluators.storage import ownership, queries, writes
 from tests.conftest import app_db
 from tests.seed import INJECTION
 
@@ -103,10 +106,10 @@ def test_home_prompts_read_as_names_not_hashes(db: Path) -> None:
 def test_prompt_names_fold_batch_forms_and_mark_the_run_whose_file_differs() -> None:
     newest = json.dumps({"claims": "b" * 12, "claims_batch": "c" * 12, "groundedness": "g" * 12})
     older = json.dumps({"claims": "a" * 12, "claims_batch": "c" * 12, "groundedness": "g" * 12})
-    cells, hover = ui.prompt_names([newest, older])
+    cells, hover = runs_view.prompt_names([newest, older])
     assert cells == [["claims", "groundedness"], ["claims ✎", "groundedness"]]  # a tie: the newest run's is usual
     assert f"claims: {'b' * 12} (✎ other runs: {'a' * 12})" in hover and f"claims_batch: {'c' * 12}" in hover
-    cells, _ = ui.prompt_names([older, newest, newest])
+    cells, _ = runs_view.prompt_names([older, newest, newest])
     assert cells == [["claims ✎", "groundedness"], ["claims", "groundedness"], ["claims", "groundedness"]]
 
 
@@ -162,9 +165,9 @@ def test_home_histograms_draw_threshold_lines(db: Path) -> None:
 def test_new_run_appears_without_restart(db: Path) -> None:
     at = open_page("app.py")
     assert len(frame_with(at, "judge")) == 3
-    from evaluators.records import Item, Run, Score, Status
-    store.start_run(db, Run("fresh", "offline", {}, {}), 1)
-    store.write_batch(db, "fresh", items=[Item("z1", "q?", ("s",), "r")],
+    from evaluators.core.records import Item, Run, Score, Status
+    ownership.start_run(db, Run("fresh", "offline", {}, {}), 1)
+    writes.write_batch(db, "fresh", items=[Item("z1", "q?", ("s",), "r")],
                       scores=[Score("z1", "sp1", 1.0, 1, 1, Status.OK)])
     at.run()
     assert "fresh" in list(frame_with(at, "judge")["run_id"])
@@ -290,7 +293,7 @@ def test_item_rules_follow_thresholds_in_the_url(db: Path) -> None:
 
 
 def test_item_html_injection_renders_as_text(db: Path) -> None:
-    tabs = [open_page("pages/2_Item.py", run="weak-retriever", item="q05", tab=t) for t in ui.ITEM_TABS]
+    tabs = [open_page("pages/2_Item.py", run="weak-retriever", item="q05", tab=t) for t in item_view.ITEM_TABS]
     texts = [t for at in tabs for t in all_text(at)]
     assert any(html.escape(INJECTION) in t for t in texts)  # shown, as text
     for at in tabs:
@@ -312,7 +315,7 @@ def frame_columns(at: AppTest) -> set[str]:
 
 def n_verdict_frames(at: AppTest) -> int:
     """Dataframes of verdicts: the Verdicts tab's grid and the fired rules' evidence (above the tabs)."""
-    return sum(list(element.value.columns) == ui.EVIDENCE_COLUMNS for element in at.dataframe)
+    return sum(list(element.value.columns) == item_view.EVIDENCE_COLUMNS for element in at.dataframe)
 
 
 def test_item_sends_only_its_open_tab(db: Path) -> None:
@@ -444,7 +447,7 @@ def test_triage_save_retries_a_short_lock(db: Path) -> None:
     finally:
         holder.wait(timeout=20)
     assert any("saved" in s.value for s in at.success)
-    assert list(queries.triage_notes(db)["note"]) == ["saved after the lock"]
+    assert list(queries.items.triage_notes(db)["note"]) == ["saved after the lock"]
 
 
 def test_triage_save_says_busy_when_locked(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -464,7 +467,7 @@ def test_triage_save_says_busy_when_locked(db: Path, monkeypatch: pytest.MonkeyP
 
 def _hold_write_lock(path: Path, seconds: float) -> subprocess.Popen:
     """Another process that opens the DB read-write (as a running evaluation does) for `seconds`."""
-    code = ("import sys, time; from evaluators import store\n"
+    code = ("import sys, time; from evaluators.storage import store\n"
             "with store.connect(sys.argv[1]):\n    print('locked', flush=True); time.sleep(float(sys.argv[2]))\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
@@ -498,7 +501,7 @@ def test_login_gate_when_auth_is_configured(db: Path) -> None:
 # ---------------------------------------------------------------- Evaluate
 
 def test_evaluate_reports_malformed_upload(db: Path) -> None:
-    pytest.importorskip("evaluators.ingest")
+    pytest.importorskip("evaluators.runs.ingest")
     at = open_page("pages/6_Evaluate.py")
     at.file_uploader(key="upload").set_value(("bad.jsonl", b'{"query": "q"}\nnot json\n', "application/json"))
     at.run()
@@ -506,11 +509,11 @@ def test_evaluate_reports_malformed_upload(db: Path) -> None:
     assert any("cannot be evaluated" in e.value for e in at.error)
     problems = " ".join(c.value for c in at.code)
     assert "bad.jsonl:1" in problems and "bad.jsonl:2" in problems
-    assert len(store.runs(db)) == 3  # nothing was written
+    assert len(queries.runs.runs(db)) == 3  # nothing was written
 
 
 def test_evaluate_offline_run_appears(db: Path) -> None:
-    pytest.importorskip("evaluators.runner")
+    pytest.importorskip("evaluators.runs.runner")
     at = open_page("pages/6_Evaluate.py")
     rows = [{"id": f"u{i}", "query": "How long is the refund window?",
              "sources": ["Refunds are accepted within 30 days.", "Offices close on holidays."],
@@ -522,13 +525,13 @@ def test_evaluate_offline_run_appears(db: Path) -> None:
     next(b for b in at.button if b.key == "evaluate").click().run(timeout=120)
     assert not at.exception, [e.value for e in at.exception]
     assert any("Run uploaded finished" in s.value for s in at.success)
-    assert "uploaded" in list(store.runs(db)["run_id"])
+    assert "uploaded" in list(queries.runs.runs(db)["run_id"])
     home = open_page("app.py", run="uploaded")
     assert {m.label for m in home.metric} == {"SP1", "SD"}
 
 
 def test_evaluate_names_a_taken_run_in_the_dashboard_s_words(db: Path) -> None:
-    pytest.importorskip("evaluators.runner")
+    pytest.importorskip("evaluators.runs.runner")
     at = open_page("pages/6_Evaluate.py")
     row = {"id": "u1", "query": "How long is the refund window?", "sources": ["Refunds within 30 days."],
            "response": "30 days."}
@@ -541,7 +544,7 @@ def test_evaluate_names_a_taken_run_in_the_dashboard_s_words(db: Path) -> None:
     errors = " ".join(e.value for e in at.error)
     assert "already has a run named 'weak-retriever'" in errors and "Run name" in errors
     assert "--run" not in " ".join(all_text(at))
-    assert sorted(store.runs(db)["run_id"]) == ["better-retriever", "llm-judge", "weak-retriever"]
+    assert sorted(queries.runs.runs(db)["run_id"]) == ["better-retriever", "llm-judge", "weak-retriever"]
 
 
 # ---------------------------------------------------------------- navigation
@@ -590,8 +593,8 @@ def demo(demo_built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_home_and_pickers_open_on_the_newest_thelma_run_not_a_grammar_one(demo: Path) -> None:
-    newest = list(store.runs(demo)["run_id"])
-    assert newest[0] in store.grammar_runs(demo)  # the newest run is a GRAMMAR one: not what to open on
+    newest = list(queries.runs.runs(demo)["run_id"])
+    assert newest[0] in queries.grammar.grammar_runs(demo)  # the newest run is a GRAMMAR one: not what to open on
     at = open_page("app.py")
     assert at.query_params["run"] == "verbose_generator"
     assert "verbose\\_generator" in at.header[0].value

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.cli import main
-from evaluators.pairs import tally
+from evaluators.runs.pairs import tally
 
 SOURCE = ("The Eiffel Tower was completed in 1889 for the World's Fair in Paris. "
           "It is 330 metres tall and was designed by Gustave Eiffel's engineering company.")

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-
-from evaluators import runner, store
-from evaluators.records import Item
 from openai_server import OpenAIServer, format_aware, identify
+
+from evaluators.core.records import Item
+from evaluators.runs import runner
+from evaluators.storage import store
 
 JUDGE = "openai/test-judge"
 Script = dict[str, "str | Callable[[dict[str, str]], str]"]

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import people
 from benchmarks.agreement import RunCost
-from evaluators.records import Item
+from evaluators.core.records import Item
 
 LABELS = people.LABELS
 

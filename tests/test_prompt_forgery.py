@@ -13,11 +13,11 @@ import re
 from typing import Any
 
 import pytest
-
-from evaluators import prompts
-from evaluators.judge import LLMJudge
-from evaluators.records import Status
 from openai_server import OpenAIServer
+
+from evaluators.core.records import Status
+from evaluators.judges import prompts
+from evaluators.judges.llm import LLMJudge
 
 PROMPT_FILES = sorted(p.stem for p in prompts.PROMPT_DIR.glob("*.txt"))
 TEMPLATES = {name: prompts.load(name).text for name in PROMPT_FILES}

@@ -7,11 +7,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators import prompts, registry
-from evaluators.prompts import ParseError, PromptError
+from evaluators.judges import prompts, registry
+from evaluators.judges.prompts import ParseError, PromptError
 
 # What the THELMA pipeline passes to each of its prompts. Plural names are lists (rendered as
-# elements). Other prompt files (the other suites, GRAMMAR) have their parsers in evaluators/registry.py too.
+# elements). Other prompt files (the other suites, GRAMMAR) have their parsers in evaluators/judges/registry.py too.
 EXPECTED_VARIABLES = {
     "claims": {"input"},
     "claims_batch": {"texts"},

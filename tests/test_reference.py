@@ -12,17 +12,20 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from openai_server import OpenAIServer, elements, identify
 from streamlit.testing.v1 import AppTest
 
-from evaluators import registry, runner, store, ui
 from evaluators.cli import main
-from evaluators.confidence import CALIBRATED
-from evaluators.judge import LLMJudge
-from evaluators.metrics import aggregate, evaluate_item
-from evaluators.records import CLAIM, Item, Status, Verdict
-from evaluators.suites.reference import REFERENCE_CLAIM, aggregate_f1, f1
-from evaluators.vocabulary import REFERENCE, THELMA
-from openai_server import OpenAIServer, elements, identify
+from evaluators.core.confidence import CALIBRATED
+from evaluators.core.records import CLAIM, Item, Status, Verdict
+from evaluators.dashboard import ui
+from evaluators.judges.llm import LLMJudge
+from evaluators.metrics import registry
+from evaluators.metrics.registry import REFERENCE, THELMA
+from evaluators.metrics.suites.reference import REFERENCE_CLAIM, aggregate_f1, f1
+from evaluators.metrics.thelma import aggregate, evaluate_item
+from evaluators.runs import runner
+from evaluators.storage import queries, store
 from tests.conftest import app_db
 from tests.test_bad_db import new_app
 
@@ -90,7 +93,7 @@ SHORT = "The Harbour Museum opens at 10:00 every day."
 
 
 def offline_scores(response: str, reference: str | None = GOLDEN) -> tuple[dict[str, Any], list[Verdict]]:
-    from evaluators.offline import OfflineJudge
+    from evaluators.judges.offline import OfflineJudge
 
     item = Item("m", QUERY, SOURCES, response, reference=reference)
     result = asyncio.run(evaluate_item(item, {"gr": registry.METRICS["gr"], **REF}, OfflineJudge()))
@@ -194,9 +197,9 @@ def test_evaluate_adds_the_reference_metrics_by_default_only_where_items_carry_a
                  "--quiet"]) == 0
     assert main(["evaluate", str(tmp_path / "gold.jsonl"), "--db", str(db), "--run", "ref-only", "--quiet",
                  "--metrics", "ref_precision,ref_recall,ref_f1"]) == 0
-    assert sorted(store.run_metric_ids(db, "gold")) == sorted([*THELMA, *REFERENCE])
-    assert sorted(store.run_metric_ids(db, "plain")) == sorted(THELMA)
-    assert sorted(store.run_metric_ids(db, "ref-only")) == sorted(REFERENCE)
+    assert sorted(queries.runs.run_metric_ids(db, "gold")) == sorted([*THELMA, *REFERENCE])
+    assert sorted(queries.runs.run_metric_ids(db, "plain")) == sorted(THELMA)
+    assert sorted(queries.runs.run_metric_ids(db, "ref-only")) == sorted(REFERENCE)
     status = store.query(db, "SELECT item_id, metric, status FROM scores WHERE run_id = 'ref-only' ORDER BY ALL")
     assert set(status[status["item_id"] == "b"]["status"]) == {"not_applicable"}
     assert set(status[status["item_id"] == "a"]["status"]) == {"ok"}

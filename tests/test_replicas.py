@@ -15,12 +15,15 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from evaluators import cli, store, ui
-from evaluators.judge import LLMJudge
-from evaluators.records import JudgeCall, Status
 from openai_server import OpenAIServer
 from test_runner import JUDGE, items, write_jsonl
+
+from evaluators import cli
+from evaluators.cli import evaluate as cli_evaluate
+from evaluators.core.records import JudgeCall, Status
+from evaluators.dashboard import markup
+from evaluators.judges.llm import LLMJudge
+from evaluators.storage import queries, store, writes
 
 SOURCES = ["The sky is blue on a clear day because air scatters short wavelengths more than long ones."]
 
@@ -68,7 +71,7 @@ def test_a_replica_killed_mid_run_loses_nothing_and_repeats_nothing(tmp_path: Pa
         on_a, on_b = answered(logs[0]), answered(logs[1])
         assert 20 <= killed_at == len(on_a) and on_b, (len(on_a), len(on_b))
         assert len(on_a) + len(on_b) == len(set(on_a) | set(on_b)), "a call was answered twice"
-        assert store.count_items(db, "r") == 24
+        assert queries.runs.count_items(db, "r") == 24
         statuses = store.query(db, "SELECT status, count(*) AS n FROM scores WHERE run_id = 'r' GROUP BY status")
         assert statuses.values.tolist() == [["ok", 24 * 7]]
         calls = store.query(db, "SELECT endpoint, count(*) AS n FROM judge_calls WHERE reply IS NOT NULL "
@@ -89,10 +92,10 @@ def test_a_large_run_sends_its_calls_from_worker_processes_by_default(tmp_path: 
     the two worker processes that are then the default, every item is scored and no call is made twice."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     log, db = tmp_path / "calls.log", tmp_path / "pool.duckdb"
-    data = write_jsonl(tmp_path / "items.jsonl", items(cli.POOL_ITEMS))
+    data = write_jsonl(tmp_path / "items.jsonl", items(cli_evaluate.POOL_ITEMS))
     with OpenAIServer(latency=0.02, log=log) as server:
         args = ["evaluate", str(data), "--db", str(db), "--run", "pool", "--judge", JUDGE,
-                "--api-base", server.base_url, "--concurrency", str(cli.POOL_CONCURRENCY), "--quiet"]
+                "--api-base", server.base_url, "--concurrency", str(cli_evaluate.POOL_CONCURRENCY), "--quiet"]
         codes: list[int] = []
         worker = threading.Thread(target=lambda: codes.append(cli.main(args)))
         worker.start()
@@ -103,10 +106,10 @@ def test_a_large_run_sends_its_calls_from_worker_processes_by_default(tmp_path: 
         worker.join()
     assert codes == [0] and len(clients) == 2
     digests = answered(log)
-    assert len(digests) == len(set(digests)) > cli.POOL_ITEMS, "a call was answered twice"
-    assert store.count_items(db, "pool") == cli.POOL_ITEMS
+    assert len(digests) == len(set(digests)) > cli_evaluate.POOL_ITEMS, "a call was answered twice"
+    assert queries.runs.count_items(db, "pool") == cli_evaluate.POOL_ITEMS
     statuses = store.query(db, "SELECT status, count(*) AS n FROM scores WHERE run_id = 'pool' GROUP BY status")
-    assert statuses.values.tolist() == [["ok", cli.POOL_ITEMS * 7]]
+    assert statuses.values.tolist() == [["ok", cli_evaluate.POOL_ITEMS * 7]]
     stored = store.query(db, "SELECT count(*) AS n FROM judge_calls WHERE reply IS NOT NULL")["n"].iloc[0]
     assert stored == len(digests)
 
@@ -156,8 +159,8 @@ def test_the_endpoint_migration_adds_the_endpoint_to_stored_calls(tmp_path: Path
                        1, 1, NULL, 5.0, '', now())""")
     assert store.migrate(path) == len(store.MIGRATIONS) >= 8
     assert store.query(path, "SELECT endpoint FROM judge_calls")["endpoint"].isna().tolist() == [True]
-    assert store.load_cache(path, "m")["k"].reply == "<output>1</output>"
-    store.write_batch(path, "r", calls=[JudgeCall("k2", "m", "p", "h", [], {}, "<output>0</output>", Status.OK,
+    assert queries.runs.load_cache(path, "m")["k"].reply == "<output>1</output>"
+    writes.write_batch(path, "r", calls=[JudgeCall("k2", "m", "p", "h", [], {}, "<output>0</output>", Status.OK,
                                                   endpoint="http://replica-b/v1")])
     rows = store.query(path, "SELECT key, endpoint FROM judge_calls ORDER BY key").values.tolist()
     assert rows[0][0] == "k" and rows[1] == ["k2", "http://replica-b/v1"]
@@ -170,7 +173,7 @@ def test_the_item_page_shows_the_endpoint_that_answered(db: Path) -> None:
         con.execute("UPDATE judge_calls SET endpoint = 'http://replica-b:8000/v1'")
     at = open_page("pages/2_Item.py", run="llm-judge", item="q01", tab="Response")
     exp = open_expander(at, "RP · claim 1")
-    shown = f"endpoint {ui.md('http://replica-b:8000/v1')}"  # escaped as every stored text the page shows
+    shown = f"endpoint {markup.md('http://replica-b:8000/v1')}"  # escaped as every stored text the page shows
     assert any(shown in c.value and "latency" in c.value for c in exp.caption)
 
 
@@ -184,4 +187,4 @@ def test_the_item_page_never_shows_a_credential_an_endpoint_carries(db: Path) ->
     exp = open_expander(at, "RP · claim 1")
     captions = [c.value for c in exp.caption if "latency" in c.value]
     assert captions and all("hunter2" not in c and "SECRET-42" not in c for c in captions)
-    assert any(ui.md("http://***@replica-b:8000/v1?api-key=***") in c for c in captions)
+    assert any(markup.md("http://***@replica-b:8000/v1?api-key=***") in c for c in captions)

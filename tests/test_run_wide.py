@@ -1,6 +1,6 @@
 """The stored per-run score table (run_wide, migration 9): equal to the scores grouped on read after
 every kind of write (a new run, a second write, a resumed item, an input update, a deleted run, a
-database from before it), and read by the dashboard through store.run_table()."""
+database from before it), and read by the dashboard through queries.runs.run_table()."""
 from __future__ import annotations
 
 import math
@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evaluators import queries, store
-from evaluators.records import Component, Item, Run, Score, Status, Verdict
-from evaluators.vocabulary import THELMA
+from evaluators.core.records import Component, Item, Run, Score, Status, Verdict
+from evaluators.metrics.registry import THELMA
+from evaluators.storage import health, ownership, queries, store, writes
 from tests.seed import RUNS, seed
 
 EXTRA = ["faithfulness"]  # a suite metric beside THELMA's, with its own columns
@@ -29,8 +29,8 @@ def _rows(frame: pd.DataFrame) -> list[tuple]:
 
 def assert_stored_equals_grouped(db: Path, run_id: str, metrics: list[str] = list(THELMA)) -> None:
     """The dashboard's table from run_wide equals the table grouped from scores and verdicts now."""
-    grouped = store.run_scores_wide(db, run_id, metrics)
-    stored = store.run_table(db, run_id, metrics)
+    grouped = queries.runs.run_scores_wide(db, run_id, metrics)
+    stored = queries.runs.run_table(db, run_id, metrics)
     assert list(stored.columns) == list(grouped.columns)
     assert _rows(stored) == _rows(grouped)
 
@@ -53,53 +53,53 @@ def seeded_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_seeded_run_is_stored_as_grouped(seeded_db: Path) -> None:
     for run_id in RUNS:
         assert_stored_equals_grouped(seeded_db, run_id)
-    assert len(store.run_table(seeded_db, RUNS[0], THELMA)) == 6
+    assert len(queries.runs.run_table(seeded_db, RUNS[0], THELMA)) == 6
 
 
 def test_a_second_write_a_resumed_item_and_a_new_metric(tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 3)
-    store.write_batch(db, "r", **item("a", 1.0))
-    store.write_batch(db, "r", **item("b", None, Status.TIMEOUT, extra=0.25))  # a second write, a new metric
+    ownership.start_run(db, Run("r", "m", {}, {}), 3)
+    writes.write_batch(db, "r", **item("a", 1.0))
+    writes.write_batch(db, "r", **item("b", None, Status.TIMEOUT, extra=0.25))  # a second write, a new metric
     assert_stored_equals_grouped(db, "r", EXTRA)
-    table = store.run_table(db, "r", EXTRA).set_index("item_id")
+    table = queries.runs.run_table(db, "r", EXTRA).set_index("item_id")
     assert table.loc["b", "failed_metrics"] == "gr:timeout" and table.loc["b", "n_failed"] == 1
     assert table.loc["b", "faithfulness"] == 0.25 and math.isnan(table.loc["a", "faithfulness"])
 
-    owner = store.Owner.this_process()
+    owner = ownership.Owner.this_process()
     hashes = {i: Item(i, f"query of {i}", ("a source",), "a response.").content_hash() for i in "ab"}
-    claim = store.claim_run(db, Run("r", "m", {}, {}), hashes, owner, 5.0, retry_failed=True)
+    claim = ownership.claim_run(db, Run("r", "m", {}, {}), hashes, owner, 5.0, retry_failed=True)
     assert claim.todo == ["b"]
-    store.write_results(db, "r", owner, **item("b", 0.0), replace=claim.replace)  # resumed: b now scored
+    ownership.write_results(db, "r", owner, **item("b", 0.0), replace=claim.replace)  # resumed: b now scored
     assert_stored_equals_grouped(db, "r", EXTRA)
-    table = store.run_table(db, "r", EXTRA).set_index("item_id")
+    table = queries.runs.run_table(db, "r", EXTRA).set_index("item_id")
     assert table.loc["b", "gr"] == 0.0 and table.loc["b", "n_failed"] == 0 and table.loc["b", "failed_metrics"] == ""
     assert math.isnan(table.loc["b", "faithfulness"])  # the replaced item's old suite score is gone
 
 
 def test_an_input_update_removes_items_and_delete_run_removes_the_run(tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 2)
-    store.start_run(db, Run("s", "m", {}, {}), 1)
+    ownership.start_run(db, Run("r", "m", {}, {}), 2)
+    ownership.start_run(db, Run("s", "m", {}, {}), 1)
     for i in "ab":
-        store.write_batch(db, "r", **item(i, 1.0))
-    store.write_batch(db, "s", **item("a", 0.0))
-    owner = store.Owner.this_process()
+        writes.write_batch(db, "r", **item(i, 1.0))
+    writes.write_batch(db, "s", **item("a", 0.0))
+    owner = ownership.Owner.this_process()
     only_a = {"a": Item("a", "query of a", ("a source",), "a response.").content_hash()}
-    store.claim_run(db, Run("r", "m", {}, {}), only_a, owner, 5.0, update=True)  # b left the input
-    assert list(store.run_table(db, "r", THELMA)["item_id"]) == ["a"]
+    ownership.claim_run(db, Run("r", "m", {}, {}), only_a, owner, 5.0, update=True)  # b left the input
+    assert list(queries.runs.run_table(db, "r", THELMA)["item_id"]) == ["a"]
     assert_stored_equals_grouped(db, "r")
-    store.delete_run(db, "r")
+    writes.delete_run(db, "r")
     assert store.query(db, "SELECT DISTINCT run_id FROM run_wide")["run_id"].tolist() == ["s"]
     assert_stored_equals_grouped(db, "s")
 
 
 def test_bulk_frames_are_stored_as_grouped(tmp_path: Path) -> None:
-    """store.write_frames (the scale benchmark's bulk path), past the size where ids go in as a frame."""
+    """writes.write_frames (the scale benchmark's bulk path), past the size where ids go in as a frame."""
     db = tmp_path / "w.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 1500)
+    ownership.start_run(db, Run("r", "m", {}, {}), 1500)
     ids = [f"i{k:04d}" for k in range(1500)]
-    store.write_frames(db, {
+    writes.write_frames(db, {
         "items": pd.DataFrame({"run_id": "r", "item_id": ids, "query": "q", "sources": [["s"]] * 1500,
                                "response": "r", "reference": None, "metadata": "{}"}),
         "verdicts": pd.DataFrame({"run_id": "r", "item_id": ids, "metric": "sp1", "component_kind": "source",
@@ -110,7 +110,7 @@ def test_bulk_frames_are_stored_as_grouped(tmp_path: Path) -> None:
                                 "status": "ok"}),
     })
     assert_stored_equals_grouped(db, "r")
-    assert int(store.run_table(db, "r", THELMA)["n_failed"].sum()) == len(range(0, 1500, 7))
+    assert int(queries.runs.run_table(db, "r", THELMA)["n_failed"].sum()) == len(range(0, 1500, 7))
 
 
 def test_a_database_from_before_the_table_is_filled_on_migration(seeded_db: Path, tmp_path: Path) -> None:
@@ -119,18 +119,18 @@ def test_a_database_from_before_the_table_is_filled_on_migration(seeded_db: Path
     with store.connect(db) as con:  # the file as the version before migration 9 left it
         con.execute("DROP TABLE run_wide")
         con.execute("DELETE FROM schema_version WHERE version = ?", [len(store.MIGRATIONS)])
-    assert store.check_database(db).state == "older"
+    assert health.check_database(db).state == "older"
     store.migrate(db)
-    assert store.check_database(db).state == "ok"
+    assert health.check_database(db).state == "ok"
     for run_id in RUNS:
         assert_stored_equals_grouped(db, run_id)
 
 
 def test_banded_table_is_recomputed_not_stored(seeded_db: Path) -> None:
-    """At another band the dashboard's table comes from the verdicts (queries.scores_sql), as the CLI's."""
+    """At another band the dashboard's table comes from the verdicts (queries.sql.scores_sql), as the CLI's."""
     band = (0.2, 0.8)
-    grouped = store.run_scores_wide(seeded_db, "llm-judge", list(THELMA), queries.scores_sql(band))
-    assert _rows(store.run_table(seeded_db, "llm-judge", THELMA, queries.scores_sql(band))) == _rows(grouped)
+    grouped = queries.runs.run_scores_wide(seeded_db, "llm-judge", list(THELMA), queries.sql.scores_sql(band))
+    assert _rows(queries.runs.run_table(seeded_db, "llm-judge", THELMA, queries.sql.scores_sql(band))) == _rows(grouped)
 
 
 def test_pages_and_summaries_in_the_file_equal_those_in_memory(seeded_db: Path) -> None:
@@ -138,41 +138,41 @@ def test_pages_and_summaries_in_the_file_equal_those_in_memory(seeded_db: Path) 
     the table in memory, and SQL paging returns each matching item once, in order, with the count."""
     metrics = list(THELMA)
     stored = {r: store.StoredRun(str(seeded_db), r, tuple(metrics)) for r in RUNS}
-    memory = {r: store.run_scores_wide(seeded_db, r, metrics) for r in RUNS}
+    memory = {r: queries.runs.run_scores_wide(seeded_db, r, metrics) for r in RUNS}
     th = {"sp1": 0.6}
     for kw in ({}, {"sort": "gr", "descending": True}, {"rules": ["T2.2", "T2.5"]}, {"below": ["sqc"]},
                {"failed_only": True}, {"levels": {"sqc": "low", "rqc": "high"}},
                {"ids": pd.DataFrame({"item_id": ["q02", "q05"]})}):
         for run_id in RUNS:
-            whole, total = queries.filter_items(memory[run_id], metrics, th, **kw)
-            got, n = queries.filter_items(stored[run_id], metrics, th, **kw)
+            whole, total = queries.diagnosis.filter_items(memory[run_id], metrics, th, **kw)
+            got, n = queries.diagnosis.filter_items(stored[run_id], metrics, th, **kw)
             assert (_rows(got), n) == (_rows(whole), total)
-            paged = [queries.filter_items(stored[run_id], metrics, th, limit=2, offset=o, **kw) for o in range(0, 8, 2)]
+            paged = [queries.diagnosis.filter_items(stored[run_id], metrics, th, limit=2, offset=o, **kw) for o in range(0, 8, 2)]
             assert [i for frame, _ in paged for i in frame["item_id"]] == list(whole["item_id"])
             assert {count for _, count in paged} == {total}
     a, b = RUNS[0], RUNS[1]
-    for fn, args in ((queries.rule_counts, (th, [("sqc", "rqc")])), (queries.sample_points, (metrics,)),
-                     (queries.correlations, (metrics,))):
+    for fn, args in ((queries.diagnosis.rule_counts, (th, [("sqc", "rqc")])), (queries.diagnosis.sample_points, (metrics,)),
+                     (queries.diagnosis.correlations, (metrics,))):
         got, want = fn(stored[a], *args), fn(memory[a], *args)
         assert got == want if isinstance(want, dict) else sorted(_rows(got), key=str) == sorted(_rows(want), key=str)
-    assert queries.first_items(queries.rule_counts(stored[a], th)) == queries.first_items(
-        queries.rule_counts(memory[a], th))
+    assert queries.diagnosis.first_items(queries.diagnosis.rule_counts(stored[a], th)) == queries.diagnosis.first_items(
+        queries.diagnosis.rule_counts(memory[a], th))
     for key in ("summary", "deltas"):
-        assert (_rows(queries.compare_tables(stored[a], stored[b], metrics, th)[key])
-                == _rows(queries.compare_tables(memory[a], memory[b], metrics, th)[key]))
-    assert (_rows(queries.crossed_items(stored[a], stored[b], "sp1", 0.5, "better"))
-            == _rows(queries.crossed_items(memory[a], memory[b], "sp1", 0.5, "better")))
-    assert (sorted(_rows(queries.preference_agreement(stored[b], stored[a], metrics)))
-            == sorted(_rows(queries.preference_agreement(memory[b], memory[a], metrics))))
+        assert (_rows(queries.compare.compare_tables(stored[a], stored[b], metrics, th)[key])
+                == _rows(queries.compare.compare_tables(memory[a], memory[b], metrics, th)[key]))
+    assert (_rows(queries.compare.crossed_items(stored[a], stored[b], "sp1", 0.5, "better"))
+            == _rows(queries.compare.crossed_items(memory[a], memory[b], "sp1", 0.5, "better")))
+    assert (sorted(_rows(queries.compare.preference_agreement(stored[b], stored[a], metrics)))
+            == sorted(_rows(queries.compare.preference_agreement(memory[b], memory[a], metrics))))
 
 
 def test_text_search_matches_the_text_literally_in_any_case(tmp_path: Path) -> None:
     """search_ids reads %, _ and \\ as themselves (not as patterns), in any case, as `in` does in Python."""
     db = tmp_path / "s.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 4)
+    ownership.start_run(db, Run("r", "m", {}, {}), 4)
     texts = {"a": "Save 50% OFF_now", "b": "Save 50 percent off now", "c": "path C:\\Temp\\x", "d": "ÉCOLE ünïcode"}
     for item_id, text in texts.items():
-        store.write_batch(db, "r", items=[Item(item_id, text, ("s",), "r.")])
+        writes.write_batch(db, "r", items=[Item(item_id, text, ("s",), "r.")])
     for search in ("% off_", "50%", "_", "\\temp\\", "c:\\", "école", "ÜNÏ", "percent", "zzz"):
         want = sorted(i for i, t in texts.items() if search.lower() in t.lower())
-        assert sorted(queries.search_ids(db, "r", search)["item_id"]) == want, search
+        assert sorted(queries.items.search_ids(db, "r", search)["item_id"]) == want, search

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from evaluators import runner, store
-from evaluators.records import Item, Status
 from openai_server import OpenAIServer
+
+from evaluators.core.records import Item, Status
+from evaluators.runs import runner
+from evaluators.storage import ownership, store
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGE = "openai/test-judge"
@@ -113,6 +114,6 @@ def test_judge_failures_are_statuses_not_scores(tmp_path: Path, openai_server: O
 def test_resuming_with_other_options_is_refused(tmp_path: Path, openai_server: OpenAIServer) -> None:
     db = tmp_path / "e.duckdb"
     runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["gr"])
-    with pytest.raises(store.RunConflict, match="already exists") as refused:
+    with pytest.raises(ownership.RunConflict, match="already exists") as refused:
         runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["rp"])
     assert "--" not in str(refused.value)  # the engine speaks of runs; the CLI adds its flags

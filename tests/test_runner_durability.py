@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-
-from evaluators import cli, runner, store
-from evaluators.records import Item
 from openai_server import OpenAIServer, identify
 from test_runner import JUDGE, ROOT, items, scores, write_jsonl
+
+from evaluators import cli
+from evaluators.core.records import Item
+from evaluators.runs import runner
+from evaluators.storage import queries, store
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +64,7 @@ def hold_read_lock(db: Path, seconds: float) -> subprocess.Popen:
     """A reader in another process that keeps the file open: DuckDB then refuses every writer."""
     code = textwrap.dedent(f"""
         import time
-        from evaluators import store
+        from evaluators.storage import store
         with store.connect({str(db)!r}, read_only=True):
             print("locked", flush=True)
             time.sleep({seconds})
@@ -95,7 +97,7 @@ def test_a_reader_holding_the_database_loses_no_answered_call(tmp_path: Path, op
     assert len(requests) == len(set(requests)), "a request was sent twice"
     assert stored(db, "SELECT count(*) AS n FROM judge_calls") == len(requests)  # each answer stored once
     assert stored(db, "SELECT count(*) AS n FROM items") == 12
-    assert store.runs(db)["status"].tolist() == ["finished"]
+    assert queries.runs.runs(db)["status"].tolist() == ["finished"]
 
 
 def test_kill_9_repeats_only_the_calls_in_flight(tmp_path: Path, openai_server: OpenAIServer) -> None:
@@ -168,7 +170,7 @@ def test_retry_failed_after_a_judge_outage(tmp_path: Path, openai_server: OpenAI
     assert cli.main(evaluate_args(data, db, openai_server, "--quiet")) == 5
     out, err = capsys.readouterr()
     assert "finished with failures" in out and "--retry-failed" in err and "Traceback" not in err
-    assert store.runs(db)["status"].tolist() == ["finished with failures"]
+    assert queries.runs.runs(db)["status"].tolist() == ["finished with failures"]
     assert {v[3] for k, v in scores(db, "r").items() if k[1] == "gr"} == {"error"}
 
     openai_server.reset()
@@ -177,7 +179,7 @@ def test_retry_failed_after_a_judge_outage(tmp_path: Path, openai_server: OpenAI
 
     assert cli.main(evaluate_args(data, db, openai_server, "--retry-failed", "--quiet")) == 0
     assert [prompt_of(r) for r in openai_server.requests] == ["groundedness_batch"] * 2  # answered ones cached
-    assert store.runs(db)["status"].tolist() == ["finished"]
+    assert queries.runs.runs(db)["status"].tolist() == ["finished"]
     clean = tmp_path / "clean.duckdb"
     runner.evaluate(items(2), clean, "r", JUDGE, api_base=openai_server.base_url)
     assert scores(db, "r") == scores(clean, "r")
@@ -204,7 +206,7 @@ def test_second_process_refuses_and_a_killed_run_reads_interrupted(
     openai_server.fail_when(lambda index, body: index >= 4, "hang")
     first = start_cli(evaluate_args(data, db, openai_server, "--quiet"), tmp_path / "first.txt", heartbeat_s=1)
     wait_for(lambda: stored(db, "SELECT count(*) AS n FROM judge_calls") >= 4)
-    assert store.runs(db)["status"].tolist() == ["running"]
+    assert queries.runs.runs(db)["status"].tolist() == ["running"]
 
     with OpenAIServer() as other:  # the second process's judge: it must never be called
         second = subprocess.run([sys.executable, "-m", "evaluators", *evaluate_args(data, db, other)], cwd=ROOT,
@@ -216,10 +218,10 @@ def test_second_process_refuses_and_a_killed_run_reads_interrupted(
 
     first.send_signal(signal.SIGKILL)
     first.wait()
-    wait_for(lambda: store.runs(db)["status"].tolist() == ["interrupted"], 10)  # 3 missed heartbeats
+    wait_for(lambda: queries.runs.runs(db)["status"].tolist() == ["interrupted"], 10)  # 3 missed heartbeats
     assert cli.main(["runs", "--db", str(db)]) == 0
     assert "\tinterrupted\t" in capsys.readouterr().out
 
     openai_server.reset()
     assert cli.main(evaluate_args(data, db, openai_server, "--quiet")) == 0  # the next process takes over
-    assert store.runs(db)["status"].tolist() == ["finished"]
+    assert queries.runs.runs(db)["status"].tolist() == ["finished"]

@@ -15,8 +15,10 @@ from typing import Any
 import duckdb
 import pytest
 
-from evaluators import cli, serve, store, ui
-from evaluators.records import Run
+from evaluators import cli
+from evaluators.core.records import Run
+from evaluators.dashboard import serve, ui
+from evaluators.storage import ownership
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 from tests.seed import seed
 
@@ -58,8 +60,8 @@ def test_warmed_catalog_still_shows_a_run_written_after_it(tmp_path: Path) -> No
     with streamlit_server(db, log) as base, sync_api.sync_playwright() as pw:
         _wait_for(log, "dashboard cache warmed", 60)
         assert "3 runs" in log.read_text()  # the seeded catalog was read before any visit
-        store.start_run(db, Run("late-run", "offline", {}, {}), 1)
-        store.finish_run(db, "late-run", "finished", {})
+        ownership.start_run(db, Run("late-run", "offline", {}, {}), 1)
+        ownership.finish_run(db, "late-run", "finished", {})
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page()
         _run_heading(page, f"{base}/?run=late-run", "late-run")
@@ -104,8 +106,8 @@ def test_serve_opens_the_views_again_once_a_new_run_is_written(tmp_path: Path) -
     log = tmp_path / "serve.log"
     with streamlit_server(db, log, warm_pages=True) as base, sync_api.sync_playwright() as pw:
         _wait_for(log, "dashboard pages warmed in")
-        store.start_run(db, Run("late-run", "offline", {}, {}), 1)
-        store.finish_run(db, "late-run", "finished", {})
+        ownership.start_run(db, Run("late-run", "offline", {}, {}), 1)
+        ownership.finish_run(db, "late-run", "finished", {})
         _wait_for(log, "dashboard pages warmed again (the runs changed)", 60 + serve.REWARM_QUIET_S)
         assert "and the Runs page of 4 runs" in log.read_text()
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

@@ -1,10 +1,10 @@
-"""Bootstrap intervals for headline means and Compare deltas (evaluators/stats.py)."""
+"""Bootstrap intervals for headline means and Compare deltas (evaluators/core/stats.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evaluators.stats import bootstrap_ci, paired_bootstrap_ci
+from evaluators.core.stats import bootstrap_ci, paired_bootstrap_ci
 
 
 def test_nothing_scored_has_no_interval() -> None:

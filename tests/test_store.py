@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import store
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.storage import ownership, queries, store, writes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,21 +35,21 @@ def bundle(item_id: str) -> dict:
 
 def test_round_trip(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
-    store.write_batch(db, "r", **bundle("a"))
-    store.write_batch(db, "r", calls=bundle("a")["calls"])  # the same call twice is stored once
-    assert store.done_item_ids(db, "r") == {"a"}
+    ownership.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
+    writes.write_batch(db, "r", **bundle("a"))
+    writes.write_batch(db, "r", calls=bundle("a")["calls"])  # the same call twice is stored once
+    assert queries.runs.done_item_ids(db, "r") == {"a"}
     item = store.query(db, "SELECT * FROM items")
     assert list(item["sources"].iloc[0]) == ["s1", "s2 ‹tag›"] and item["response"].iloc[0] == "r. é ünïcode"
     assert item["metadata"].iloc[0] == '{"n": 1, "team": "a"}'
     v = store.query(db, "SELECT value, status, evidence, detail FROM verdicts ORDER BY component_idx")
     assert v["status"].tolist() == ["ok", "unparsed"] and v["value"].isna().tolist() == [False, True]
-    wide = store.run_scores_wide(db, "r", ["gr", "rp"])
+    wide = queries.runs.run_scores_wide(db, "r", ["gr", "rp"])
     assert wide["gr"].iloc[0] == 1.0 and wide["rp"].isna().iloc[0] and wide["n_failed"].iloc[0] == 1
-    cache = store.load_cache(db, "m")
+    cache = queries.runs.load_cache(db, "m")
     assert cache["k1"].reply == "<output>1</output>" and cache["k1"].prompt_tokens == 10
-    store.finish_run(db, "r", "finished", {"calls": 1})
-    assert store.runs(db)[["status", "n_done"]].values.tolist() == [["finished", 1]]
+    ownership.finish_run(db, "r", "finished", {"calls": 1})
+    assert queries.runs.runs(db)[["status", "n_done"]].values.tolist() == [["finished", 1]]
 
 
 def test_migrations_are_idempotent(tmp_path: Path) -> None:
@@ -61,16 +61,16 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
 def test_a_failed_batch_writes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     store.migrate(db)
-    store.write_batch(db, "r", **bundle("a"))
+    writes.write_batch(db, "r", **bundle("a"))
     with pytest.raises(Exception):
-        store.write_batch(db, "r", **bundle("a"))  # duplicate item: the whole batch is rolled back
+        writes.write_batch(db, "r", **bundle("a"))  # duplicate item: the whole batch is rolled back
     assert store.query(db, "SELECT count(*) AS n FROM verdicts")["n"].iloc[0] == 2
 
 
 def _hold_lock(db: Path, seconds: float) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import sys, time
-        from evaluators import store
+        from evaluators.storage import store
         with store.connect({str(db)!r}):
             print("locked", flush=True)
             time.sleep({seconds})
@@ -85,10 +85,10 @@ def test_second_process_waits_for_the_lock_then_writes(tmp_path: Path) -> None:
     store.migrate(db)
     holder = _hold_lock(db, 1.0)
     started = time.monotonic()
-    store.write_batch(db, "r", **bundle("a"))  # retries with jitter until the holder lets go
+    writes.write_batch(db, "r", **bundle("a"))  # retries with jitter until the holder lets go
     holder.wait()
     assert time.monotonic() - started > 0.3
-    assert store.done_item_ids(db, "r") == {"a"}
+    assert queries.runs.done_item_ids(db, "r") == {"a"}
 
 
 def test_busy_past_the_deadline_is_a_clear_error(tmp_path: Path) -> None:
@@ -96,9 +96,9 @@ def test_busy_past_the_deadline_is_a_clear_error(tmp_path: Path) -> None:
     store.migrate(db)
     holder = _hold_lock(db, 3.0)
     with pytest.raises(store.StoreBusy, match="busy"):
-        store.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me", deadline_s=0.5)
+        writes.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me", deadline_s=0.5)
     holder.wait()
-    store.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me")
+    writes.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me")
     assert store.query(db, "SELECT count(*) AS n FROM triage")["n"].iloc[0] == 1
 
 
@@ -109,9 +109,9 @@ def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
         import sys
         sys.path.insert(0, {str(ROOT / 'tests')!r})
         from test_store import bundle
-        from evaluators import store
+        from evaluators.storage import writes
         for k in range(15):
-            store.write_batch({str(db)!r}, "r", **bundle(f"i{{k}}"))
+            writes.write_batch({str(db)!r}, "r", **bundle(f"i{{k}}"))
     """)
     proc = subprocess.Popen([sys.executable, "-c", writer], cwd=ROOT)
     seen = 0
@@ -126,7 +126,7 @@ def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
             break
         time.sleep(0.05)  # a reader's open blocks the writer's: leave it room
     assert proc.wait() == 0
-    assert store.done_item_ids(db, "r") == {f"i{k}" for k in range(15)}
+    assert queries.runs.done_item_ids(db, "r") == {f"i{k}" for k in range(15)}
 
 
 def test_missing_db_for_a_reader(tmp_path: Path) -> None:
@@ -136,44 +136,44 @@ def test_missing_db_for_a_reader(tmp_path: Path) -> None:
 
 def test_run_items_and_row_counts(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    store.start_run(db, Run("r", "m", {}, {}), 1)
-    store.write_batch(db, "r", **bundle("a"))
-    items = store.run_items(db, ["r", "other"])
+    ownership.start_run(db, Run("r", "m", {}, {}), 1)
+    writes.write_batch(db, "r", **bundle("a"))
+    items = queries.items.run_items(db, ["r", "other"])
     assert list(items["item_id"]) == ["a"] and list(items["sources"].iloc[0]) == ["s1", "s2 ‹tag›"]
-    assert store.run_items(db, ["other"]).empty
-    assert store.row_counts(db) == {"items": 1, "components": 2, "verdicts": 2, "judge_calls": 1}
+    assert queries.items.run_items(db, ["other"]).empty
+    assert queries.runs.row_counts(db) == {"items": 1, "components": 2, "verdicts": 2, "judge_calls": 1}
     with pytest.raises(ValueError):
-        store.row_counts(db, ["items; DROP TABLE runs"])
+        queries.runs.row_counts(db, ["items; DROP TABLE runs"])
 
 
 def test_a_run_name_taken_by_another_evaluation_is_a_run_conflict(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
-    store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)  # the same: a resume
-    with pytest.raises(store.RunConflict, match="already exists") as exc:
-        store.start_run(db, Run("r", "other", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
+    ownership.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
+    ownership.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)  # the same: a resume
+    with pytest.raises(ownership.RunConflict, match="already exists") as exc:
+        ownership.start_run(db, Run("r", "other", {"metrics": ["gr"]}, {"groundedness": "abc"}), 1)
     assert exc.value.run == "r" and "--" not in str(exc.value)
-    with pytest.raises(store.RunConflict, match="other prompt files"):
-        store.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "new"}), 1)
+    with pytest.raises(ownership.RunConflict, match="other prompt files"):
+        ownership.start_run(db, Run("r", "m", {"metrics": ["gr"]}, {"groundedness": "new"}), 1)
 
 
 # ---------------------------------------------------------------- a run's owner: alive while it beats
 
-def owned_by(path: Path, pid: int, beat_age_s: float, host: str | None = None) -> store.Owner:
+def owned_by(path: Path, pid: int, beat_age_s: float, host: str | None = None) -> ownership.Owner:
     """A run 'r' owned by another evaluation with this host (default: this one) and pid, its last write
     `beat_age_s` ago with a 1 s heartbeat (three missed beats: 3 s)."""
     import socket
 
-    other = store.Owner(host or socket.gethostname(), pid, f"earlier:{pid}:0000")
-    store.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, other, heartbeat_s=1.0)
+    other = ownership.Owner(host or socket.gethostname(), pid, f"earlier:{pid}:0000")
+    ownership.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, other, heartbeat_s=1.0)
     with store.connect(path) as con:
         con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP - to_seconds(?) WHERE run_id = 'r'",
                     [beat_age_s])
     return other
 
 
-def claim(path: Path) -> store.Claim:
-    return store.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, store.Owner.this_process(), 1.0)
+def claim(path: Path) -> ownership.Claim:
+    return ownership.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, ownership.Owner.this_process(), 1.0)
 
 
 @pytest.mark.parametrize("pid", [1, os.getpid()], ids=["pid 1", "this test's pid"])
@@ -195,18 +195,18 @@ def test_an_earlier_process_with_this_process_pid_is_gone_even_with_a_fresh_hear
 def test_a_fresh_heartbeat_of_another_live_process_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "r.duckdb"
     owned_by(path, 1, beat_age_s=0)  # pid 1 runs on this host
-    with pytest.raises(store.RunBusy, match=r"pid 1 on .*counts as gone"):
+    with pytest.raises(ownership.RunBusy, match=r"pid 1 on .*counts as gone"):
         claim(path)
     owned_by(tmp_path / "h.duckdb", 4242, beat_age_s=0, host="another-host")
-    with pytest.raises(store.RunBusy):
+    with pytest.raises(ownership.RunBusy):
         claim(tmp_path / "h.duckdb")
 
 
 def test_another_evaluation_of_this_process_keeps_its_run_while_it_beats(tmp_path: Path) -> None:
     """Two dashboard sessions in one server process: the pid is the same, the first evaluation is alive."""
     path = tmp_path / "r.duckdb"
-    store.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, store.Owner.this_process(), heartbeat_s=1.0)
-    with pytest.raises(store.RunBusy):
+    ownership.claim_run(path, Run("r", "offline", {}, {}), {"a": "h"}, ownership.Owner.this_process(), heartbeat_s=1.0)
+    with pytest.raises(ownership.RunBusy):
         claim(path)
     with store.connect(path) as con:
         con.execute("UPDATE runs SET heartbeat_at = now()::TIMESTAMP - INTERVAL 10 MINUTE")

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from evaluators import cli, store, suite
-from evaluators.ingest import InputError, load_items
-from evaluators.records import Label
+from evaluators import cli
+from evaluators.core.records import Label
+from evaluators.runs import suite
+from evaluators.runs.ingest import InputError, load_items
+from evaluators.storage import store, writes
 from tests.test_flips import write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +150,7 @@ def test_expectations_come_from_confident_verdicts(hand_db: Path, tmp_path: Path
 def test_corrections_and_rule_labels_override_the_judge(hand_db: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     store.migrate(hand_db)
-    store.add_labels(hand_db, "r", [Label("good", 0, metric="gr", component_idx=0, author="t"),
+    writes.add_labels(hand_db, "r", [Label("good", 0, metric="gr", component_idx=0, author="t"),
                                     Label("good", 1, metric="gr", component_idx=1, author="t"),
                                     Label("bad", 0, rule="T2.2", author="t"),
                                     Label("good", 1, rule="T2.5", author="t")])
@@ -204,7 +206,7 @@ def test_triaged_items(hand_db: Path, tmp_path: Path, capsys: pytest.CaptureFixt
                         capsys)
     assert code == 2 and err.strip() == "error: --triaged: run 'r' has no triaged or labelled item"
     assert not out_file.exists()
-    store.add_triage(hand_db, "r", "bad", "confirmed", "Retriever", "no source on the designer", "t")
+    writes.add_triage(hand_db, "r", "bad", "confirmed", "Retriever", "no source on the designer", "t")
     assert _run(["export-suite", "--db", str(hand_db), "--run", "r", "--triaged", "--out", str(out_file)],
                 capsys)[0] == 0
     assert [r["id"] for r in _lines(out_file)] == ["bad"]

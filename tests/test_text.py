@@ -7,8 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.text import (answer_type, has_answer_type, has_content, negated, numbers, refuses, split_claims,
-                             split_questions, split_sentences)
+from evaluators.core.text import (
+    answer_type,
+    has_answer_type,
+    has_content,
+    negated,
+    numbers,
+    refuses,
+    split_claims,
+    split_questions,
+    split_sentences,
+)
 
 QUERY = "When was the Chimnabai Clock Tower completed, and who was it named after?"
 

@@ -1,5 +1,5 @@
 """Every page run of the dashboard is timed on the server: one INFO line on "rag_triage.pages" with the
-page's URL path, its duration, a short session hash and how the run ended (evaluators/timing.py,
+page's URL path, its duration, a short session hash and how the run ended (evaluators/dashboard/timing.py,
 wrapped around `pg.run()` in app.py). Checked with AppTest on the root page (AppTest runs any other
 page without app.py) and in the log of a real `streamlit run` server driven by Chromium, which is what
 an operator greps."""
@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import timing
+from evaluators.dashboard import timing
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server
 
 APP = str(ROOT / "app.py")

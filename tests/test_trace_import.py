@@ -13,8 +13,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from evaluators import cli, queries, store
-from evaluators.ingest import InputError, detect_format, load_items
+from evaluators import cli
+from evaluators.runs.ingest import InputError, detect_format, load_items
+from evaluators.storage import queries, store, writes
 from tests.conftest import app_db
 from tests.test_pages import open_page
 
@@ -235,7 +236,7 @@ def test_ragas_results_keep_their_scores_beside_ours(tmp_path: Path) -> None:
         (offices, "ragas", "context_precision"): 1.0}
     # Our scores are ours alone: the imported ones are in no scores row, and the summary counts n of N.
     assert set(store.query(db, "SELECT DISTINCT metric FROM scores WHERE run_id = 'results'")["metric"]) == {"sp1", "gr"}
-    summary = queries.imported_summary(db, "results").set_index("metric")
+    summary = queries.runs.imported_summary(db, "results").set_index("metric")
     assert summary.loc["answer_relevancy", ["n_scored", "n_total"]].tolist() == [1, 2]
     assert summary.loc["faithfulness", "mean"] == pytest.approx(0.75)
 
@@ -307,7 +308,7 @@ def test_deepeval_bad_cases_are_located_and_nothing_is_written(tmp_path: Path, c
     db = tmp_path / "t.duckdb"
     assert evaluate(path, db, "bad") == 2
     assert f"{path}:$.testCases[1]: field retrievalContext" in capsys.readouterr().err
-    assert not db.exists() or store.runs(db).empty
+    assert not db.exists() or queries.runs.runs(db).empty
     path.write_text(json.dumps({"results": []}))
     assert problems(path) == [f"{path}: neither a Langfuse trace export (traces with observations) nor a DeepEval "
                               "test run (testCases); items go in .jsonl, .csv or .parquet"]
@@ -342,7 +343,7 @@ def test_an_older_database_is_upgraded_with_the_imported_scores_table(tmp_path: 
     assert evaluate(DEEPEVAL, db, "upgraded") == 0
     assert store.query(db, "SELECT max(version) AS v FROM schema_version")["v"].iloc[0] == len(store.MIGRATIONS)
     assert len(imported(db, "upgraded")) == 3
-    counts = store.delete_run(db, "upgraded")
+    counts = writes.delete_run(db, "upgraded")
     assert counts["imported_scores"] == 3 and imported(db, "upgraded") == {}
 
 
@@ -397,7 +398,7 @@ def test_evaluate_page_shows_a_bad_export_s_located_problems(imported_db: Path) 
     next(b for b in at.button if b.key == "evaluate").click().run()
     assert any("cannot be evaluated" in e.value for e in at.error)
     assert "run.json:$.testCases[0]: field actualOutput: missing" in " ".join(c.value for c in at.code)
-    assert sorted(store.runs(imported_db)["run_id"]) == ["deepeval", "ragas-results"]  # nothing was written
+    assert sorted(queries.runs.runs(imported_db)["run_id"]) == ["deepeval", "ragas-results"]  # nothing was written
 
 
 def test_imported_scores_in_a_real_browser(tmp_path: Path) -> None:

@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from evaluators import charts, queries, store, trends
-from evaluators.records import Item, Run, Score, Status
+from evaluators.core.records import Item, Run, Score, Status
+from evaluators.dashboard import charts
+from evaluators.metrics import trends
+from evaluators.storage import ownership, queries, store, writes
 from tests.conftest import app_db
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,9 +26,9 @@ def _run(db: Path, name: str, created: str, values: dict[str, float | None], sta
              for i in values]
     scores = [Score(i, "gr", v, 1 if v is not None else 0, 1, Status.OK if v is not None else Status.ERROR)
               for i, v in values.items()]
-    store.start_run(db, Run(name, "hand", {}, {}), len(items))
-    store.write_batch(db, name, items=items, scores=scores)
-    store.finish_run(db, name, "finished", {})
+    ownership.start_run(db, Run(name, "hand", {}, {}), len(items))
+    writes.write_batch(db, name, items=items, scores=scores)
+    ownership.finish_run(db, name, "finished", {})
     with store.connect(db) as con:
         con.execute("UPDATE runs SET created_at = ?::TIMESTAMP WHERE run_id = ?", [created, name])
 
@@ -58,7 +60,7 @@ def trend_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _points(db: Path, runs: list[str], baseline: str):
-    read = queries.trend_scores(db, runs, baseline)
+    read = queries.trends.trend_scores(db, runs, baseline)
     frame = trends.points(read["dist"], read["totals"], runs, baseline, read["pairs"])
     return frame.set_index("point")
 
@@ -94,10 +96,10 @@ def test_unpaired_interval_holds_zero_for_equal_sides_and_excludes_it_for_separa
 
 
 def test_buckets_by_day_and_week_from_an_item_timestamp(trend_db: Path) -> None:
-    days = queries.trend_buckets(trend_db, "timed", "at", "day")
+    days = queries.trends.trend_buckets(trend_db, "timed", "at", "day")
     totals = dict(zip(days["totals"]["point"].fillna("none"), days["totals"]["n_items"]))
     assert totals == {"2026-01-05": 2, "2026-01-06": 1, "2026-01-12": 2, "none": 2}
-    weeks = queries.trend_buckets(trend_db, "timed", "at", "week")
+    weeks = queries.trends.trend_buckets(trend_db, "timed", "at", "week")
     order = [p for p in weeks["totals"]["point"] if isinstance(p, str)]
     assert order == ["2026-01-05", "2026-01-12"]
     frame = trends.points(weeks["dist"], weeks["totals"], order, "2026-01-05").set_index("point")
@@ -105,7 +107,7 @@ def test_buckets_by_day_and_week_from_an_item_timestamp(trend_db: Path) -> None:
     assert frame.loc["2026-01-05", "mean"] == pytest.approx(2 / 3)
     assert frame.loc["2026-01-12", "test"] == "unpaired" and frame.loc["2026-01-12", "mean"] == 1.0
     with pytest.raises(ValueError):
-        queries.trend_buckets(trend_db, "timed", "at", "month; DROP TABLE runs")
+        queries.trends.trend_buckets(trend_db, "timed", "at", "month; DROP TABLE runs")
 
 
 def test_trend_chart_marks_the_baseline_and_real_changes(trend_db: Path) -> None:

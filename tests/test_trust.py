@@ -1,7 +1,7 @@
 """Trust arithmetic against cases computed by hand."""
 import pytest
 
-from evaluators.trust import Confusion, confusion, kappa, kappa_interval, suggest_threshold, trust
+from evaluators.metrics.trust import Confusion, confusion, kappa, kappa_interval, suggest_threshold, trust
 
 JUDGE = [1, 1, 0, 0, 1, 0, 1, 0, 1, 1]
 HUMAN = [1, 0, 0, 0, 1, 1, 1, 0, 1, 0]

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from evaluators import store
-from evaluators.records import Label
+from evaluators.core.records import Label
+from evaluators.storage import writes
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.seed import seed, set_scores
 from tests.test_browser import check_page, grid, settle
@@ -30,7 +29,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     rp = {"q01": 0.6, "q02": 0.8, "q03": 0.9, "q04": 0.7, "q05": 0.3, "q06": 0.55}
     set_scores(db, RUN, "rp", rp)
     labelled = [i for i in rp if i != "q06"]
-    store.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05")), rule="T2.5", author="seed") for i in labelled]
+    writes.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05")), rule="T2.5", author="seed") for i in labelled]
                      + [Label(i, 0, rule="T2.1", author="seed") for i in labelled])
     with streamlit_server(db, tmp / "streamlit.log") as url:
         yield url

@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import diagnosis, queries, store
 from evaluators.cli import main
-from evaluators.vocabulary import THELMA
+from evaluators.metrics import diagnosis
+from evaluators.metrics.registry import THELMA
+from evaluators.storage import queries, store, writes
 
 RUN = "weak-retriever"
 
 
 def _fired(db: Path) -> dict[str, set[str]]:
-    wide = store.run_scores_wide(db, RUN, list(THELMA))
-    return {r["item_id"]: {rule.id for rule in diagnosis.diagnose({m: queries.wide_score(r, m) for m in THELMA})}
+    wide = queries.runs.run_scores_wide(db, RUN, list(THELMA))
+    return {r["item_id"]: {rule.id for rule in diagnosis.diagnose({m: queries.diagnosis.wide_score(r, m) for m in THELMA})}
             for r in wide.to_dict("records")}
 
 
@@ -65,7 +66,7 @@ def test_imported_labels_give_agreement_kappa_and_precision(db: Path, tmp_path: 
 def test_triage_notes_label_the_rules_that_fire(db: Path, tmp_path: Path) -> None:
     fired = _fired(db)
     item = next(i for i in sorted(fired) if fired[i])
-    store.add_triage(db, RUN, item, "false alarm", "Retriever", "", "ana@example.com")
+    writes.add_triage(db, RUN, item, "false alarm", "Retriever", "", "ana@example.com")
     out = tmp_path / "trust.csv"
     assert main(["trust", "--db", str(db), "--run", RUN, "--out", str(out)]) == 0
     rows = _rows(out)
@@ -97,8 +98,8 @@ def test_bad_label_rows_are_located_and_nothing_is_written(db: Path, tmp_path: P
 
 
 def test_the_review_queue_puts_unsure_then_thin_then_random_and_skips_labelled(db: Path) -> None:
-    from evaluators import labelling
-    from evaluators.records import Label
+    from evaluators.core.records import Label
+    from evaluators.runs import labelling
 
     with store.connect(db) as con:  # make one verdict of q03 unsure: a calibrated p of 0.55
         con.execute("""UPDATE verdicts SET p = 0.55, p_kind = 'calibrated' WHERE rowid = (
@@ -108,8 +109,8 @@ def test_the_review_queue_puts_unsure_then_thin_then_random_and_skips_labelled(d
     assert queue.iloc[0].tolist()[:2] == ["q03", "unsure verdicts"]
     reasons = list(queue["reason"])
     assert reasons == sorted(reasons, key=labelling.QUEUE_REASONS.index)
-    assert sorted(queue["item_id"]) == sorted(store.run_scores_wide(db, RUN, list(THELMA))["item_id"])
-    store.add_labels(db, RUN, [Label("q03", 1, rule="T2.5")])
+    assert sorted(queue["item_id"]) == sorted(queries.runs.run_scores_wide(db, RUN, list(THELMA))["item_id"])
+    writes.add_labels(db, RUN, [Label("q03", 1, rule="T2.5")])
     assert "q03" not in set(labelling.review_queue(db, RUN, {})["item_id"])
     # Seeded: the same run gives the same queue.
     assert labelling.review_queue(db, RUN, {}).equals(labelling.review_queue(db, RUN, {}))
@@ -119,8 +120,8 @@ def test_labels_of_two_people_saving_at_once_are_both_kept(db: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from evaluators import access, store\n"
-            "from evaluators.records import Label\n"
+    code = ("import sys; from evaluators.dashboard import access; from evaluators.storage import store\n"
+            "from evaluators.core.records import Label\n"
             "me = access.User(None, access.TRIAGER)\n"
             "for k in range(10):\n"
             "    access.save_labels(me, sys.argv[1], 'weak-retriever', [Label('q01', k % 2, rule='T2.5')],\n"
@@ -135,9 +136,9 @@ def test_labels_of_two_people_saving_at_once_are_both_kept(db: Path) -> None:
 
 
 def test_labels_export_with_the_run_and_import_back(db: Path, tmp_path: Path) -> None:
-    from evaluators.records import Label
+    from evaluators.core.records import Label
 
-    store.add_labels(db, RUN, [Label("q01", 1, rule="T2.5", note="a, \"quoted\" note", author="ana"),
+    writes.add_labels(db, RUN, [Label("q01", 1, rule="T2.5", note="a, \"quoted\" note", author="ana"),
                                Label("q02", 0, metric="gr", component_idx=0, author="ben")])
     out, labels_out = tmp_path / "scores.csv", tmp_path / "labels.csv"
     assert main(["export", "--db", str(db), "--run", RUN, "--out", str(out), "--labels-out", str(labels_out)]) == 0
@@ -153,10 +154,10 @@ def test_labels_export_with_the_run_and_import_back(db: Path, tmp_path: Path) ->
 
 
 def test_export_corrected_writes_scores_with_corrections_and_leaves_the_raw_ones(db: Path, tmp_path: Path) -> None:
-    from evaluators.records import Label
+    from evaluators.core.records import Label
 
     idx, value = _gr_verdict(db, "q01")
-    store.add_labels(db, RUN, [Label("q01", 1 - value, metric="gr", component_idx=idx, author="ana")])
+    writes.add_labels(db, RUN, [Label("q01", 1 - value, metric="gr", component_idx=idx, author="ana")])
     raw, fixed = tmp_path / "raw.csv", tmp_path / "fixed.csv"
     assert main(["export", "--db", str(db), "--run", RUN, "--out", str(raw)]) == 0
     assert main(["export", "--db", str(db), "--run", RUN, "--out", str(fixed), "--corrected"]) == 0

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import labelling, store
-from evaluators.records import Label
+from evaluators.core.records import Label
+from evaluators.runs import labelling
+from evaluators.storage import store, writes
 from tests.seed import set_scores
 from tests.test_pages import frame_with, open_page
 
@@ -43,7 +44,7 @@ def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
     # q01, q05 and q06, and T2.1 (SD low, RP high) is wrong on q06. At today's 0.5 the judge misses two.
     rp = {"q01": 0.6, "q02": 0.8, "q03": 0.9, "q04": 0.7, "q05": 0.3, "q06": 0.55}
     set_scores(db, RUN, "rp", rp)
-    store.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05", "q06")), rule="T2.5") for i in rp]
+    writes.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05", "q06")), rule="T2.5") for i in rp]
                      + [Label(i, 0, rule="T2.1") for i in rp])
     at = open_page("pages/8_Trust.py", run=RUN)
     (link,) = [link for link in at.get("page_link") if "Apply RP" in link.proto.label]
@@ -57,7 +58,7 @@ def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
 
 
 def test_a_correction_changes_the_corrected_score_and_never_the_raw_one(db: Path) -> None:
-    from evaluators import queries
+    from evaluators.storage import queries
 
     at = open_page("pages/2_Item.py", run=RUN, item="q01", tab="Verdicts")
     (gr,) = store.query(db, """SELECT component_idx, value FROM verdicts WHERE run_id = ? AND item_id = 'q01'
@@ -68,14 +69,14 @@ def test_a_correction_changes_the_corrected_score_and_never_the_raw_one(db: Path
     at.button(key="FormSubmitter:fix_form-Save correction").click().run()
     assert any("Correction saved" in s.value for s in at.success), [w.value for w in at.warning]
     raw = store.query(db, "SELECT value FROM scores WHERE run_id = ? AND item_id = 'q01' AND metric = 'gr'", [RUN])
-    corrected = store.query(db, f"SELECT value FROM {queries.scores_sql(None, corrected=True)} "
+    corrected = store.query(db, f"SELECT value FROM {queries.sql.scores_sql(None, corrected=True)} "
                                 "WHERE item_id = 'q01' AND metric = 'gr'", {"run": RUN})
     assert float(corrected["value"][0]) > float(raw["value"][0])
     # The raw score is the one the judge gave: recomputing without corrections gives it back.
     stored = store.query(db, "SELECT * FROM verdicts WHERE run_id = ? AND item_id = 'q01' AND metric = 'gr'", [RUN])
     assert float(raw["value"][0]) == pytest.approx(float(stored.loc[stored["status"] == "ok", "value"].mean()))
     # The pages read corrected scores behind the switch kept in the URL.
-    detail = queries.item_detail(db, RUN, "q01", None, True)["scores"].set_index("metric")
+    detail = queries.items.item_detail(db, RUN, "q01", None, True)["scores"].set_index("metric")
     assert float(detail.loc["gr", "value"]) == pytest.approx(float(corrected["value"][0]))
     shown = open_page("pages/1_Run.py", run=RUN, scores="corrected")
     assert shown.radio(key="scores").value == "corrected"
@@ -88,7 +89,7 @@ def test_disagreements_name_a_corrected_component_and_leave_a_rule_s_cell_empty(
     # fire there (T2.2 and T2.4 never fire together), so a rule's disagreement has no component.
     (gr,) = store.query(db, """SELECT component_idx FROM verdicts WHERE run_id = ? AND item_id = 'q01'
                                AND metric = 'gr' AND status = 'ok' AND value = 0 LIMIT 1""", [RUN]).values.tolist()
-    store.add_labels(db, RUN, [Label("q01", 1, metric="gr", component_idx=int(gr[0]))]
+    writes.add_labels(db, RUN, [Label("q01", 1, metric="gr", component_idx=int(gr[0]))]
                      + [Label("q01", 1, rule=rule) for rule in labelling.RULE_IDS])
     table = frame_with(open_page("pages/8_Trust.py", run=RUN), "people")
     # whole numbers with empty cells: a column Arrow takes as it is (mixed "" and ints it cannot)

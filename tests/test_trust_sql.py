@@ -9,19 +9,21 @@ import pandas as pd
 import pytest
 
 from benchmarks.dashboard_scale import generate
-from evaluators import diagnosis, labelling, queries, registry, store, trust
-from evaluators.confidence import CALIBRATED, Band
-from evaluators.metrics import rescore
-from evaluators.records import Component, Item, Label, Run, Status, Verdict
-from evaluators.vocabulary import THELMA
+from evaluators.core.confidence import CALIBRATED, Band
+from evaluators.core.records import Component, Item, Label, Run, Status, Verdict
+from evaluators.metrics import diagnosis, registry, trust
+from evaluators.metrics.registry import THELMA
+from evaluators.metrics.thelma import rescore
+from evaluators.runs import labelling
+from evaluators.storage import ownership, queries, store, writes
 
 RUN = "weak-retriever"
 
 
 def _every_item(path: Path, run_id: str, band: Band | None) -> dict[str, dict]:
     """Each item's THELMA scores, diagnosed in Python: the whole run, at the band."""
-    wide = store.run_scores_wide(path, run_id, list(THELMA), queries.scores_sql(band))
-    return {r["item_id"]: {m: queries.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
+    wide = queries.runs.run_scores_wide(path, run_id, list(THELMA), queries.sql.scores_sql(band))
+    return {r["item_id"]: {m: queries.diagnosis.wide_score(r, m) for m in THELMA} for r in wide.to_dict("records")}
 
 
 def _fires(scores, th) -> set[str]:
@@ -32,9 +34,9 @@ def python_report(path: Path, run_id: str, thresholds: dict, band: Band | None) 
     """labelling.report's definition: every item of the run diagnosed, candidates from every score."""
     th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
     scores = _every_item(path, run_id, band)
-    saved = queries.rule_labels(path, run_id)
-    triage = queries.triage_verdicts(path, run_id)
-    corrections = queries.verdict_corrections(path, run_id).dropna(subset=["judge"])
+    saved = queries.trust.rule_labels(path, run_id)
+    triage = queries.trust.triage_verdicts(path, run_id)
+    corrections = queries.trust.verdict_corrections(path, run_id).dropna(subset=["judge"])
     fired = {item: _fires(s, th) for item, s in scores.items()}
     rule_labels = list(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None))
     pairs = trust.rule_pairs(rule_labels, dict(zip(triage["item_id"], triage["label"])), fired, labelling.RULE_IDS)
@@ -52,9 +54,9 @@ def python_report(path: Path, run_id: str, thresholds: dict, band: Band | None) 
 def python_queue(path: Path, run_id: str, thresholds: dict, band: Band | None, limit: int) -> list[tuple]:
     """labelling.review_queue's definition: every unsure item, every item diagnosed, every other shuffled."""
     th = {**diagnosis.DEFAULT_THRESHOLDS, **thresholds}
-    unsure = queries.unsure_counts(path, run_id, band)
+    unsure = queries.trust.unsure_counts(path, run_id, band)
     scores = _every_item(path, run_id, band)
-    seen = set(queries.labelled_items(path, run_id))
+    seen = set(queries.trust.labelled_items(path, run_id))
     queue = []
     for row in unsure.itertuples(index=False):
         if row.item_id not in seen:
@@ -84,9 +86,9 @@ def _label(path: Path, run_id: str, rng: random.Random, n: int) -> None:
               for _ in range(n)]
     labels += [Label(i, rng.randint(0, 1), metric=m, component_idx=int(c), author="t")
                for i, m, c in rng.sample(rows, min(n // 2, len(rows)))]
-    store.add_labels(path, run_id, labels)
+    writes.add_labels(path, run_id, labels)
     for item in rng.sample(items, min(n // 4, len(items))):
-        store.add_triage(path, run_id, item, rng.choice(["confirmed", "false alarm", "fixed"]), "Retriever", "", "t")
+        writes.add_triage(path, run_id, item, rng.choice(["confirmed", "false alarm", "fixed"]), "Retriever", "", "t")
 
 
 def _thresholds(rng: random.Random) -> dict[str, float]:
@@ -113,7 +115,7 @@ def test_report_and_queue_equal_the_python_definition_on_random_runs(tmp_path: P
 
 def _unsure_run(path: Path, n: int, rng: random.Random) -> None:
     """A run of n items whose verdicts carry calibrated p's, many near 0.5: unsure at some bands."""
-    store.start_run(path, Run(RUN, "offline", {}, {}), n)
+    ownership.start_run(path, Run(RUN, "offline", {}, {}), n)
     kinds = {"sp1": ("source", "query"), "sp2": ("source_fact", "query"), "sqc": ("subquestion", "source:0"),
              "rp": ("claim", "query"), "rqc": ("subquestion", "response"), "gr": ("claim", "sources"),
              "sd": ("sentence", "sentence:1")}
@@ -128,7 +130,7 @@ def _unsure_run(path: Path, n: int, rng: random.Random) -> None:
                 verdicts.append(Verdict(item, metric, kind, idx, target, value, status,
                                         p=p if status is Status.OK else None, p_kind=CALIBRATED))
                 comps.append(Component(item, kind, idx, f"{kind} {idx}"))
-        store.write_batch(path, RUN, items=[Item(item, f"Question {k}?", ("Source.",), "Answer.")],
+        writes.write_batch(path, RUN, items=[Item(item, f"Question {k}?", ("Source.",), "Answer.")],
                           components=list({(c.kind, c.idx): c for c in comps}.values()), verdicts=verdicts,
                           scores=list(rescore(item, verdicts, specs).values()))
 
@@ -140,7 +142,7 @@ def test_report_and_queue_equal_the_python_definition_with_unsure_verdicts(tmp_p
     rng = random.Random(7)
     _unsure_run(path, 80, rng)
     _label(path, RUN, rng, 60)
-    assert not queries.unsure_counts(path, RUN, band).empty, "the run has unsure verdicts at the band"
+    assert not queries.trust.unsure_counts(path, RUN, band).empty, "the run has unsure verdicts at the band"
     for th in ({}, _thresholds(rng)):
         assert labelling.report(path, RUN, th, band) == python_report(path, RUN, th, band)
         for limit in (1, 5, 50, 1000):
@@ -152,7 +154,7 @@ def test_score_midpoints_give_the_candidates_of_every_score() -> None:
     # Scores a hair apart: the midpoints in one 0.0001 bucket round two ways, and both are kept.
     rp = [0.1, 0.10004, 0.10006, 0.10011, 0.3, 0.5, 0.5, 0.9, None, 0.2, 0.7, 0.65]
     table = pd.DataFrame({"item_id": [f"i{k:02d}" for k in range(len(rp))], "rp": rp})
-    kept = queries.score_midpoints(table, ["rp"])
+    kept = queries.trust.score_midpoints(table, ["rp"])
     distinct = sorted({v for v in rp if v is not None})
     every = [(a + b) / 2 for a, b in zip(distinct, distinct[1:])]
     assert len({round(m, 4) for m in every[:3]}) == 2

@@ -16,10 +16,11 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from evaluators import store, ui
-from evaluators.diagnosis import DEFAULT_THRESHOLDS
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.dashboard import markup, ui
 from evaluators.grammar.robustness import Correctness, write_correctness
-from evaluators.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
+from evaluators.storage import ownership, store, writes
 from tests.seed import seed
 from tests.test_bad_db import new_app
 
@@ -71,16 +72,16 @@ def hostile_db(path: Path, url: str = "http://127.0.0.1:9") -> dict[str, str]:
     call = JudgeCall(key=key, model=names["judge"], prompt_name=p["img"], prompt_hash=p["link"],
                      messages=[{"role": p["img"], "content": p["mark"]}], params={}, reply=p["mark"],
                      status=Status.ERROR, prompt_tokens=3, completion_tokens=1, latency_ms=5.0, error=p["mark"])
-    store.start_run(path, Run(run, names["judge"], {}, {p["img"]: p["link"]}), len(items))
-    store.write_batch(path, run, items=items, components=comps, verdicts=verdicts, scores=scores, calls=[call])
-    store.finish_run(path, run, "failed", {}, error=p["mark"])
-    store.start_run(path, Run(names["empty_run"], names["judge"], {}, {}), 1)
-    store.write_batch(path, names["empty_run"], items=[Item(p["img"], p["mark"], (p["mark"],), p["mark"])])
+    ownership.start_run(path, Run(run, names["judge"], {}, {p["img"]: p["link"]}), len(items))
+    writes.write_batch(path, run, items=items, components=comps, verdicts=verdicts, scores=scores, calls=[call])
+    ownership.finish_run(path, run, "failed", {}, error=p["mark"])
+    ownership.start_run(path, Run(names["empty_run"], names["judge"], {}, {}), 1)
+    writes.write_batch(path, names["empty_run"], items=[Item(p["img"], p["mark"], (p["mark"],), p["mark"])])
     write_correctness(path, run, [
         Correctness(i.id, p["img"], p["link"], tpl, ok, Status.OK, names["judge"], retrieved=(p["img"],),
                     true_docs=(p["link"],))
         for i, tpl, ok in ((items[0], p["img"], True), (items[1], p["html"], False))])
-    store.add_triage(path, run, names["item"], "confirmed", p["link"], p["mark"], p["img"])
+    writes.add_triage(path, run, names["item"], "confirmed", p["link"], p["mark"], p["img"])
     with store.connect(path) as con:  # the hostile run is the newest: every page opens on it
         con.execute("UPDATE runs SET created_at = TIMESTAMP '2026-12-01 10:00:00' WHERE run_id = ?", [run])
     return names
@@ -217,7 +218,7 @@ def test_item_page_names_the_hostile_item_as_text(hostile: tuple[Path, dict[str,
     at = open_page("item", {"run": names["run"], "item": names["item"]})
     assert_plain(at, "item page")
     shown = " ".join(markdown_strings(at))
-    assert ui.md(names["item"]) in shown and ui.md(names["run"]) in shown
+    assert markup.md(names["item"]) in shown and markup.md(names["run"]) in shown
     unknown = open_page("item", {"run": names["run"], "item": payloads("http://127.0.0.1:9")["link"]})
     assert_plain(unknown, "unknown item")
     assert any("has no item with id" in w.value for w in unknown.warning)
@@ -225,10 +226,10 @@ def test_item_page_names_the_hostile_item_as_text(hostile: tuple[Path, dict[str,
 
 def test_md_escapes_every_markdown_active_character() -> None:
     text = "![x](http://h/p.png) [l](u) <b> *e* _u_ `c` :red[r] :material/home: $x$ # h | t ~s~ www.h.com a@b.co"
-    escaped = ui.md(text)
+    escaped = markup.md(text)
     assert re.sub(r"\\(.)", r"\1", escaped).replace("\u2060", "") == text
     assert "://" not in escaped.replace("\\", "") and "www." not in escaped.replace("\\", "")
     assert not re.search(r"(?<!\\)(\]\(|!|\[|:/|:red|:material|\.[a-z]|<|\*|_|`|\$|~|\||@|^#)", escaped)
-    assert ui.md("a\n\n    b\tc") == "a b c"
-    assert ui.md("- a") == "\\- a" and ui.md("1. a") == "1\\. a" and ui.md("# h") == "\\# h"
-    assert ui.md("Timeout: no reply in 60 s.") == "Timeout: no reply in 60 s."  # nothing to act on
+    assert markup.md("a\n\n    b\tc") == "a b c"
+    assert markup.md("- a") == "\\- a" and markup.md("1. a") == "1\\. a" and markup.md("# h") == "\\# h"
+    assert markup.md("Timeout: no reply in 60 s.") == "Timeout: no reply in 60 s."  # nothing to act on

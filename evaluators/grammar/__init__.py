@@ -9,6 +9,7 @@ The package's modules import one way, each only from those above it in this list
 - `runs`: end to end over the engine's runner: judge a run's correctness, run the pipeline, build the demo;
 - `cli`: grammar-generate, grammar-run, grammar-eval and grammar-demo.
 """
+
 from pathlib import Path
 
 # The demo domain: a fictitious company database, a corpus rendered from it, hand-written templates.

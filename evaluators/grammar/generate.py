@@ -10,6 +10,7 @@ paper's single-answer criterion) are dropped and counted. Counts follow M x N x 
 Templates come from a JSON file, or from a judge: SQL templates from the schema (Table 3 prompt)
 and text templates from each SQL template. Generated SQL only runs on read-only or in-memory data.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from evaluators import grammar, store
-from evaluators.records import Judge, Status
+from evaluators import grammar
+from evaluators.core.records import Judge, Status
+from evaluators.storage import store
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 PLACEHOLDER = re.compile(rf"\[({_NAME})\.({_NAME})\]")
@@ -78,8 +80,10 @@ def template_problems(t: SqlTemplate) -> list[str]:
         problems.append(f"{t.id}: doc_sql uses placeholders the SQL template does not fill")
     for text in t.texts:
         if set(placeholders(text.text)) != names:
-            problems.append(f"{t.id}/{text.id}: the text template must use exactly the placeholders "
-                            f"{sorted(names)}, it uses {sorted(placeholders(text.text))}")
+            problems.append(
+                f"{t.id}/{text.id}: the text template must use exactly the placeholders "
+                f"{sorted(names)}, it uses {sorted(placeholders(text.text))}"
+            )
     return problems
 
 
@@ -92,8 +96,14 @@ def load_templates(path: str | Path) -> list[SqlTemplate]:
         for i, e in enumerate(entries, 1):
             texts = e.get("texts") or {}
             pairs = texts.items() if isinstance(texts, dict) else ((f"v{j}", x) for j, x in enumerate(texts, 1))
-            templates.append(SqlTemplate(str(e.get("id") or f"t{i:02d}"), e["sql"].strip().rstrip(";"),
-                                         tuple(TextTemplate(str(k), str(v)) for k, v in pairs), e.get("doc_sql")))
+            templates.append(
+                SqlTemplate(
+                    str(e.get("id") or f"t{i:02d}"),
+                    e["sql"].strip().rstrip(";"),
+                    tuple(TextTemplate(str(k), str(v)) for k, v in pairs),
+                    e.get("doc_sql"),
+                )
+            )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise TemplateError(f"{path}: cannot read templates ({type(exc).__name__}: {exc})") from None
     problems = [p for t in templates for p in template_problems(t)]
@@ -106,12 +116,20 @@ def load_templates(path: str | Path) -> list[SqlTemplate]:
 
 def save_templates(templates: Sequence[SqlTemplate], path: str | Path) -> None:
     """Write templates in the format `load_templates` reads (for review and reuse)."""
-    entries = [{"id": t.id, "sql": t.sql, **({"doc_sql": t.doc_sql} if t.doc_sql else {}),
-                "texts": {x.id: x.text for x in t.texts}} for t in templates]
+    entries = [
+        {
+            "id": t.id,
+            "sql": t.sql,
+            **({"doc_sql": t.doc_sql} if t.doc_sql else {}),
+            "texts": {x.id: x.text for x in t.texts},
+        }
+        for t in templates
+    ]
     Path(path).write_text(json.dumps({"templates": entries}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 # ---------------------------------------------------------------- the data source
+
 
 @contextmanager
 def open_source(path: str | Path) -> Iterator[Any]:
@@ -139,17 +157,23 @@ def describe_schema(con: Any) -> str:
     for t, c, kind in cols:
         tables.setdefault(t, []).append(f"{c} {kind}" + (" PRIMARY KEY" if (t, c) in primary else ""))
     lines = [f"Table {t} ({', '.join(cs)})" for t, cs in tables.items()]
-    lines += [f"Foreign key: {t}.{c} -> {rt}.{rc}" for t, kind, cs, rt, rcs in keys if kind == "FOREIGN KEY"
-              for c, rc in zip(cs, rcs)]
+    lines += [
+        f"Foreign key: {t}.{c} -> {rt}.{rc}"
+        for t, kind, cs, rt, rcs in keys
+        if kind == "FOREIGN KEY"
+        for c, rc in zip(cs, rcs)
+    ]
     return "\n".join(lines)
 
 
 def _column(con: Any, name: str) -> tuple[str, str]:
     """The exact (table, column) for a placeholder name, or TemplateError if the schema has none."""
     table, column = name.split(".")
-    found = con.execute("""SELECT table_name, column_name FROM information_schema.columns
+    found = con.execute(
+        """SELECT table_name, column_name FROM information_schema.columns
                            WHERE lower(table_name) = lower(?) AND lower(column_name) = lower(?)""",
-                        [table, column]).fetchall()
+        [table, column],
+    ).fetchall()
     if not found:
         raise TemplateError(f"placeholder [{name}]: no such column in the database")
     return found[0]
@@ -159,11 +183,16 @@ def distinct_values(con: Any, name: str) -> list[Any]:
     """`SELECT DISTINCT column FROM table` for a placeholder `table.column`, NULLs left out, sorted."""
     table, column = _column(con, name)
     quoted = f'"{table}"', f'"{column}"'  # names come from information_schema, never from the template text
-    return [r[0] for r in con.execute(
-        f"SELECT DISTINCT {quoted[1]} FROM {quoted[0]} WHERE {quoted[1]} IS NOT NULL ORDER BY 1").fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            f"SELECT DISTINCT {quoted[1]} FROM {quoted[0]} WHERE {quoted[1]} IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    ]
 
 
 # ---------------------------------------------------------------- filling placeholders
+
 
 def as_text(value: Any) -> str:
     """A database value as answer text: ISO dates, decimals without trailing zeros."""
@@ -191,6 +220,7 @@ def bind(sql: str, combo: Mapping[str, Any]) -> tuple[str, list[Any]]:
 
 def fill_sql(sql: str, combo: Mapping[str, Any]) -> str:
     """The filled SQL query as text (the semantic group's identity), with SQL-quoted values."""
+
     def slot(m: re.Match[str]) -> str:
         value = combo[f"{m.group(1) or m.group(3)}.{m.group(2) or m.group(4)}"]
         if m.group(1) is None and isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
@@ -213,6 +243,7 @@ def run_sql(con: Any, sql: str, combo: Mapping[str, Any]) -> list[tuple[Any, ...
 
 # ---------------------------------------------------------------- generation (Algorithm 1)
 
+
 @dataclass(frozen=True)
 class Case:
     """One text query with its ground truth and semantic group."""
@@ -227,9 +258,13 @@ class Case:
     true_doc_ids: tuple[str, ...] = ()
 
     def metadata(self) -> dict[str, Any]:
-        return {grammar.META_GROUP: self.group, grammar.META_SQL_TEMPLATE: self.sql_template,
-                grammar.META_TEXT_TEMPLATE: self.text_template, grammar.META_SQL: self.sql,
-                grammar.META_TRUE_DOCS: list(self.true_doc_ids)}
+        return {
+            grammar.META_GROUP: self.group,
+            grammar.META_SQL_TEMPLATE: self.sql_template,
+            grammar.META_TEXT_TEMPLATE: self.text_template,
+            grammar.META_SQL: self.sql,
+            grammar.META_TRUE_DOCS: list(self.true_doc_ids),
+        }
 
 
 @dataclass(frozen=True)
@@ -237,12 +272,12 @@ class TemplateCount:
     """Algorithm 1's counts for one SQL template: N text templates, Q combinations, what was kept."""
 
     template: str
-    texts: int          # N
-    combos: int         # Q: size of the Cartesian product of distinct values
-    empty: int          # combinations whose SQL returns no row (context conflicts)
-    multi: int          # combinations with more than one answer row (single-answer criterion)
-    groups: int         # semantic groups kept (after --max-groups)
-    queries: int        # text queries generated
+    texts: int  # N
+    combos: int  # Q: size of the Cartesian product of distinct values
+    empty: int  # combinations whose SQL returns no row (context conflicts)
+    multi: int  # combinations with more than one answer row (single-answer criterion)
+    groups: int  # semantic groups kept (after --max-groups)
+    queries: int  # text queries generated
 
 
 @dataclass
@@ -253,17 +288,26 @@ class CaseSet:
     counts: list[TemplateCount] = field(default_factory=list)
 
     def summary(self) -> str:
-        lines = [f"{len(self.counts)} SQL templates (M) -> {sum(c.groups for c in self.counts)} semantic groups "
-                 f"-> {len(self.cases)} text queries"]
+        lines = [
+            f"{len(self.counts)} SQL templates (M) -> {sum(c.groups for c in self.counts)} semantic groups "
+            f"-> {len(self.cases)} text queries"
+        ]
         for c in self.counts:
             dropped = f"; dropped {c.empty} without answer, {c.multi} with several" if c.empty or c.multi else ""
-            lines.append(f"  {c.template:<28} N={c.texts} text templates x Q={c.combos} combinations{dropped}: "
-                         f"{c.groups} groups, {c.queries} queries")
+            lines.append(
+                f"  {c.template:<28} N={c.texts} text templates x Q={c.combos} combinations{dropped}: "
+                f"{c.groups} groups, {c.queries} queries"
+            )
         return "\n".join(lines)
 
 
-def generate(con: Any, templates: Sequence[SqlTemplate], per_group: int | None = None,
-             max_groups: int | None = None, seed: int = 0) -> CaseSet:
+def generate(
+    con: Any,
+    templates: Sequence[SqlTemplate],
+    per_group: int | None = None,
+    max_groups: int | None = None,
+    seed: int = 0,
+) -> CaseSet:
     """Algorithm 1: fill every template from the database and execute it for the ground truth.
 
     `per_group` is the paper's stratified sampling: exactly that many text variants per semantic
@@ -277,8 +321,9 @@ def generate(con: Any, templates: Sequence[SqlTemplate], per_group: int | None =
     if per_group is not None:
         short = [f"{t.id} has {len(t.texts)}" for t in templates if len(t.texts) < per_group]
         if short:
-            raise TemplateError(f"{per_group} text variants per group need as many text templates per SQL "
-                                "template: " + ", ".join(short))
+            raise TemplateError(
+                f"{per_group} text variants per group need as many text templates per SQL template: " + ", ".join(short)
+            )
     cases: list[Case] = []
     counts: list[TemplateCount] = []
     for t in templates:
@@ -309,8 +354,9 @@ def generate(con: Any, templates: Sequence[SqlTemplate], per_group: int | None =
                 chosen = set(rng.sample(range(len(texts)), per_group))
                 texts = tuple(x for i, x in enumerate(texts) if i in chosen)
             sql = fill_sql(t.sql, combo)
-            cases += [Case(f"{group}-{x.id}", fill_text(x.text, combo), answer, group, t.id, x.id, sql, docs)
-                      for x in texts]
+            cases += [
+                Case(f"{group}-{x.id}", fill_text(x.text, combo), answer, group, t.id, x.id, sql, docs) for x in texts
+            ]
         counts.append(TemplateCount(t.id, len(t.texts), combos, empty, multi, len(kept), len(cases) - n_before))
     return CaseSet(cases, counts)
 
@@ -319,8 +365,12 @@ def write_testset(cases: Sequence[Case], path: str | Path) -> None:
     """JSONL rows {id, query, reference, metadata}: add `sources` and `response` to evaluate a system."""
     with open(path, "w", encoding="utf-8") as f:
         for c in cases:
-            f.write(json.dumps({"id": c.id, "query": c.query, "reference": c.answer, "metadata": c.metadata()},
-                               ensure_ascii=False) + "\n")
+            f.write(
+                json.dumps(
+                    {"id": c.id, "query": c.query, "reference": c.answer, "metadata": c.metadata()}, ensure_ascii=False
+                )
+                + "\n"
+            )
 
 
 def read_testset(path: str | Path) -> list[Case]:
@@ -333,9 +383,18 @@ def read_testset(path: str | Path) -> list[Case]:
             try:
                 row = json.loads(line)
                 m = row["metadata"]
-                cases.append(Case(row["id"], row["query"], row["reference"], m[grammar.META_GROUP],
-                                      m[grammar.META_SQL_TEMPLATE], m[grammar.META_TEXT_TEMPLATE],
-                                      m.get(grammar.META_SQL, ""), tuple(m.get(grammar.META_TRUE_DOCS) or ())))
+                cases.append(
+                    Case(
+                        row["id"],
+                        row["query"],
+                        row["reference"],
+                        m[grammar.META_GROUP],
+                        m[grammar.META_SQL_TEMPLATE],
+                        m[grammar.META_TEXT_TEMPLATE],
+                        m.get(grammar.META_SQL, ""),
+                        tuple(m.get(grammar.META_TRUE_DOCS) or ()),
+                    )
+                )
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{n}: not a GRAMMAR test case ({type(exc).__name__}: {exc})") from None
     if not cases:
@@ -344,6 +403,7 @@ def read_testset(path: str | Path) -> list[Case]:
 
 
 # ---------------------------------------------------------------- templates from a judge
+
 
 def sql_problem(con: Any, sql: str) -> str | None:
     """Why a generated SQL template cannot be used, or None: Table 3's checkable criteria, and it runs."""
@@ -366,11 +426,13 @@ def sql_problem(con: Any, sql: str) -> str | None:
 
 async def generate_sql_templates(judge: Judge, con: Any, requirements: str = "") -> tuple[list[SqlTemplate], list[str]]:
     """SQL templates from the schema by a judge (Table 3 prompt); unusable ones dropped with a reason."""
-    answer = await judge.ask("grammar_sql_templates", schema=describe_schema(con),
-                             requirements=requirements.strip() or "None.")
+    answer = await judge.ask(
+        "grammar_sql_templates", schema=describe_schema(con), requirements=requirements.strip() or "None."
+    )
     if answer.status is not Status.OK:
         raise TemplateError(f"the judge wrote no SQL templates ({answer.status.value}: {answer.detail})")
-    kept, dropped = [], []
+    kept: list[SqlTemplate] = []
+    dropped: list[str] = []
     for line in answer.value:
         sql = line.strip().strip("`").strip().rstrip(";")
         if not sql or sql.lower() in ("sql", "```"):
@@ -383,14 +445,20 @@ async def generate_sql_templates(judge: Judge, con: Any, requirements: str = "")
     return kept, dropped
 
 
-async def generate_text_templates(judge: Judge, template: SqlTemplate, n: int,
-                                  criteria: str = "") -> tuple[SqlTemplate, list[str]]:
+async def generate_text_templates(
+    judge: Judge, template: SqlTemplate, n: int, criteria: str = ""
+) -> tuple[SqlTemplate, list[str]]:
     """Up to `n` linguistic variants of a SQL template by a judge; ones that change placeholders are dropped."""
-    answer = await judge.ask("grammar_text_templates", sql_template=template.sql, n=n,
-                             criteria=criteria.strip() or "Vary wording, length and sentence structure.")
+    answer = await judge.ask(
+        "grammar_text_templates",
+        sql_template=template.sql,
+        n=n,
+        criteria=criteria.strip() or "Vary wording, length and sentence structure.",
+    )
     if answer.status is not Status.OK:
-        raise TemplateError(f"{template.id}: the judge wrote no text templates "
-                            f"({answer.status.value}: {answer.detail})")
+        raise TemplateError(
+            f"{template.id}: the judge wrote no text templates ({answer.status.value}: {answer.detail})"
+        )
     kept: list[str] = []
     dropped = []
     for line in answer.value:
@@ -399,15 +467,22 @@ async def generate_text_templates(judge: Judge, template: SqlTemplate, n: int,
         elif line not in kept and len(kept) < n:
             kept.append(line)
     if not kept:
-        raise TemplateError(f"{template.id}: none of the judge's text templates kept the placeholders; "
-                            + "; ".join(dropped[:3]))
+        raise TemplateError(
+            f"{template.id}: none of the judge's text templates kept the placeholders; " + "; ".join(dropped[:3])
+        )
     texts = tuple(TextTemplate(f"v{i}", x) for i, x in enumerate(kept, 1))
     return SqlTemplate(template.id, template.sql, texts, template.doc_sql), dropped
 
 
-async def complete_templates(judge: Judge, con: Any, templates: Sequence[SqlTemplate] | None, from_schema: bool,
-                             n_texts: int, criteria: str = "",
-                             requirements: str = "") -> tuple[list[SqlTemplate], list[str]]:
+async def complete_templates(
+    judge: Judge,
+    con: Any,
+    templates: Sequence[SqlTemplate] | None,
+    from_schema: bool,
+    n_texts: int,
+    criteria: str = "",
+    requirements: str = "",
+) -> tuple[list[SqlTemplate], list[str]]:
     """Templates ready for `generate`: SQL from the schema if asked, text variants where missing."""
     notes: list[str] = []
     todo = list(templates or [])

@@ -5,11 +5,12 @@ The domain is data/grammar/: a fictitious company database (company.sql), a corp
 and hand-written SQL and text templates (templates.json).
 
 The pipeline retrieves with BM25 (sparse keywords, written here) or MiniLM embeddings (dense,
-through evaluators.embeddings), and answers through a judge with the `grammar_rag_answer` prompt: a
+through evaluators.judges.embeddings), and answers through a judge with the `grammar_rag_answer` prompt: a
 litellm model, or the offline extractive generator below (`offline_answer`). Its items carry the
 retrieved document ids, the semantic group and the ground truth in their metadata; grammar.runs
 stores them as a run and judges their correctness.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,23 +24,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from evaluators import prompts
-from evaluators.embeddings import embed
+from evaluators.core.records import Item, Judge, Status
+from evaluators.core.text import split_sentences
 from evaluators.grammar import CORPUS_SPEC, META_GENERATOR_STATUS, META_RETRIEVED
 from evaluators.grammar.generate import Case, as_text
-from evaluators.records import Answer, Item, Judge, Status
-from evaluators.text import split_sentences
-
-
-def parse_answer(reply: str) -> str:
-    """A free-text answer inside <output>; an empty one is re-asked."""
-    try:
-        body = prompts.output_body(reply)
-    except prompts.ParseError:
-        body = ""
-    if not body:
-        raise prompts.ParseError("no answer inside <output>")
-    return body
+from evaluators.judges.embeddings import embed
+from evaluators.judges.peers.grammar import entity_words, without_entity, words
 
 
 @dataclass(frozen=True)
@@ -67,8 +57,11 @@ def render_corpus(con: Any, spec_path: str | Path = CORPUS_SPEC) -> list[Doc]:
             values = dict(zip(names, row))
             text = {k: as_text(v) for k, v in values.items() if v is not None}
             doc_id = text["doc_id"]
-            sentences = [s.format_map(text) for key, s in kind["sentences"].items()
-                         if key not in omit.get(doc_id, []) and all(f in text for f in _fields(s))]
+            sentences = [
+                s.format_map(text)
+                for key, s in kind["sentences"].items()
+                if key not in omit.get(doc_id, []) and all(f in text for f in _fields(s))
+            ]
             title = kind["title"].format_map(text)
             docs.append(Doc(doc_id, title, " ".join(sentences)))
     return docs
@@ -102,13 +95,6 @@ def load_corpus(path: str | Path) -> list[Doc]:
 
 
 # ---------------------------------------------------------------- retrievers
-
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def words(text: str) -> list[str]:
-    """Lower-case alphanumeric tokens."""
-    return _WORD.findall(text.lower())
 
 
 class BM25:
@@ -157,76 +143,35 @@ def retrieve(retriever: BM25 | Dense, query: str, k: int) -> list[Doc]:
 RETRIEVERS: dict[str, Callable[[Sequence[Doc]], BM25 | Dense]] = {"bm25": BM25, "dense": Dense}
 
 
-# ---------------------------------------------------------------- the offline extractive generator
-
-# Where a fact sentence turns from its subject to its value.
-_CUE = re.compile(r"\s(?:is|are|was|were|reports to|began on|as)\s", re.I)
-_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9-]*")
-
-
-def entity_words(question: str, sentences: Sequence[str]) -> set[str]:
-    """The question's words that the retrieved text writes capitalised: the entity asked about."""
-    named = {w for s in sentences for w in words(" ".join(_CAPITALISED.findall(s)))}
-    return set(words(question)) & named
-
-
-def answer_span(sentence: str, entity: set[str]) -> str:
-    """Split the sentence at its first cue ("is", "reports to", ...) and answer with the side that
-    names the question's entity less (the value, not the subject); the whole sentence without a cue."""
-    m = _CUE.search(sentence)
-    if not m:
-        return sentence.strip()
-    before, after = sentence[:m.start()].strip(), sentence[m.end():].strip().rstrip(".")
-    return before if len(set(words(after)) & entity) > len(set(words(before)) & entity) else after
-
-
-def without_entity(question: str, entity: set[str]) -> str:
-    """The question with its entity words dropped (unchanged if nothing would be left)."""
-    return " ".join(w for w in question.split() if not set(words(w)) & entity) or question
-
-
-def extract_answer(question: str, sources: Sequence[str]) -> tuple[str, str]:
-    """The answer span of the retrieved sentence most similar (MiniLM cosine) to the question.
-
-    The entity words are dropped from the question first, so the sentence is chosen by what is
-    asked ("director of ..."), not by whom it is about: every sentence of a profile names its subject.
-    """
-    sentences = [s for src in sources for s in split_sentences(src)]
-    if not sentences:
-        return "", "no retrieved text"
-    entity = entity_words(question, sentences)
-    asked = without_entity(question, entity)
-    sims = embed(sentences) @ embed([asked])[0]
-    best = int(np.argmax(sims))
-    span = answer_span(sentences[best], entity)
-    return span, (f"extractive: question without its entity {asked!r}; best sentence {sentences[best]!r} "
-                  f"(cosine {sims[best]:.2f}); answer span {span!r}")
-
-
-def offline_answer(sources: list[str], question: str) -> Answer:
-    """The offline generator's answer to `grammar_rag_answer`: the extractive span."""
-    span, why = extract_answer(question, sources)
-    return Answer(span, Status.OK, detail=why)
-
-
 # ---------------------------------------------------------------- the pipeline
 
-async def answer_cases(cases: Sequence[Case], docs: Sequence[Doc], retriever: str, top_k: int,
-                       generator: Judge) -> list[Item]:
+
+async def answer_cases(
+    cases: Sequence[Case], docs: Sequence[Doc], retriever: str, top_k: int, generator: Judge
+) -> list[Item]:
     """Retrieve and answer each case; the Items carry retrieval ids, group and ground truth."""
     index = RETRIEVERS[retriever](docs)
     retrieved = [retrieve(index, c.query, top_k) for c in cases]
     if generator.name == "offline":  # batched encodes up front instead of hundreds of tiny ones
         sentences = {d.id: split_sentences(d.text) for d in docs}
         embed([s for ss in sentences.values() for s in ss])
-        embed([without_entity(c.query, entity_words(c.query, [s for d in found for s in sentences[d.id]]))
-               for c, found in zip(cases, retrieved)])
+        embed(
+            [
+                without_entity(c.query, entity_words(c.query, [s for d in found for s in sentences[d.id]]))
+                for c, found in zip(cases, retrieved)
+            ]
+        )
 
     async def one(case: Case, found: list[Doc]) -> Item:
         answer = await generator.ask("grammar_rag_answer", sources=[d.text for d in found], question=case.query)
-        meta = {**case.metadata(), META_RETRIEVED: [d.id for d in found], "retriever": retriever,
-                "generator": generator.name, META_GENERATOR_STATUS: answer.status.value,
-                "generator_detail": answer.detail or ""}
+        meta = {
+            **case.metadata(),
+            META_RETRIEVED: [d.id for d in found],
+            "retriever": retriever,
+            "generator": generator.name,
+            META_GENERATOR_STATUS: answer.status.value,
+            "generator_detail": answer.detail or "",
+        }
         response = answer.value if answer.status is Status.OK else ""
         return Item(case.id, case.query, tuple(d.text for d in found), response, case.answer, meta)
 

@@ -1,7 +1,7 @@
 """GRAMMAR's robustness: correctness against the ground truth, semantic groups, R and Acc, and blame.
 
-- correctness: Table 6's judge verdict (`parse_correctness`), or offline a normalised match of the
-  ground truth in the response (`answer_match`);
+- correctness: Table 6's verdict on each item, asked of a judge with the `grammar_correctness` prompt
+  (its parser and offline answer are in evaluators/judges/peers/grammar.py);
 - groups: gap (none correct), robust (all correct) or non-robust; robustness
   R = correct / (total - items in gap groups) and Acc = R x (1 - lambda);
 - the paper's "context comparison" blames a wrong item on the language model or on retrieval;
@@ -10,111 +10,38 @@
 All arithmetic is in pure functions over `GroupCount` and `Outcome` lists; judges and the store are
 only touched by `judge_items`, `write_correctness` and the read functions.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import date
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from evaluators import prompts, store
-from evaluators.grammar import (ALL, GAP, LM, META_GENERATOR_STATUS, META_GROUP, META_RETRIEVED, META_SQL_TEMPLATE,
-                                META_TEXT_TEMPLATE, META_TRUE_DOCS, NON_ROBUST, RETRIEVAL, ROBUST, UNKNOWN)
-from evaluators.records import Answer, Judge, Status
-
-
-# ---------------------------------------------------------------- correctness: Table 6's verdict
-
-_OUTPUT_BODY = re.compile(r"<output>(.*?)(?:</output>|$)", re.S | re.I)
-
-
-def _reply_body(reply: str) -> str:
-    match = _OUTPUT_BODY.search(reply)
-    return (match.group(1) if match else reply).strip()
-
-
-def parse_correctness(reply: str) -> int:
-    """Table 6's verdict: "Correct" is 1, "Incorrect" is 0; both or neither is unparseable."""
-    words = set(re.findall(r"[a-z]+", _reply_body(reply).lower()))
-    if ("correct" in words) == ("incorrect" in words):
-        raise prompts.ParseError(f"expected Correct or Incorrect, got {reply[:60]!r}")
-    return int("correct" in words)
-
-
-# ---------------------------------------------------------------- offline correctness: normalised match
-
-_MONTHS = {name: i for i, name in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september",
-     "october", "november", "december"], 1)}
-_MONTH = r"(" + "|".join(sorted({*_MONTHS, *(m[:3] for m in _MONTHS), "sept"}, key=len, reverse=True)) + r")\.?"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DATES = [  # (pattern, (year, month, day) group order)
-    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), (1, 2, 3)),
-    (re.compile(rf"\b{_DAY}(?:\s+of)?\s+{_MONTH},?\s+(\d{{4}})\b"), (3, 2, 1)),
-    (re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+(\d{{4}})\b"), (3, 1, 2)),
-]
-_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*")
-
-
-def _iso_dates(text: str) -> str:
-    """Rewrite recognised dates ("14 March 2022", "March 14th, 2022", "2022-03-14") as one token."""
-    def token(order: tuple[int, int, int]) -> Callable[[re.Match[str]], str]:
-        def sub(m: re.Match[str]) -> str:
-            y, mo, d = (m.group(i) for i in order)
-            month = int(mo) if mo.isdigit() else _MONTHS.get(mo, 0) or next(
-                i for n, i in _MONTHS.items() if n.startswith(mo[:3]))
-            try:
-                return f" d{date(int(y), month, int(d)):%Y%m%d} "
-            except ValueError:
-                return m.group(0)
-        return sub
-
-    text = text.lower()
-    for pattern, order in _DATES:
-        text = pattern.sub(token(order), text)
-    return text
-
-
-def normalise(text: str) -> list[str]:
-    """Lower-case word tokens with punctuation dropped and dates in one canonical form."""
-    return _TOKEN.findall(_iso_dates(text))
-
-
-def _contains(haystack: list[str], needle: list[str]) -> bool:
-    n = len(needle)
-    return n > 0 and any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
-
-
-def answer_match(truth: str, response: str) -> tuple[bool, str]:
-    """The offline correctness check: every comma-separated part of the truth appears in the response.
-
-    Both sides are normalised (case, punctuation, date formats), and each part must occur as a
-    contiguous token sequence, so "Cork, Ireland" is matched by "in Cork (Ireland)" but not by "Cork".
-    """
-    said = normalise(response)
-    parts = [normalise(p) for p in _iso_dates(truth).split(",")]
-    parts = [p for p in parts if p]
-    if not parts:
-        return False, "the ground truth is empty"
-    missing = [" ".join(p) for p in parts if not _contains(said, p)]
-    if missing:
-        return False, f"not in the response: {', '.join(repr(m) for m in missing)}"
-    return True, f"found: {', '.join(repr(' '.join(p)) for p in parts)}"
-
-
-def offline_correctness(query: str, true_answer: str, given_response: str) -> Answer:
-    """Table 6 offline: the normalised match of the ground truth in the response."""
-    correct, why = answer_match(true_answer, given_response)
-    return Answer(int(correct), Status.OK, detail=f"normalised match: {why}")
-
+from evaluators.core.records import Judge, Status
+from evaluators.grammar import (
+    ALL,
+    GAP,
+    LM,
+    META_GENERATOR_STATUS,
+    META_GROUP,
+    META_RETRIEVED,
+    META_SQL_TEMPLATE,
+    META_TEXT_TEMPLATE,
+    META_TRUE_DOCS,
+    NON_ROBUST,
+    RETRIEVAL,
+    ROBUST,
+    UNKNOWN,
+)
+from evaluators.storage import queries, writes
 
 # ---------------------------------------------------------------- pure robustness math
+
 
 @dataclass(frozen=True)
 class GroupCount:
@@ -122,7 +49,7 @@ class GroupCount:
 
     cluster: str
     group: str
-    total: int        # items with a verdict (correct or not)
+    total: int  # items with a verdict (correct or not)
     correct: int
     unscored: int = 0  # items whose correctness could not be judged (error, unparsed, ...)
 
@@ -163,8 +90,7 @@ def classify_groups(counts: Iterable[GroupCount]) -> dict[str, str]:
         t = totals.setdefault(c.group, [0, 0])
         t[0] += c.total
         t[1] += c.correct
-    return {g: GAP if k == 0 else ROBUST if k == n else NON_ROBUST
-            for g, (n, k) in totals.items() if n > 0}
+    return {g: GAP if k == 0 else ROBUST if k == n else NON_ROBUST for g, (n, k) in totals.items() if n > 0}
 
 
 @dataclass(frozen=True)
@@ -172,9 +98,9 @@ class Figures:
     """A cluster's counts and the paper's metrics derived from them."""
 
     cluster: str
-    items: int        # judged items
+    items: int  # judged items
     correct: int
-    gap_items: int    # judged items in gap groups
+    gap_items: int  # judged items in gap groups
     unscored: int
     groups: dict[str, int] = field(default_factory=dict)  # group type -> number of groups
 
@@ -211,7 +137,8 @@ def _figure(cluster: str, counts: Sequence[GroupCount], classes: Mapping[str, st
         correct=sum(c.correct for c in counts),
         gap_items=sum(c.total for c in counts if classes.get(c.group) == GAP),
         unscored=sum(c.unscored for c in counts),
-        groups={k: kinds.get(k, 0) for k in (GAP, ROBUST, NON_ROBUST)})
+        groups={k: kinds.get(k, 0) for k in (GAP, ROBUST, NON_ROBUST)},
+    )
 
 
 def figures(counts: Sequence[GroupCount], classes: Mapping[str, str] | None = None) -> dict[str, Figures]:
@@ -280,6 +207,7 @@ def hit_rates(outcomes: Iterable[Outcome]) -> dict[str, tuple[int, int]]:
 
 # ---------------------------------------------------------------- correctness judging and storage
 
+
 @dataclass(frozen=True)
 class Correctness:
     """One item's correctness verdict against its SQL ground truth."""
@@ -311,7 +239,7 @@ class RunItem:
 def grammar_items(db: str | Path, run: str) -> list[RunItem]:
     """The items of a stored run that carry GRAMMAR metadata (`grammar_group`)."""
     found = []
-    for row in store.run_items(db, [run]).itertuples(index=False):
+    for row in queries.sql.rows(queries.items.run_items(db, [run])):
         meta = json.loads(row.metadata)
         if META_GROUP in meta:
             truth = row.reference if isinstance(row.reference, str) else ""
@@ -321,66 +249,97 @@ def grammar_items(db: str | Path, run: str) -> list[RunItem]:
 
 async def judge_items(items: Sequence[RunItem], judge: Judge) -> list[Correctness]:
     """Ask `judge` the Table 6 question for each item; generator failures are not judged."""
+
     async def one(it: RunItem) -> Correctness:
         base = Correctness(
-            it.item_id, str(it.meta[META_GROUP]), str(it.meta.get(META_SQL_TEMPLATE, "")),
-            str(it.meta.get(META_TEXT_TEMPLATE, "")), None, Status.ERROR, judge.name,
-            retrieved=tuple(it.meta.get(META_RETRIEVED) or ()), true_docs=tuple(it.meta.get(META_TRUE_DOCS) or ()))
+            it.item_id,
+            str(it.meta[META_GROUP]),
+            str(it.meta.get(META_SQL_TEMPLATE, "")),
+            str(it.meta.get(META_TEXT_TEMPLATE, "")),
+            None,
+            Status.ERROR,
+            judge.name,
+            retrieved=tuple(it.meta.get(META_RETRIEVED) or ()),
+            true_docs=tuple(it.meta.get(META_TRUE_DOCS) or ()),
+        )
         gen_status = it.meta.get(META_GENERATOR_STATUS, Status.OK.value)
         if gen_status != Status.OK.value:
             return replace(base, status=Status(gen_status), detail="the RAG generator failed; nothing to judge")
         if not it.truth:
             return replace(base, status=Status.NOT_APPLICABLE, detail="the item has no ground truth (reference)")
-        answer = await judge.ask("grammar_correctness", query=it.query, true_answer=it.truth,
-                                 given_response=it.response)
+        answer = await judge.ask(
+            "grammar_correctness", query=it.query, true_answer=it.truth, given_response=it.response
+        )
         if answer.status is not Status.OK:
-            return replace(base, status=answer.status, detail=answer.detail or (answer.raw or "")[:300],
-                           call_key=answer.call_key)
-        return replace(base, correct=bool(answer.value), status=Status.OK, call_key=answer.call_key,
-                       detail=answer.detail or (answer.raw or "").strip()[:300])
+            return replace(
+                base, status=answer.status, detail=answer.detail or (answer.raw or "")[:300], call_key=answer.call_key
+            )
+        return replace(
+            base,
+            correct=bool(answer.value),
+            status=Status.OK,
+            call_key=answer.call_key,
+            detail=answer.detail or (answer.raw or "").strip()[:300],
+        )
 
     return list(await asyncio.gather(*(one(it) for it in items)))
 
 
 def write_correctness(db: str | Path, run: str, rows: Sequence[Correctness]) -> None:
     """Replace the run's rows of grammar_correctness with `rows`, in one transaction."""
-    frame = pd.DataFrame({
-        "run_id": run,
-        "item_id": [r.item_id for r in rows],
-        "group_id": [r.group for r in rows],
-        "sql_template": [r.sql_template for r in rows],
-        "text_template": [r.text_template for r in rows],
-        "correct": pd.array([r.correct for r in rows], dtype="boolean"),
-        "status": [r.status.value for r in rows],
-        "judge": [r.judge for r in rows],
-        "detail": [r.detail for r in rows],
-        "call_key": pd.array([r.call_key for r in rows], dtype="string"),
-        "retrieved_doc_ids": [list(r.retrieved) for r in rows],
-        "true_doc_ids": [list(r.true_docs) for r in rows],
-        "retrieval_hit": pd.array([retrieval_hit(Outcome("", "", "", None, r.retrieved, r.true_docs))
-                                   for r in rows], dtype="boolean"),
-        "created_at": pd.Timestamp.now(tz="UTC").tz_localize(None),
-    })
-    store.replace_grammar_correctness(db, run, frame)
+    frame = pd.DataFrame(
+        {
+            "run_id": run,
+            "item_id": [r.item_id for r in rows],
+            "group_id": [r.group for r in rows],
+            "sql_template": [r.sql_template for r in rows],
+            "text_template": [r.text_template for r in rows],
+            "correct": pd.array([r.correct for r in rows], dtype="boolean"),
+            "status": [r.status.value for r in rows],
+            "judge": [r.judge for r in rows],
+            "detail": [r.detail for r in rows],
+            "call_key": pd.array([r.call_key for r in rows], dtype="string"),
+            "retrieved_doc_ids": [list(r.retrieved) for r in rows],
+            "true_doc_ids": [list(r.true_docs) for r in rows],
+            "retrieval_hit": pd.array(
+                [retrieval_hit(Outcome("", "", "", None, r.retrieved, r.true_docs)) for r in rows], dtype="boolean"
+            ),
+            "created_at": pd.Timestamp.now(tz="UTC").tz_localize(None),
+        }
+    )
+    writes.replace_grammar_correctness(db, run, frame)
 
 
 # ---------------------------------------------------------------- reads (the Robustness page)
 
+
 def group_counts(db: str | Path, run: str, cluster_by: str = "sql_template") -> list[GroupCount]:
     """Per (cluster, group) counts of a run, grouped in DuckDB."""
-    frame = store.grammar_group_counts(db, run, cluster_by)
-    return [GroupCount(r.cluster, r.group_id, int(r.total), int(r.n_correct), int(r.unscored))
-            for r in frame.itertuples(index=False)]
+    frame = queries.grammar.grammar_group_counts(db, run, cluster_by)
+    return [
+        GroupCount(r.cluster, r.group_id, int(r.total), int(r.n_correct), int(r.unscored))
+        for r in queries.sql.rows(frame)
+    ]
 
 
-def outcomes(db: str | Path, run: str, cluster_by: str = "sql_template",
-             groups: Sequence[str] | None = None) -> list[Outcome]:
+def outcomes(
+    db: str | Path, run: str, cluster_by: str = "sql_template", groups: Sequence[str] | None = None
+) -> list[Outcome]:
     """Item-level outcomes of a run, optionally only for some groups."""
     if groups is not None and not groups:
         return []
-    frame = store.grammar_outcomes(db, run, cluster_by, groups)
-    return [Outcome(r.item_id, r.cluster, r.group_id, None if pd.isna(r.correct) else bool(r.correct),
-                    tuple(r.retrieved_doc_ids), tuple(r.true_doc_ids)) for r in frame.itertuples(index=False)]
+    frame = queries.grammar.grammar_outcomes(db, run, cluster_by, groups)
+    return [
+        Outcome(
+            r.item_id,
+            r.cluster,
+            r.group_id,
+            None if pd.isna(r.correct) else bool(r.correct),
+            tuple(r.retrieved_doc_ids),
+            tuple(r.true_doc_ids),
+        )
+        for r in queries.sql.rows(frame)
+    ]
 
 
 @dataclass
@@ -394,7 +353,7 @@ class Report:
     modular: dict[str, Figures]  # LM shortfalls credited: the retrieval module's view
     hits: dict[str, tuple[int, int]]
     blame: dict[str, str]
-    non_robust: pd.DataFrame      # one row per item of a non-robust group
+    non_robust: pd.DataFrame  # one row per item of a non-robust group
 
     def clusters(self) -> pd.DataFrame:
         """One row per cluster (ALL last) with the paper's figures."""
@@ -402,13 +361,24 @@ class Report:
         for name, f in self.plain.items():
             m = self.modular[name]
             hits, known = self.hits.get(name, (0, 0))
-            rows.append({
-                "cluster": name, "items": f.items, "correct": f.correct, "gap items": f.gap_items,
-                "lambda": f.lam, "R": f.robustness, "Acc": f.accuracy,
-                "R (retrieval)": m.robustness, "Acc (retrieval)": m.accuracy,
-                "retrieval hit": hits / known if known else None,
-                "gap groups": f.groups[GAP], "robust groups": f.groups[ROBUST],
-                "non-robust groups": f.groups[NON_ROBUST], "unscored": f.unscored})
+            rows.append(
+                {
+                    "cluster": name,
+                    "items": f.items,
+                    "correct": f.correct,
+                    "gap items": f.gap_items,
+                    "lambda": f.lam,
+                    "R": f.robustness,
+                    "Acc": f.accuracy,
+                    "R (retrieval)": m.robustness,
+                    "Acc (retrieval)": m.accuracy,
+                    "retrieval hit": hits / known if known else None,
+                    "gap groups": f.groups[GAP],
+                    "robust groups": f.groups[ROBUST],
+                    "non-robust groups": f.groups[NON_ROBUST],
+                    "unscored": f.unscored,
+                }
+            )
         return pd.DataFrame(rows)
 
     def attribution(self) -> dict[str, int]:
@@ -426,31 +396,36 @@ def report(db: str | Path, run: str, cluster_by: str = "sql_template") -> Report
     blame = context_comparison(nr, classes)
     credit = Counter((o.cluster, o.group) for o in nr if blame.get(o.item_id) == LM)
     modular = [replace(c, correct=c.correct + credit[(c.cluster, c.group)]) for c in counts]
-    hits = store.grammar_hits(db, run, cluster_by)
-    hit_map = {r.cluster: (int(r.hits), int(r.known)) for r in hits.itertuples(index=False)}
+    hits = queries.grammar.grammar_hits(db, run, cluster_by)
+    hit_map = {r.cluster: (int(r.hits), int(r.known)) for r in queries.sql.rows(hits)}
     hit_map[ALL] = (sum(h for h, _ in hit_map.values()), sum(k for _, k in hit_map.values()))
-    detail = store.grammar_group_items(db, run, nr_groups)
+    detail = queries.grammar.grammar_group_items(db, run, nr_groups)
     detail["attribution"] = [blame.get(i, "") for i in detail["item_id"]]
-    return Report(run, cluster_by, classes, figures(counts, classes), figures(modular, classes),
-                  hit_map, blame, detail)
+    return Report(run, cluster_by, classes, figures(counts, classes), figures(modular, classes), hit_map, blame, detail)
 
 
 def report_text(rep: Report) -> str:
     """The report as aligned plain text for the terminal."""
+
     def f(x: float | None) -> str:
         return "   -" if x is None or x != x else f"{x:.2f}"  # None / NaN: nothing to score
 
-    lines = [f"run {rep.run}, clusters by {rep.cluster_by}",
-             f"{'cluster':<28} {'items':>5} {'corr':>5} {'gap':>5} {'lambda':>6} {'R':>5} {'Acc':>5} "
-             f"{'R_ret':>5} {'Acc_ret':>7} {'hit':>5}  groups gap/robust/non-robust"]
+    lines = [
+        f"run {rep.run}, clusters by {rep.cluster_by}",
+        f"{'cluster':<28} {'items':>5} {'corr':>5} {'gap':>5} {'lambda':>6} {'R':>5} {'Acc':>5} "
+        f"{'R_ret':>5} {'Acc_ret':>7} {'hit':>5}  groups gap/robust/non-robust",
+    ]
     for row in rep.clusters().to_dict("records"):
         lines.append(
             f"{row['cluster'][:28]:<28} {row['items']:>5} {row['correct']:>5} {row['gap items']:>5} "
             f"{f(row['lambda']):>6} {f(row['R']):>5} {f(row['Acc']):>5} {f(row['R (retrieval)']):>5} "
             f"{f(row['Acc (retrieval)']):>7} {f(row['retrieval hit']):>5}  "
             f"{row['gap groups']}/{row['robust groups']}/{row['non-robust groups']}"
-            + (f"  ({row['unscored']} unscored)" if row["unscored"] else ""))
+            + (f"  ({row['unscored']} unscored)" if row["unscored"] else "")
+        )
     a = rep.attribution()
-    lines.append(f"context comparison over wrong items of non-robust groups: LM shortfall {a[LM]}, "
-                 f"possible retrieval failure {a[RETRIEVAL]}" + (f", unknown {a[UNKNOWN]}" if a[UNKNOWN] else ""))
+    lines.append(
+        f"context comparison over wrong items of non-robust groups: LM shortfall {a[LM]}, "
+        f"possible retrieval failure {a[RETRIEVAL]}" + (f", unknown {a[UNKNOWN]}" if a[UNKNOWN] else "")
+    )
     return "\n".join(lines)

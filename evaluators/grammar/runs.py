@@ -4,6 +4,7 @@ pipeline into a stored run, and build the offline demo runs.
 These open judges the way the runner does (offline, local, or a litellm model, with the request
 cache of the database), so they sit above the runner; the CLI and data/build_demo.py call them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -13,29 +14,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from evaluators import runner, store
+from evaluators.core.records import Item, Judge, JudgeCall, Status
 from evaluators.grammar import COMPANY_SQL, META_GROUP, TEMPLATES
 from evaluators.grammar.generate import Case, generate, load_templates, open_source
 from evaluators.grammar.pipeline import RETRIEVERS, Doc, answer_cases, render_corpus
 from evaluators.grammar.robustness import Correctness, grammar_items, judge_items, write_correctness
-from evaluators.records import Item, Judge, JudgeCall, Status
-from evaluators.vocabulary import THELMA
+from evaluators.judges import factory
+from evaluators.judges.factory import JudgeConfig
+from evaluators.metrics.registry import THELMA
+from evaluators.runs import runner
+from evaluators.storage import queries, store, writes
 
 
 class NoGrammarItems(ValueError):
     """A run holds no item with GRAMMAR metadata, so there is no correctness to judge."""
 
 
-async def open_judge(stack: AsyncExitStack, spec: str, db: str | Path | None, calls: list[JudgeCall],
-                     api_base: str | None = None, concurrency: int = 8, timeout: float = 60.0,
-                     key_env: str | None = None) -> Judge:
-    """A judge for `spec` (offline, local, a litellm model, or a chain of them like `evaluate`'s
-    "offline>openai/gpt-4o-mini") that answers from the cache of `db` (when given) and appends every
-    new call to `calls`; `key_env` as for runner.evaluate. ValueError (one line) for a bad chain."""
-    tiers, decomposer = runner.check_chain(spec)
-    caches = {tier: store.load_cache(db, runner.judge_name(tier)) for tier in tiers if db and tier != runner.OFFLINE}
-    judge, _ = await runner.open_chain(stack, tiers, decomposer, api_base, concurrency, timeout, caches, calls.append,
-                                       key_env=key_env)
+async def open_judge(
+    stack: AsyncExitStack, config: JudgeConfig, db: str | Path | None, calls: list[JudgeCall]
+) -> Judge:
+    """The judge `config` names (offline, local, a litellm model, or a chain of them like `evaluate`'s
+    "offline>openai/gpt-4o-mini") answering from the cache of `db` (when given) and appending every new
+    call to `calls`. ValueError (one line) for a bad chain."""
+    tiers, _ = factory.check_chain(config.spec, config.decompose_with)
+    caches = {
+        tier: queries.runs.load_cache(db, factory.judge_name(tier)) for tier in tiers if db and tier != factory.OFFLINE
+    }
+    judge, _ = await factory.open_chain(stack, config, caches, calls.append)
     return judge
 
 
@@ -52,20 +57,29 @@ class CorrectnessSummary:
 
     def text(self) -> str:
         fails = ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items()) if s != Status.OK.value)
-        return (f"correctness of run {self.run} by {self.judge}: {self.correct} correct of "
-                f"{self.statuses.get(Status.OK.value, 0)} judged, {self.items} items"
-                + (f" ({fails})" if fails else "")
-                + (f"; {self.skipped} items without GRAMMAR metadata skipped" if self.skipped else ""))
+        return (
+            f"correctness of run {self.run} by {self.judge}: {self.correct} correct of "
+            f"{self.statuses.get(Status.OK.value, 0)} judged, {self.items} items"
+            + (f" ({fails})" if fails else "")
+            + (f"; {self.skipped} items without GRAMMAR metadata skipped" if self.skipped else "")
+        )
 
 
-def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_base: str | None = None,
-                         concurrency: int = 8, timeout: float = 60.0, key_env: str | None = None) -> CorrectnessSummary:
+def evaluate_correctness(
+    db: str | Path,
+    run: str,
+    judge: str = "offline",
+    api_base: str | None = None,
+    concurrency: int = 8,
+    timeout: float = 60.0,
+    key_env: str | None = None,
+) -> CorrectnessSummary:
     """Judge every GRAMMAR item of a stored run against its ground truth and store the verdicts.
 
     Items need `grammar_group` in their metadata and the ground truth as `reference`. Judge calls
     are stored in judge_calls (so reruns are answered from the cache).
     """
-    total = store.count_items(db, run)
+    total = queries.runs.count_items(db, run)
     items = grammar_items(db, run)
     if not items:
         raise NoGrammarItems(f"run {run!r} has no items with GRAMMAR metadata ({META_GROUP})")
@@ -73,16 +87,18 @@ def evaluate_correctness(db: str | Path, run: str, judge: str = "offline", api_b
     async def go() -> tuple[list[Correctness], list[JudgeCall], str]:
         calls: list[JudgeCall] = []
         async with AsyncExitStack() as stack:
-            judge_obj = await open_judge(stack, judge, db, calls, api_base, concurrency, timeout, key_env)
+            config = JudgeConfig(judge, api_base, key_env, concurrency, timeout)
+            judge_obj = await open_judge(stack, config, db, calls)
             return await judge_items(items, judge_obj), calls, judge_obj.name
 
     rows, calls, name = asyncio.run(go())
     if calls:
-        store.write_batch(db, run, calls=calls)
+        writes.write_batch(db, run, calls=calls)
     write_correctness(db, run, rows)
     statuses = Counter(r.status.value for r in rows)
-    return CorrectnessSummary(run, name, len(rows), total - len(items), sum(bool(r.correct) for r in rows),
-                              dict(statuses))
+    return CorrectnessSummary(
+        run, name, len(rows), total - len(items), sum(bool(r.correct) for r in rows), dict(statuses)
+    )
 
 
 @dataclass
@@ -94,12 +110,23 @@ class PipelineResult:
     correctness: CorrectnessSummary
 
 
-def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run: str, retriever: str = "bm25",
-                 top_k: int = 1, generator: str = "offline", judge: str = "offline",
-                 correctness_judge: str = "offline", api_base: str | None = None,
-                 metrics: Sequence[str] | None = None, concurrency: int = 8, decompose_with: str | None = None,
-                 on_progress: Callable[[runner.Progress], None] | None = None,
-                 key_env: str | None = None) -> PipelineResult:
+def run_pipeline(
+    cases: Sequence[Case],
+    docs: Sequence[Doc],
+    db: str | Path,
+    run: str,
+    retriever: str = "bm25",
+    top_k: int = 1,
+    generator: str = "offline",
+    judge: str = "offline",
+    correctness_judge: str = "offline",
+    api_base: str | None = None,
+    metrics: Sequence[str] | None = None,
+    concurrency: int = 8,
+    decompose_with: str | None = None,
+    on_progress: Callable[[runner.Progress], None] | None = None,
+    key_env: str | None = None,
+) -> PipelineResult:
     """Answer `cases` over `docs`, store them as run `run` with THELMA scores, then judge correctness.
 
     `judge` may be a chain ("offline>openai/gpt-4o-mini"), whose tier `decompose_with` decomposes.
@@ -107,30 +134,47 @@ def run_pipeline(cases: Sequence[Case], docs: Sequence[Doc], db: str | Path, run
     if retriever not in RETRIEVERS:
         raise ValueError(f"unknown retriever {retriever!r}; known: {', '.join(RETRIEVERS)}")
     metrics = runner.check_metrics(metrics or THELMA)
-    runner.check_chain(judge, decompose_with)  # a bad chain fails before the generator is asked
+    factory.check_chain(judge, decompose_with)  # a bad chain fails before the generator is asked
     store.migrate(db)
 
     async def go() -> tuple[list[Item], list[JudgeCall]]:
         calls: list[JudgeCall] = []
         async with AsyncExitStack() as stack:
-            gen = await open_judge(stack, generator, db, calls, api_base, concurrency, key_env=key_env)
+            config = JudgeConfig(generator, api_base, key_env, concurrency)
+            gen = await open_judge(stack, config, db, calls)
             return await answer_cases(cases, docs, retriever, top_k, gen), calls
 
     items, calls = asyncio.run(go())
     if calls:
-        store.write_batch(db, run, calls=calls)
-    thelma = runner.evaluate(items, db, run, judge, api_base=api_base, key_env=key_env, metrics=metrics,
-                             concurrency=concurrency, decompose_with=decompose_with, on_progress=on_progress)
+        writes.write_batch(db, run, calls=calls)
+    thelma = runner.evaluate(
+        items,
+        db,
+        run,
+        judge,
+        api_base=api_base,
+        key_env=key_env,
+        metrics=metrics,
+        concurrency=concurrency,
+        decompose_with=decompose_with,
+        on_progress=on_progress,
+    )
     correctness = evaluate_correctness(db, run, correctness_judge, api_base, concurrency, key_env=key_env)
     return PipelineResult(run, thelma, correctness)
 
 
-def build_demo(db: str | Path, retrievers: Sequence[str] = ("bm25", "dense"), max_groups: int | None = None,
-               metrics: Sequence[str] | None = None,
-               on_progress: Callable[[runner.Progress], None] | None = None) -> list[PipelineResult]:
+def build_demo(
+    db: str | Path,
+    retrievers: Sequence[str] = ("bm25", "dense"),
+    max_groups: int | None = None,
+    metrics: Sequence[str] | None = None,
+    on_progress: Callable[[runner.Progress], None] | None = None,
+) -> list[PipelineResult]:
     """The offline demo: test set from data/grammar, one run per retriever (`grammar-<retriever>`)."""
     with open_source(COMPANY_SQL) as con:
         testset = generate(con, load_templates(TEMPLATES), max_groups=max_groups)
         docs = render_corpus(con)
-    return [run_pipeline(testset.cases, docs, db, f"grammar-{r}", retriever=r, metrics=metrics,
-                         on_progress=on_progress) for r in retrievers]
+    return [
+        run_pipeline(testset.cases, docs, db, f"grammar-{r}", retriever=r, metrics=metrics, on_progress=on_progress)
+        for r in retrievers
+    ]

@@ -1,0 +1,151 @@
+"""The dashboard's text: user strings made safe for markdown (md), scores, verdicts and counts as text,
+rule labels, and evaluated text escaped and highlighted.
+
+User text is never markup: run names, item ids, judges, notes and errors go through md() wherever
+Streamlit draws markdown; evaluated text is html-escaped before it is highlighted.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Sequence, cast
+
+import pandas as pd
+import streamlit as st
+
+from evaluators.core.confidence import LABEL
+from evaluators.core.records import Status
+from evaluators.metrics.diagnosis import RULES
+
+OK, GOOD, BAD, FAIL = "ok", "#c8ecd0", "#f8d0d0", "#e6e6e6"
+# An unsure verdict is neither green nor red: the dashboard stays quiet where the judge is unsure.
+UNSURE, UNSURE_COLOUR = Status.UNSURE.value, "#fdf1c7"
+
+
+# The item page works on plain records (lists of dicts), its verdicts joined to their components
+# once (by_component), and draws its long lists a page at a time: an item may carry 200 sources or
+# 10,000 claims, and a scan of every verdict per component, or a widget per row, would not finish.
+Record = dict[str, Any]
+
+
+# What markdown (CommonMark, GFM, Streamlit's directives and LaTeX) can act on: these characters
+# anywhere; ':' and '.' before a non-space (autolinks 'http://', 'www.x', 'a@b.co'; ':red[', ':smile:');
+# a leading '-', '+', '#', '=' or '1.' (lists, headings). Quotes, commas and slashes never start anything.
+# GFM turns URLs and emails in text into links after escapes are resolved, so backslashes cannot stop
+# it: an invisible word joiner (U+2060) goes where its patterns start ('://', 'www.', '@').
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?i:(?<=www))(?=\.)|(?=@)")
+
+
+_MARKDOWN_ACTIVE = re.compile(r"[!$&()*<>@\[\\\]^_`{|}~]|[:.](?=\S)|^[-+#=]|(?<=^\d)[.)]|(?<=^\d\d)[.)]")
+
+
+def md(value: Any) -> str:
+    """A user-supplied string (run name, item id, judge, template, document id, author, path...) made
+    safe to put in anything Streamlit draws as markdown: labels, captions, headers, alerts, expander
+    and tab titles. Every character markdown could act on is backslash-escaped, so no link, image,
+    emphasis, heading, list or directive (:red[...], :material/...:) can form, and an invisible word
+    joiner breaks what GFM would autolink. The text shows as typed, except that each run of whitespace
+    becomes one space (a label is one line)."""
+    text = _AUTOLINK.sub("\u2060", " ".join(str(value).split()))
+    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(0), text)
+
+
+def n_items(n: int) -> str:
+    """'1 item', '3 items'."""
+    return f"{n} item" if n == 1 else f"{n} items"
+
+
+def fmt_score(value: Any, status: str | None = OK) -> str:
+    """A score as text; a failure shows its status, never a number."""
+    if status not in (None, OK) or value is None or pd.isna(value):
+        return f"⚠ {status}" if status not in (None, OK) else "–"
+    return f"{float(value):.2f}"
+
+
+def fmt_verdict(value: Any, status: str) -> str:
+    """✓ 1 / ✗ 0 for a scored verdict, ? unsure for one inside the band, ⚠ status for a failure."""
+    if status == UNSURE:
+        return "? unsure"
+    if status != OK:
+        return f"⚠ {status}"
+    return "✓ 1" if float(value) >= 0.5 else "✗ 0"
+
+
+def fmt_p(row: Record) -> str:
+    """' · p 0.93' for a verdict with a calibrated or logprob p; '' for a label or no p."""
+    p, kind = row.get("p"), row.get("p_kind")
+    if p is None or pd.isna(p) or kind in (None, LABEL) or (isinstance(kind, float) and pd.isna(kind)):
+        return ""
+    return f" · p {float(p):.2f}"
+
+
+def score_counts(n_scored: Any, n_total: Any, n_unsure: Any) -> str:
+    """'3 of 4 scored, 1 unsure': the counts behind one score (or one metric over a run's items)."""
+    n_unsure = 0 if n_unsure is None or pd.isna(n_unsure) else int(n_unsure)
+    return f"{int(n_scored)} scored of {int(n_total)}, {n_unsure} unsure"
+
+
+def rule_label(rule_id: str) -> str:
+    """'T2.2 · SQC low, RQC low'; a rule of ours says so: 'X1 (ours) · SQC high, GR low'."""
+    return f"{RULES[rule_id].name} · {RULES[rule_id].pattern}"
+
+
+def highlight(text: str, marks: Sequence[tuple[str, str, str]]) -> tuple[str, list[int]]:
+    """HTML of `text` with each (fragment, colour, title) mark found in it highlighted.
+
+    Every piece of evaluated text is html-escaped, so a `<script>` shows as text. Returns the HTML and
+    the indexes of marks whose fragment is not in the text (claims a judge paraphrased), to list apart.
+    """
+    spans: list[tuple[int, int, int]] = []
+    missing: list[int] = []
+    for i, (fragment, _, _) in enumerate(marks):
+        start, found = 0, False
+        while fragment and (pos := text.find(fragment, start)) >= 0:
+            end = pos + len(fragment)
+            if all(end <= s or pos >= e for s, e, _ in spans):
+                spans.append((pos, end, i))
+                found = True
+                break
+            start = pos + 1
+        if not found:
+            missing.append(i)
+    out, cursor = [], 0
+    for start, end, i in sorted(spans):
+        _, colour, title = marks[i]
+        out.append(html.escape(text[cursor:start]))
+        out.append(
+            f'<span style="background:{colour};border-radius:3px;padding:0 2px" '
+            f'title="{html.escape(title)}">{html.escape(text[start:end])}</span>'
+        )
+        cursor = end
+    out.append(html.escape(text[cursor:]))
+    return "".join(out), missing
+
+
+def text_block(body_html: str) -> None:
+    """Show escaped, highlighted text in a wrapped block (st.html sanitises it a second time); a long
+    word wraps anywhere rather than widen the page."""
+    st.html(
+        f'<div style="white-space:pre-wrap;overflow-wrap:anywhere;line-height:1.6;'
+        f'border-left:3px solid #ddd;padding-left:8px">{body_html}</div>'
+    )
+
+
+def plain(text: str) -> None:
+    """Evaluated text, escaped, as a text block."""
+    text_block(html.escape(text))
+
+
+def verdict_colour(value: Any, status: str) -> str:
+    """Green for 1, red for 0, pale amber for unsure (never green or red), grey for a failure."""
+    if status == UNSURE:
+        return UNSURE_COLOUR
+    if status != OK:
+        return FAIL
+    return GOOD if float(value) >= 0.5 else BAD
+
+
+def records(frame: pd.DataFrame) -> list[Record]:
+    """A frame as a list of dicts."""
+    return cast(list[Record], frame.to_dict("records"))

@@ -1,0 +1,1 @@
+"""Each page's own helpers, one module per page that has them."""

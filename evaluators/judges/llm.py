@@ -1,0 +1,497 @@
+"""LLM judges through litellm: the only module that imports litellm.
+
+A judge answers `ask(prompt_name, **variables)` with an Answer. The LLM judge renders the prompt
+file, checks the request cache, calls litellm under an adaptive concurrency limit with its own
+bounded retries, and parses the reply with the prompt's parser from the registry. An unparseable
+reply is re-asked once, then reported as `unparsed` with the raw reply kept: never a silent 0 or 1.
+A reply without a message (empty `choices`, no `content`) is a failed call, retried like a server
+error. Retry-After is honoured for the whole judge, and every error it records or raises has its
+secrets masked.
+
+A judge may stand behind several replicas of one model; traffic.py paces and spreads its calls
+over them, and a ClientPool (clients.py) may send them from worker processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any, Callable, Protocol, Sequence
+
+import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
+from evaluators.core.masking import mask_secrets, url_secrets
+from evaluators.core.records import Answer, JudgeCall, Status
+from evaluators.judges import prompts, registry
+from evaluators.judges.replies import BadReply, logprob_answer, one_line, reply_data, shown
+from evaluators.judges.traffic import AdaptiveLimit, CallStats, Replicas, backoff, call_key, retry_after_s
+
+# Seconds a judge may go without any answer while rate limited before the run stops.
+RATE_LIMIT_PATIENCE = 600.0
+# Sent to an api_base when no key is configured: litellm's OpenAI client refuses to send none,
+# and a local server ignores it (one that needs a real key answers 401, which stops the run).
+NO_KEY = "no-key"
+# Environment variable names litellm asks for that carry a credential, or an endpoint.
+_KEY_NAMES = ("KEY", "TOKEN")
+_ENDPOINT_NAMES = ("_BASE", "_BASE_URL", "_ENDPOINT")
+# Providers whose SDK also finds credentials outside the environment (AWS profiles and instance
+# roles, Google application-default credentials): a missing variable proves nothing there.
+_AMBIENT_CREDENTIALS = ("bedrock", "sagemaker", "vertex_ai")
+
+
+class JudgeFatal(RuntimeError):
+    """The endpoint refused the request itself (400 or 401), or rate-limited past the patience: stop the run."""
+
+
+class Sender(Protocol):
+    """Where a judge's calls go out instead of this process's event loop (clients.ClientPool)."""
+
+    async def send(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """As llm.send: one attempt, the reply as plain data, or raise Failure."""
+        ...
+
+
+class JudgeUnavailable(ValueError):
+    """The judge cannot be called at all (no key, no endpoint): found before any item is judged."""
+
+
+class Failure(Exception):
+    """One attempt failed. kind: refused (this request only), fatal (every request), rate, timeout, server.
+
+    Plain data, so a ClientPool's worker process can send it back; `message` is not masked yet.
+    """
+
+    def __init__(self, kind: str, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.retry_after = kind, message, retry_after
+
+
+def _key(api_key: str | None, key_env: str | None, api_base: str | None) -> str | None:
+    """The key a judge sends: the one given, else key_env's value, else NO_KEY to an api_base, else None
+    (litellm then reads the provider's own variable, for the provider's own endpoint)."""
+    if api_key is not None:
+        return api_key
+    if key_env is not None:
+        value = os.environ.get(key_env, "").strip()
+        if not value:
+            raise JudgeUnavailable(f"the key variable {key_env} is not set in the environment; nothing was judged")
+        return value
+    return NO_KEY if api_base is not None else None
+
+
+def other_credentials(model: str, api_base: str | None) -> str:
+    """What else than one key a call to `model` at `api_base` would need ("" for nothing): the variables
+    litellm still misses with a key and the base given, or the ambient credentials of AWS and Google."""
+    import litellm
+
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+    except Exception:
+        return ""  # an unknown model: its first call fails as a refused request
+    if provider.startswith(_AMBIENT_CREDENTIALS):
+        return f"the {provider} SDK's own credentials"
+    return ", ".join(litellm.validate_environment(model, api_key="given", api_base=api_base)["missing_keys"])
+
+
+_REASK = (
+    "Your reply could not be read ({error}). Answer again in exactly the format asked for, "
+    "inside <output> </output> tags, with no explanation."
+)
+
+
+class LLMJudge:
+    """Any model litellm can reach: `openai/NAME` with api_base, `anthropic/...`, `ollama/...`.
+
+    The key sent is `api_key`, else the value of the environment variable `key_env` names, else, to
+    an api_base, NO_KEY: a provider's key from the environment goes only to that provider's own
+    endpoint, never to an address given with the judge.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        api_base: str | Sequence[str] | None = None,
+        api_key: str | None = None,
+        key_env: str | None = None,
+        timeout: float = 60.0,
+        concurrency: int = 8,
+        max_attempts: int = 4,
+        rate_limit_patience: float = RATE_LIMIT_PATIENCE,
+        cache: dict[str, JudgeCall] | None = None,
+        on_call: Callable[[JudgeCall], None] | None = None,
+        logprob_binary: bool = False,
+        temperature: float = 0.0,
+        alive: Callable[[], None] | None = None,
+        pool: Sender | None = None,
+    ) -> None:
+        self.name = model
+        self.model = model
+        # Several api bases are replicas of one model: any of them answers any call.
+        self.replicas = Replicas([api_base] if api_base is None or isinstance(api_base, str) else list(api_base))
+        self.api_base = self.replicas.endpoints[0]
+        self.pool = pool  # worker processes that send the calls; None: this process's event loop
+        self.key_env = key_env
+        self.api_key = _key(api_key, key_env, self.api_base)
+        # Literal secrets to mask in errors: the key, and what the endpoint URLs carry (user:password@, ?key=).
+        self._secrets = [self.api_key, *(v for e in self.replicas.endpoints if e for v in url_secrets(e))]
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.rate_limit_patience = rate_limit_patience
+        self.cache = cache if cache is not None else {}
+        self.on_call = on_call or (lambda call: None)
+        # Binary prompts read P("1") from the first token after an "<output>" prefill.
+        self.logprob_binary = logprob_binary
+        # Raises when the judge's own server process is gone (the local judge): stop, don't retry.
+        self.alive = alive
+        self.params: dict[str, Any] = {"temperature": temperature}
+        self.limit = AdaptiveLimit(concurrency)
+        self.stats = CallStats()
+        self._inflight: dict[str, asyncio.Future[JudgeCall]] = {}
+        self._limited_since: float | None = None  # first 429 since the last answer
+
+    # ------------------------------------------------------------ public
+    async def ask(self, prompt: str, **variables: Any) -> Answer:
+        """Render `prompt`, ask the model (or the cache), parse; re-ask once if unparseable."""
+        parser = registry.PARSERS[prompt]  # an unknown prompt fails here, before any call is paid for
+        spec, messages, params = self.request(prompt, **variables)
+        prefill = params.get("logprobs", False)
+        call = await self._exchange(spec, messages, params)
+        if call.status is not Status.OK:
+            return Answer(None, call.status, call.key, call.reply, detail=call.error)
+        if prefill and prompt in registry.BINARY_PROMPTS:
+            return logprob_answer(call, self.name)
+        if prefill and prompt in registry.LABEL_PROMPTS:
+            return logprob_answer(call, self.name, registry.LABEL_PROMPTS[prompt])
+        if prefill:  # a scale prompt: the first-token distribution is the answer
+            top = json.loads(call.reply or "{}").get("top_logprobs", {})
+            return Answer(top, Status.OK, call.key, call.reply)
+        try:
+            return self._parsed(parser(call.reply or ""), call)
+        except prompts.ParseError as exc:
+            retry = messages + [
+                {"role": "assistant", "content": call.reply or ""},
+                {"role": "user", "content": _REASK.format(error=exc)},
+            ]
+            second = await self._exchange(spec, retry, params)
+            if second.status is not Status.OK:
+                return Answer(None, second.status, second.key, second.reply, detail=second.error)
+            try:
+                return self._parsed(parser(second.reply or ""), second)
+            except prompts.ParseError as exc2:
+                return Answer(None, Status.UNPARSED, second.key, second.reply, detail=str(exc2))
+
+    def check_access(self) -> None:
+        """Raise JudgeUnavailable, before any call, when litellm lacks the key or endpoint this model needs,
+        or when a key named by key_env would not be the only credential the call needs.
+
+        An api_base stands in for a missing endpoint, and for a missing key: NO_KEY is sent, which a
+        local server ignores and a provider that needs a key refuses with a 401 on the first call.
+        """
+        import litellm
+
+        litellm.suppress_debug_info = True  # an unknown provider would print litellm's banner
+        if self.key_env is not None:
+            needs = other_credentials(self.model, self.api_base)
+            if needs:
+                raise JudgeUnavailable(
+                    f"judge {self.model}: its key comes from {self.key_env} alone, but it would "
+                    f"also need {needs}; nothing was judged"
+                )
+            return
+        if self.api_key is not None:
+            return
+        try:
+            provider = litellm.get_llm_provider(self.model)[1]
+        except Exception:
+            return  # an unknown model: its first call fails as a refused request
+        if provider.startswith(_AMBIENT_CREDENTIALS):
+            return
+        # Only keys and endpoints: other names (API versions, projects) have defaults or fail at the call.
+        missing = [
+            m
+            for m in litellm.validate_environment(self.model)["missing_keys"]
+            if m.endswith(_KEY_NAMES + _ENDPOINT_NAMES)
+        ]
+        if missing:
+            raise JudgeUnavailable(
+                f"judge {self.model}: {', '.join(missing)} not set in the environment "
+                "(or give an API base for a server of your own); nothing was judged"
+            )
+
+    def request(self, prompt: str, **variables: Any) -> tuple[prompts.Prompt, list[dict[str, str]], dict[str, Any]]:
+        """The exact messages and params `ask` sends for this prompt (dry runs count these)."""
+        spec = prompts.load(prompt)
+        messages = [{"role": "user", "content": spec.render(**variables)}]
+        params = dict(self.params)
+        if self.logprob_binary and (
+            prompt in registry.BINARY_PROMPTS
+            or prompt in registry.LABEL_PROMPTS
+            or prompt in registry.DISTRIBUTION_PROMPTS
+        ):
+            messages.append({"role": "assistant", "content": "<output>"})
+            params.update(max_tokens=1, logprobs=True, top_logprobs=10)
+        return spec, messages, params
+
+    # ------------------------------------------------------------ internals
+    def _parsed(self, value: Any, call: JudgeCall) -> Answer:
+        """The answer of a parsed reply; one read from a bare reply says so, and is counted."""
+        if isinstance(value, prompts.Bare):
+            self.stats.bare_replies += 1
+            return Answer(value.value, Status.OK, call.key, call.reply, detail=prompts.BARE_REPLY)
+        return Answer(value, Status.OK, call.key, call.reply)
+
+    async def _exchange(
+        self, spec: prompts.Prompt, messages: list[dict[str, str]], params: dict[str, Any]
+    ) -> JudgeCall:
+        key = call_key(self.model, messages, params)
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.stats.cache_hits += 1
+            return cached
+        # Identical requests in flight at once (same prompt for two items) share one call.
+        if key in self._inflight:
+            return await asyncio.shield(self._inflight[key])
+        future: asyncio.Future[JudgeCall] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            call = await self._call(key, spec, messages, params)
+            if call.reply is not None:
+                self.cache[key] = call
+            self.on_call(call)
+            future.set_result(call)
+            return call
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            del self._inflight[key]
+
+    async def _call(
+        self, key: str, spec: prompts.Prompt, messages: list[dict[str, str]], params: dict[str, Any]
+    ) -> JudgeCall:
+        attempt, started = 0, time.monotonic()
+        error, status = "", Status.ERROR
+        endpoint: str | None = None
+        tried: set[str | None] = set()  # the replicas this round of the call already failed on
+        while True:
+            if not tried:
+                attempt += 1
+            await self._hold()
+            endpoint = self.replicas.pick(tried)
+            try:
+                async with self.limit:
+                    t0 = time.monotonic()  # latency of the call itself, not of the wait for a slot
+                    with self.replicas.busy(endpoint):
+                        kwargs = dict(
+                            model=self.model,
+                            messages=messages,
+                            api_base=endpoint,
+                            api_key=self.api_key,
+                            timeout=self.timeout,
+                            max_retries=0,
+                            **params,
+                        )
+                        reply = await (self.pool.send(kwargs) if self.pool is not None else send(kwargs))
+                self.limit.succeeded()
+                self._limited_since = None
+                return self._record(key, spec, messages, params, reply, (time.monotonic() - t0) * 1000, endpoint)
+            except Failure as failure:
+                step, error, status = self._failed(failure, attempt, endpoint, tried)
+            if step == "stop":
+                break
+            if step == "wait":
+                self.stats.retries += 1
+                await asyncio.sleep(backoff(attempt))
+        self.stats.failures += 1
+        return JudgeCall(
+            key=key,
+            model=self.model,
+            prompt_name=spec.name,
+            prompt_hash=spec.hash,
+            messages=messages,
+            params=params,
+            reply=None,
+            status=status,
+            latency_ms=(time.monotonic() - started) * 1000,
+            error=f"{error} (after {attempt} attempts)",
+            endpoint=shown(endpoint),
+        )
+
+    def _failed(
+        self, failure: Failure, attempt: int, endpoint: str | None, tried: set[str | None]
+    ) -> tuple[str, str, Status]:
+        """What a failed attempt leads to: "stop" (the call failed), "again" (at once: the rate limit's hold
+        or another replica), or "wait" (back off, then again); with the error and status it leaves.
+        Raises JudgeFatal when the endpoint refuses every request or the rate limit outlasts the patience."""
+        text = one_line(mask_secrets(failure.message, *self._secrets))
+        if failure.kind == "refused":
+            # A 400 about this one request (too long, refused content): fail it, not the run.
+            return "stop", text, Status.ERROR
+        if failure.kind == "fatal":
+            hint = (
+                " (no key was sent to this API base; if it needs one, name the variable that holds it with --key-env)"
+                if self.api_key == NO_KEY
+                else ""
+            )
+            raise JudgeFatal(f"judge {self.model} refused the request: {text}{hint}") from None
+        if failure.kind == "rate":
+            self.limit.throttled()
+            error = f"429 rate limited: {text}"
+            self._rate_limited(failure.retry_after, attempt, error)
+            self.stats.retries += 1
+            tried.clear()
+            return "again", error, Status.ERROR  # _hold waits out the time the 429 set, for every call of this judge
+        if failure.kind == "timeout":
+            error, status = f"timeout after {self.timeout:g} s: {text}", Status.TIMEOUT
+        else:
+            error, status = text, Status.ERROR
+        self._check_alive()
+        if self.replicas.several:
+            # Another replica takes the attempt at once; this one rests (longer if it asked to).
+            self.replicas.failed(endpoint, failure.retry_after)
+            tried.add(endpoint)
+            if not self.replicas.all_tried(tried):
+                self.stats.retries += 1
+                return "again", error, status
+            tried.clear()  # every replica failed this round: back off, then try them all again
+        if attempt >= self.max_attempts:
+            return "stop", error, status
+        if not self.replicas.several:
+            # A 503 may say when to come back: that holds every call of this judge, not just this one.
+            self._hold_until(time.monotonic() + failure.retry_after)
+        return "wait", error, status
+
+    async def _hold(self) -> None:
+        """Send nothing before the time a rate limit or a Retry-After set (it may move while we sleep)."""
+        while (delay := self.stats.waiting_until - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
+
+    def _hold_until(self, when: float) -> None:
+        self.stats.waiting_until = max(self.stats.waiting_until, when)
+
+    def _rate_limited(self, retry_after: float, attempt: int, error: str) -> None:
+        """Hold the judge for max(backoff, Retry-After); stop the run once no answer came for the patience.
+
+        The patience runs for the judge, not per call: a permanent 429 stops the run after it once,
+        instead of holding every remaining step for it in turn.
+        """
+        now = time.monotonic()
+        if self._limited_since is None:
+            self._limited_since = now
+        resume = now + max(backoff(attempt), retry_after)
+        if resume - self._limited_since > self.rate_limit_patience:
+            raise JudgeFatal(
+                f"judge {self.model} rate limited: no answer for {now - self._limited_since:.0f} s "
+                f"and the next try would be in {resume - now:.0f} s, past the rate-limit "
+                f"patience of {self.rate_limit_patience / 60:g} min ({error})"
+            ) from None
+        self._hold_until(resume)
+
+    def _describe(self, exc: BaseException) -> str:
+        """The exception as one line, with this judge's key and any other credential masked."""
+        return one_line(mask_secrets(str(exc), *self._secrets))
+
+    def _check_alive(self) -> None:
+        """A dead judge server fails the run at once instead of every call after its retries."""
+        if self.alive is not None:
+            try:
+                self.alive()
+            except Exception as exc:
+                raise JudgeFatal(self._describe(exc)) from None
+
+    def _record(
+        self,
+        key: str,
+        spec: prompts.Prompt,
+        messages: list[dict[str, str]],
+        params: dict[str, Any],
+        reply: dict[str, Any],
+        latency_ms: float,
+        endpoint: str | None,
+    ) -> JudgeCall:
+        call = JudgeCall(
+            key=key,
+            model=self.model,
+            prompt_name=spec.name,
+            prompt_hash=spec.hash,
+            messages=messages,
+            params=params,
+            reply=reply["reply"],
+            status=Status.OK,
+            prompt_tokens=reply["prompt_tokens"],
+            completion_tokens=reply["completion_tokens"],
+            cost=reply["cost"],
+            latency_ms=latency_ms,
+            endpoint=shown(endpoint),
+        )
+        self.stats.calls += 1
+        self.stats.prompt_tokens += call.prompt_tokens
+        self.stats.completion_tokens += call.completion_tokens
+        self.stats.cost += call.cost or 0.0
+        if call.endpoint is not None:
+            self.stats.endpoints[call.endpoint] = self.stats.endpoints.get(call.endpoint, 0) + 1
+        return call
+
+
+def load_litellm() -> None:
+    """Import litellm now, where a process will send calls soon (a ClientPool worker at its start)."""
+    import litellm  # noqa: F401
+
+
+async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One attempt through litellm.acompletion(**kwargs): the reply as plain data, or raise Failure.
+
+    The reply: {"reply", "prompt_tokens", "completion_tokens", "cost"}; with logprobs asked, `reply`
+    is JSON of the sampled token and its top alternatives. Runs in the judge's process or in a
+    ClientPool worker: what it returns or raises crosses a pipe.
+    """
+    import litellm  # imported lazily: pages that never judge don't pay its 2.5 s import
+
+    litellm.suppress_debug_info = True
+    try:
+        response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=kwargs["timeout"] + 5)
+        return reply_data(response, bool(kwargs.get("logprobs")))
+    except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
+        raise Failure("refused", str(exc)) from None
+    except (
+        litellm.BadRequestError,
+        litellm.AuthenticationError,
+        litellm.NotFoundError,
+        litellm.PermissionDeniedError,
+    ) as exc:
+        raise Failure("fatal", str(exc)) from None
+    except litellm.RateLimitError as exc:
+        raise Failure("rate", str(exc), retry_after_s(exc)) from None
+    except (litellm.Timeout, asyncio.TimeoutError) as exc:
+        raise Failure("timeout", str(exc)) from None
+    except (
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.APIError,
+        BadReply,
+    ) as exc:
+        raise Failure("server", str(exc), retry_after_s(exc)) from None
+
+
+def count_tokens(model: str, text: str) -> int:
+    """Token count for dry runs: litellm's tokenizer for the model, else ~4 characters a token."""
+    import litellm
+
+    try:
+        return int(litellm.token_counter(model=model, text=text))
+    except Exception:
+        return max(1, len(text) // 4)
+
+
+def price_per_token(model: str) -> tuple[float, float] | None:
+    """(input, output) USD per token where litellm knows the model's price, else None."""
+    import litellm
+
+    try:
+        p_in, p_out = litellm.cost_per_token(model=model, prompt_tokens=1_000_000, completion_tokens=1_000_000)
+        return p_in / 1_000_000, p_out / 1_000_000
+    except Exception:
+        return None

@@ -1,0 +1,1 @@
+"""The DuckDB store (schema, health, writes) and the named reads of queries/."""

@@ -1,0 +1,191 @@
+"""Table 2 in SQL over run tables, generated from evaluators/metrics/diagnosis.py's rules: one page of a
+run's items filtered by rules, levels and failures, the rules' counts, quadrant samples and correlations.
+
+A run table (sql.RunTable) is the run's stored table in the file (store.StoredRun, the default band: a
+million items stay in DuckDB and only the answer comes back) or one recomputed at another band (a
+DataFrame, in memory), answered by store.frame_query().
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Sequence
+
+import pandas as pd
+
+from evaluators.core.records import Score, Status
+from evaluators.metrics.diagnosis import CONDITIONS, LEVELS, READINGS, RULES
+from evaluators.storage import store
+from evaluators.storage.queries.sql import SQL_OPERATORS, RunTable, decided_sql, threshold_sql
+from evaluators.storage.wide import column
+
+
+def wide_score(row: Mapping[Any, Any], metric: str) -> Score | None:
+    """One metric of a run table row as a Score with its counts (None when the item has no score row),
+    for diagnosis.diagnose() and fired() in Python. The row does not carry failed verdicts, so n_total
+    counts the verdicts the judge answered (scored and unsure)."""
+    scored: Any = row.get(f"{metric}:scored")
+    unsure: Any = row.get(f"{metric}:unsure")
+    if scored is None or scored != scored:
+        return None
+    value = row.get(metric)
+    value = None if value is None or value != value else float(value)
+    return Score(
+        str(row["item_id"]),
+        metric,
+        value,
+        int(scored),
+        int(scored) + int(unsure),
+        Status.OK if value is not None else Status.UNSURE if unsure else Status.EMPTY,
+        int(unsure),
+    )
+
+
+def _level_sql(metric: str, want: str, thresholds: Mapping[str, float]) -> str:
+    """diagnosis.level(metric) == want as SQL over run table columns: NULL when unscored or not decided.
+
+    Written from diagnosis.READINGS, LEVELS and decided() alone, so the rules have one definition.
+    """
+    reads = READINGS.get(metric, (metric,))
+    op = SQL_OPERATORS[LEVELS[want]]
+
+    def compare(m: str) -> str:
+        return f"(CASE WHEN {decided_sql(m)} THEN {column(m)} {op} {threshold_sql(thresholds, m)} END)"
+
+    if len(reads) == 1:
+        return compare(metric)
+    cases = " ".join(f"WHEN {column(m)} IS NOT NULL THEN {compare(m)}" for m in reads[:-1])
+    return f"(CASE {cases} ELSE {compare(reads[-1])} END)"
+
+
+def rule_sql(rule_id: str, thresholds: Mapping[str, float]) -> str:
+    """A boolean SQL expression over run table columns: does this Table-2 rule fire?"""
+    conds = " AND ".join(_level_sql(m, want, thresholds) for m, want in CONDITIONS[rule_id])
+    return f"coalesce({conds}, FALSE)"
+
+
+# The levels Table 2's rules read, (metric or reading, "low" | "high"): each computed once per item.
+_RULE_LEVELS = sorted({cond for conds in CONDITIONS.values() for cond in conds})
+
+
+def _level_column(metric: str, want: str) -> str:
+    return f'"level:{metric}:{want}"'
+
+
+def _rules_cte(thresholds: Mapping[str, float]) -> str:
+    """`base`: the run table `wide` plus one flag per Table-2 rule and the list of rules fired (by their
+    shown names: 'X1 (ours)'), and the levels the rules read (_RULE_LEVELS, as _level_column()): each
+    level is computed once however many rules read it (spelling out rule_sql() for every rule costs a
+    quarter more at a million items)."""
+    levels = ", ".join(f"{_level_sql(m, want, thresholds)} AS {_level_column(m, want)}" for m, want in _RULE_LEVELS)
+    flags = ", ".join(
+        f'coalesce({" AND ".join(_level_column(m, want) for m, want in conds)}, FALSE) AS "{r}"'
+        for r, conds in CONDITIONS.items()
+    )
+    fired = ", ".join(f"CASE WHEN \"{r}\" THEN '{RULES[r].name}' END" for r in CONDITIONS)
+    return (
+        f"WITH levels AS (SELECT *, {levels} FROM wide), flagged AS (SELECT *, {flags} FROM levels), "
+        f"base AS (SELECT *, concat_ws(', ', {fired}) AS rules FROM flagged)"
+    )
+
+
+def filter_items(
+    table: RunTable,
+    metrics: Sequence[str],
+    thresholds: Mapping[str, float],
+    *,
+    below: Sequence[str] = (),
+    rules: Sequence[str] = (),
+    levels: Mapping[str, str] | None = None,
+    failed_only: bool = False,
+    ids: pd.DataFrame | None = None,
+    sort: str = "item_id",
+    descending: bool = False,
+    limit: int = 200,
+    offset: int = 0,
+) -> tuple[pd.DataFrame, int]:
+    """One page of a run table, filtered and sorted, and the number of matching items.
+
+    below: below threshold on ANY of these metrics; rules: firing ANY of these rules; levels:
+    {metric: 'low'|'high'} that must ALL hold (a quadrant); failed_only: items with a failed verdict
+    or an unscored metric; ids: only these item ids (a search_ids() result).
+    """
+    frames = {"wide": table}
+    where = ["TRUE"]
+    if below:
+        where.append("(" + " OR ".join(_level_sql(m, "low", thresholds) for m in below) + ")")
+    known = [r for r in rules if r in CONDITIONS]
+    if known:
+        where.append("(" + " OR ".join(f'"{r}"' for r in known) + ")")
+    for m, want in (levels or {}).items():
+        where.append(f"coalesce({_level_sql(m, 'low' if want == 'low' else 'high', thresholds)}, FALSE)")
+    if failed_only:
+        where.append("(n_failed > 0 OR failed_metrics <> '')")
+    if ids is not None:
+        frames["ids"] = ids
+        where.append("item_id IN (SELECT item_id FROM ids)")
+    order = "item_id" if sort == "item_id" else ("n_failed" if sort == "n_failed" else column(sort))
+    # The count, the page's ids (a top-N that computes no rule flags unless a rule filter needs them),
+    # then the rules fired by the page's rows alone: a million items cost a scan, not a million flags.
+    match = f"{_rules_cte(thresholds)} SELECT * FROM base WHERE {' AND '.join(where)}"
+    ordered = f"ORDER BY {order} {'DESC' if descending else 'ASC'} NULLS LAST, item_id"
+    count = store.frame_query(f"SELECT count(*) AS n FROM ({match})", frames)
+    page = store.frame_query(f"SELECT item_id FROM ({match}) {ordered} LIMIT {int(limit)} OFFSET {int(offset)}", frames)
+    frame = store.frame_query(
+        f"""{_rules_cte(thresholds)}
+        SELECT item_id, query, {"".join(f"{column(m)}, " for m in metrics)} n_failed, failed_metrics, rules
+        FROM base WHERE item_id IN (SELECT item_id FROM page) {ordered}""",
+        {"wide": table, "page": page},
+    )
+    return frame, int(count["n"].iloc[0])
+
+
+def rule_counts(
+    table: RunTable, thresholds: Mapping[str, float], pairs: Sequence[tuple[str, str]] = ()
+) -> pd.DataFrame:
+    """Items per combination of fired Table-2 rules (one bool column per rule), n, and the first item
+    id of the combination (in id order: first_items() reads it, so one pass serves both).
+
+    For each metric pair (x, y) in `pairs` it adds columns "x_low:x|y" and "y_low:x|y": True/False for
+    low/high, NULL when unscored, so quadrant counts come from the same pass.
+    """
+    flags = [f'"{r}"' for r in CONDITIONS]
+
+    def low(m: str) -> str:  # a level the rules read already is a column of `base`
+        return _level_column(m, "low") if (m, "low") in _RULE_LEVELS else _level_sql(m, "low", thresholds)
+
+    for x, y in pairs:
+        flags.append(f'{low(x)} AS "x_low:{x}|{y}"')
+        flags.append(f'{low(y)} AS "y_low:{x}|{y}"')
+    return store.frame_query(
+        f"""{_rules_cte(thresholds)}
+        SELECT {", ".join(flags)}, count(*) AS n, min(item_id) AS first FROM base GROUP BY ALL ORDER BY n DESC""",
+        {"wide": table},
+    )
+
+
+def first_items(combos: pd.DataFrame) -> dict[str, str | None]:
+    """Per Table-2 rule, the first item id (in id order) that fires it, or None: where its evidence
+    shows; from rule_counts()'s combinations, without another pass over the run."""
+    return {r: (None if not combos[r].any() else str(combos.loc[combos[r], "first"].min())) for r in CONDITIONS}
+
+
+def sample_points(table: RunTable, metrics: Sequence[str], limit: int = 2000) -> pd.DataFrame:
+    """At most `limit` items with their scores: a stable pseudo-random sample for scatter plots."""
+    cols = ", ".join(column(m) for m in metrics)
+    return store.frame_query(
+        f"SELECT item_id, {cols} FROM wide ORDER BY hash(item_id) LIMIT {int(limit)}", {"wide": table}
+    )
+
+
+def correlations(table: RunTable, metrics: Sequence[str]) -> pd.DataFrame:
+    """Pearson correlation of every metric pair over the items that have both: columns a, b, r, n."""
+    pairs = [(a, b) for i, a in enumerate(metrics) for b in metrics[i + 1 :]]
+    if not pairs:
+        return pd.DataFrame(columns=["a", "b", "r", "n"])
+    cols = ", ".join(
+        f'corr({column(a)}, {column(b)}) AS "r{i}", count({column(a)} + {column(b)}) AS "n{i}"'
+        for i, (a, b) in enumerate(pairs)
+    )
+    row = store.frame_query(f"SELECT {cols} FROM wide", {"wide": table}).iloc[0]
+    return pd.DataFrame([{"a": a, "b": b, "r": row[f"r{i}"], "n": int(row[f"n{i}"])} for i, (a, b) in enumerate(pairs)])

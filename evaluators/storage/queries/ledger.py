@@ -1,0 +1,186 @@
+"""The source ledger's reads (evaluators/metrics/ledger.py defines what they count): one grouped DuckDB
+query per list, and one source's retrievals.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from evaluators.core.confidence import Band
+from evaluators.metrics import ledger
+from evaluators.storage import store
+from evaluators.storage.queries.sql import number_sql, unsure_sql
+
+
+def _norm_sql(expr: str) -> str:
+    """ledger.normalise() as SQL: whitespace runs (Python's str.split() set) collapsed, ends trimmed.
+    Most texts are already normal (single spaces, none at the ends): one match test passes them as they
+    are, three times faster than the two replacements."""
+    ws = ledger.WHITESPACE_CLASS
+    odd = "[" + ws[1:-1].replace("\\x{0020}", "") + "]|  |^ | $"
+    return (
+        f"CASE WHEN regexp_matches({expr}, '{odd}') THEN "
+        f"regexp_replace(regexp_replace({expr}, '^{ws}+|{ws}+$', '', 'g'), '{ws}+', ' ', 'g') ELSE {expr} END"
+    )
+
+
+def _quote_sql() -> str:
+    """ledger.supporting_quote() over a verdicts row's detail as SQL: NULL when it names no source."""
+    found = ", ".join(
+        f"nullif(regexp_extract(detail, '{p.replace(chr(39), chr(39) * 2)}', 1), '')" for p in ledger.QUOTE_PATTERNS
+    )
+    quote = _norm_sql(f"regexp_replace(coalesce({found}), '…$', '')")
+    return (
+        f"CASE WHEN starts_with(detail, '{ledger.SUPPORTED_PREFIX}') THEN nullif(left("
+        f"split_part({quote}, '{ledger.SENTENCE_END}', 1), {int(ledger.QUOTE_MATCH)}), '') END"
+    )
+
+
+def _ledger_rows_sql(band: Band | None, keyed: bool) -> str:
+    """CTEs ending in `rows`: one row per retrieval (run, item, source position) of the runs in $runs,
+    with the source's identity, SP1's state on it, the GR claims it supports and its item's GR counts.
+    keyed: only the retrievals of the source $source (its id or its text key), the other sources of
+    their items read too so that a claim another source supports is not counted as unattributed."""
+    runs = "run_id IN (SELECT unnest($runs::VARCHAR[]))"
+    only_items = (
+        "WHERE (run_id, item_id) IN (SELECT run_id, item_id FROM hashed WHERE $source IN (source_id, text_key))"
+        if keyed
+        else ""
+    )
+    state = (
+        f"CASE WHEN status <> 'ok' OR value IS NULL OR value NOT IN (0, 1) THEN 'failed' "
+        f"WHEN {unsure_sql(band)} THEN 'unsure' WHEN value = 1 THEN 'yes' ELSE 'no' END"
+    )
+    return f"""WITH src AS (
+            SELECT run_id, item_id, pos - 1 AS idx, text, {_norm_sql("text")} AS norm,
+                   CASE WHEN json_array_length(metadata, '$.source_ids') = len(sources)
+                        THEN json_extract_string(metadata, '$.source_ids[' || (pos - 1) || ']') END AS source_id
+            FROM (SELECT run_id, item_id, metadata, sources, unnest(sources) AS text,
+                         generate_subscripts(sources, 1) AS pos FROM items WHERE {runs})),
+        hashed AS (SELECT *, left(sha256(norm), {ledger.KEY_LENGTH}) AS text_key FROM src),
+        keyed AS MATERIALIZED (
+            SELECT *, coalesce(source_id, text_key) AS source FROM hashed
+            {only_items}),
+        judged AS (
+            SELECT run_id, item_id, metric, component_kind, component_idx, detail, {state} AS state
+            FROM verdicts WHERE {runs} AND metric IN ('sp1', 'gr')
+              {"AND (run_id, item_id) IN (SELECT run_id, item_id FROM keyed)" if keyed else ""}),
+        sp1 AS (SELECT run_id, item_id, component_idx AS idx, state AS sp1, detail AS sp1_detail
+                FROM judged WHERE metric = 'sp1' AND component_kind = 'source'),
+        gr AS (SELECT run_id, item_id, component_idx, state,
+                      CASE WHEN state = 'yes' THEN {_quote_sql()} END AS quote
+               FROM judged WHERE metric = 'gr'),
+        matches AS MATERIALIZED (
+            SELECT g.run_id, g.item_id, g.component_idx, k.idx
+            FROM (SELECT * FROM gr WHERE quote IS NOT NULL) g JOIN keyed k USING (run_id, item_id)
+            WHERE contains(k.norm, g.quote)),
+        supports AS (SELECT run_id, item_id, idx, count(*) AS supports, list(component_idx ORDER BY component_idx) AS claims
+                     FROM matches GROUP BY ALL),
+        gr_item AS (SELECT g.run_id, g.item_id, count(*) FILTER (WHERE g.state = 'no') AS n_unsupported,
+                           count(*) FILTER (WHERE g.state IN ('yes', 'no')) AS n_decided,
+                           count(*) FILTER (WHERE g.state = 'yes' AND m.component_idx IS NULL) AS n_unattributed
+                    FROM gr g LEFT JOIN (SELECT DISTINCT run_id, item_id, component_idx FROM matches) m
+                         USING (run_id, item_id, component_idx) GROUP BY ALL),
+        rows AS (SELECT k.run_id, k.item_id, k.idx, k.source, k.source_id, k.text_key, k.text, s.sp1, s.sp1_detail,
+                        coalesce(m.supports, 0) AS supports, m.claims, g.n_unsupported, g.n_decided, g.n_unattributed
+                 FROM keyed k LEFT JOIN sp1 s USING (run_id, item_id, idx) LEFT JOIN supports m USING (run_id, item_id, idx)
+                      LEFT JOIN gr_item g USING (run_id, item_id)
+                 {"WHERE $source IN (k.source_id, k.text_key)" if keyed else ""})"""
+
+
+_LEDGER_COLUMNS = """
+        count(*) AS n_retrieved, count(DISTINCT run_id) AS n_runs,
+        count(*) FILTER (WHERE sp1 = 'yes') AS sp1_essential, count(*) FILTER (WHERE sp1 = 'no') AS sp1_not,
+        count(*) FILTER (WHERE sp1 = 'unsure') AS sp1_unsure, count(*) FILTER (WHERE sp1 = 'failed') AS sp1_failed,
+        count(*) FILTER (WHERE sp1 IS NULL) AS sp1_missing,
+        sum(supports)::BIGINT AS claims_supported, coalesce(sum(n_unattributed), 0)::BIGINT AS claims_source_unknown,
+        count(*) FILTER (WHERE n_unsupported > 0) AS beside_unsupported,
+        count(*) FILTER (WHERE n_decided > 0) AS gr_decided"""
+
+
+def _ledger_flags(th: ledger.Thresholds) -> str:
+    """ledger.is_dead_weight and ledger.is_stale over a ledger row as SQL (tests hold them equal)."""
+    least = int(th.min_retrieved)
+    return (
+        f"n_retrieved >= {least} AND sp1_essential + sp1_not > 0 AND "
+        f"sp1_essential / (sp1_essential + sp1_not) <= {number_sql(th.dead_max_essential)} AS dead_weight, "
+        f"n_retrieved >= {least} AND gr_decided > 0 AND "
+        f"beside_unsupported / gr_decided >= {number_sql(th.stale_min_unsupported)} AS stale"
+    )
+
+
+def _ledger_sql(band: Band | None, th: ledger.Thresholds) -> str:
+    """`ledger`: one row per source over the runs in $runs, with its counts, shares and list flags."""
+    return f"""{_ledger_rows_sql(band, keyed=False)},
+        grouped AS (SELECT source, any_value(source_id) AS source_id, any_value(text_key) AS text_key,
+                           left(any_value(text), 300) AS text, {_LEDGER_COLUMNS}
+                    FROM rows GROUP BY source),
+        ledger AS MATERIALIZED (
+            SELECT *, sp1_essential / nullif(sp1_essential + sp1_not, 0) AS essential_share,
+                   beside_unsupported / nullif(gr_decided, 0) AS unsupported_share, {_ledger_flags(th)}
+            FROM grouped)"""
+
+
+def source_ledger(
+    path: str | Path,
+    run_ids: Sequence[str],
+    th: ledger.Thresholds = ledger.DEFAULT_THRESHOLDS,
+    band: Band | None = None,
+    limit: int | None = 100,
+) -> pd.DataFrame:
+    """The source ledger of these runs, grouped in DuckDB.
+
+    With a limit: at most `limit` rows of each list, in a column `list`: 'retrieved' (most retrieved
+    first), 'dead weight' (most retrieved, then least essential first) and 'stale' (most often beside
+    unsupported claims first), with the whole ledger's counts n_sources, n_dead and n_stale on every row.
+    Without: every source, most retrieved first (the export).
+    """
+    params = {"runs": list(run_ids)}
+    if limit is None:
+        return store.query(
+            path,
+            f"""{_ledger_sql(band, th)}
+            SELECT * FROM ledger ORDER BY n_retrieved DESC, source""",
+            params,
+        )
+    n = int(limit)
+    return store.query(
+        path,
+        f"""{_ledger_sql(band, th)},
+        lists AS (
+            (SELECT 'retrieved' AS list, * FROM ledger ORDER BY n_retrieved DESC, source LIMIT {n})
+            UNION ALL
+            (SELECT 'dead weight', * FROM ledger WHERE dead_weight
+             ORDER BY n_retrieved DESC, essential_share, source LIMIT {n})
+            UNION ALL
+            (SELECT 'stale', * FROM ledger WHERE stale
+             ORDER BY beside_unsupported DESC, unsupported_share DESC, source LIMIT {n}))
+        SELECT *, (SELECT count(*) FROM ledger) AS n_sources,
+               (SELECT count(*) FILTER (WHERE dead_weight) FROM ledger) AS n_dead,
+               (SELECT count(*) FILTER (WHERE stale) FROM ledger) AS n_stale
+        FROM lists""",
+        params,
+    )
+
+
+def source_retrievals(
+    path: str | Path, run_ids: Sequence[str], source: str, band: Band | None = None, limit: int = 500
+) -> pd.DataFrame:
+    """Where one source (its id or its text key) was retrieved in these runs: run_id, item_id, idx
+    (its position), the item's query, SP1's state and detail on it, the GR claims it supports (claim
+    indexes and texts), and its item's GR counts; with n_match, the number of retrievals, on every row."""
+    return store.query(
+        path,
+        f"""{_ledger_rows_sql(band, keyed=True)}
+        SELECT r.run_id, r.item_id, r.idx, r.source, r.source_id, r.text_key, r.text, i.query, r.sp1, r.sp1_detail,
+               r.supports, (SELECT list(c.text ORDER BY c.idx) FROM components c
+                            WHERE c.run_id = r.run_id AND c.item_id = r.item_id AND c.kind = 'claim'
+                              AND list_contains(r.claims, c.idx)) AS claims,
+               r.n_unsupported, r.n_decided, r.n_unattributed, count(*) OVER () AS n_match
+        FROM rows r JOIN items i USING (run_id, item_id)
+        ORDER BY r.run_id, r.item_id, r.idx LIMIT {int(limit)}""",
+        {"runs": list(run_ids), "source": source},
+    )

@@ -1,0 +1,254 @@
+"""The DuckDB store: the only module that imports duckdb.
+
+Connections are short-lived. DuckDB lets one read-write process lock the file, so writers open,
+write one batch from DataFrames in a single transaction, and close; readers open read-only.
+Both retry lock errors with jitter until a deadline, then raise StoreBusy.
+
+This module holds the connections, transactions and the migrations' application; query() and
+frame_query() run the named reads of evaluators/storage/queries/. Beside it: writes.py (every
+write), schema.py (the migrations), health.py (what a file is), ownership.py (a run's owner) and
+wide.py (each run's per-item score table).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Mapping
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Iterator, NamedTuple, Sequence
+
+import duckdb
+import pandas as pd
+
+from evaluators.storage.schema import MIGRATIONS
+from evaluators.storage.wide import column, count_column, refresh_wide
+
+# Replacement scans off: a table missing from the file is an error, not a lookup of a Python
+# variable of that name (a missing runs table would find this module's runs() function).
+_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "python_enable_replacements": False,
+}
+
+
+class StoreBusy(RuntimeError):
+    """Another process holds the DuckDB file past our deadline."""
+
+
+class StoreMissing(FileNotFoundError):
+    """A reader was pointed at a database file that does not exist."""
+
+
+class NotADatabase(ValueError):
+    """The path is not a RAG Triage database: a folder, a file of another format, another app's DuckDB file."""
+
+
+# DuckDB's base error: what reading a damaged file raises (health.py tells it from a busy file).
+Error = duckdb.Error
+
+
+def _is_busy(exc: Exception) -> bool:
+    """Another process holds the file lock, or (in this process) a read-only and a read-write
+    connection to one file refuse each other: both pass when the other side closes."""
+    text = str(exc).lower()
+    return ("lock" in text and ("could not set" in text or "conflicting" in text)) or "different configuration" in text
+
+
+@contextmanager
+def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0) -> Iterator[Any]:
+    """Open a short-lived connection, retrying DuckDB's file lock with jitter until `deadline_s`."""
+    path = str(path)
+    if read_only and not Path(path).exists():
+        raise StoreMissing(f"{path}: no such database file")
+    give_up = time.monotonic() + deadline_s
+    delay = 0.02
+    while True:
+        try:
+            con = duckdb.connect(path, read_only=read_only, config=_CONFIG)
+            break
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            if not _is_busy(exc):
+                raise
+            if time.monotonic() >= give_up:
+                raise StoreBusy(f"{path}: busy, another process is writing (gave up after {deadline_s:g} s)") from None
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+@contextmanager
+def transaction(con: Any) -> Iterator[Any]:
+    """BEGIN, then COMMIT, or ROLLBACK on any exception: a write is whole or absent."""
+    con.execute("BEGIN")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def migrate(path: str | Path) -> int:
+    """Create or upgrade the schema; returns the schema version."""
+    with connect(path) as con:
+        con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+        current = row[0] or 0
+        for version in range(current + 1, len(MIGRATIONS) + 1):
+            with transaction(con):
+                had_wide = has_table(con, "run_wide")
+                con.execute(MIGRATIONS[version - 1])
+                if not had_wide and has_table(con, "run_wide"):  # the runs written before it
+                    for (run_id,) in con.execute("SELECT DISTINCT run_id FROM items").fetchall():
+                        refresh_wide(con, run_id)
+                con.execute("INSERT INTO schema_version VALUES (?)", [version])
+        return len(MIGRATIONS)
+
+
+def has_table(con: Any, table: str) -> bool:
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?", [table]
+        ).fetchone()[0]
+    )
+
+
+FAILED_STATUSES = ("unparsed", "error", "timeout")  # a judge step that produced no verdict
+
+
+# ---------------------------------------------------------------- reads
+
+# Opening a DuckDB connection costs about 0.1 s here, more than most dashboard queries, so a page
+# reads its cache misses through one connection: reading() shares it within a block, then closes it.
+_SHARED: ContextVar[dict[str, Any] | None] = ContextVar("shared_reader", default=None)
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Let the reads of `path` inside this block share one read-only connection, opened on first use."""
+    outer = _SHARED.get()
+    if outer is not None and outer["path"] == str(path):
+        yield
+        return
+    with ExitStack() as stack:
+        token = _SHARED.set({"path": str(path), "con": None, "stack": stack})
+        try:
+            yield
+        finally:
+            _SHARED.reset(token)
+
+
+@contextmanager
+def _reader(path: str | Path, deadline_s: float = 10.0) -> Iterator[Any]:
+    """A read-only connection to `path`: the one reading() shares inside its block, else a new one."""
+    shared = _SHARED.get()
+    if shared is not None and shared["path"] == str(path):
+        if shared["con"] is None:
+            shared["con"] = shared["stack"].enter_context(connect(path, read_only=True, deadline_s=deadline_s))
+        yield shared["con"]
+        return
+    with connect(path, read_only=True, deadline_s=deadline_s) as con:
+        yield con
+
+
+def query(
+    path: str | Path,
+    sql: str,
+    params: Mapping[str, Any] | Sequence[Any] = (),
+    deadline_s: float = 10.0,
+    arrow: bool = False,
+) -> pd.DataFrame:
+    """Run one read-only query and return a DataFrame; named $params may be given as a dict.
+
+    Inside reading(path) it runs on the block's shared connection. `arrow`: fetched through Arrow (a
+    million rows in a tenth of a second, where building Python rows takes seconds); numbers come as
+    floats, NULL as NaN or None.
+    """
+    with _reader(path, deadline_s) as con:
+        return _fetch(con, sql, params if isinstance(params, Mapping) else list(params), arrow)
+
+
+def _fetch(con: Any, sql: str, params: Mapping[str, Any] | list[Any], arrow: bool) -> pd.DataFrame:
+    if arrow:
+        return con.sql(sql, params=params or None).to_arrow_table().to_pandas()
+    return con.execute(sql, params).df()
+
+
+# In-memory queries over DataFrames (the dashboard's cached run tables): a process-wide in-memory
+# DuckDB (no file, so no lock), one cursor per call so sessions on other threads do not share state.
+_MEMORY: list[Any] = []
+_MEMORY_LOCK = threading.Lock()
+
+
+class StoredRun(NamedTuple):
+    """A run's stored per-item score table (run_wide) in a database file, as a relation frame_query()
+    reads where it lies, with a score column and its two count columns for each of these metrics (the
+    caller names them all, in order: queries.runs.stored_table())."""
+
+    path: str
+    run_id: str
+    metrics: tuple[str, ...]
+
+
+def _stored_view(con: Any, name: str, run: StoredRun) -> None:
+    """A temporary view `name` on this connection: the run's rows of run_wide, a NULL column for a
+    metric no run has (so the run tables of one view have the same columns)."""
+    stored = {d[0] for d in con.execute("SELECT * FROM run_wide LIMIT 0").description}
+    cols = ", ".join(
+        c if c.strip('"') in stored else f"NULL::{kind} AS {c}"
+        for m in run.metrics
+        for c, kind in (
+            (column(m), "DOUBLE"),
+            (count_column(m, "scored"), "INTEGER"),
+            (count_column(m, "unsure"), "INTEGER"),
+        )
+    )
+    literal = "'" + run.run_id.replace("'", "''") + "'"  # a view takes no parameters
+    con.execute(f"""CREATE OR REPLACE TEMP VIEW {name} AS SELECT item_id, query, {cols}, n_failed, failed_metrics
+                    FROM run_wide WHERE run_id = {literal}""")
+
+
+def frame_query(
+    sql: str,
+    frames: Mapping[str, pd.DataFrame | StoredRun],
+    params: Mapping[str, Any] | Sequence[Any] = (),
+    arrow: bool = False,
+) -> pd.DataFrame:
+    """Run SQL over the relations given by name: DataFrames (in memory), or stored run tables, which
+    are read in their file (with the DataFrames beside them), never pulled into memory whole.
+    `arrow` as for query()."""
+    stored = [f for f in frames.values() if isinstance(f, StoredRun)]
+    args = params if isinstance(params, Mapping) else list(params)
+    if stored:
+        with _reader(stored[0].path) as con:
+            for name, frame in frames.items():
+                if isinstance(frame, StoredRun):
+                    _stored_view(con, name, frame)
+                else:
+                    con.register(name, frame)
+            try:
+                return _fetch(con, sql, args, arrow)
+            finally:
+                for name, frame in frames.items():
+                    if isinstance(frame, StoredRun):
+                        con.execute(f"DROP VIEW IF EXISTS {name}")
+                    else:
+                        con.unregister(name)
+    with _MEMORY_LOCK:
+        if not _MEMORY:
+            _MEMORY.append(duckdb.connect(":memory:", config=_CONFIG))
+        cursor = _MEMORY[0].cursor()
+    try:
+        for name, frame in frames.items():
+            cursor.register(name, frame)
+        return _fetch(cursor, sql, args, arrow)
+    finally:
+        cursor.close()
