@@ -3,11 +3,11 @@
     python -m benchmarks.train_judge [--folds 5] [--seed 27] [--dry-run]
 
 One seeded command that reproduces the shipped files from ../shared/datasets and our demo:
-- evaluators/judge_model.json: a logistic model per match type (support, essential, source_essential,
-  covers, addresses, answer_phrase) over that decision's signals (evaluators/signals.py), each weight kept to the
+- evaluators/judges/judge_model.json: a logistic model per match type (support, essential, source_essential,
+  covers, addresses, answer_phrase) over that decision's signals (evaluators/judges/signals.py), each weight kept to the
   direction its signal argues in, fitted on every licensed development example of its type
   (benchmarks/labelled.py), each data set's construction weighed equally (SOURCE_WEIGHT);
-- evaluators/calibration.json: per (match type, value) a binned isotonic curve from the model's raw
+- evaluators/judges/calibration.json: per (match type, value) a binned isotonic curve from the model's raw
   probability to p, fitted on out-of-fold probabilities (grouped cross-validation: a claim's or a
   question's examples stay in one fold), so the curve never sees a probability of a model fitted on
   its own example, and on real matches only (not the perturbed claims, all negatives in numbers we
