@@ -1,24 +1,17 @@
-"""Where the local judge is right when the offline judge is unsure: its logprob uncertainty band.
+"""Where the local judge is right: its logprob P("1") and the band of it that is unsure.
 
-In the cascade `--judge offline>local`, the local judge gets the matches the offline judge is unsure
-of, and its own verdicts are unsure when P("1") lies inside the logprob band. This asks the local
-judge the labelled matches of benchmarks/calibration.py that the offline judge is unsure of (at its
-default band): a seeded sample of up to N per match type, and prints, for candidate logprob bands,
-the share of the local verdicts inside the band (unsure) and the accuracy of those outside it.
+The local judge (Qwen2.5-Coder-1.5B through llama.cpp) reads P("1") / (P("0") + P("1")) from its first
+answer token, and its verdicts are unsure when that lies inside the logprob band. This asks it a seeded
+sample of the licensed development matches of benchmarks/labelled.py (up to N per learned match type, as
+many labelled 1 as 0 where there are, texts of at most MAX_CHARS so a call stays short) and prints, per
+match type, the ECE of P("1") and, for candidate bands, the unsure share and the accuracy of the rest: on
+all sampled matches and on those the offline judge is unsure of (what the cascade `offline>local` sends on).
 
-Measured 2026-11-25 (--per-type 60, load ~3; essentiality included since it is read from one token):
-142 matches (60 support, 33 essential, 49 covers; no SP1 source the offline judge was unsure of), 68%
-right at p >= 0.5. Accuracy outside the band rises slowly as the band widens: 0.74 at (0.4, 0.6) with
-25% unsure, 0.79 at (0.3, 0.7) with 45%, 0.82 at the default (0.2, 0.8) with 73%. No band makes the
-local judge both decisive and right on the matches the offline judge cannot settle, so the default
-stays the cautious one.
+TUNING RULE: development split only; the held-out examples are never built here.
 
-TUNING RULE: development split only (WikiEval rows 0-19, ExpertQA rand_val, the ARES few-shot sets,
-our demo); the held-out examples are never built here.
+    python -m benchmarks.logprob_band [--per-type 80] [--answers benchmarks/out/local_answers.json]
 
-    python -m benchmarks.logprob_band [--per-type 12] [--answers FILE]
-
-`--answers` keeps the local judge's p per match in a JSON file, so a rerun asks only new matches.
+`--answers` keeps the local judge's P("1") per match in a JSON file, so a rerun asks only new matches.
 """
 from __future__ import annotations
 
@@ -37,96 +30,95 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import calibration as cal  # noqa: E402
-from benchmarks.agreement import DEV, WIKIEVAL, load_wikieval  # noqa: E402
-from evaluators.core.confidence import CALIBRATED, DEFAULT_BANDS, LOGPROB, is_unsure  # noqa: E402
-from evaluators.core.records import Status  # noqa: E402
+from benchmarks.labelled import DEV_SPLIT, SEED, Example, examples  # noqa: E402
+from evaluators.core.confidence import DEFAULT_BANDS, LOGPROB  # noqa: E402
+from evaluators.core.records import CALIBRATED, Status  # noqa: E402
 from evaluators.judges import registry  # noqa: E402
+from evaluators.judges.calibration import LEARNED_TYPES  # noqa: E402
 
-SEED = 7
-# The match types the cascade can escalate and the local judge scores by logprob (essentiality from the
-# first token of its label, registry.LABEL_PROMPTS); SD is decided by the encoder in every judge.
-ESCALATED = (cal.SUPPORT, cal.ESSENTIAL, cal.SOURCE_ESSENTIAL, cal.COVERS)
-SCORED = registry.BINARY_PROMPTS | set(registry.LABEL_PROMPTS)
+MAX_CHARS = 2500  # the longest text of a sampled match: a 1.5B model on 2 cores reads ~100 tokens a second
+SCORED = registry.BINARY_PROMPTS | set(registry.LABEL_PROMPTS)  # prompts the local judge reads from one token
 
 
-def dev_examples() -> list[cal.Example]:
-    """The development labelled matches of benchmarks/calibration.py (no held-out example is built)."""
-    return (cal.wikieval_examples(load_wikieval(WIKIEVAL), DEV, cal.DEV_SPLIT) + cal.expertqa_examples("val")
-            + cal.ares_examples() + cal.demo_examples())
-
-
-def offline_unsure(examples: Sequence[cal.Example], per_type: int) -> list[cal.Example]:
-    """Up to `per_type` matches per escalated type that the offline judge is unsure of, seeded."""
-    rng = random.Random(SEED)
-    chosen: list[cal.Example] = []
-    for match_type in ESCALATED:
-        pool = [e for e in examples if e.match_type == match_type and e.prompt in SCORED]
-        unsure = [e for e in pool if (j := cal.judge(e)) is not None and is_unsure(cal._p(j), CALIBRATED)]
-        chosen += rng.sample(unsure, min(per_type, len(unsure)))
+def sample(per_type: int, seed: int = SEED) -> list[Example]:
+    """Up to `per_type` licensed development matches per learned match type, balanced by label, seeded."""
+    rng = random.Random(seed)
+    pool = [e for e in examples(DEV_SPLIT) if e.licensed and not e.perturbed and e.prompt in SCORED
+            and max(len(str(v)) for v in e.variables.values()) <= MAX_CHARS]
+    chosen: list[Example] = []
+    for match_type in LEARNED_TYPES:
+        for label in (0, 1):
+            group = [e for e in pool if e.match_type == match_type and e.label == label]
+            chosen += rng.sample(group, min(per_type // 2, len(group)))
     return chosen
 
 
-def key(example: cal.Example) -> str:
+def key(example: Example) -> str:
     """A stable id of a match: its prompt and variables."""
     return hashlib.sha256(json.dumps([example.prompt, example.variables], sort_keys=True).encode()).hexdigest()[:16]
 
 
-async def ask_local(examples: Sequence[cal.Example], known: dict[str, float | None],
+async def ask_local(todo: Sequence[Example], known: dict[str, float | None],
                     save: Callable[[dict[str, float | None]], None]) -> dict[str, float | None]:
     """P("1") of the local judge per match (None when it failed), asking only matches not in `known`."""
     from evaluators.judges import local_llm
 
-    todo = [e for e in examples if key(e) not in known]
-    if not todo:
+    missing = [e for e in todo if key(e) not in known]
+    if not missing:
         return known
     with local_llm.LocalServer() as server:
         judge = local_llm.judge(server, timeout=600.0)
-        for n, e in enumerate(todo, 1):
+        for n, e in enumerate(missing, 1):
             answer = await judge.ask(e.prompt, **e.variables)
-            ok = answer.status is Status.OK and answer.confidence is not None
-            known[key(e)] = answer.confidence.p if ok else None
+            ok = answer.status is Status.OK and answer.prob is not None
+            known[key(e)] = answer.prob if ok else None
             save(known)
-            print(f"{n}/{len(todo)} {e.match_type} label {e.label} p {known[key(e)]}", file=sys.stderr, flush=True)
+            print(f"{n}/{len(missing)} {e.match_type} label {e.label} p {known[key(e)]}", file=sys.stderr, flush=True)
     return known
 
 
-def band_table(rows: Sequence[tuple[str, int, float]]) -> list[str]:
-    """Per candidate band: the local verdicts inside it (unsure) and the accuracy of those outside."""
-    lines = ["| logprob band | unsure | accuracy outside | decided outside |", "|---|---:|---:|---:|"]
+def band_rows(scored: Sequence[tuple[int, float]]) -> list[str]:
+    """Per candidate band: the verdicts inside it (unsure) and the accuracy of those outside."""
+    lines = ["| band | unsure | accuracy outside |", "|---|---:|---:|"]
     for lo, hi in cal.CANDIDATE_BANDS:
-        outside = [(y, p) for _, y, p in rows if not lo < p < hi]
+        outside = [(y, p) for y, p in scored if not lo < p < hi]
         acc = sum(int(p >= 0.5) == y for y, p in outside) / len(outside) if outside else float("nan")
-        mark = " (default)" if (lo, hi) == DEFAULT_BANDS[LOGPROB] else ""
-        lines.append(f"| ({lo:.2f}, {hi:.2f}){mark} | {1 - len(outside) / len(rows):.0%} | {acc:.2f} "
-                     f"| {len(outside)}/{len(rows)} |")
+        lines.append(f"| ({lo:.2f}, {hi:.2f}) | {1 - len(outside) / len(scored):.0%} | {acc:.2f} |")
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--per-type", type=int, default=12, help="matches per match type (default 12)")
+    p.add_argument("--per-type", type=int, default=80, help="matches per match type (default 80)")
     p.add_argument("--answers", type=Path, default=None, help="JSON file keeping the local judge's p per match")
     args = p.parse_args(argv)
-    examples = offline_unsure(dev_examples(), args.per_type)
+    chosen = sample(args.per_type)
     known: dict[str, float | None] = (json.loads(args.answers.read_text()) if args.answers and args.answers.exists()
                                       else {})
 
     def save(answers: dict[str, float | None]) -> None:
         if args.answers:
+            args.answers.parent.mkdir(parents=True, exist_ok=True)
             args.answers.write_text(json.dumps(answers), encoding="utf-8")
 
-    got = asyncio.run(ask_local(examples, known, save))
-    rows = [(e.match_type, e.label, got[key(e)]) for e in examples if got.get(key(e)) is not None]
-    failed = len(examples) - len(rows)
+    got = asyncio.run(ask_local(chosen, known, save))
+    rows = [(e, got[key(e)]) for e in chosen if got.get(key(e)) is not None]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"# Local judge on development matches the offline judge is unsure of (at {DEFAULT_BANDS[CALIBRATED]})\n")
-    print(f"{len(rows)} answered of {len(examples)} ({failed} failed); load average {load}\n")
-    for name in (*ESCALATED, "all"):
-        part = [r for r in rows if name in ("all", r[0])]
-        if part:
-            ones = sum(y for _, y, _ in part)
-            print(f"## {name}: {len(part)} matches, {ones} labelled 1\n")
-            print("\n".join(band_table(part)) + "\n")
+    print(f"# The local judge on {len(rows)} licensed development matches ({len(chosen) - len(rows)} failed; "
+          f"load {load})\n\nECE over 10 bins; default logprob band {DEFAULT_BANDS[LOGPROB]}.\n")
+    for name in (*LEARNED_TYPES, "all"):
+        idx = [i for i, (e, _) in enumerate(rows) if name in ("all", e.match_type)]
+        if not idx:
+            continue
+        labels = [rows[i][0].label for i in idx]
+        raw = [rows[i][1] for i in idx]
+        unsure_offline = [i for i in idx if (j := cal.judge(rows[i][0])) is not None
+                          and cal._unsure(j, DEFAULT_BANDS[CALIBRATED])]
+        print(f"## {name}: {len(idx)} matches, {sum(labels)} labelled 1; ECE {cal.ece(raw, labels):.3f}\n")
+        print("\n".join(band_rows(list(zip(labels, raw)))) + "\n")
+        if unsure_offline:
+            print(f"of them, the {len(unsure_offline)} the offline judge is unsure of:\n")
+            print("\n".join(band_rows([(rows[i][0].label, rows[i][1]) for i in unsure_offline])) + "\n")
     return 0
 
 

@@ -50,11 +50,11 @@ def clear_caches() -> None:
     """Empty the offline judge's per-text caches (embeddings, passages, splits), as in a new process;
     MiniLM's word list stays."""
     from evaluators.core import text
-    from evaluators.judges import embeddings, evidence
+    from evaluators.judges import embeddings, evidence, signals
 
     embeddings._EMBED_CACHE.clear()
-    evidence._PASSAGES.clear()
-    for module in (evidence, text):
+    signals._PASSAGES.clear()
+    for module in (evidence, signals, text):
         for name, function in vars(module).items():
             if hasattr(function, "cache_clear") and name != "_vocabulary":
                 function.cache_clear()

@@ -6,11 +6,12 @@ at the band asked for), beside a content-word overlap baseline and the peer's or
 
 - RAGChecker meta-evaluation (ragchecker_meta_eval): 280 instances, each two answers to one query
   with a reference answer (gt_answer), and two annotators' 5-point preferences between the answers
-  on correctness, completeness and overall. Per answer, with `--protocol gr` two items:
+  on correctness, completeness and overall. Per answer, with `--protocol ref` (the default) one item,
+  (query, sources=[gt_answer], response=answer, reference=gt_answer), read as ref_precision /
+  ref_recall / ref_f1. With `--protocol gr` two items:
   (query, sources=[gt_answer], response=answer), whose GR is precision (correctness), and
   (query, sources=[answer], response=gt_answer), whose GR is recall (completeness); overall is
-  their F1. With `--protocol ref` one item, (query, sources=[gt_answer], response=answer,
-  reference=gt_answer), read as ref_precision / ref_recall / ref_f1. An empty answer, or one the
+  their F1. An empty answer, or one the
   judge finds no claim in, scores 0. The figure is the Spearman of metric(model2) - metric(model1)
   against each annotator's label over all records, as RAGChecker's meta_eval.py computes it.
   Development domains: kiwi, clapnq, novelqa, robustqa/fiqa, robustqa/lifestyle; held out:
@@ -31,7 +32,7 @@ The test split is held out: it is measured, never tuned on, and only aggregates 
 
     python -m benchmarks.people [--split dev|test] [--sets ragchecker,wice,lfqa,factcheck]
         [--judge offline|local|<model>|TIER>TIER] [--decompose-with TIER] [--band LO,HI]
-        [--protocol gr|ref] [--sample N] [--db FILE]
+        [--protocol ref|gr] [--sample N] [--db FILE]
 
 A rerun reads what the runs in --db already hold and judges only new units; the runs do not record
 the offline judge's code, so after that changes, give a new --db.
@@ -470,8 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--band", type=parse_band, default=None,
                    help="uncertainty band LO,HI to read the stored verdicts at (default: each judge kind's own)")
-    p.add_argument("--protocol", choices=tuple(PROTOCOL_METRICS), default="gr",
-                   help="RAGChecker items: gr (two GR items per answer) or ref (one item read as ref_*)")
+    p.add_argument("--protocol", choices=tuple(PROTOCOL_METRICS), default="ref",
+                   help="RAGChecker items: ref (one item per answer read as ref_*; default) or gr (two GR items)")
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="a seeded random sample of N units per data set (RAGChecker: N answer pairs)")
     p.add_argument("--db", type=Path, default=OUT / "people.duckdb", help="DuckDB file for the runs and judge cache")

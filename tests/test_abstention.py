@@ -233,7 +233,7 @@ def test_cli_export_and_diagnose_read_at_a_band(tmp_path: Path, capsys: pytest.C
     path = tmp_path / "c.duckdb"
     ownership.start_run(path, Run("r", "offline", {}, {}), 1)
     sqc = [Verdict(item_id="x", metric="sqc", component_kind="subquestion", component_idx=0, target="source:0",
-                   value=0.0, status=OK, p=0.4, p_kind=CALIBRATED, tier="offline")]
+                   value=0.0, status=OK, p=0.45, p_kind=CALIBRATED, tier="offline")]
     rqc = [Verdict(item_id="x", metric="rqc", component_kind="subquestion", component_idx=0, target="response",
                    value=0.0, status=OK, p=0.1, p_kind=CALIBRATED, tier="offline")]
     specs = {m: registry.METRICS[m] for m in ("sqc", "rqc")}

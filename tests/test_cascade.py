@@ -25,7 +25,7 @@ from test_access import EVALUATE, ROW, app, click, run, upload
 from test_runner import ROOT, TRIPLET, items, scores, write_jsonl
 
 from evaluators import cli
-from evaluators.core.confidence import is_unsure
+from evaluators.core.confidence import DEFAULT_BANDS, is_unsure
 from evaluators.core.records import CALIBRATED, CLAIM, LABEL, LOGPROB, Answer, Confidence, Elements, Status, unit
 from evaluators.judges import registry
 from evaluators.judges.cascade import CascadeJudge, parse_chain
@@ -335,7 +335,10 @@ def test_the_dry_run_of_a_cascade_counts_what_the_run_calls(tmp_path: Path, open
 
 
 def test_a_failing_last_tier_gives_visible_failures(tmp_path: Path, openai_server: OpenAIServer,
-                                                    evidence_as_p: None, capsys: pytest.CaptureFixture[str]) -> None:
+                                                    evidence_as_p: None, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A wide offline band: some verdicts of this item are sure to go on to the last tier, whatever the judge's p.
+    monkeypatch.setitem(DEFAULT_BANDS, CALIBRATED, (0.1, 0.9))
     data, db = write_jsonl(tmp_path / "in.jsonl", items(1)), tmp_path / "e.duckdb"
     openai_server.fail_when(lambda i, body: True, "garbage")
     assert evaluate(data, db, openai_server, "--metrics", "gr,rqc", "--decompose-with", "offline") == 5

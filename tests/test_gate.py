@@ -194,12 +194,11 @@ def test_real_runs_with_the_offline_judge(tmp_path: Path, capsys: pytest.Capture
     code, out, _ = _gate(db, capsys, "--baseline", "main", "--candidate", "main-again", "--metrics", "gr,rp,sp1")
     assert code == 0 and "no metric regressed" in out  # the same outputs never regress
     md = tmp_path / "pr.md"
-    # at the default band the offline judge is unsure of every wrong figure (p about 0.37): GR has no
-    # score in the candidate, and the gate fails on the items it left unscored rather than reading it
-    # as no change
+    # at the default band a figure the sources lack is sure evidence: every claim that lost its figure reads
+    # unsupported, GR drops on every item, and the gate fails on it
     code, out, _ = _gate(db, capsys, "--baseline", "main", "--candidate", "pr", "--metrics", "gr,sp1")
-    assert code == 1 and _row(out, "gr")[1:2] == ["0"] and _row(out, "gr")[-2:] == ["fewer", "scored"]
-    assert "gr: the candidate left" in out and _row(out, "sp1")[-1] == "ok"
+    assert code == 1 and _row(out, "gr")[1:2] == [str(len(rows))] and _row(out, "gr")[-1] == "regressed"
+    assert float(_row(out, "gr")[4]) < 0 and _row(out, "sp1")[-1] == "ok"
     # a band that decides them: every claim that lost its figure flipped, and the gate fails
     code, out, _ = _gate(db, capsys, "--baseline", "main", "--candidate", "pr", "--metrics", "gr,sp1",
                          "--band", "0.5,0.5", "--markdown", str(md))

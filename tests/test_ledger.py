@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from data import build_demo
 from data.demo_runs import RUNS, RUNS_DIR
 from evaluators import cli
+from evaluators.core.confidence import is_unsure
 from evaluators.core.records import CALIBRATED, LABEL, Component, Item, Run, Score, Status, Verdict
 from evaluators.metrics import ledger
 from evaluators.storage import ownership, queries, store, writes
@@ -206,7 +207,7 @@ def _hand_counts(db: Path, runs: list[str]) -> dict[str, Counter]:
         if v.run_id not in runs:
             continue
         item = sources[(v.run_id, v.item_id)]
-        unsure = v.p_kind == CALIBRATED and 0.35 < v.p < 0.65  # the offline judge's default band
+        unsure = v.p_kind == CALIBRATED and is_unsure(v.p, CALIBRATED)  # at the offline judge's default band
         state = "failed" if v.status != "ok" else "unsure" if unsure else "yes" if v.value == 1 else "no"
         if v.metric == "sp1":
             counts[ledger.source_key(item[v.component_idx])][f"sp1_{state}"] += 1

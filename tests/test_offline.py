@@ -188,7 +188,7 @@ def test_a_sentence_is_not_an_answer_phrase_and_a_phrase_has_its_own_calibration
     result = asyncio.run(metrics.evaluate_item(Item("s", question, ("A source.",), sentence), pick("rqc"),
                                                OfflineJudge()))
     assert decided(Item("s", question, ("A source.",), sentence), result, "rqc")["rqc"].value == 0.0
-    assert calibration.match_type("response_addresses_batch", {"response": sentence}) == calibration.COVERS
+    assert calibration.match_type("response_addresses_batch", {"response": sentence}) == calibration.ADDRESSES
     assert calibration.match_type("response_addresses_batch", {"response": "Kestrel"}) == calibration.ANSWER_PHRASE
     assert calibration.match_type("source_answers", {"source": "Kestrel"}) == calibration.COVERS
 

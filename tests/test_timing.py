@@ -99,7 +99,10 @@ def test_server_log_has_a_line_per_page_run(seeded: Path, tmp_path: Path) -> Non
         page.get_by_text("has no item with id 'nope'").wait_for()
         settle(page, 2)
         page.goto(f"{base}/Run?run=weak-retriever&quad=sqc:low,rqc:low")
-        page.get_by_role("button", name="Clear quadrant filter").click()
+        button = page.get_by_role("button", name="Clear quadrant filter")
+        button.wait_for()
+        settle(page, 3)  # the page's own run ends before the click starts the next one
+        button.click()
         page.get_by_text("6 matching items").wait_for()
         settle(page, 5)
         browser.close()

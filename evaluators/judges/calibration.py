@@ -1,14 +1,14 @@
-"""The offline judge's evidence score mapped to a calibrated p = P(match is 1).
+"""The offline judge's raw evidence mapped to a calibrated p = P(match is 1).
 
-The offline judge decides each match from an evidence score (evidence.py: a support, essentiality or
-coverage score; SD: the cosine to the most similar other sentence). This module maps
-(match type, the judge's value, its evidence score) to the probability that the match really is 1,
-read from a fitted table of plain data stored beside this module (calibration.json, reviewed in git).
+The offline judge decides each match from a raw score: for support, essentiality, a source's coverage,
+the response's coverage (an answer phrase apart) and source essentiality the probability its learned model gives (learned.py); for SD the cosine of a sentence to
+its most similar other one. This module maps (match type, the judge's value, that score) to the
+probability that the match really is 1, read from a fitted table of plain data stored beside this
+module (calibration.json, reviewed in git).
 
-Fitted by `python benchmarks/calibration.py --fit` on DEVELOPMENT data only: WikiEval rows 0-19, the
-ExpertQA val split (rand_val.jsonl), the ARES few-shot sets (nq, hotpotqa, multirc) and our demos
-(data/demo, data/grammar). The held-out data, WikiEval rows 20-49 and ExpertQA rand_test.jsonl, was never used to
-fit it: the benchmark only measures on it. The table records what it was fitted on.
+Fitted by `python -m benchmarks.train_judge` on licensed development data only, from out-of-fold
+probabilities (a model never scores the examples it was fitted on); the table records what it was
+fitted on. Held-out data is only measured (benchmarks/calibration.py).
 
 The curve of each (match type, value) is a binned isotonic fit: knots (score, p), linear between
 them and flat beyond them, non-decreasing in the score (non-increasing for SD, whose score is a
@@ -32,10 +32,13 @@ from evaluators.core.text import answer_phrase
 SUPPORT = "support"  # a claim is backed by the sources (GR; the peers' support prompts)
 ESSENTIAL = "essential"  # a fact or claim is essential to answer the query (RP, SP2)
 SOURCE_ESSENTIAL = "source_essential"  # a whole source holds something essential (SP1)
-COVERS = "covers"  # a source or the response answers a sub-question (SQC, RQC)
+COVERS = "covers"  # a source (or the whole set) answers a sub-question (SQC)
+ADDRESSES = "addresses"  # the response addresses a sub-question (RQC)
 ANSWER_PHRASE = "answer_phrase"  # RQC on a response that is a bare answer phrase (an extractive answer)
 SD = "sd"  # a sentence is distinct from every other one (cosine)
-MATCH_TYPES: tuple[str, ...] = (SUPPORT, ESSENTIAL, SOURCE_ESSENTIAL, COVERS, ANSWER_PHRASE, SD)
+# Decided by learned.py's models, each of its own (a bare phrase answers at any cosine: a model of its own).
+LEARNED_TYPES: tuple[str, ...] = (SUPPORT, ESSENTIAL, SOURCE_ESSENTIAL, COVERS, ADDRESSES, ANSWER_PHRASE)
+MATCH_TYPES: tuple[str, ...] = (*LEARNED_TYPES, SD)
 
 # The prompts whose offline answer is one of these decisions, with the judge's value as the match
 # value (yes = 1, no = 0 for the peers' line prompts). Prompts that turn a decision into something
@@ -52,12 +55,12 @@ PROMPT_TYPES: dict[str, str] = {
     "source_essential_batch": SOURCE_ESSENTIAL,
     "source_answers": COVERS,
     "source_answers_batch": COVERS,
-    "response_addresses": COVERS,
-    "response_addresses_batch": COVERS,
+    "response_addresses": ADDRESSES,
+    "response_addresses_batch": ADDRESSES,
 }
 
-# The prompts asking whether the response answers: an answer phrase gets its own curve there, since the
-# judge takes a phrase as written to answer whatever its score (evidence.covers).
+# The prompts asking whether the response answers: an answer phrase is decided and calibrated apart there,
+# since the judge takes a phrase as written to answer whatever its cosine (evidence.covers).
 RESPONSE_COVERS_PROMPTS = frozenset({"response_addresses", "response_addresses_batch"})
 
 

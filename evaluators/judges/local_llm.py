@@ -66,6 +66,7 @@ N_PARALLEL = 1
 CACHE_RAM_MIB = 2048  # ~70,000 cached prompt tokens: far more than a run's prompts share
 MAX_TOKENS = 1024  # server-side cap on a generated reply: a looping decomposition cannot run forever
 START_TIMEOUT_S = 180.0  # model load is ~2 s warm; a cold page cache on a slow disk takes longer
+LOG_FLUSH_S = 0.5  # how long a server that failed to start waits for llama.cpp to log why
 _LOG_PREFIX = re.compile(r"^[\d.]+ [A-Z] ")
 _LOG_ERROR = re.compile(r"^[\d.]+ E ")
 INSTALL_HINT = "the local judge is an optional extra: run `make local` (pip install -r requirements-local.txt)"
@@ -401,7 +402,13 @@ def _serve(gguf: str, n_ctx: int, n_threads: int, n_parallel: int) -> None:
     params.hostnames = ["127.0.0.1"]
     params.port = 0
     params.ui = False
-    server = xllamacpp.Server(params)
+    try:
+        server = xllamacpp.Server(params)
+    except Exception:
+        # llama.cpp logs from a thread of its own: give it a moment to write the cause (the parent
+        # reports its first error line) before this process exits on the exception.
+        time.sleep(LOG_FLUSH_S)
+        raise
     print(server.listening_address, flush=True)
     sys.stdin.buffer.read()  # EOF: the parent stopped us or died
     os._exit(0)  # skip native teardown: the OS reclaims everything at once

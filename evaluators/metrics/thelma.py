@@ -155,7 +155,7 @@ def sd_verdicts(item_id: str, similarity: np.ndarray | Cosines, threshold: float
     """SD match: a sentence repeats when its cosine to another sentence reaches the threshold.
 
     The verdict value is distinctness (1 distinct, 0 repeats), so SD is the mean: 1 - share repeating.
-    Its p = P(distinct) is calibrated from the cosine (evaluators/calibration.py); the embedded
+    Its p = P(distinct) is calibrated from the cosine (evaluators/judges/calibration.py); the embedded
     encoder decides SD whatever judge the run uses, so its tier is the offline one.
     `similarity` is read SD_BLOCK rows at a time, so a `Cosines` keeps a 1 MB response in bounded memory.
     """
