@@ -3,8 +3,9 @@
 The labels (data/demo/labels/*.jsonl) say, for 20 items of weak_retriever and 20 of
 verbose_generator, which rules' meaning is true of the item, read from its sources, its answer and
 the better retriever's answer; the note on each says why. They were written without looking at the
-judge's verdicts. The benchmark builds the demo database with the offline judge (or reads --db),
-imports the labels into a copy, and prints the trust report and the threshold suggestions.
+judge's verdicts. The benchmark builds the demo database with the offline judge, which imports them
+(or reads a copy of --db, importing them when it lacks them), and prints the trust report and the
+threshold suggestions.
 
     python benchmarks/trust_demo.py [--db data/demo.duckdb]
 """
@@ -21,13 +22,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluators.metrics import diagnosis
-from evaluators.metrics.registry import THELMA  # noqa: E402
-from evaluators.runs import labelling
-from evaluators.runs.labelling import load_labels  # noqa: E402
-from evaluators.storage import queries, writes  # noqa: E402
+from data import build_demo  # noqa: E402
+from evaluators.metrics import diagnosis  # noqa: E402
+from evaluators.runs import labelling  # noqa: E402
+from evaluators.storage import queries  # noqa: E402
 
-LABELS = ROOT / "data" / "demo" / "labels"
+LABELS = build_demo.LABELS
 
 
 def _fmt(x: float | None) -> str:
@@ -45,11 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             subprocess.run([sys.executable, "-m", "data.build_demo", "--db", str(db)], cwd=ROOT, check=True,
                            stdout=subprocess.DEVNULL)
+        build_demo.add_labels(db, emit=lambda _: None)
         for file in sorted(LABELS.glob("*.jsonl")):
             run = file.stem
-            items, components = queries.trust.label_targets(db, run)
-            writes.add_labels(db, run, load_labels(file, set(diagnosis.RULES), set(THELMA), items, components,
-                                                  author="demo labels"))
             report = labelling.report(db, run, {})
             print(f"\n## {run}: {len({l[0] for l in queries.trust.rule_labels(db, run).itertuples(index=False)})} "
                   f"labelled items, offline judge, Table 2's default thresholds")

@@ -21,17 +21,51 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Sequence
 
-from data.demo_runs import RUNS, RUNS_DIR
+from data.demo_runs import DEMO, RUNS, RUNS_DIR
 from evaluators.core.records import Item
 from evaluators.metrics.diagnosis import RULES, diagnose
 from evaluators.metrics.registry import THELMA
 from evaluators.runs.ingest import load_items
-from evaluators.storage import queries, store
+from evaluators.runs.labelling import load_labels
+from evaluators.storage import queries, store, writes
 
 METRICS = THELMA
 GRAMMAR_RUNS = ("grammar-bm25", "grammar-dense")
 GRAMMAR_GROUPS = 2  # semantic groups per SQL template: 72 items a run keeps the build under 2 minutes
 DEFAULT_DB = Path(__file__).resolve().parent / "demo.duckdb"
+# Our own labels, written by hand from the items (not by the judge): rule labels per run, and
+# corrections of single verdicts (SP1 sources, SD sentences, GR claims) in verdicts/, one file per run.
+LABELS = DEMO / "labels"
+LABELS_AUTHOR = "demo labels"
+
+
+def label_files(folder: Path = LABELS) -> list[tuple[str, Path]]:
+    """(run, labels file) for every demo labels file: rule labels, then verdict corrections."""
+    return [(f.stem, f) for f in [*sorted(folder.glob("*.jsonl")), *sorted((folder / "verdicts").glob("*.jsonl"))]]
+
+
+def add_labels(db: Path, emit: Callable[[str], None] = print) -> int:
+    """Import the demo's labels files into `db` as a labels upload does (all rows of a file or none),
+    skipping a file whose labels the database already holds; returns the labels written."""
+    written = 0
+    for run, file in label_files():
+        items, components = queries.trust.label_targets(db, run)
+        labels = load_labels(file, set(RULES), set(THELMA), items, components, author=LABELS_AUTHOR)
+        held = queries.trust.run_labels(db, run)
+        held = held[held["author"] == LABELS_AUTHOR]
+        have = set(
+            zip(held["item_id"], held["rule"].fillna(""), held["metric"].fillna(""), held["component"].fillna(-1))
+        )
+        if {
+            (x.item_id, x.rule or "", x.metric or "", -1 if x.component_idx is None else x.component_idx)
+            for x in labels
+        } <= have:
+            continue  # imported already
+        writes.add_labels(db, run, labels)
+        written += len(labels)
+    if written:
+        emit(f"{db}: added {written} demo labels")
+    return written
 
 
 def run_items(folder: Path = RUNS_DIR) -> dict[str, list[Item]]:
@@ -118,6 +152,7 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
     runs = run_items()
     usable, complete = stored_state(db, runs)
     if complete and not force:
+        add_labels(db, emit)  # a demo built before it shipped labels gets them, without judging again
         emit(f"{db}: demo is up to date")
         return rule_counts(db)
     from evaluators.judges import factory
@@ -140,6 +175,7 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
 
     for result in grammar_runs.build_demo(tmp, max_groups=GRAMMAR_GROUPS):
         emit(result.thelma.text())
+    add_labels(tmp, emit)
     os.replace(tmp, db)
     emit(f"built {db} in {time.monotonic() - started:.1f} s")
     return rule_counts(db)

@@ -1,7 +1,8 @@
 """Evaluate: upload JSONL, CSV or Parquet items, or a Phoenix, Langfuse, RAGAS or DeepEval export (its
 format detected, and changeable), pick a judge an admin listed (or a cascade that escalates the offline
 or local judge's unsure verdicts to another judge) and metrics, and run them into a new run of the
-database. Admins can also delete a run here."""
+database. It shows an example of the input with a template to download; admins can also delete a run
+here, once they have seen what it removes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import streamlit as st
 
 from evaluators.core.records import run_name_problem
 from evaluators.dashboard import access, markup, ui
+from evaluators.dashboard.views import evaluate as view
 from evaluators.judges import local_llm
 from evaluators.metrics.registry import THELMA
 from evaluators.storage import store
@@ -33,6 +35,7 @@ except access.ConfigError as exc:
     st.error(f"The judges listed in .streamlit/secrets.toml are malformed: {markup.md(exc)}")
     st.stop()
 
+view.input_format()
 upload = st.file_uploader(
     "Items file (JSONL, CSV or Parquet), or a Phoenix, Langfuse, RAGAS or DeepEval export",
     type=["jsonl", "csv", "parquet", "json"],
@@ -157,18 +160,4 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
     ui.page_link("runs", f"Open run {markup.md(name)}", {"run": name}, icon="📊")
 
 if me.can(access.ADMIN):
-    with st.expander("Delete a run (admins)"):
-        doomed = st.text_input(
-            "Name of the run to delete, with its items, scores and triage notes", key="delete_run_name"
-        ).strip()
-        if st.button("Delete run", key="delete_run", disabled=not doomed):
-            try:
-                counts = access.delete_run(ui.user(), str(path), doomed)
-            except access.Refused as exc:
-                st.error(markup.md(exc))
-            except (KeyError, store.StoreMissing):
-                st.error("There is no run with this name.")
-            except store.StoreBusy:
-                st.warning("The database is busy (a run or a save is writing), try again in a moment.")
-            else:
-                st.success(f"Deleted the run: {sum(counts.values())} rows.")
+    view.delete_run(path)

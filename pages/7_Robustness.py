@@ -1,4 +1,6 @@
-"""Robustness: GRAMMAR's gap, robust and non-robust groups, R and Acc per cluster, and which module to blame."""
+"""Robustness: whether answers stay right when a question is reworded (GRAMMAR): what the page answers and
+the one action it suggests, then gap, robust and non-robust groups, R and Acc per cluster, and which module to
+blame, with a glossary of these terms."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ import streamlit as st
 
 from evaluators import grammar
 from evaluators.dashboard import markup, reads, state, ui
+from evaluators.dashboard.views import robustness as view
 from evaluators.grammar import robustness
 from evaluators.storage import queries, store
 
 path = ui.page("Robustness")
+view.intro()
 MARK = {True: "✓ right", False: "✗ wrong"}
 
 
@@ -52,12 +56,10 @@ except store.StoreBusy:
     st.warning("The database is busy (a run or a save is writing), try again in a moment.")
     st.stop()
 
+st.info(f"**What to do:** {view.suggestion(rep)}")
 st.caption(
-    f"Run **{markup.md(run)}**. A semantic group is one filled SQL query with its text variants: a **gap** group has "
-    "no right answer, a **robust** one only right answers, a **non-robust** one both. "
-    "R = correct ÷ (items − items in gap groups); Acc = R × (1 − λ), λ = share of items in gap groups. "
-    "The *(retrieval)* columns are the paper's modular evaluation: wrong answers that saw the same documents "
-    "as a right sibling are LM shortfalls and count as right for the retriever."
+    f"Run **{markup.md(run)}**. A **gap** group has no right answer, a **robust** one only right answers, a "
+    "**non-robust** one both; R, Acc, λ and the *(retrieval)* columns are in the glossary above."
 )
 
 st.subheader(f"Clusters by {cluster_by.replace('_', ' ')}")

@@ -214,11 +214,13 @@ def test_evaluator_uploads_but_cannot_delete_runs(db: Path) -> None:
     assert not [b for b in at.button if b.key == "delete_run"]
 
 
-def test_admin_deletes_a_run_from_the_evaluate_page(db: Path) -> None:
+def test_admin_deletes_a_run_from_the_evaluate_page_once_confirmed(db: Path) -> None:
     at = run(app(EVALUATE, "admin"))
     at.text_input(key="delete_run_name").set_value("weak-retriever")
     run(at)
     click(at, "Delete run")
+    assert "weak-retriever" in run_ids(db) and not at.success  # nothing is deleted before the confirmation
+    click(at, "Yes, delete weak-retriever")
     assert any("Deleted the run" in s.value for s in at.success)
     assert "weak-retriever" not in run_ids(db)
     at.text_input(key="delete_run_name").set_value("no-such-run")

@@ -138,3 +138,48 @@ def test_demo_has_the_robustness_runs(demo: tuple[Path, dict]) -> None:
     assert (runs.loc[list(build_demo.GRAMMAR_RUNS), "status"] == "finished").all()
     judged = store.query(db, "SELECT run_id, count(*) AS n FROM grammar_correctness GROUP BY run_id")
     assert set(judged["run_id"]) == set(build_demo.GRAMMAR_RUNS) and (judged["n"] > 0).all()
+
+
+def _demo_labels(db: Path) -> dict[str, int]:
+    """Labels of our own per run in a demo database."""
+    held = store.query(db, "SELECT run_id, count(*) AS n FROM labels WHERE author = ? GROUP BY run_id",
+                       [build_demo.LABELS_AUTHOR])
+    return dict(zip(held["run_id"], held["n"]))
+
+
+def test_the_demo_ships_our_labels_on_several_runs_and_metrics(demo: tuple[Path, dict]) -> None:
+    db, _ = demo
+    lines: dict[str, int] = {}
+    for run, file in build_demo.label_files():
+        lines[run] = lines.get(run, 0) + len(file.read_text(encoding="utf-8").splitlines())
+    assert _demo_labels(db) == lines and set(lines) == set(demo_runs.RUNS)
+    corrected = store.query(db, "SELECT DISTINCT metric FROM labels WHERE metric IS NOT NULL")
+    assert set(corrected["metric"]) >= {"sp1", "sd", "gr"}
+
+
+def test_trust_opens_on_the_demo_s_labels(demo: tuple[Path, dict], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import app_db
+    from tests.test_pages import all_text, frame_with, open_page
+
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(demo[0].read_bytes())
+    for _ in app_db(path, monkeypatch):
+        at = open_page("pages/8_Trust.py")  # the newest THELMA run
+        table = frame_with(at, "labelled").set_index("target")
+        assert (table.loc[["SP1", "SD", "GR"], "labelled"] > 0).all()
+        assert table.loc[[t for t in table.index if t.startswith("T2.")], "labelled"].min() >= 20
+        assert table["agreement"].notna().sum() >= 5 and table["kappa"].notna().any()
+        assert any(text.startswith("**Labels on unsure verdicts:") for text in all_text(at))
+
+
+def test_a_demo_built_before_it_shipped_labels_gets_them_without_judging(demo: tuple[Path, dict],
+                                                                         tmp_path: Path) -> None:
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(demo[0].read_bytes())
+    with store.connect(path) as con:
+        con.execute("DELETE FROM labels")
+    said: list[str] = []
+    build_demo.build(path, emit=said.append)
+    assert _demo_labels(path) == _demo_labels(demo[0])
+    assert said == [f"{path}: added {sum(_demo_labels(path).values())} demo labels", f"{path}: demo is up to date"]

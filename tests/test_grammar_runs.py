@@ -17,6 +17,7 @@ from evaluators import grammar
 from evaluators.cli import grammar as grammar_cli
 from evaluators.cli import main
 from evaluators.core.records import Item
+from evaluators.dashboard.views.robustness import suggestion
 from evaluators.grammar import generate, pipeline, robustness, runs
 from evaluators.storage import queries, store, writes
 
@@ -121,13 +122,19 @@ def test_grammar_eval_takes_a_judge_chain_like_evaluate(tmp_path: Path, monkeypa
     assert len(errors) == 2 and all(e.startswith("error: ") for e in errors) and "--decompose-with local" in errors[1]
     assert not (tmp_path / "new.duckdb").exists()
 
-def test_robustness_page_shows_clusters_variants_and_blame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _judged_run_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The Robustness page on seed_run's run, its correctness judged."""
     db = tmp_path / "eval.duckdb"
     seed_run(db)
     runs.evaluate_correctness(db, "r1")
     monkeypatch.setenv("RAG_TRIAGE_DB", str(db))
     at = AppTest.from_file(str(ROOT / "pages" / "7_Robustness.py"), default_timeout=30)
     at.run()
+    return at
+
+
+def test_robustness_page_shows_clusters_variants_and_blame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _judged_run_page(tmp_path, monkeypatch)
     assert not at.exception
     clusters = at.dataframe[0].value.set_index("cluster")
     assert clusters.loc["tpl", "R"] == pytest.approx(0.75) and clusters.loc["tpl", "Acc"] == pytest.approx(0.5)
@@ -182,3 +189,35 @@ def test_offline_pipeline_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     # The CLI re-judges and reports the same run.
     assert _cli("grammar-eval", "--db", str(db), "--run", "demo", "--cluster-by", "text_template") == 0
     assert "clusters by text_template" in capsys.readouterr().out
+
+
+def test_robustness_page_opens_with_its_question_one_action_and_a_glossary(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _judged_run_page(tmp_path, monkeypatch)
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.markdown[0].value.startswith(
+        "Do answers stay right when the question is rephrased or its SQL template changes?")
+    # g3's wrong wording saw the documents of its right one: the generator, not retrieval, is to fix.
+    (action,) = [i.value for i in at.info if i.value.startswith("**What to do:**")]
+    assert "Fix the generator first" in action and "in 1 of the 1 wrong answers" in action
+    (glossary,) = [e for e in at.expander if e.label.startswith("Glossary")]
+    words = " ".join(m.value for m in glossary.markdown)
+    for term in ("**Gap group**", "**Robust group**", "**Non-robust group**", "**λ (lambda)**", "**R (robustness)**",
+                 "**Acc (accuracy)**", "**Blame**", "**LM shortfall**", "**possible retrieval failure**"):
+        assert term in words, term
+
+
+def _report(groups: dict[str, int], blame: dict[str, str]) -> robustness.Report:
+    every = robustness.Figures(grammar.ALL, items=12, correct=6, gap_items=3, unscored=0, groups=groups)
+    return robustness.Report("r", "sql_template", {}, {grammar.ALL: every}, {grammar.ALL: every}, {}, blame,
+                             pd.DataFrame())
+
+
+def test_the_robustness_action_follows_what_the_report_found() -> None:
+    mixed = {grammar.GAP: 1, grammar.ROBUST: 2, grammar.NON_ROBUST: 2}
+    retrieval = suggestion(_report(mixed, {"a": grammar.RETRIEVAL, "b": grammar.RETRIEVAL, "c": grammar.LM}))
+    assert retrieval.startswith("Fix retrieval first: 2 of the 3 wrong answers")
+    assert suggestion(_report(mixed, {"a": grammar.LM})).startswith("Fix the generator first")
+    gaps = suggestion(_report({grammar.GAP: 2, grammar.ROBUST: 3, grammar.NON_ROBUST: 0}, {}))
+    assert gaps.startswith("No wording changes an answer, but 2 question(s) are never answered right")
+    assert suggestion(_report({grammar.GAP: 0, grammar.ROBUST: 3, grammar.NON_ROBUST: 0}, {})).startswith("Nothing to fix")

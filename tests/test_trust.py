@@ -1,7 +1,16 @@
 """Trust arithmetic against cases computed by hand."""
 import pytest
 
-from evaluators.metrics.trust import Confusion, confusion, kappa, kappa_interval, suggest_threshold, trust
+from evaluators.metrics.trust import (
+    Confusion,
+    Unsure,
+    confusion,
+    kappa,
+    kappa_interval,
+    suggest_threshold,
+    trust,
+    unsure_tally,
+)
 
 JUDGE = [1, 1, 0, 0, 1, 0, 1, 0, 1, 1]
 HUMAN = [1, 0, 0, 0, 1, 1, 1, 0, 1, 0]
@@ -106,3 +115,9 @@ def test_a_fitted_threshold_diagnoses_each_item_at_most_twice_and_equals_trying_
     best_k, best_t = max(((k, t) for t in candidates if (k := kappa_at(t)) is not None),
                          key=lambda kt: (kt[0], -abs(kt[1] - 0.5)))
     assert (s.best, s.kappa_best, s.kappa_now) == (best_t, best_k, kappa_at(0.5))
+
+
+def test_labels_on_unsure_calls_are_tallied_per_target_in_order() -> None:
+    tally = unsure_tally([("gr", 1), ("sp1", 0), ("gr", 0), ("gr", 1)], ["sp1", "gr", "rp"])
+    assert tally == [Unsure("sp1", 1, 0), Unsure("gr", 3, 2)]
+    assert unsure_tally([], ["gr"]) == []

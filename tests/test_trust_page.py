@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from evaluators.core.records import Label
 from evaluators.runs import labelling
 from evaluators.storage import store, writes
 from tests.seed import set_scores
-from tests.test_pages import frame_with, open_page
+from tests.test_pages import all_text, frame_with, open_page
 
 RUN = "weak-retriever"
 
@@ -97,3 +98,30 @@ def test_disagreements_name_a_corrected_component_and_leave_a_rule_s_cell_empty(
     assert table.loc[table["target"] == "GR", "component"].tolist() == [int(gr[0])]
     assert table.loc[table["target"].str.startswith("T2"), "component"].isna().all()
     assert table["target"].str.startswith("T2").any()
+
+
+def test_a_label_on_an_unsure_verdict_is_neither_agreement_nor_disagreement(db: Path) -> None:
+    # q01's GR claim verdicts: the judge is unsure of one (p 0.50, inside the offline band), sure of another.
+    (unsure, judged), (sure, sure_value) = store.query(
+        db, """SELECT component_idx, value FROM verdicts WHERE run_id = ? AND item_id = 'q01' AND metric = 'gr'
+               AND status = 'ok' ORDER BY component_idx LIMIT 2""", [RUN]).values.tolist()
+    with store.connect(db) as con:
+        con.execute("""UPDATE verdicts SET p = 0.5, p_kind = 'calibrated' WHERE run_id = ? AND item_id = 'q01'
+                       AND metric = 'gr' AND component_idx = ?""", [RUN, int(unsure)])
+    # A person settles the unsure verdict the way the judge leaned: that is not agreement with the judge.
+    writes.add_labels(db, RUN, [Label("q01", int(judged), metric="gr", component_idx=int(unsure))])
+    at = open_page("pages/8_Trust.py", run=RUN)
+    gr = _row(at, "GR")
+    assert gr["labelled"] == 0 and pd.isna(gr["agreement"]) and pd.isna(gr["kappa"])
+    shown = all_text(at)
+    assert not any("every labelled call agrees" in text for text in shown)
+    assert f"**Labels on unsure verdicts: 1, of which people said 1: {int(judged)}.**" in shown
+    # A correction of a sure verdict is a disagreement; the unsure one stays out of every figure.
+    writes.add_labels(db, RUN, [Label("q01", 1 - int(sure_value), metric="gr", component_idx=int(sure))])
+    at = open_page("pages/8_Trust.py", run=RUN)
+    gr = _row(at, "GR")
+    assert gr["labelled"] == 1 and gr["agreement"] == 0.0
+    assert frame_with(at, "people")["component"].tolist() == [int(sure)]
+    # Where the band holds p 0.50 no longer, the judge's call on it is sure, and both labels count.
+    gr = _row(open_page("pages/8_Trust.py", run=RUN, band="0.5,0.5"), "GR")
+    assert gr["labelled"] == 2 and gr["agreement"] == 0.5

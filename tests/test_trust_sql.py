@@ -13,7 +13,7 @@ from evaluators.core.confidence import CALIBRATED, Band
 from evaluators.core.records import Component, Item, Label, Run, Status, Verdict
 from evaluators.metrics import diagnosis, registry, trust
 from evaluators.metrics.registry import THELMA
-from evaluators.metrics.thelma import rescore
+from evaluators.metrics.thelma import rescore, with_band
 from evaluators.runs import labelling
 from evaluators.storage import ownership, queries, store, writes
 
@@ -36,7 +36,8 @@ def python_report(path: Path, run_id: str, thresholds: dict, band: Band | None) 
     scores = _every_item(path, run_id, band)
     saved = queries.trust.rule_labels(path, run_id)
     triage = queries.trust.triage_verdicts(path, run_id)
-    corrections = queries.trust.verdict_corrections(path, run_id).dropna(subset=["judge"])
+    every = queries.trust.verdict_corrections(path, run_id, band)
+    corrections = every.dropna(subset=["judge"])
     fired = {item: _fires(s, th) for item, s in scores.items()}
     rule_labels = list(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None))
     pairs = trust.rule_pairs(rule_labels, dict(zip(triage["item_id"], triage["label"])), fired, labelling.RULE_IDS)
@@ -48,7 +49,9 @@ def python_report(path: Path, run_id: str, thresholds: dict, band: Band | None) 
         m, {item: None if s.get(m) is None else s[m].value for item, s in scores.items()},
         [l for l in labelled if labelling._reads(l[1], m)], th, lambda item, at: _fires(scores[item], at))
         for m in THELMA]
-    return labelling.Report(rows, trust.disagreements(pairs), suggestions)
+    on_unsure = every[every["unsure"].astype(bool)]
+    unsure = trust.unsure_tally(list(zip(on_unsure["metric"], on_unsure["label"].astype(int))), list(THELMA))
+    return labelling.Report(rows, trust.disagreements(pairs), suggestions, unsure)
 
 
 def python_queue(path: Path, run_id: str, thresholds: dict, band: Band | None, limit: int) -> list[tuple]:
@@ -135,13 +138,18 @@ def _unsure_run(path: Path, n: int, rng: random.Random) -> None:
                           scores=list(rescore(item, verdicts, specs).values()))
 
 
+def _labelled_unsure_run(tmp_path: Path, n: int, n_labels: int, seed: int) -> tuple[Path, random.Random]:
+    """_unsure_run with random labels on it (_label), seeded; the path and the generator, for more draws."""
+    path, rng = tmp_path / "unsure.duckdb", random.Random(seed)
+    _unsure_run(path, n, rng)
+    _label(path, RUN, rng, n_labels)
+    return path, rng
+
+
 @pytest.mark.parametrize("band", [None, (0.2, 0.8), (0.45, 0.6)])
 def test_report_and_queue_equal_the_python_definition_with_unsure_verdicts(tmp_path: Path,
                                                                            band: Band | None) -> None:
-    path = tmp_path / "unsure.duckdb"
-    rng = random.Random(7)
-    _unsure_run(path, 80, rng)
-    _label(path, RUN, rng, 60)
+    path, rng = _labelled_unsure_run(tmp_path, 80, 60, seed=7)
     assert not queries.trust.unsure_counts(path, RUN, band).empty, "the run has unsure verdicts at the band"
     for th in ({}, _thresholds(rng)):
         assert labelling.report(path, RUN, th, band) == python_report(path, RUN, th, band)
@@ -194,3 +202,23 @@ def test_the_kappa_interval_equals_its_draw_by_draw_definition(n: int) -> None:
     human = [j if rng.random() < 0.7 else 1 - j for j in judge]
     assert trust.kappa_interval(judge, human) == _interval_by_draws(judge, human)
     assert trust.kappa_interval(judge, human, samples=50) == _interval_by_draws(judge, human, samples=50)
+
+
+@pytest.mark.parametrize("band", [None, (0.2, 0.8), (0.45, 0.6)])
+def test_a_correction_s_judge_call_is_sure_or_unsure_as_the_band_reads_its_verdicts(tmp_path: Path,
+                                                                                    band: Band | None) -> None:
+    path, _ = _labelled_unsure_run(tmp_path, 40, 80, seed=11)
+    verdicts = store.query(path, "SELECT * FROM verdicts WHERE run_id = ?", [RUN])
+    rows = queries.trust.verdict_corrections(path, RUN, band)
+    assert rows["unsure"].any() and rows["judge"].notna().any()
+    for r in rows.itertuples(index=False):
+        part = verdicts[(verdicts["item_id"] == r.item_id) & (verdicts["metric"] == r.metric)
+                        & (verdicts["component_idx"] == r.component_idx)]
+        vs = [Verdict(v.item_id, v.metric, v.component_kind, int(v.component_idx), v.target,
+                      None if pd.isna(v.value) else float(v.value), Status(v.status),
+                      p=None if pd.isna(v.p) else float(v.p), p_kind=v.p_kind) for v in part.itertuples()]
+        banded = with_band(vs, band)  # each verdict as the scores read it
+        sure_one = any(v.status is Status.OK and v.value == 1 for v in banded)
+        all_sure = bool(banded) and all(v.status is Status.OK for v in banded)
+        assert r.unsure == (not sure_one and any(v.status is Status.UNSURE for v in banded))
+        assert (None if pd.isna(r.judge) else int(r.judge)) == (1 if sure_one else 0 if all_sure else None)

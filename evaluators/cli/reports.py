@@ -153,6 +153,8 @@ def trust(args: argparse.Namespace) -> int:
         f"wrote {len(result.rows)} targets to {args.out}: {len(labelled)} with labels, "
         f"{len(result.disagreements)} disagreements"
     )
+    for u in result.unsure:  # neither agreement nor disagreement: the judge made no call there
+        print(f"labels on unsure verdicts of {u.target}: {u.n_labelled}, of which people said 1: {u.said_one}")
     for suggestion in result.suggestions:
         if suggestion.best is not None:
             print(f"suggested threshold: {suggestion.metric}={suggestion.best:g} ({suggestion.why})")

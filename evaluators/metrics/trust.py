@@ -195,6 +195,26 @@ def disagreements(pairs: Sequence[Pair]) -> list[Pair]:
     )
 
 
+@dataclass(frozen=True)
+class Unsure:
+    """People's labels on one target's calls the judge was unsure of (p inside its band). The judge made
+    no call there, so they are neither agreement nor disagreement: they say how people decided them."""
+
+    target: str
+    n_labelled: int
+    said_one: int  # how many of them people labelled 1
+
+
+def unsure_tally(labels: Sequence[tuple[str, int]], targets: Sequence[str]) -> list[Unsure]:
+    """Per target with labels on unsure calls, in the given order (others after): how many, and how many
+    people labelled 1. `labels` are (target, human label) pairs."""
+    counts: dict[str, list[int]] = {}
+    for target, human in labels:
+        counts.setdefault(target, []).append(int(human))
+    order = [t for t in targets if t in counts] + [t for t in counts if t not in targets]
+    return [Unsure(t, len(counts[t]), sum(counts[t])) for t in order]
+
+
 MIN_LABELS_TO_SUGGEST = 10  # fewer labelled rule calls than this cannot move a threshold with any confidence
 
 

@@ -28,11 +28,13 @@ THIN = 2  # a metric decided from this many scored verdicts or fewer is thin evi
 
 @dataclass(frozen=True)
 class Report:
-    """A run's trust figures: a row per THELMA metric then per rule, the disagreements, and suggestions."""
+    """A run's trust figures: a row per THELMA metric then per rule (over the calls the judge was sure of),
+    the disagreements, suggestions, and how people labelled the verdicts the judge was unsure of."""
 
     rows: list[trust.Trust]
     disagreements: list[trust.Pair]
     suggestions: list[trust.Suggestion]
+    unsure: list[trust.Unsure]
 
 
 def _table(path: str | Path, run_id: str, band: Band | None) -> queries.sql.RunTable:
@@ -69,7 +71,8 @@ class Labelled:
 
     rule_labels: tuple[tuple[str, str, int], ...]  # (item, rule, label): the latest per item and rule
     triage: dict[str, int]  # the latest confirmed (1) / false alarm (0) triage note per item
-    corrections: tuple[trust.Pair, ...]  # verdict corrections beside the judge's verdict
+    corrections: tuple[trust.Pair, ...]  # verdict corrections beside the judge's sure verdict
+    on_unsure: tuple[tuple[str, int], ...]  # (metric, label): corrections of verdicts the judge was unsure of
     scores: dict[str, dict[str, Score | None]]  # the THELMA scores of the run's rule-labelled items
     readings: dict[str, dict[str, tuple[str, float] | None]]  # what the rules read of them (diagnosis.readings)
     midpoints: dict[str, list[float]]  # threshold candidates of the metrics that can have enough labels
@@ -82,7 +85,8 @@ def labelled(path: str | Path, run_id: str, band: Band | None = None) -> Labelle
     with store.reading(path):
         saved = queries.trust.rule_labels(path, run_id)
         triage = queries.trust.triage_verdicts(path, run_id)
-        corrections = queries.trust.verdict_corrections(path, run_id).dropna(subset=["judge"])
+        every = queries.trust.verdict_corrections(path, run_id, band)
+        corrections, on_unsure = every.dropna(subset=["judge"]), every[every["unsure"].astype(bool)]
         rule_labels = tuple(saved[["item_id", "rule", "label"]].itertuples(index=False, name=None))
         table = _table(path, run_id, band)
         scores = _scores(queries.trust.run_rows(table, sorted({l[0] for l in rule_labels} | set(triage["item_id"]))))
@@ -102,6 +106,7 @@ def labelled(path: str | Path, run_id: str, band: Band | None = None) -> Labelle
             trust.Pair(r.metric, r.item_id, int(r.judge), int(r.label), int(r.component_idx))
             for r in queries.sql.rows(corrections)
         ),
+        tuple(zip(on_unsure["metric"], on_unsure["label"].astype(int).tolist())),
         scores,
         _read(scores),
         {m: midpoints["midpoint"][midpoints["metric"] == m].tolist() for m in possible},
@@ -110,6 +115,9 @@ def labelled(path: str | Path, run_id: str, band: Band | None = None) -> Labelle
 
 def judged(labels: Labelled, thresholds: Mapping[str, float]) -> Report:
     """Every label against the judge at these thresholds (labelled() read them at the band).
+
+    A correction of a verdict the judge was unsure of at the band is neither agreement nor
+    disagreement (the judge made no call): it is counted apart, in the report's `unsure`.
 
     A rule's call of interest is "fired" (its precision: how often a fired rule was right); a metric's
     is the "low" verdict, 0 (how often a verdict of "not supported / not covered" was right). Rules
@@ -133,7 +141,7 @@ def judged(labels: Labelled, thresholds: Mapping[str, float]) -> Report:
         )
         for m in THELMA
     ]
-    return Report(rows, trust.disagreements(pairs), suggestions)
+    return Report(rows, trust.disagreements(pairs), suggestions, trust.unsure_tally(labels.on_unsure, list(THELMA)))
 
 
 def report(path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None = None) -> Report:

@@ -13,6 +13,7 @@ import streamlit as st
 from evaluators.core.confidence import Band
 from evaluators.core.records import Label
 from evaluators.dashboard import access, markup, reads, state, ui
+from evaluators.metrics import trust
 from evaluators.metrics.diagnosis import RULES, diagnose
 from evaluators.metrics.registry import THELMA
 from evaluators.runs import labelling, pairs
@@ -87,6 +88,7 @@ def agreement_tab(run_id: str, report: labelling.Report) -> None:
         "An empty cell is a figure that is not defined (no labels, or one class only), never a 0. Precision "
         "is the share of the judge's calls (a fired rule, a low verdict) that people confirmed."
     )
+    _unsure(report.unsure)
     labelled = [t for t in report.rows if t.n_labelled]
     _confusions(labelled)
 
@@ -99,6 +101,18 @@ def agreement_tab(run_id: str, report: labelling.Report) -> None:
     )
     _disagreements(run_id, report, bool(labelled))
     _suggestions(report)
+
+
+def _unsure(tallies: list[trust.Unsure]) -> None:
+    """How people decided the verdicts the judge was unsure of: counted apart from agreement."""
+    n, said_one = sum(u.n_labelled for u in tallies), sum(u.said_one for u in tallies)
+    st.markdown(f"**Labels on unsure verdicts: {n}, of which people said 1: {said_one}.**")
+    st.caption(
+        "A verdict is unsure when the judge's p lies inside its uncertainty band (the sidebar's). The judge "
+        "made no call there, so a label on it is neither agreement nor disagreement: the figures above count "
+        "only the verdicts the judge was sure of."
+        + "".join(f" {u.target.upper()}: {u.n_labelled}, people said 1 on {u.said_one}." for u in tallies)
+    )
 
 
 def _confusions(labelled: list[Any]) -> None:
@@ -120,7 +134,7 @@ def _disagreements(run_id: str, report: labelling.Report, labelled: bool) -> Non
     """The labelled calls people disagree with, each linked to its item's verdicts."""
     st.subheader("Disagreements")
     if not report.disagreements:
-        st.caption("None: every labelled call agrees with the judge." if labelled else "No labels yet.")
+        st.caption("None: every labelled call agrees with the judge." if labelled else "No labelled calls yet.")
     else:
         rows = pd.DataFrame(
             [

@@ -1,5 +1,6 @@
 """Reads of items: one item whole (its scores, components, verdicts and judge calls), its neighbours,
-its claims' verdicts, its triage notes and imported scores, the items of a search, and items' inputs.
+its claims' verdicts, its triage notes and imported scores, the items of a search, items' inputs, and what a run holds (before it is
+deleted).
 """
 
 from __future__ import annotations
@@ -168,3 +169,19 @@ def item_inputs(path: str | Path, run_ids: Sequence[str], item_ids: Sequence[str
                                 ORDER BY run_id, item_id""",
         {"runs": list(run_ids), "items": list(item_ids)},
     )
+
+
+def run_contents(path: str | Path, run_id: str) -> dict[str, int] | None:
+    """What deleting a run removes, counted: its items, verdicts, labels and triage notes; None when the
+    database holds no run of this name."""
+    frame = store.query(
+        path,
+        """
+        SELECT (SELECT count(*) FROM items WHERE run_id = $run) AS items,
+               (SELECT count(*) FROM verdicts WHERE run_id = $run) AS verdicts,
+               (SELECT count(*) FROM labels WHERE run_id = $run) AS labels,
+               (SELECT count(*) FROM triage WHERE run_id = $run) AS notes
+        FROM runs WHERE run_id = $run""",
+        {"run": run_id},
+    )
+    return None if frame.empty else {str(k): int(v) for k, v in frame.iloc[0].items()}

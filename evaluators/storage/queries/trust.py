@@ -46,13 +46,16 @@ def triage_verdicts(path: str | Path, run_id: str) -> pd.DataFrame:
     )
 
 
-def verdict_corrections(path: str | Path, run_id: str) -> pd.DataFrame:
-    """The latest correction per (item, metric, component) beside the judge's verdict for it.
+def verdict_corrections(path: str | Path, run_id: str, band: Band | None = None) -> pd.DataFrame:
+    """The latest correction per (item, metric, component) beside the judge's call on it at `band`.
 
-    Columns item_id, metric, component_idx, label, judge, note, author, created_at. `judge` is the
-    component's value: for SQC, 1 when any source (or the whole set) covers the sub-question; NULL
-    when a verdict it depends on failed, or the component no longer exists.
+    Columns item_id, metric, component_idx, label, judge, unsure, note, author, created_at. `judge` is
+    the component's value from the verdicts the judge was sure of (p outside the band; for SQC, 1 when
+    any source or the whole set surely covers the sub-question); NULL when the judge was unsure of it
+    (`unsure` is then true: p inside the band and no sure 1, as SQC folds), when a verdict it depends
+    on failed, or when the component no longer exists.
     """
+    unsure = unsure_sql(band)
     return store.query(
         path,
         f"""
@@ -63,12 +66,15 @@ def verdict_corrections(path: str | Path, run_id: str) -> pd.DataFrame:
             FROM labels WHERE run_id = $run AND metric IS NOT NULL GROUP BY ALL),
         judged AS (
             SELECT item_id, metric, component_idx,
-                   CASE WHEN max(value) FILTER (WHERE status = 'ok') = 1 THEN 1
-                        WHEN count(*) FILTER (WHERE status NOT IN {NOT_FAILED}) = 0
-                             AND count(*) FILTER (WHERE status = 'ok') > 0 THEN 0 END AS judge
+                   coalesce(bool_or(status = 'ok' AND NOT {unsure} AND value = 1), FALSE) AS sure_one,
+                   count(*) FILTER (WHERE status NOT IN {NOT_FAILED}) AS n_failed,
+                   count(*) FILTER (WHERE {unsure}) AS n_unsure,
+                   count(*) FILTER (WHERE status = 'ok') AS n_ok
             FROM verdicts WHERE run_id = $run AND component_idx >= 0
                                 AND item_id IN (SELECT item_id FROM latest) GROUP BY ALL)
-        SELECT l.item_id, l.metric, l.component_idx, l.label, j.judge, l.note, l.author, l.created_at
+        SELECT l.item_id, l.metric, l.component_idx, l.label,
+               CASE WHEN j.sure_one THEN 1 WHEN j.n_failed = 0 AND j.n_unsure = 0 AND j.n_ok > 0 THEN 0 END AS judge,
+               coalesce(NOT j.sure_one AND j.n_unsure > 0, FALSE) AS unsure, l.note, l.author, l.created_at
         FROM latest l LEFT JOIN judged j USING (item_id, metric, component_idx)
         ORDER BY l.item_id, l.metric, l.component_idx""",
         {"run": run_id},

@@ -1,0 +1,115 @@
+"""The Evaluate page's helpers: what an input file looks like (with a template to download), and deleting
+a run only once the admin has seen what it removes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import streamlit as st
+
+from evaluators.dashboard import access, markup, reads, ui
+from evaluators.storage import queries, store
+
+# Three items in the form `evaluate` reads: one per line, the optional fields on the last two.
+TEMPLATE_ITEMS = (
+    {
+        "id": "q1",
+        "query": "How much does an adult single ticket on the Red route cost?",
+        "sources": ["An adult single ticket on the Red or Blue route costs 6.40 euros."],
+        "response": "An adult single ticket on the Red route costs 6.40 euros.",
+    },
+    {
+        "id": "q2",
+        "query": "When does the ticket office open, and where is the head office?",
+        "sources": [
+            "Port Corvey terminal's ticket office opens at 05:45 every day.",
+            "The head office is at 14 Quayside Row in Port Corvey.",
+        ],
+        "response": "The ticket office opens at 05:45. The head office is at 14 Quayside Row.",
+        "metadata": {"retriever": "bm25", "topic": "terminals"},
+    },
+    {
+        "id": "q3",
+        "query": "Can I bring my dog on board?",
+        "sources": ["Dogs are welcome on the outer decks if they are on a lead."],
+        "response": "Yes, dogs on a lead may travel on the outer decks.",
+        "reference": "Dogs on a lead may travel on the outer decks, not in the indoor lounges.",
+    },
+)
+TEMPLATE = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in TEMPLATE_ITEMS)
+
+
+def input_format() -> None:
+    """An example of the input and a three-line template to download."""
+    st.caption(
+        "One item per line: `query`, `sources` (a list of the retrieved texts) and `response` are required; "
+        "`id`, `reference` (a golden answer, for the `ref_*` metrics) and `metadata` are optional. CSV and "
+        "Parquet take the same columns (`sources` as a JSON list in CSV)."
+    )
+    with st.expander("Example of the input (JSONL)"):
+        st.code(json.dumps(TEMPLATE_ITEMS[1], indent=2, ensure_ascii=False), language="json")
+    st.download_button(
+        "Download a three-line template (JSONL)",
+        TEMPLATE.encode("utf-8"),
+        file_name="template.jsonl",
+        mime="application/jsonl",
+        key="template",
+    )
+
+
+def delete_run(path: Path) -> None:
+    """An admin's run deletion: name the run, see what it removes, confirm, and only then delete."""
+    with st.expander(
+        "Delete a run (admins)", expanded=bool({"delete_pending", "delete_outcome"} & set(st.session_state))
+    ):
+        ui.show_outcome("delete_outcome")
+        doomed = st.text_input(
+            "Name of the run to delete, with its items, scores and triage notes", key="delete_run_name"
+        ).strip()
+        if st.session_state.get("delete_pending", doomed) != doomed:
+            del st.session_state["delete_pending"]  # another name: confirm again
+        if st.button("Delete run", key="delete_run", disabled=not doomed):
+            try:
+                contents = reads.read(queries.items.run_contents, doomed)
+            except store.StoreMissing:
+                contents = None
+            if contents is None:
+                st.error("There is no run with this name.")
+            else:
+                st.session_state["delete_pending"] = doomed
+        if st.session_state.get("delete_pending") == doomed and doomed:
+            _confirm(path, doomed)
+
+
+def _confirm(path: Path, doomed: str) -> None:
+    """What deleting `doomed` removes, and the buttons that delete it or leave it."""
+    c = reads.read(queries.items.run_contents, doomed)
+    if c is None:  # deleted meanwhile
+        del st.session_state["delete_pending"]
+        return
+    st.warning(
+        f"Delete run **{markup.md(doomed)}**? This removes its {c['items']} items, {c['verdicts']} verdicts, "
+        f"{c['labels']} labels and {c['notes']} triage notes, with its scores. It cannot be undone."
+    )
+    yes, no = st.columns(2)
+    if no.button("Cancel", key="delete_cancel"):
+        del st.session_state["delete_pending"]
+        st.rerun()
+    if yes.button(f"Yes, delete {markup.md(doomed)}", key="delete_confirm", type="primary"):
+        del st.session_state["delete_pending"]
+        st.session_state["delete_outcome"] = _delete(path, doomed)
+        st.rerun()  # the page drawn again without the question, with the outcome
+
+
+def _delete(path: Path, doomed: str) -> tuple[str, str]:
+    """Delete the run as this user; the outcome as (st function, message) for ui.show_outcome."""
+    try:
+        counts = access.delete_run(ui.user(), str(path), doomed)
+    except access.Refused as exc:
+        return "error", markup.md(exc)
+    except (KeyError, store.StoreMissing):
+        return "error", "There is no run with this name."
+    except store.StoreBusy:
+        return "warning", "The database is busy (a run or a save is writing), try again in a moment."
+    return "success", f"Deleted the run {markup.md(doomed)}: {sum(counts.values())} rows."
