@@ -28,6 +28,8 @@ from openai_server import OpenAIServer, identify
 
 from evaluators.cli import main
 from evaluators.cli.evaluate import client_processes
+from evaluators.core.confidence import is_unsure
+from evaluators.core.records import CALIBRATED
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGE = "openai/test-judge"
@@ -425,19 +427,20 @@ def test_sd_threshold_changes_the_stored_verdicts(tmp_path: Path) -> None:
     result = cli("evaluate", str(write_items(tmp_path / "in.jsonl", 2)), "--db", str(db), "--run", "r",
                  "--metrics", "sd", "--sd-threshold", "0.5", "--quiet")
     assert result.returncode == 0, result.stderr
-    verdicts = rows(db, "SELECT item_id, value, evidence, detail FROM verdicts "
+    verdicts = rows(db, "SELECT item_id, value, evidence, detail, p FROM verdicts "
                         "WHERE run_id = 'r' AND metric = 'sd'")
     assert len(verdicts) == 5  # one per response sentence
     # A sentence repeats (0) when its cosine to another one (the evidence) reaches the threshold.
     assert all(value == float(cosine < 0.5) and detail.endswith("vs threshold 0.50")
-               for _, value, cosine, detail in verdicts)
+               for _, value, cosine, detail, _ in verdicts)
     # The refund response paraphrases itself: the default threshold would have kept it distinct.
-    assert any(0.5 <= cosine < SD_DEFAULT for item, _, cosine, _ in verdicts if item == "refund")
-    # SD is the share of distinct sentences.
-    for (item, _), (value, *_) in scores(db, "r").items():
-        mine = [v for i, v, _, _ in verdicts if i == item]
-        assert value == pytest.approx(sum(mine) / len(mine))
-    assert scores(db, "r")[("refund", "sd")][0] < 1.0
+    assert any(0.5 <= cosine < SD_DEFAULT and value == 0 for item, value, cosine, _, _ in verdicts if item == "refund")
+    # SD is the share of distinct sentences among those the judge is sure of: the calibration, fitted at the
+    # default threshold, is unsure of a repeat this far below it.
+    for (item, _), (value, n_scored, *_) in scores(db, "r").items():
+        mine = [v for i, v, _, _, p in verdicts if i == item and not is_unsure(p, CALIBRATED)]
+        assert n_scored == len(mine)
+        assert value == (pytest.approx(sum(mine) / len(mine)) if mine else None)
     assert json.loads(rows(db, "SELECT params FROM runs WHERE run_id = 'r'")[0][0])["sd_threshold"] == 0.5
 
 
