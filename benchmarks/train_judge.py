@@ -36,7 +36,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.labelled import DEV_SPLIT, LICENSED, SEED, Example, examples, sd_cosines  # noqa: E402
-from evaluators.judges import calibration, learned, signals  # noqa: E402
+from evaluators.core import text  # noqa: E402
+from evaluators.judges import calibration, embeddings, learned, signals  # noqa: E402
 from evaluators.judges.calibration import (  # noqa: E402
     ADDRESSES,
     ANSWER_PHRASE,
@@ -81,7 +82,7 @@ def signals_of(example: Example) -> dict[str, float]:
 
 def _code_hash() -> str:
     """What the signals depend on: a cached signal is stale once any of these files changes."""
-    files = [ROOT / "evaluators" / name for name in ("signals.py", "text.py", "embeddings.py")]
+    files = [Path(module.__file__ or "") for module in (signals, text, embeddings)]
     return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
 
 
