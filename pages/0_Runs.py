@@ -7,6 +7,7 @@ import streamlit as st
 
 from evaluators.dashboard import charts, markup, reads, state, ui
 from evaluators.dashboard.views import runs as runs_view
+from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
 from evaluators.metrics.registry import THELMA, display_name, order_metrics
 from evaluators.storage import queries
 
@@ -48,10 +49,12 @@ th = state.thresholds(order_metrics([*THELMA, *metric_ids]))
 band = state.band_control()
 corrected = state.scores_control()
 
-# Runs side by side, from each run's stored per-item table: one pass per run, no regrouping of verdicts.
+# Runs side by side, from each run's stored per-item table (no regrouping of its scores or verdicts):
+# the means once per database version, the rules again only when a threshold moves.
 ids = list(runs["run_id"])
-
-heads = reads.derived(queries.diagnosis.headline, ids, metrics=THELMA, thresholds=th)
+means = reads.derived(queries.diagnosis.headline, ids, metrics=THELMA)
+tops = reads.derived(queries.diagnosis.rule_tops, ids, thresholds={m: th[m] for m in DEFAULT_THRESHOLDS})
+heads = [{**m, **t} for m, t in zip(means, tops)]
 styled, columns = runs_view.board(
     runs, heads, {r: reads.metrics(r) for r in ids}, th, (lambda r: ui.page_url("run", run=r), ui.item_url)
 )

@@ -140,7 +140,9 @@ def board(
                 for m in THELMA
             },
             "top rule": [
-                "" if t is None else f"{RULES[t[0]].name}: {t[1]} of {h['n_items']} items, fix {RULES[t[0]].components}"
+                ""
+                if t is None
+                else f"{RULES[t[0]].name}: {t[1]} of {int(h['n_items'])} items, fix {RULES[t[0]].components}"
                 for h, t in zip(heads, tops)
             ],
             "evidence": [

@@ -164,27 +164,35 @@ def rule_counts(
     )
 
 
-def headline(*tables: RunTable, metrics: Sequence[str], thresholds: Mapping[str, float]) -> list[dict[str, Any]]:
-    """Per run table (the home page's row of a run), in one pass over it: n_items; per metric its mean
-    over the scored items ("mean:m", None when none), items scored ("scored:m") and items left
-    unscored as unsure ("unsure:m"); and per Table-2 rule the items it fires on ("rule:T2.1", ...) and
-    the first of them in id order ("first:T2.1", where its evidence shows; None when it fires on none)."""
-    cols = ", ".join(
-        f'avg({column(m)}) AS "mean:{m}", count({column(m)}) AS "scored:{m}", '
+def headline(*tables: RunTable, metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """Per run table (the home page's row of a run), in one pass over it: n_items, and per metric its
+    mean over the scored items ("mean:m", None when none), items scored ("scored:m") and items left
+    unscored as unsure ("unsure:m"). No threshold: a threshold moved reads rule_tops() alone."""
+    cols = "".join(
+        f', avg({column(m)}) AS "mean:{m}", count({column(m)}) AS "scored:{m}", '
         f"count(*) FILTER (WHERE list_contains(string_split(failed_metrics, ', '), '{column(m)[1:-1]}:unsure')) "
         f'AS "unsure:{m}"'
         for m in metrics
     )
+    return [_first_row(f"SELECT count(*) AS n_items{cols} FROM wide", table) for table in tables]
+
+
+def rule_tops(*tables: RunTable, thresholds: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Per run table, in one pass over it: per Table-2 rule the items it fires on ("rule:T2.1", ...) and
+    the first of them in id order ("first:T2.1", where its evidence shows; None when it fires on none)."""
     rules = ", ".join(
         f'count(*) FILTER (WHERE "{r}") AS "rule:{r}", min(item_id) FILTER (WHERE "{r}") AS "first:{r}"'
         for r in CONDITIONS
     )
-    sql = f"{_rules_cte(thresholds)} SELECT count(*) AS n_items, {cols + ', ' if cols else ''}{rules} FROM base"
-    return [{str(k): v for k, v in store.frame_query(sql, {"wide": table}).iloc[0].items()} for table in tables]
+    return [_first_row(f"{_rules_cte(thresholds)} SELECT {rules} FROM base", table) for table in tables]
+
+
+def _first_row(sql: str, table: RunTable) -> dict[str, Any]:
+    return {str(k): v for k, v in store.frame_query(sql, {"wide": table}).iloc[0].items()}
 
 
 def top_rule(row: Mapping[str, Any]) -> tuple[str, int] | None:
-    """The Table-2 rule that fires on the most items of a headline() row and on how many (the first in
+    """The Table-2 rule that fires on the most items of a rule_tops() row and on how many (the first in
     Table 2's order on a tie), or None when no rule fires."""
     counts = {r: int(row[f"rule:{r}"]) for r in CONDITIONS}
     best = max(counts, key=lambda r: counts[r])
