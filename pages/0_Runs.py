@@ -49,11 +49,13 @@ th = state.thresholds(order_metrics([*THELMA, *metric_ids]))
 band = state.band_control()
 corrected = state.scores_control()
 
-# Runs side by side, from each run's stored per-item table (no regrouping of its scores or verdicts):
-# the means once per database version, the rules again only when a threshold moves.
+# Runs side by side, from each run's stored per-item table at the default band (no regrouping of its
+# scores or verdicts): the means once per database version, the rules again only when a threshold moves.
 ids = list(runs["run_id"])
-means = reads.derived(queries.diagnosis.headline, ids, metrics=THELMA)
-tops = reads.derived(queries.diagnosis.rule_tops, ids, thresholds={m: th[m] for m in DEFAULT_THRESHOLDS})
+means, tops = reads.read_all(
+    reads.call(queries.diagnosis.headline, ids, THELMA),
+    reads.call(queries.diagnosis.rule_tops, ids, {m: th[m] for m in DEFAULT_THRESHOLDS}),
+)
 heads = [{**m, **t} for m, t in zip(means, tops)]
 styled, columns = runs_view.board(
     runs, heads, {r: reads.metrics(r) for r in ids}, th, (lambda r: ui.page_url("run", run=r), ui.item_url)

@@ -91,9 +91,10 @@ def test_unsure_items_and_verdicts_are_counted_apart_from_failures(band_db: Path
     assert board(at).loc[UNSURE_RUN, "top rule"] == board(at).loc[UNSURE_RUN, "evidence"] == ""  # none fires
     metrics = frame_with(at, "95% CI").set_index("metric")
     assert metrics.loc["rqc", "unsure verdicts"] == 1 and metrics.loc["rqc", "failed verdicts"] == "none"
-    # at a band that decides the verdict, the board reads it like every page
+    # the board reads the stored tables (each judge's default band); the run below follows the URL's band
     decided = open_page("app.py", run=UNSURE_RUN, band="0.5,0.5")
-    assert board(decided).loc[UNSURE_RUN, "RQC"] == "0.00 (1 of 1, 0 unsure)"
+    assert board(decided).loc[UNSURE_RUN, "RQC"] == "– (0 of 1, 1 unsure)"
+    assert frame_with(decided, "95% CI").set_index("metric").loc["rqc", "n scored"] == "1 of 1"
 
 
 def test_two_selected_runs_open_compare_older_before_newer(db: Path) -> None:
