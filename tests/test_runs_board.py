@@ -67,6 +67,8 @@ def test_a_mean_is_coloured_against_its_threshold_from_the_url(db: Path) -> None
     assert (0, "GR") in red_cells(at)  # llm-judge's GR is below GR's threshold
     lowered = open_page("app.py", th_gr="0.3")
     assert (0, "GR") not in red_cells(lowered)
+    # the top rule stays at the default thresholds: moving one rescans no run
+    assert list(board(lowered)["top rule"]) == list(board(at)["top rule"])
     assert any("passes its threshold" in c.value for c in at.caption)  # the colours' legend
 
 

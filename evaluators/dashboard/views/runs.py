@@ -80,7 +80,8 @@ LEGEND = (
     "Each metric reads **mean (items scored of items, items unsure)**: the mean over scored items at each "
     "judge's default uncertainty band; unsure and failed items are left out, never counted as 0. "
     ":green-background[green] passes its threshold (sidebar), :red-background[red] does not; an empty cell: "
-    "the run has no such metric. **Top rule**: the Table-2 rule that fires on the most items."
+    "the run has no such metric. **Top rule**: the Table-2 rule that fires on the most items at the metrics' "
+    "default thresholds (the Diagnosis page reads the sidebar's)."
 )
 
 

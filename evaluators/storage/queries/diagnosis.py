@@ -170,8 +170,7 @@ def rule_counts(
 def headline(path: str | Path, run_ids: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
     """Per run (the home page's row of it), from its stored per-item table at the default band in one
     pass: n_items, and per metric its mean over the scored items ("mean:m", None when none), items
-    scored ("scored:m") and items left unscored as unsure ("unsure:m"). No threshold: a threshold
-    moved reads rule_tops() alone."""
+    scored ("scored:m") and items left unscored as unsure ("unsure:m")."""
     cols = "".join(
         f', avg({column(m)}) AS "mean:{m}", count({column(m)}) AS "scored:{m}", '
         f"count(*) FILTER (WHERE list_contains(string_split(failed_metrics, ', '), '{column(m)[1:-1]}:unsure')) "
