@@ -79,8 +79,7 @@ if len(ids) > 1:
     before, after = (chosen[1], chosen[0]) if len(chosen) == 2 else (ui.default_run(ids, newest), newest)
     ui.page_link(
         "compare",
-        f"Compare {markup.md(before)} → {markup.md(after)}"
-        + ("" if len(chosen) == 2 else " (select two rows to compare others)"),
+        f"Compare {markup.md(before)} → {markup.md(after)}",
         ui.link(run=before, other=after),
         icon="⚖️",
         where=c1,

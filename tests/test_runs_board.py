@@ -1,5 +1,5 @@
 """The home page's runs side by side (AppTest) against a DuckDB built here: each THELMA metric as
-"mean (scored of items, unsure)" read back from the database, coloured against its threshold, the top
+"mean (scored/items, unsure)" read back from the database, coloured against its threshold, the top
 rule with a link to its evidence, unsure verdicts apart from failed ones, and the compare link."""
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def expected_cell(db: Path, run: str, metric: str) -> str:
     overview = queries.runs.run_summary(db, run)[0].set_index("metric")
     row = overview.loc[metric]
     mean = "–" if pd.isna(row["mean"]) else f"{row['mean']:.2f}"
-    return f"{mean} ({int(row['n_scored'])} of {int(row['n_items'])}, {int(row['n_unsure'])} unsure)"
+    unsure = f", {int(row['n_unsure'])} unsure" if row["n_unsure"] else ""
+    return f"{mean} ({int(row['n_scored'])}/{int(row['n_items'])}{unsure})"
 
 
 def red_cells(at) -> set[tuple[int, str]]:
@@ -50,7 +51,7 @@ def test_each_metric_reads_mean_scored_of_items_and_unsure_from_the_database(db:
         for m in THELMA:
             assert table.loc[run, m.upper()] == expected_cell(db, run, m), (run, m)
     # the LLM judge's GR left an error and an empty response unscored: 4 of 6, never a 0
-    assert table.loc["llm-judge", "GR"].endswith("(4 of 6, 0 unsure)")
+    assert table.loc["llm-judge", "GR"].endswith("(4/6)")
     assert table.loc["weak-retriever", "items"] == "6 of 6"
     assert not any(str(v) in ("None", "nan", "NaN") for v in table.to_numpy().ravel())
 
@@ -87,15 +88,15 @@ def test_the_top_rule_is_the_most_frequent_and_links_to_its_evidence(db: Path) -
 
 def test_unsure_items_and_verdicts_are_counted_apart_from_failures(band_db: Path) -> None:  # noqa: F811
     at = open_page("app.py", run=UNSURE_RUN)
-    assert board(at).loc[UNSURE_RUN, "RQC"] == "– (0 of 1, 1 unsure)"
-    assert board(at).loc[UNSURE_RUN, "SQC"] == "0.00 (1 of 1, 0 unsure)"
+    assert board(at).loc[UNSURE_RUN, "RQC"] == "– (0/1, 1 unsure)"
+    assert board(at).loc[UNSURE_RUN, "SQC"] == "0.00 (1/1)"
     assert board(at).loc[UNSURE_RUN, "GR"] == ""  # the run has no GR: an empty cell
     assert board(at).loc[UNSURE_RUN, "top rule"] == board(at).loc[UNSURE_RUN, "evidence"] == ""  # none fires
     metrics = frame_with(at, "95% CI").set_index("metric")
     assert metrics.loc["rqc", "unsure verdicts"] == 1 and metrics.loc["rqc", "failed verdicts"] == "none"
     # the board reads the stored tables (each judge's default band); the run below follows the URL's band
     decided = open_page("app.py", run=UNSURE_RUN, band="0.5,0.5")
-    assert board(decided).loc[UNSURE_RUN, "RQC"] == "– (0 of 1, 1 unsure)"
+    assert board(decided).loc[UNSURE_RUN, "RQC"] == "– (0/1, 1 unsure)"
     assert frame_with(decided, "95% CI").set_index("metric").loc["rqc", "n scored"] == "1 of 1"
 
 

@@ -77,21 +77,24 @@ def share_below(dist: pd.DataFrame, metric: str, threshold: float) -> tuple[int,
 
 PASS_COLOUR, FAIL_COLOUR = "background-color: #d3f2dc", "background-color: #fbd9d7"
 LEGEND = (
-    "Each metric reads **mean (items scored of items, items unsure)**: the mean over scored items at each "
+    "Each metric reads **mean (items scored/items, items unsure)**, the unsure only when there are any: the "
+    "mean over scored items at each "
     "judge's default uncertainty band; unsure and failed items are left out, never counted as 0. "
     ":green-background[green] passes its threshold (sidebar), :red-background[red] does not; an empty cell: "
     "the run has no such metric. **Top rule**: the Table-2 rule that fires on the most items at the metrics' "
-    "default thresholds (the Diagnosis page reads the sidebar's)."
+    "default thresholds (the Diagnosis page reads the sidebar's). Select two rows to compare them (the two "
+    "newest runs otherwise)."
 )
 
 
 def headline_cell(row: Mapping[str, Any], metric: str) -> str:
-    """'0.62 (40 of 48, 3 unsure)' from a queries.diagnosis.headline() row; '– (0 of 48, 48 unsure)'
-    when nothing is scored. The mean comes first with two decimals, so sorting the text sorts the means
-    (every metric lies in [0, 1]; '–' sorts after digits)."""
-    mean = row[f"mean:{metric}"]
+    """'0.62 (40/48, 3 unsure)' from a queries.diagnosis.headline() row: the mean, items scored of
+    items, and the items left unsure when there are any ('0.62 (48/48)'); '– (0/48, 48 unsure)' when
+    nothing is scored. Short, so seven metrics fit a screen's width. The mean comes first with two
+    decimals, so sorting the text sorts the means (every metric lies in [0, 1]; '–' sorts after digits)."""
+    mean, unsure = row[f"mean:{metric}"], int(row[f"unsure:{metric}"])
     shown = "–" if mean is None or pd.isna(mean) else f"{mean:.2f}"
-    return f"{shown} ({int(row[f'scored:{metric}'])} of {int(row['n_items'])}, {int(row[f'unsure:{metric}'])} unsure)"
+    return f"{shown} ({int(row[f'scored:{metric}'])}/{int(row['n_items'])}{f', {unsure} unsure' if unsure else ''})"
 
 
 def passes(mean: float, metric: str, threshold: float) -> bool:
@@ -179,7 +182,7 @@ def _board_columns(prompt_help: str) -> dict[str, Any]:
         "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
         "who": st.column_config.TextColumn("who", help="who started the run"),
         **{
-            m.upper(): st.column_config.TextColumn(m.upper(), help=f"{display_name(m)}: mean (scored of items, unsure)")
+            m.upper(): st.column_config.TextColumn(m.upper(), help=f"{display_name(m)}: mean (scored/items, unsure)")
             for m in THELMA
         },
         "evidence": st.column_config.LinkColumn("evidence", display_text="top rule's first item"),
