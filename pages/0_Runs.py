@@ -7,7 +7,8 @@ import streamlit as st
 
 from evaluators.dashboard import charts, markup, reads, state, ui
 from evaluators.dashboard.views import runs as runs_view
-from evaluators.metrics.registry import display_name
+from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
+from evaluators.metrics.registry import THELMA, display_name, order_metrics
 from evaluators.storage import queries
 
 HOW_TO_READ = """Each run scores (query, retrieved sources, response) triplets without a reference answer. A
@@ -42,27 +43,51 @@ if runs.empty:
 
 with st.expander("How to read this", expanded=False):
     st.markdown(HOW_TO_READ)
-prompt_cells, prompt_help = runs_view.prompt_names(list(runs["prompt_hashes"]))
-table = runs.assign(
-    items=[f"{d} of {n}" for d, n in zip(runs["n_done"], runs["n_items"])],
-    prompts=prompt_cells,
-)[["run_id", "judge", "status", "items", "created_at", "started_by", "prompts"]]
-st.dataframe(
-    table,
+run_id = ui.pick_run(runs)
+metric_ids = reads.metrics(run_id)
+th = state.thresholds(order_metrics([*THELMA, *metric_ids]))
+band = state.band_control()
+corrected = state.scores_control()
+
+# Runs side by side, from each run's stored per-item table at the default band (no regrouping of its
+# scores or verdicts), read once per database version: the top rules at the metrics' default thresholds,
+# so moving a threshold rescans no run (at a million items a rescan costs about half a second a run).
+ids = list(runs["run_id"])
+means, tops = reads.read_all(
+    reads.call(queries.diagnosis.headline, ids, THELMA),
+    reads.call(queries.diagnosis.rule_tops, ids, DEFAULT_THRESHOLDS),
+)
+heads = [{**m, **t} for m, t in zip(means, tops)]
+styled, columns = runs_view.board(
+    runs, heads, {r: reads.metrics(r) for r in ids}, th, (lambda r: ui.page_url("run", run=r), ui.item_url)
+)
+picked = st.dataframe(
+    styled,
     hide_index=True,
     key="runs_table",
     width="stretch",
-    column_config={
-        "created_at": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
-        "prompts": st.column_config.ListColumn("prompts", help=prompt_help),
-    },
+    placeholder="",
+    on_select="rerun",
+    selection_mode="multi-row",
+    column_config=columns,
+)
+st.caption(runs_view.LEGEND)
+chosen = [ids[i] for i in sorted(picked["selection"]["rows"])]
+c1, c2 = st.columns(2)
+if len(ids) > 1:
+    newest = ui.default_run(ids)
+    before, after = (chosen[1], chosen[0]) if len(chosen) == 2 else (ui.default_run(ids, newest), newest)
+    ui.page_link(
+        "compare",
+        f"Compare {markup.md(before)} → {markup.md(after)}",
+        ui.link(run=before, other=after),
+        icon="⚖️",
+        where=c1,
+    )
+ui.page_link(
+    "trends", "Trends over runs", ui.link(runs=",".join(chosen) if len(chosen) > 1 else None), icon="📈", where=c2
 )
 
-run_id = ui.pick_run(runs)
-metric_ids = reads.metrics(run_id)
-th = state.thresholds(metric_ids)
-band = state.band_control()
-corrected = state.scores_control()
 info = runs[runs["run_id"] == run_id].iloc[0]
 st.header(f"Run {markup.md(run_id)}")
 st.caption(
@@ -84,7 +109,7 @@ for col, m in zip(cards, metric_ids):
     o = overview.loc[m]
     ci = runs_view.headline(dist, m)
     item_fails = fails[(fails["metric"] == m) & (fails["grain"] == "items")]
-    verdict_fails = fails[(fails["metric"] == m) & (fails["grain"] == "verdicts")]
+    verdicts = fails[(fails["metric"] == m) & (fails["grain"] == "verdicts")]
     n_below, n_scored = runs_view.share_below(dist, m, th.get(m, 0.5))
     col.metric(m.upper(), "–" if ci is None else f"{ci.mean:.2f}", help=display_name(m))
     col.caption(f"n scored {n_scored} of {int(o['n_items'])}")
@@ -97,7 +122,8 @@ for col, m in zip(cards, metric_ids):
             "n scored": f"{n_scored} of {int(o['n_items'])}",
             "unsure items": int(o["n_unsure"]),
             "unscored items": runs_view.failure_text(item_fails),
-            "failed verdicts": runs_view.failure_text(verdict_fails),
+            "failed verdicts": runs_view.failure_text(verdicts[verdicts["status"] != "unsure"]),
+            "unsure verdicts": int(verdicts.loc[verdicts["status"] == "unsure", "n"].sum()),
             "threshold": th.get(m, 0.5),
             "below threshold": f"{n_below} ({n_below / n_scored:.0%})" if n_scored else "–",
             "distribution": charts.tenth_counts(dist, m),

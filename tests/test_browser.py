@@ -190,9 +190,12 @@ def pick(page: Any, scope: Any, label: str, option: str) -> None:
 def test_runs_page_shows_runs_and_headlines(page: Any) -> None:
     page.goto("/")
     check_page(page, "Runs")
-    runs = grid(page, "run_id")
-    assert [r["run_id"] for r in runs] == ["llm-judge", "better-retriever", "weak-retriever", "xss"]
-    assert runs[0]["judge"] == "openai/qwen2.5-coder-1.5b" and runs[0]["items"] == "6 of 6"
+    runs = grid(page, "run")  # the grid draws the columns in view: the run and its first metrics
+    assert [r["run"] for r in runs] == [f"Run?run={r}" for r in ("llm-judge", "better-retriever", "weak-retriever", "xss")]
+    # the runs side by side: each metric as "mean (scored/items, unsure)", every metric and the top rule
+    # in view at 1400 px, no "None" anywhere
+    assert runs[0]["SP1"] == "0.56 (6/6)" and runs[3]["SP2"] == "" and runs[0]["top rule"].startswith("T2.")
+    assert not [r for r in runs if "None" in r.values()]
     # The newest run is shown: seven headlines; GR counts its error and its empty response apart.
     expect(page.get_by_role("heading", name="Run llm-judge")).to_be_visible()
     expect(page.get_by_test_id("stMetric")).to_have_count(7)

@@ -11,6 +11,7 @@ import re
 import threading
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
@@ -148,6 +149,27 @@ def test_a_triager_logs_in_and_saves_a_note_as_their_email(tab: Any, app_url: tu
     expect(tab.get_by_text("Triage note saved.")).to_be_visible()
     saved = queries.items.triage_notes(db)
     assert list(zip(saved["note"], saved["author"])) == [("checked after a real login", TRIAGER)]
+
+
+def test_a_deep_link_opened_logged_out_lands_on_the_same_view_after_login(tab: Any, app_url: tuple[str, Path]) -> None:
+    url, _ = app_url
+    wanted = {"run": "llm-judge", "item": "q04", "rule": "T2.3", "tab": "Verdicts", "th_gr": "0.8"}
+    tab.goto(f"{url}/Item?{urlencode(wanted)}")
+    tab.get_by_role("button", name="Log in").click()
+    tab.wait_for_url(re.compile(r".*/oauth2/authorize.*"))
+    tab.locator("input[name=sub]").fill(VIEWER)
+    tab.get_by_role("button", name="Authorize").click()
+    # the callback lands on the app's root; the app sends the tab on to the page the link named
+    tab.wait_for_url(re.compile(re.escape(url) + r"/Item\?.*"))
+    expect(tab.get_by_test_id("stSidebar").get_by_text(VIEWER)).to_be_visible()
+    expect(tab.get_by_text("Evidence for T2.3").first).to_be_visible()
+    landed = urlsplit(tab.url)
+    assert landed.path == "/Item"
+    assert {k: v for k, v in parse_qsl(landed.query) if k in wanted} == wanted
+    # once used, the remembered link is gone: the root stays the root
+    tab.goto(url)
+    expect(tab.get_by_role("heading", name="Runs", exact=True).first).to_be_visible()
+    assert urlsplit(tab.url).path == "/"
 
 
 def test_no_request_leaves_loopback(traffic: list[str]) -> None:

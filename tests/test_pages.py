@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import streamlit as st
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from evaluators.dashboard import ui
@@ -69,6 +71,15 @@ def frame_with(at: AppTest, column: str):
     raise AssertionError(f"no dataframe with column {column!r}")
 
 
+def shown(at: AppTest, column: str) -> pd.DataFrame:
+    """The first dataframe with this column as the page shows it: a styled table's display text."""
+    for element in at.dataframe:
+        if column in element.value.columns:
+            styled = element.proto.arrow_data.styler.display_values
+            return convert_arrow_bytes_to_pandas_df(styled) if styled else element.value
+    raise AssertionError(f"no dataframe with column {column!r}")
+
+
 def all_text(at: AppTest) -> list[str]:
     """Every text the page shows, by element type, to check what reaches the browser."""
     kinds = ("markdown", "caption", "html", "code", "info", "warning", "error", "success", "title", "subheader")
@@ -80,12 +91,13 @@ def all_text(at: AppTest) -> list[str]:
 def test_home_lists_runs_with_judge_and_prompt_hashes(db: Path) -> None:
     at = open_page("app.py")
     runs = frame_with(at, "judge")
-    assert list(runs["run_id"]) == ["llm-judge", "better-retriever", "weak-retriever"]
-    assert runs.set_index("run_id").loc["llm-judge", "judge"] == "openai/qwen2.5-coder-1.5b"
+    assert list(runs["run"]) == ["Run?run=llm-judge", "Run?run=better-retriever", "Run?run=weak-retriever"]
+    runs = runs.set_index(runs["run"].str.removeprefix("Run?run="))
+    assert runs.loc["llm-judge", "judge"] == "openai/qwen2.5-coder-1.5b"
     # prompt files read as names; the hash is on hover (the column's tooltip), ✎ marks the run whose differ
-    assert "claims ✎" in list(runs.set_index("run_id").loc["llm-judge", "prompts"])
+    assert "claims ✎" in list(runs.loc["llm-judge", "prompts"])
     assert "claims: c1a2b3c4d5e6 (✎ other runs: c9f8e7d6c5b4)" in column_help(at, "prompts")
-    assert runs.set_index("run_id").loc["weak-retriever", "items"] == "6 of 6"
+    assert shown(at, "judge").set_index("run").loc["Run?run=weak-retriever", "items"] == "6 of 6"
 
 
 def column_help(at: AppTest, column: str) -> str:
@@ -98,8 +110,8 @@ def column_help(at: AppTest, column: str) -> str:
 
 
 def test_home_prompts_read_as_names_not_hashes(db: Path) -> None:
-    runs = frame_with(open_page("app.py"), "prompts").set_index("run_id")
-    assert list(runs.loc["weak-retriever", "prompts"]) == ["claims", "essential", "groundedness"]
+    runs = frame_with(open_page("app.py"), "prompts").set_index("run")
+    assert list(runs.loc["Run?run=weak-retriever", "prompts"]) == ["claims", "essential", "groundedness"]
     assert not any(re.search(r"[0-9a-f]{8}", name) for cell in runs["prompts"] for name in cell)
 
 
@@ -126,7 +138,7 @@ def test_home_headline_counts_failures_apart_from_scores(db: Path) -> None:
     table = frame_with(at, "95% CI").set_index("metric")
     assert table.loc["sqc", "n scored"] == "5 of 6"
     assert table.loc["sqc", "unscored items"] == "1 timeout"
-    assert table.loc["sqc", "failed verdicts"] == "6 timeout"
+    assert table.loc["sqc", "failed verdicts"] == "6 timeout" and table.loc["sqc", "unsure verdicts"] == 0
     assert table.loc["gr", "unscored items"] == "1 empty, 1 error"
     assert table.loc["rp", "failed verdicts"] == "1 unparsed"
     # The mean is over scored items only: q02's timed-out SQC is not a 0.
@@ -170,7 +182,7 @@ def test_new_run_appears_without_restart(db: Path) -> None:
     writes.write_batch(db, "fresh", items=[Item("z1", "q?", ("s",), "r")],
                       scores=[Score("z1", "sp1", 1.0, 1, 1, Status.OK)])
     at.run()
-    assert "fresh" in list(frame_with(at, "judge")["run_id"])
+    assert "Run?run=fresh" in list(frame_with(at, "judge")["run"])
 
 
 def test_missing_database_shows_a_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -107,8 +107,11 @@ def page(title: str, need_db: bool = True) -> Path:
     if _auth_configured() and not st.user.get("is_logged_in", False):
         st.title("RAG Triage")
         st.info("Log in to see the evaluation runs.")
+        st.html(REMEMBER_LINK_JS, unsafe_allow_javascript=True)
         st.button("Log in", key="login", on_click=st.login)
         st.stop()
+    if _auth_configured() and title == PAGES["runs"].title:  # the root, where the login's callback lands
+        st.html(RESTORE_LINK_JS, unsafe_allow_javascript=True)
     locked, unknown = access.read_only_setting(os.environ.get(access.READ_ONLY_ENV))
     if unknown is not None:
         st.sidebar.warning(
@@ -135,6 +138,27 @@ def page(title: str, need_db: bool = True) -> Path:
     path = db_path()
     _check_database(path, need_db)
     return path
+
+
+# Links survive login: the login's callback always lands on the app's root, so the page a logged-out
+# visitor opened (path and query string) is kept in the tab's sessionStorage, which the round trip
+# through the provider keeps, and the root, logged in, sends the tab on to it once. Only a link to
+# this app's own origin, younger than LINK_TTL_MS, is followed, and only where the tab is not there
+# already (the page may have added a parameter of its own, such as the run a picker opened on).
+LINK_KEY, LINK_TTL_MS = "rag_triage_login_link", 10 * 60 * 1000
+REMEMBER_LINK_JS = (
+    "<script>sessionStorage.setItem('" + LINK_KEY + "', JSON.stringify("
+    "{path: location.pathname + location.search, at: Date.now()}));</script>"
+)
+RESTORE_LINK_JS = (
+    "<script>(() => { const raw = sessionStorage.getItem('" + LINK_KEY + "'); if (!raw) return;"
+    " sessionStorage.removeItem('" + LINK_KEY + "'); let link, to;"
+    " try { link = JSON.parse(raw); to = new URL(String(link.path), location.origin); } catch { return; }"
+    " const here = new URLSearchParams(location.search);"
+    " const there = to.pathname === location.pathname && [...to.searchParams].every(([k, v]) => here.get(k) === v);"
+    f" if (to.origin !== location.origin || there || !(Date.now() - link.at < {LINK_TTL_MS})) return;"
+    " location.replace(to.href); })();</script>"
+)
 
 
 # Long words (a 60,000-character id or token) wrap inside the app's text instead of widening the page.

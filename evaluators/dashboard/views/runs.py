@@ -4,11 +4,15 @@ a threshold from a run's score distribution."""
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
+import streamlit as st
 
 from evaluators.core.stats import bootstrap_ci
+from evaluators.metrics.diagnosis import RULES
+from evaluators.metrics.registry import THELMA, display_name, lower_is_better
+from evaluators.storage.queries.diagnosis import top_rule
 
 
 def prompt_names(prompt_hashes: Sequence[str]) -> tuple[list[list[str]], str]:
@@ -69,3 +73,118 @@ def share_below(dist: pd.DataFrame, metric: str, threshold: float) -> tuple[int,
     """(items below threshold, items scored) for one metric, exactly, from its distribution."""
     rows = dist[dist["metric"] == metric]
     return int(rows.loc[rows["value"] < threshold, "n"].sum()), int(rows["n"].sum())
+
+
+PASS_COLOUR, FAIL_COLOUR = "background-color: #d3f2dc", "background-color: #fbd9d7"
+LEGEND = (
+    "Each metric reads **mean (items scored/items, items unsure)**, the unsure only when there are any: the "
+    "mean over scored items at each "
+    "judge's default uncertainty band; unsure and failed items are left out, never counted as 0. "
+    ":green-background[green] passes its threshold (sidebar), :red-background[red] does not; an empty cell: "
+    "the run has no such metric. **Top rule**: the Table-2 rule that fires on the most items at the metrics' "
+    "default thresholds (the Diagnosis page reads the sidebar's). Select two rows to compare them (the two "
+    "newest runs otherwise)."
+)
+
+
+def headline_cell(row: Mapping[str, Any], metric: str) -> str:
+    """'0.62 (40/48, 3 unsure)' from a queries.diagnosis.headline() row: the mean, items scored of
+    items, and the items left unsure when there are any ('0.62 (48/48)'); '– (0/48, 48 unsure)' when
+    nothing is scored. Short, so seven metrics fit a screen's width. The mean comes first with two
+    decimals, so sorting the text sorts the means (every metric lies in [0, 1]; '–' sorts after digits)."""
+    mean, unsure = row[f"mean:{metric}"], int(row[f"unsure:{metric}"])
+    shown = "–" if mean is None or pd.isna(mean) else f"{mean:.2f}"
+    return f"{shown} ({int(row[f'scored:{metric}'])}/{int(row['n_items'])}{f', {unsure} unsure' if unsure else ''})"
+
+
+def passes(mean: float, metric: str, threshold: float) -> bool:
+    """Whether a mean passes its threshold: at or above it, or below it for a lower-is-better metric."""
+    return (mean < threshold) if lower_is_better(metric) else (mean >= threshold)
+
+
+def board_colours(
+    heads: Sequence[Mapping[str, Any]], metrics: Sequence[str], thresholds: Mapping[str, float]
+) -> pd.DataFrame:
+    """Per run (rows as `heads`) and metric, the cell's CSS: pass or fail against its threshold, none when
+    nothing is scored."""
+    return pd.DataFrame(
+        [
+            {
+                m: ""
+                if pd.isna(h[f"mean:{m}"])
+                else PASS_COLOUR
+                if passes(float(h[f"mean:{m}"]), m, thresholds[m])
+                else FAIL_COLOUR
+                for m in metrics
+            }
+            for h in heads
+        ]
+    )
+
+
+def board(
+    runs: pd.DataFrame,
+    heads: Sequence[Mapping[str, Any]],
+    present: Mapping[str, Sequence[str]],
+    thresholds: Mapping[str, float],
+    urls: tuple[Callable[[str], str], Callable[[str, str, str], str]],
+) -> tuple[Any, dict[str, Any]]:
+    """The home page's runs side by side: a pandas Styler for st.dataframe and its column config. A row
+    per run (as `runs` lists them, `heads` their queries.diagnosis.headline() rows, `present` each
+    run's metric ids): a link to the run (urls[0](run)), THELMA's metrics as headline_cell() coloured
+    against `thresholds`, the top rule and a link to its first item's evidence (urls[1](run, item, rule))."""
+    ids = list(runs["run_id"])
+    tops = [top_rule(h) for h in heads]
+    prompts, prompt_help = prompt_names(list(runs["prompt_hashes"]))
+    frame = pd.DataFrame(
+        {
+            "run": [urls[0](r) for r in ids],
+            **{
+                m.upper(): [headline_cell(h, m) if m in present.get(r, ()) else "" for h, r in zip(heads, ids)]
+                for m in THELMA
+            },
+            "top rule": [
+                ""
+                if t is None
+                else f"{RULES[t[0]].name}: {t[1]} of {int(h['n_items'])} items, fix {RULES[t[0]].components}"
+                for h, t in zip(heads, tops)
+            ],
+            "evidence": [
+                None if t is None else urls[1](r, h[f"first:{t[0]}"], t[0]) for r, h, t in zip(ids, heads, tops)
+            ],
+            "items": list(runs["n_done"]),
+            "judge": list(runs["judge"]),
+            "status": list(runs["status"]),
+            "created": list(runs["created_at"]),
+            "who": [w or "" for w in runs["started_by"]],
+            "prompts": prompts,
+        }
+    )
+    colours = board_colours(heads, THELMA, thresholds).rename(columns=str.upper)
+    styler = frame.style.apply(lambda _: colours, axis=None, subset=list(colours.columns)).format(na_rep="")
+    for i, (done, total) in enumerate(zip(runs["n_done"], runs["n_items"])):
+        # the items count sorts as a number and reads "done of total"
+        styler = styler.format(_fixed(f"{done} of {total}"), subset=pd.IndexSlice[[i], ["items"]])
+    return styler, _board_columns(prompt_help)
+
+
+def _fixed(text: str) -> Callable[[Any], str]:
+    """A Styler formatter that shows this text whatever the cell's value."""
+    return lambda _: text
+
+
+def _board_columns(prompt_help: str) -> dict[str, Any]:
+    """board()'s column config: links, dates and a tooltip per metric."""
+    return {
+        "run": st.column_config.LinkColumn(
+            "run", display_text=r"[?&]run=([^&]*)", help="open the run's items", pinned=True
+        ),
+        "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
+        "who": st.column_config.TextColumn("who", help="who started the run"),
+        **{
+            m.upper(): st.column_config.TextColumn(m.upper(), help=f"{display_name(m)}: mean (scored/items, unsure)")
+            for m in THELMA
+        },
+        "evidence": st.column_config.LinkColumn("evidence", display_text="top rule's first item"),
+        "prompts": st.column_config.ListColumn("prompts", help=prompt_help),
+    }

@@ -9,13 +9,16 @@ DataFrame, in memory), answered by store.frame_query().
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 
 from evaluators.core.records import Score, Status
 from evaluators.metrics.diagnosis import CONDITIONS, LEVELS, READINGS, RULES
+from evaluators.metrics.registry import THELMA
 from evaluators.storage import store
+from evaluators.storage.queries.runs import stored_table
 from evaluators.storage.queries.sql import SQL_OPERATORS, RunTable, decided_sql, threshold_sql
 from evaluators.storage.wide import column
 
@@ -162,6 +165,47 @@ def rule_counts(
         SELECT {", ".join(flags)}, count(*) AS n, min(item_id) AS first FROM base GROUP BY ALL ORDER BY n DESC""",
         {"wide": table},
     )
+
+
+def headline(path: str | Path, run_ids: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """Per run (the home page's row of it), from its stored per-item table at the default band in one
+    pass: n_items, and per metric its mean over the scored items ("mean:m", None when none), items
+    scored ("scored:m") and items left unscored as unsure ("unsure:m")."""
+    cols = "".join(
+        f', avg({column(m)}) AS "mean:{m}", count({column(m)}) AS "scored:{m}", '
+        f"count(*) FILTER (WHERE list_contains(string_split(failed_metrics, ', '), '{column(m)[1:-1]}:unsure')) "
+        f'AS "unsure:{m}"'
+        for m in metrics
+    )
+    return _per_run(path, run_ids, metrics, f"SELECT count(*) AS n_items{cols} FROM wide")
+
+
+def rule_tops(path: str | Path, run_ids: Sequence[str], thresholds: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Per run, from its stored per-item table at the default band in one pass: per Table-2 rule the
+    items it fires on ("rule:T2.1", ...) and the first of them in id order ("first:T2.1", where its
+    evidence shows; None when it fires on none)."""
+    rules = ", ".join(
+        f'count(*) FILTER (WHERE "{r}") AS "rule:{r}", min(item_id) FILTER (WHERE "{r}") AS "first:{r}"'
+        for r in CONDITIONS
+    )
+    return _per_run(path, run_ids, THELMA, f"{_rules_cte(thresholds)} SELECT {rules} FROM base")
+
+
+def _per_run(path: str | Path, run_ids: Sequence[str], metrics: Sequence[str], sql: str) -> list[dict[str, Any]]:
+    """The one row `sql` answers over each run's stored table (as `wide`, with these metrics' columns)."""
+    with store.reading(path):
+        return [
+            {str(k): v for k, v in store.frame_query(sql, {"wide": stored_table(path, r, metrics)}).iloc[0].items()}
+            for r in run_ids
+        ]
+
+
+def top_rule(row: Mapping[str, Any]) -> tuple[str, int] | None:
+    """The Table-2 rule that fires on the most items of a rule_tops() row and on how many (the first in
+    Table 2's order on a tie), or None when no rule fires."""
+    counts = {r: int(row[f"rule:{r}"]) for r in CONDITIONS}
+    best = max(counts, key=lambda r: counts[r])
+    return (best, counts[best]) if counts[best] else None
 
 
 def first_items(combos: pd.DataFrame) -> dict[str, str | None]:

@@ -1,0 +1,112 @@
+"""The home page's runs side by side (AppTest) against a DuckDB built here: each THELMA metric as
+"mean (scored/items, unsure)" read back from the database, coloured against its threshold, the top
+rule with a link to its evidence, unsure verdicts apart from failed ones, and the compare link."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from evaluators.dashboard.views import runs as runs_view
+from evaluators.metrics import registry
+from evaluators.metrics.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS
+from evaluators.storage import queries
+from tests.seed import RUNS
+from tests.test_band_pages import RUN as UNSURE_RUN
+from tests.test_band_pages import band_db  # noqa: F401  (a fixture)
+from tests.test_pages import frame_with, open_page, shown
+
+THELMA = registry.THELMA
+
+
+def board(at) -> pd.DataFrame:
+    """The runs table as shown, one row per run id."""
+    table = shown(at, "judge")
+    return table.set_index(table["run"].str.extract(r"run=([^&]*)")[0])
+
+
+def expected_cell(db: Path, run: str, metric: str) -> str:
+    """The cell from the run's summary (its scores grouped, another path than the stored run table)."""
+    overview = queries.runs.run_summary(db, run)[0].set_index("metric")
+    row = overview.loc[metric]
+    mean = "–" if pd.isna(row["mean"]) else f"{row['mean']:.2f}"
+    unsure = f", {int(row['n_unsure'])} unsure" if row["n_unsure"] else ""
+    return f"{mean} ({int(row['n_scored'])}/{int(row['n_items'])}{unsure})"
+
+
+def red_cells(at) -> set[tuple[int, str]]:
+    """(row, column) of the runs table's cells coloured as failing."""
+    element = next(d for d in at.dataframe if "judge" in d.value.columns)
+    columns = list(element.value.columns)
+    rules = element.proto.arrow_data.styler.styles.splitlines()
+    red = next((r for r in rules if runs_view.FAIL_COLOUR.split(": ")[1] in r), "")
+    return {(int(r), columns[int(c)]) for r, c in re.findall(r"_row(\d+)_col(\d+)", red)}
+
+
+def test_each_metric_reads_mean_scored_of_items_and_unsure_from_the_database(db: Path) -> None:
+    table = board(open_page("app.py"))
+    assert list(table.index) == list(reversed(RUNS))  # newest first
+    for run in RUNS:
+        for m in THELMA:
+            assert table.loc[run, m.upper()] == expected_cell(db, run, m), (run, m)
+    # the LLM judge's GR left an error and an empty response unscored: 4 of 6, never a 0
+    assert table.loc["llm-judge", "GR"].endswith("(4/6)")
+    assert table.loc["weak-retriever", "items"] == "6 of 6"
+    assert not any(str(v) in ("None", "nan", "NaN") for v in table.to_numpy().ravel())
+
+
+def test_a_mean_is_coloured_against_its_threshold_from_the_url(db: Path) -> None:
+    at = open_page("app.py")
+    table = frame_with(at, "judge")
+    means = {
+        (i, m.upper()): queries.runs.run_summary(db, run)[0].set_index("metric").loc[m, "mean"]
+        for i, run in enumerate(table["run"].str.extract(r"run=([^&]*)")[0])
+        for m in THELMA
+    }
+    assert red_cells(at) == {k for k, v in means.items() if v < registry.threshold(k[1].lower())}
+    assert (0, "GR") in red_cells(at)  # llm-judge's GR is below GR's threshold
+    lowered = open_page("app.py", th_gr="0.3")
+    assert (0, "GR") not in red_cells(lowered)
+    # the top rule stays at the default thresholds: moving one rescans no run
+    assert list(board(lowered)["top rule"]) == list(board(at)["top rule"])
+    assert any("passes its threshold" in c.value for c in at.caption)  # the colours' legend
+
+
+def test_the_top_rule_is_the_most_frequent_and_links_to_its_evidence(db: Path) -> None:
+    table = board(open_page("app.py"))
+    for run in RUNS:
+        combos = queries.diagnosis.rule_counts(
+            queries.runs.stored_table(db, run, THELMA), DEFAULT_THRESHOLDS
+        )
+        counts = {r: int(combos.loc[combos[r], "n"].sum()) for r in CONDITIONS}
+        top = max(counts, key=lambda r: counts[r])
+        assert table.loc[run, "top rule"].startswith(f"{top}: {counts[top]} of 6 items, fix ")
+        first = queries.diagnosis.first_items(combos)[top]
+        assert table.loc[run, "evidence"] == f"Item?run={run}&item={first}&rule={top}"
+
+
+def test_unsure_items_and_verdicts_are_counted_apart_from_failures(band_db: Path) -> None:  # noqa: F811
+    at = open_page("app.py", run=UNSURE_RUN)
+    assert board(at).loc[UNSURE_RUN, "RQC"] == "– (0/1, 1 unsure)"
+    assert board(at).loc[UNSURE_RUN, "SQC"] == "0.00 (1/1)"
+    assert board(at).loc[UNSURE_RUN, "GR"] == ""  # the run has no GR: an empty cell
+    assert board(at).loc[UNSURE_RUN, "top rule"] == board(at).loc[UNSURE_RUN, "evidence"] == ""  # none fires
+    metrics = frame_with(at, "95% CI").set_index("metric")
+    assert metrics.loc["rqc", "unsure verdicts"] == 1 and metrics.loc["rqc", "failed verdicts"] == "none"
+    # the board reads the stored tables (each judge's default band); the run below follows the URL's band
+    decided = open_page("app.py", run=UNSURE_RUN, band="0.5,0.5")
+    assert board(decided).loc[UNSURE_RUN, "RQC"] == "– (0/1, 1 unsure)"
+    assert frame_with(decided, "95% CI").set_index("metric").loc["rqc", "n scored"] == "1 of 1"
+
+
+def test_two_selected_runs_open_compare_older_before_newer(db: Path) -> None:
+    at = open_page("app.py")
+    links = [(link.proto.page, link.proto.query_string) for link in at.get("page_link")]
+    assert ("Compare", "run=better-retriever&other=llm-judge") in links  # no selection: the two newest
+    at.session_state["runs_table"] = {"selection": {"rows": [2, 0], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception
+    links = [(link.proto.page, link.proto.query_string) for link in at.get("page_link")]
+    assert ("Compare", "run=weak-retriever&other=llm-judge") in [(p, q.split("&th_")[0]) for p, q in links]
+    assert any(p == "Trends" and "runs=llm-judge%2Cweak-retriever" in q for p, q in links)
