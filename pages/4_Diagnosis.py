@@ -80,9 +80,9 @@ for rank, (n, component, rids) in enumerate(sorted(ranked, key=lambda r: (-r[0],
     )
 
 st.subheader("Quadrants")
-# Each pair's counts cover all items and are drawn as a small grid beside its links; the scatter plots
-# of a sample of items are drawn on demand, as each is a sample of points the browser redraws on every
-# threshold change.
+# Each pair's counts cover all items and are drawn as a small grid above its links; the scatter plots
+# of a sample of items are drawn on demand in their place: each is a sample of points the browser
+# redraws on every threshold change.
 plots = state.synced(st.toggle, "Scatter plots of a sample of items", "plots", False, lambda s: s in ("1", "True"))
 sample = reads.derived(queries.diagnosis.sample_points, [run_id], metric_ids) if plots else None
 if sample is not None and len(sample) < n_items:
@@ -92,20 +92,17 @@ for i, (x, y, rule_ids) in enumerate(pairs):
     counts = diagnosis_view.quadrant_counts(combos, x, y)
     with cols[i % 2]:
         st.markdown(f"**{x.upper()} × {y.upper()}** ({rule_ids})")
-        if sample is None:  # the grid beside the links; a scatter above them, at the column's width
+        if sample is None:
             figure = charts.quadrant_grid(counts, x, y, th, diagnosis_view.quadrant_rules(x, y))
-            chart, links = st.columns([2, 3], vertical_alignment="center")
         else:
             figure = charts.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts)
-            chart = links = st.container()
-        chart.plotly_chart(figure, key=f"quad_{x}_{y}", config=charts.PLOT_CONFIG)
+        st.plotly_chart(figure, key=f"quad_{x}_{y}", config=charts.PLOT_CONFIG)
         for x_low, y_low, n in counts.sort_values(["x_low", "y_low"], ascending=False).itertuples(index=False):
             lx, ly = ("low" if x_low else "high"), ("low" if y_low else "high")
             ui.page_link(
                 "run",
                 f"{x.upper()} {lx} · {y.upper()} {ly}: {markup.n_items(int(n))}",
                 ui.link(run=run_id, quad=f"{x}:{lx},{y}:{ly}"),
-                where=links,
             )
 st.caption(
     "Each grid counts the items in the four quadrants of its metric pair at the sidebar's thresholds (low "

@@ -442,7 +442,8 @@ def test_diagnosis_quadrant_grids_carry_the_counts_of_the_links(db: Path) -> Non
         drawn[f"{x}×{y}"] = {quad: n for quad, n in cells.items() if n}
     assert len(drawn) == 5 and drawn == listed
     assert drawn["sqc×rqc"] == {("low", "low"): 1, ("low", "high"): 2, ("high", "low"): 1, ("high", "high"): 2}
-    assert "threshold 0.6" in json.dumps(at.get("plotly_chart")[0].proto.spec)  # the sidebar's, from the URL
+    ticks = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["yaxis"]["ticktext"]
+    assert ticks == ["low (< 0.6)", "high (≥ 0.6)"]  # RQC's threshold: the sidebar's, from the URL
     grid = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
     assert grid["text"][0] == ["T2.2", "T2.4"]  # the low-RQC row names the rules read there
 

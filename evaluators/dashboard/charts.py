@@ -185,9 +185,15 @@ def quadrant_grid(
     views.diagnosis.quadrant_counts() gives them; a missing quadrant is 0), darker for more items, each
     square naming the rules that read it."""
     n = {(bool(a), bool(b)): int(c) for a, b, c in counts[["x_low", "y_low", "n"]].itertuples(index=False)}
-    lows = (True, False)  # low first: columns left to right, rows bottom to top
+    lows = (True, False)  # low first: columns left to right, rows bottom to top, as on a scatter
     z = [[n.get((x_low, y_low), 0) for x_low in lows] for y_low in lows]
     text = [[rules.get((x_low, y_low), "") for x_low in lows] for y_low in lows]
+
+    def axis(metric: str) -> dict[str, Any]:
+        t = th.get(metric, 0.5)
+        ticks = [f"low (< {t:g})", f"high (≥ {t:g})"]
+        return {"title": {"text": metric.upper()}, "tickvals": ["low", "high"], "ticktext": ticks, "fixedrange": True}
+
     return go.Figure(
         {
             "data": [
@@ -198,19 +204,20 @@ def quadrant_grid(
                     "y": ["low", "high"],
                     "text": text,
                     "texttemplate": "<b>%{z}</b><br>%{text}",
+                    "textfont": {"size": 14},
                     "colorscale": "Blues",
                     "zmin": 0,
                     "showscale": False,
-                    "xgap": 2,
-                    "ygap": 2,
+                    "xgap": 3,
+                    "ygap": 3,
                     "hovertemplate": f"{x.upper()} %{{x}} · {y.upper()} %{{y}}: %{{z}} items<extra></extra>",
                 }
             ],
             "layout": {
-                "height": 210,
+                "height": 220,
                 "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
-                "xaxis": {"title": {"text": f"{x.upper()} (threshold {th.get(x, 0.5):g})"}, "fixedrange": True},
-                "yaxis": {"title": {"text": f"{y.upper()} (threshold {th.get(y, 0.5):g})"}, "fixedrange": True},
+                "xaxis": axis(x),
+                "yaxis": axis(y),
             },
         }
     )
