@@ -80,9 +80,9 @@ for rank, (n, component, rids) in enumerate(sorted(ranked, key=lambda r: (-r[0],
     )
 
 st.subheader("Quadrants")
-# The counts and links cover all items; the scatter plots are drawn on demand: each is a sample of
-# points the browser redraws on every threshold change, and plotly's script (megabytes) is only
-# fetched once a plot is asked for.
+# Each pair's counts cover all items and are drawn as a small grid above its links; the scatter plots
+# of a sample of items are drawn on demand in their place: each is a sample of points the browser
+# redraws on every threshold change.
 plots = state.synced(st.toggle, "Scatter plots of a sample of items", "plots", False, lambda s: s in ("1", "True"))
 sample = reads.derived(queries.diagnosis.sample_points, [run_id], metric_ids) if plots else None
 if sample is not None and len(sample) < n_items:
@@ -92,12 +92,11 @@ for i, (x, y, rule_ids) in enumerate(pairs):
     counts = diagnosis_view.quadrant_counts(combos, x, y)
     with cols[i % 2]:
         st.markdown(f"**{x.upper()} × {y.upper()}** ({rule_ids})")
-        if sample is not None:
-            st.plotly_chart(
-                charts.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts),
-                key=f"quad_{x}_{y}",
-                config=charts.PLOT_CONFIG,
-            )
+        if sample is None:
+            figure = charts.quadrant_grid(counts, x, y, th, diagnosis_view.quadrant_rules(x, y))
+        else:
+            figure = charts.quadrant(sample.dropna(subset=[x, y]), x, y, th, counts)
+        st.plotly_chart(figure, key=f"quad_{x}_{y}", config=charts.PLOT_CONFIG)
         for x_low, y_low, n in counts.sort_values(["x_low", "y_low"], ascending=False).itertuples(index=False):
             lx, ly = ("low" if x_low else "high"), ("low" if y_low else "high")
             ui.page_link(
@@ -105,3 +104,9 @@ for i, (x, y, rule_ids) in enumerate(pairs):
                 f"{x.upper()} {lx} · {y.upper()} {ly}: {markup.n_items(int(n))}",
                 ui.link(run=run_id, quad=f"{x}:{lx},{y}:{ly}"),
             )
+st.caption(
+    "Each grid counts the items in the four quadrants of its metric pair at the sidebar's thresholds (low "
+    "below, high at or above): darker squares hold more items, and a square names the rules that fire "
+    "there (T2.6 also needs RQC high). An item whose metric is unscored or undecided is in no quadrant. "
+    "The links open those items."
+)

@@ -21,7 +21,7 @@ from evaluators.dashboard.views import item as item_view
 from evaluators.dashboard.views import runs as runs_view
 from evaluators.storage import ownership, queries, writes
 from tests.conftest import app_db
-from tests.seed import INJECTION
+from tests.seed import INJECTION, set_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -413,14 +413,39 @@ def test_diagnosis_ranks_rules_and_fix_first(db: Path) -> None:
     links = {p.proto.label: p.proto.query_string for p in at.get("page_link")}
     assert "quad=sqc%3Alow%2Crqc%3Alow" in links["SQC low · RQC low: 1 item"]
     assert "rule=T2.2" in links["T2.2 · SQC low, RQC low: 1 item"]
-    assert not at.get("plotly_chart")  # the scatter plots are drawn on demand
-    at.toggle(key="plots").set_value(True).run()
+    assert {json.loads(c.proto.spec)["data"][0]["type"] for c in at.get("plotly_chart")} == {"heatmap"}
+    at.toggle(key="plots").set_value(True).run()  # the scatter plots are drawn on demand
     assert at.query_params["plots"] == "True"
     charts = at.get("plotly_chart")
     assert len(charts) == 5
     spec = json.loads(charts[0].proto.spec)
     assert {s["type"] for s in spec["layout"]["shapes"]} == {"line"}
     assert len(open_page("pages/4_Diagnosis.py", run="weak-retriever", plots="1").get("plotly_chart")) == 5
+
+
+def test_diagnosis_quadrant_grids_carry_the_counts_of_the_links(db: Path) -> None:
+    set_scores(db, "weak-retriever", "sqc", {"q04": 0.2})  # SQC low, RQC high: 2 items; high, low: 1
+    at = open_page("pages/4_Diagnosis.py", run="weak-retriever", th_rqc="0.6")
+    listed: dict[str, dict[tuple[str, str], int]] = {}
+    for link in at.get("page_link"):
+        found = re.fullmatch(r"(\w+) (low|high) · (\w+) (low|high): (\d+) items?", link.proto.label)
+        if found:
+            x, lx, y, ly, n = found.groups()
+            listed.setdefault(f"{x}×{y}".lower(), {})[(lx, ly)] = int(n)
+    drawn = {}
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        (grid,) = spec["data"]
+        x = spec["layout"]["xaxis"]["title"]["text"].split()[0].lower()
+        y = spec["layout"]["yaxis"]["title"]["text"].split()[0].lower()
+        cells = {(lx, ly): grid["z"][j][i] for j, ly in enumerate(grid["y"]) for i, lx in enumerate(grid["x"])}
+        drawn[f"{x}×{y}"] = {quad: n for quad, n in cells.items() if n}
+    assert len(drawn) == 5 and drawn == listed
+    assert drawn["sqc×rqc"] == {("low", "low"): 1, ("low", "high"): 2, ("high", "low"): 1, ("high", "high"): 2}
+    ticks = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["yaxis"]["ticktext"]
+    assert ticks == ["low (< 0.6)", "high (≥ 0.6)"]  # RQC's threshold: the sidebar's, from the URL
+    grid = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    assert grid["text"][0] == ["T2.2", "T2.4"]  # the low-RQC row names the rules read there
 
 
 def test_diagnosis_threshold_change_moves_counts(db: Path) -> None:

@@ -178,6 +178,51 @@ def quadrant(points: pd.DataFrame, x: str, y: str, th: Mapping[str, float], coun
     )
 
 
+def quadrant_grid(
+    counts: pd.DataFrame, x: str, y: str, th: Mapping[str, float], rules: Mapping[tuple[bool, bool], str]
+) -> go.Figure:
+    """A metric pair's four quadrants as a 2 x 2 grid of item counts (x_low, y_low, n as
+    views.diagnosis.quadrant_counts() gives them; a missing quadrant is 0), darker for more items, each
+    square naming the rules that read it."""
+    n = {(bool(a), bool(b)): int(c) for a, b, c in counts[["x_low", "y_low", "n"]].itertuples(index=False)}
+    lows = (True, False)  # low first: columns left to right, rows bottom to top, as on a scatter
+    z = [[n.get((x_low, y_low), 0) for x_low in lows] for y_low in lows]
+    text = [[rules.get((x_low, y_low), "") for x_low in lows] for y_low in lows]
+
+    def axis(metric: str) -> dict[str, Any]:
+        t = th.get(metric, 0.5)
+        ticks = [f"low (< {t:g})", f"high (≥ {t:g})"]
+        return {"title": {"text": metric.upper()}, "tickvals": ["low", "high"], "ticktext": ticks, "fixedrange": True}
+
+    return go.Figure(
+        {
+            "data": [
+                {
+                    "type": "heatmap",
+                    "z": z,
+                    "x": ["low", "high"],
+                    "y": ["low", "high"],
+                    "text": text,
+                    "texttemplate": "<b>%{z}</b><br>%{text}",
+                    "textfont": {"size": 14},
+                    "colorscale": "Blues",
+                    "zmin": 0,
+                    "showscale": False,
+                    "xgap": 3,
+                    "ygap": 3,
+                    "hovertemplate": f"{x.upper()} %{{x}} · {y.upper()} %{{y}}: %{{z}} items<extra></extra>",
+                }
+            ],
+            "layout": {
+                "height": 220,
+                "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+                "xaxis": axis(x),
+                "yaxis": axis(y),
+            },
+        }
+    )
+
+
 def trend_chart(frame: pd.DataFrame, metric_ids: Sequence[str], order: Sequence[str]) -> go.Figure:
     """Metric means over trend points (runs in time order, or time buckets) with their 95% intervals as
     error bars; the baseline is a star, a real change against it a large diamond, and every point's

@@ -1,10 +1,12 @@
-"""The Diagnosis page's helpers: items per quadrant of a metric pair."""
+"""The Diagnosis page's helpers: items per quadrant of a metric pair, and the rules each quadrant shows."""
 
 from __future__ import annotations
 
 from typing import cast
 
 import pandas as pd
+
+from evaluators.metrics.diagnosis import READINGS, RULES
 
 
 def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
@@ -13,3 +15,14 @@ def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     scored = combos.dropna(subset=cols)
     counts = cast(pd.DataFrame, scored.groupby(cols, as_index=False)["n"].sum())  # a frame: as_index=False
     return counts.set_axis(["x_low", "y_low", "n"], axis=1).astype({"x_low": bool, "y_low": bool})
+
+
+def quadrant_rules(x: str, y: str) -> dict[tuple[bool, bool], str]:
+    """The rules drawn on the (x, y) pair by the quadrant they read, keyed (x_low, y_low): 'T2.2' or
+    'T2.4, X1 (ours)'. A rule may need a third metric too (T2.6 also needs RQC high)."""
+    found: dict[tuple[bool, bool], list[str]] = {}
+    for rule in RULES.values():
+        levels = {m: want for metric, want in rule.conditions for m in READINGS.get(metric, (metric,))}
+        if rule.plot == (x, y) and x in levels and y in levels:
+            found.setdefault((levels[x] == "low", levels[y] == "low"), []).append(rule.name)
+    return {quad: ", ".join(names) for quad, names in found.items()}
