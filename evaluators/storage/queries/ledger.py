@@ -28,7 +28,8 @@ def norm_sql(expr: str) -> str:
 
 
 def name_sql(norm: str) -> str:
-    """ledger.source_name() over a normalised text (norm_sql) as SQL: its first words."""
+    """ledger.source_name() over a normalised text (norm_sql) as SQL: its first words. It reads no more
+    than the text's first NAME_LENGTH + 1 characters, so it may be given only those."""
     n, cut = int(ledger.NAME_LENGTH), ledger.NAME_CUT
     return (
         f"CASE WHEN length({norm}) <= {n} THEN {norm} "
@@ -130,7 +131,7 @@ def _ledger_flags(th: ledger.Thresholds) -> str:
 def _ledger_sql(band: Band | None, th: ledger.Thresholds) -> str:
     """`ledger`: one row per source over the runs in $runs, with its counts, shares and list flags."""
     return f"""{_ledger_rows_sql(band, keyed=False)},
-        grouped AS (SELECT source, {name_sql("any_value(norm)")} AS name, any_value(source_id) AS source_id,
+        grouped AS (SELECT source, left(any_value(norm), {ledger.NAME_LENGTH + 1}) AS head, any_value(source_id) AS source_id,
                            any_value(text_key) AS text_key, left(any_value(text), 300) AS text, {_LEDGER_COLUMNS}
                     FROM rows GROUP BY source),
         ledger AS MATERIALIZED (
@@ -158,7 +159,7 @@ def source_ledger(
         return store.query(
             path,
             f"""{_ledger_sql(band, th)}
-            SELECT * FROM ledger ORDER BY n_retrieved DESC, source""",
+            SELECT * EXCLUDE (head), {name_sql("head")} AS name FROM ledger ORDER BY n_retrieved DESC, source""",
             params,
         )
     n = int(limit)
@@ -173,7 +174,7 @@ def source_ledger(
             UNION ALL
             (SELECT 'stale', * FROM ledger WHERE stale
              ORDER BY beside_unsupported DESC, unsupported_share DESC, source LIMIT {n}))
-        SELECT *, (SELECT count(*) FROM ledger) AS n_sources,
+        SELECT * EXCLUDE (head), {name_sql("head")} AS name, (SELECT count(*) FROM ledger) AS n_sources,
                (SELECT count(*) FILTER (WHERE dead_weight) FROM ledger) AS n_dead,
                (SELECT count(*) FILTER (WHERE stale) FROM ledger) AS n_stale
         FROM lists""",
