@@ -268,13 +268,15 @@ def retrieval_changes(
                    UNION ALL
                    SELECT 'b', item_id, unnest(sb), generate_subscripts(sb, 1) - 1 FROM pairs),
         normed AS (SELECT *, {norm_sql("text")} AS norm FROM listed),
-        keyed AS MATERIALIZED (SELECT side, item_id, idx, norm, {key_sql("norm")} AS key FROM normed),
-        moved AS MATERIALIZED (
-            SELECT k.* FROM keyed k ANTI JOIN keyed o ON o.item_id = k.item_id AND o.side <> k.side AND o.key = k.key),
+        hashed AS MATERIALIZED (SELECT side, item_id, idx, norm, hash(norm) AS h FROM normed),
+        moved AS MATERIALIZED (  -- matched by a 64-bit hash; keys and names are made for the rows shown only
+            SELECT k.side, k.item_id, k.idx, k.norm
+            FROM hashed k ANTI JOIN hashed o ON o.item_id = k.item_id AND o.side <> k.side AND o.h = k.h),
+        shown AS MATERIALIZED (SELECT * FROM moved ORDER BY item_id, side, idx LIMIT {int(limit)}),
         sp1 AS (SELECT CASE WHEN run_id = $a THEN 'a' ELSE 'b' END AS side, item_id, component_idx AS idx,
                        {state} AS sp1
                 FROM verdicts WHERE run_id IN ($a, $b) AND metric = 'sp1' AND component_kind = 'source'
-                  AND item_id IN (SELECT item_id FROM moved)),
+                  AND item_id IN (SELECT item_id FROM shown)),
         scored AS MATERIALIZED (
             SELECT *, {deltas}
             FROM (SELECT DISTINCT item_id FROM moved) LEFT JOIN ({_side_scores_sql("a", per_metric, band, corrected)})
@@ -282,10 +284,10 @@ def retrieval_changes(
         totals AS (SELECT count(*) AS n_items, {totals} FROM scored),
         counts AS (SELECT count(*) FILTER (WHERE side = 'a') AS n_dropped, count(*) FILTER (WHERE side = 'b') AS n_added
                    FROM moved)
-        SELECT m.item_id, CASE m.side WHEN 'a' THEN 'dropped' ELSE 'added' END AS change, m.idx, m.key,
-               {name_sql("m.norm")} AS name, v.sp1, s.* EXCLUDE (item_id), t.*, c.*
-        FROM moved m JOIN scored s USING (item_id) LEFT JOIN sp1 v USING (side, item_id, idx)
+        SELECT m.item_id, CASE m.side WHEN 'a' THEN 'dropped' ELSE 'added' END AS change, m.idx,
+               {key_sql("m.norm")} AS key, {name_sql("m.norm")} AS name, v.sp1, s.* EXCLUDE (item_id), t.*, c.*
+        FROM shown m JOIN scored s USING (item_id) LEFT JOIN sp1 v USING (side, item_id, idx)
              CROSS JOIN totals t CROSS JOIN counts c
-        ORDER BY m.item_id, m.side, m.idx LIMIT {int(limit)}""",
+        ORDER BY m.item_id, m.side, m.idx""",
         {"a": run_a, "b": run_b},
     )
