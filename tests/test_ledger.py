@@ -343,8 +343,8 @@ def test_a_click_on_a_ledger_row_opens_the_source_and_a_click_on_a_retrieval_its
     assert (at.query_params["run"], at.query_params["item"], at.query_params["tab"]) == (RUN, "i2", "Sources")
 
 
-@pytest.mark.parametrize("text", ["short text", "  spaced \n out  ", "w" * 70, "word " * 30, ("x" * 59) + " yy",
-                                  ("x" * 60) + " yy", ("x" * 61) + " yy", "é" * 30 + " ünï " * 10])
+@pytest.mark.parametrize("text", ["short text", "  spaced \n out  ", "w" * 70, "word " * 30, ("x" * (ledger.NAME_LENGTH - 1)) + " yy",
+                                  ("x" * ledger.NAME_LENGTH) + " yy", ("x" * (ledger.NAME_LENGTH + 1)) + " yy", "é" * 30 + " ünï " * 10])
 def test_the_sql_name_equals_source_name(tmp_path: Path, text: str) -> None:
     db = tmp_path / "names.duckdb"
     ownership.start_run(db, Run("n", "hand", {}, {}), 1)
@@ -357,5 +357,5 @@ def test_the_sql_name_equals_source_name(tmp_path: Path, text: str) -> None:
 def test_source_name_is_the_first_words() -> None:
     assert ledger.source_name(" Bravo\u00a0 text\ttwo. ") == "Bravo text two."
     long = "The ferry to the island leaves from Pier 2 every hour between nine and six."
-    assert ledger.source_name(long) == "The ferry to the island leaves from Pier 2 every hour…"
-    assert ledger.source_name("x" * 80) == "x" * 60 + "…"
+    assert ledger.source_name(long) == "The ferry to the island leaves from Pier 2 every…"
+    assert ledger.source_name("x" * 80) == "x" * ledger.NAME_LENGTH + "…"

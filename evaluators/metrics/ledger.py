@@ -24,7 +24,7 @@ import pandas as pd
 
 KEY_LENGTH = 12
 # A source is shown by its first words: at most this many characters, cut at a word's end.
-NAME_LENGTH = 60
+NAME_LENGTH = 50
 NAME_CUT = "…"
 # Python's str.split() splits on every character whose isspace() is true; the SQL key must too. Written
 # out: finding them among all 1.1M code points took 0.09 s of every start (tests check the list).

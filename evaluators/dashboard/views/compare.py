@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.dashboard import ui
-from evaluators.dashboard.markup import fmt_score, fmt_verdict
+from evaluators.dashboard.markup import fmt_score, fmt_verdict, md
 
 
 def _norm(text: str) -> str:
@@ -38,34 +38,32 @@ def claim_diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("change", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
 
 
-SP1_STATE = {"yes": "✓ essential", "no": "✗ not essential", "unsure": "? unsure", "failed": "⚠ failed"}
+SP1_STATE = {"yes": "✓", "no": "✗", "unsure": "?", "failed": "⚠"}
+SP1_LEGEND = "SP1's verdict on the source in the run that retrieved it: ✓ essential, ✗ not, ? unsure, ⚠ failed"
 
 
-def _moved(a: Any, b: Any, status_a: Any, status_b: Any, delta: Any) -> str:
-    """An item's score in the two runs, and its change: '0.50 → 0.00 (-0.50)'."""
-    change = "" if delta is None or pd.isna(delta) else f" ({float(delta):+.2f})"
-    return f"{fmt_score(a, _status(status_a))} → {fmt_score(b, _status(status_b))}{change}"
+def _moved(a: Any, b: Any, status_a: Any, status_b: Any) -> str:
+    """An item's score in the two runs: '0.50→1.00' (a side unscored shows its status)."""
+    return f"{fmt_score(a, _status(status_a))}→{fmt_score(b, _status(status_b))}"
 
 
 def _status(status: Any) -> str | None:
     return status if isinstance(status, str) else None
 
 
-def retrieval_table(changes: pd.DataFrame, run_a: str, run_b: str, metrics: Sequence[str]) -> pd.DataFrame:
+def retrieval_table(changes: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
     """queries.compare.retrieval_changes() as shown: per moved source, the item, what the retriever did,
-    the source by its first words, SP1's verdict on it, and per metric the item's score before → after."""
+    the source by its first words, SP1's verdict on it, per metric the item's score before→after, its key."""
     table = pd.DataFrame(
         {
             "item_id": changes["item_id"],
-            "change": changes["change"].map(
-                {"dropped": f"dropped (in {run_a} only)", "added": f"added (in {run_b} only)"}
-            ),
+            "change": changes["change"],
             "source": changes["name"],
             "its SP1": changes["sp1"].map(SP1_STATE).fillna(""),
         }
     )
     for m in metrics:
-        cols = [changes[f"{m}_{s}"] for s in ("a", "b", "status_a", "status_b", "delta")]
+        cols = [changes[f"{m}_{s}"] for s in ("a", "b", "status_a", "status_b")]
         table[m.upper()] = [_moved(*values) for values in zip(*cols)]
     return table.assign(key=changes["key"])
 
@@ -96,9 +94,10 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
         return
     st.markdown(retrieval_summary(changes, metrics))
     where = [run_a if c == "dropped" else run_b for c in changes["change"]]
-    table = retrieval_table(changes, run_a, run_b, metrics)
-    table.insert(0, "open", [ui.item_url(r, i, tab="Sources") for r, i in zip(where, changes["item_id"])])
+    table = retrieval_table(changes, metrics)
+    table["item"] = [ui.item_url(r, i, tab="Sources") for r, i in zip(where, changes["item_id"])]
     table["ledger"] = [ui.page_url("sources", run=r, source=k) for r, k in zip(where, changes["key"])]
+    table["key"] = table.pop("key")  # last: the links come first
     event = st.dataframe(
         table,
         hide_index=True,
@@ -107,13 +106,17 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
         selection_mode="single-row",
         width="stretch",
         column_config={
-            "open": st.column_config.LinkColumn("open", display_text="🔎", width="small"),
+            "item": st.column_config.LinkColumn("item", display_text="🔎", width="small"),
+            "its SP1": st.column_config.TextColumn("its SP1", width=60, help=SP1_LEGEND),  # one mark
+            "change": st.column_config.TextColumn(
+                "change", width=75, help=f"dropped: retrieved in {md(run_a)} only; added: retrieved in {md(run_b)} only"
+            ),
             "source": st.column_config.TextColumn("source", help="Its first words; its ledger link has the rest"),
             "key": st.column_config.TextColumn("key", help="The first 12 hex digits of sha256 of its text"),
             "ledger": st.column_config.LinkColumn("ledger", display_text="📚", width="small"),
             **{
                 m.upper(): st.column_config.TextColumn(
-                    m.upper(), help=f"The item's {m.upper()}: before → after (change)"
+                    m.upper(), width=80, help=f"The item's {m.upper()} in {md(run_a)} → in {md(run_b)}"
                 )
                 for m in metrics
             },
