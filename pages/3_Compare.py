@@ -12,7 +12,7 @@ import streamlit as st
 from evaluators.core.stats import bootstrap_ci
 from evaluators.dashboard import charts, markup, reads, state, ui
 from evaluators.dashboard.views import compare as compare_view
-from evaluators.metrics import registry
+from evaluators.metrics import ledger, registry
 from evaluators.runs import flips
 from evaluators.storage import queries
 
@@ -172,7 +172,8 @@ st.caption(
     "across runs by its text. Cause: the item's retrieved sources changed → retriever or chunking; the "
     "sources stayed the same and the response changed → prompt or generator; neither → judge (noise, or "
     "another judge or prompt). A verdict unsure or failed in either run is not a flip, and a component "
-    "found in one run only cannot flip: both are counted apart."
+    "found in one run only cannot flip: both are counted apart (sources found in one run only are listed below, "
+    "as added or dropped by the retriever)."
 )
 st.dataframe(flipped.rollup, hide_index=True, key="flip_rollup", width="stretch")
 if not flipped.items.empty:
@@ -199,8 +200,13 @@ if item_id:
         for change in moved.itertuples(index=False):
             run = run_id if change.run == "a" else other
             verb = f"removed (was in {markup.md(run_id)})" if change.run == "a" else f"added (in {markup.md(other)})"
-            shown = change.text if len(change.text) <= 80 else change.text[:80] + "…"
             st.markdown(
-                f"Source {verb}: [{markup.md(shown)}](Sources?{urlencode({'run': run, 'source': change.key})}) "
+                f"Source {verb}: [{markup.md(ledger.source_name(change.text))}](Sources?{urlencode({'run': run, 'source': change.key})}) "
                 f"`{change.key}`"
             )
+compare_view.show_retrieval_changes(
+    reads.read(queries.compare.retrieval_changes, run_id, other, band, state.corrected()),
+    run_id,
+    other,
+    queries.compare.RETRIEVAL_METRICS,
+)

@@ -1,5 +1,6 @@
 """Sources: the source ledger of one or several runs (evaluators/metrics/ledger.py), its dead-weight and
-possibly-stale lists, and one source's retrievals with their verdicts (?source=ID or text key)."""
+possibly-stale lists, each source named by its first words, and one source's full text and retrievals
+with their verdicts (?source=ID or text key; a click on a row opens it)."""
 
 from __future__ import annotations
 
@@ -57,12 +58,12 @@ with st.sidebar.expander("List thresholds", expanded=False):
     )
 
 
-def source_url(key: str) -> str:
-    """A link to one source's detail view over the chosen runs."""
-    return "Sources?" + urlencode({**ui.link(), "runs": ",".join(chosen), "source": key})
+def source_params(key: str) -> dict[str, str]:
+    """The URL of one source's detail view over the chosen runs."""
+    return {**ui.link(), "runs": ",".join(chosen), "source": key}
 
 
-source = state.synced(st.text_input, "Source (id or text key)", "source", "").strip()
+source = state.synced(st.sidebar.text_input, "Find a source by its id or key", "source", "").strip()
 ATTRIBUTION = (
     "Claims a source supports come from GR verdicts whose judge named the supporting source sentence "
     "(the offline judge does); an LLM judge answers for the whole source set, so its supported claims "
@@ -75,9 +76,11 @@ if source:
         st.warning(f"No source {markup.md(source)} in {markup.md(', '.join(chosen))}.")
         st.stop()
     first = found.iloc[0]
-    st.subheader(f"Source {markup.md(first['source'])}")
-    if first["source_id"] is not None and not pd.isna(first["source_id"]):
-        st.caption(f"id {markup.md(first['source_id'])} · text key {markup.md(first['text_key'])}")
+    st.subheader(markup.md(first["name"]))
+    has_id = first["source_id"] is not None and not pd.isna(first["source_id"])
+    st.caption(
+        (f"id {markup.md(first['source_id'])} · " if has_id else "") + f"text key {markup.md(first['text_key'])}"
+    )
     markup.plain(str(first["text"]))
     n, sp1 = int(first["n_match"]), found["sp1"].value_counts()
     decided = int(sp1.get("yes", 0) + sp1.get("no", 0))
@@ -100,7 +103,7 @@ if source:
         .fillna("not run"),
         claims=[[] if c is None or (not isinstance(c, list) and pd.isna(c)) else list(c) for c in found["claims"]],
     )
-    st.dataframe(
+    event = st.dataframe(
         table[
             [
                 "open",
@@ -118,6 +121,8 @@ if source:
         ],
         hide_index=True,
         key="retrievals",
+        on_select="rerun",
+        selection_mode="single-row",
         width="stretch",
         column_config={
             "open": st.column_config.LinkColumn("open", display_text="🔎"),
@@ -128,7 +133,9 @@ if source:
             "n_unattributed": "supported, source unknown",
         },
     )
-    st.caption(ATTRIBUTION)
+    st.caption("Click a row to open its item on its sources. " + ATTRIBUTION)
+    if (row := ui.clicked(event, len(table))) is not None:
+        ui.switch_page("item", ui.link(run=table["run_id"].iloc[row], item=table["item_id"].iloc[row], tab="Sources"))
     ui.page_link("sources", "Back to the ledger", {**ui.link(), "runs": ",".join(chosen)}, icon="📚")
     st.stop()
 
@@ -141,26 +148,30 @@ c1.metric("Sources", int(frame["n_sources"].iloc[0]))
 c2.metric("Dead weight", int(frame["n_dead"].iloc[0]))
 c3.metric("Possibly stale or misleading", int(frame["n_stale"].iloc[0]))
 st.caption(
-    f"Over {len(chosen)} run{'s' if len(chosen) > 1 else ''}: a source is its metadata `source_ids` entry "
-    "when the item has one, else the first 12 hex digits of sha256 of its whitespace-collapsed text. "
-    "Unsure and failed SP1 verdicts are counted apart, never as 0."
+    f"Over {len(chosen)} run{'s' if len(chosen) > 1 else ''}: each source is named by its first words; its id "
+    "or key is its metadata `source_ids` entry when the item has one, else the first 12 hex digits of sha256 of "
+    "its whitespace-collapsed text. Click a row for its full text and the items that retrieved it. Unsure and "
+    "failed SP1 verdicts are counted apart, never as 0."
 )
 
 COLUMNS = {
-    "open": st.column_config.LinkColumn("open", display_text="🔎"),
+    "open": st.column_config.LinkColumn("open", display_text="🔎", width="small"),
+    "name": st.column_config.TextColumn("source", help="Its first words; click the row for its full text"),
+    "source": st.column_config.TextColumn(
+        "id or key", help="Its metadata source id, else the first 12 hex digits of sha256 of its text"
+    ),
     "n_retrieved": "retrieved",
     "essential": "essential (SP1)",
     "claims_supported": "claims it supports",
     "claims_source_unknown": "supported beside it, source unknown",
     "beside": "beside unsupported claims",
-    "text": "text",
 }
 
 
 def show(rows: pd.DataFrame, key: str) -> None:
-    """One list of sources with their counts, each linked to its retrievals."""
+    """One list of sources with their counts; a row's click (or its link) opens its text and retrievals."""
     shown = rows.assign(
-        open=[source_url(k) for k in rows["source"]],
+        open=["Sources?" + urlencode(source_params(k)) for k in rows["source"]],
         essential=[
             f"{s:.0%} · n scored {e + o} of {n}, {u} unsure, {f} failed"
             if e + o
@@ -176,24 +187,28 @@ def show(rows: pd.DataFrame, key: str) -> None:
         ],
         beside=[f"{b} of {d}" for b, d in zip(rows["beside_unsupported"], rows["gr_decided"])],
     )
-    st.dataframe(
+    event = st.dataframe(
         shown[
             [
-                "open",
-                "source",
+                "name",
                 "n_retrieved",
                 "essential",
                 "claims_supported",
                 "claims_source_unknown",
                 "beside",
-                "text",
+                "source",
+                "open",
             ]
         ],
         hide_index=True,
         key=key,
+        on_select="rerun",
+        selection_mode="single-row",
         width="stretch",
         column_config=COLUMNS,
     )
+    if (row := ui.clicked(event, len(rows))) is not None:
+        ui.switch_page("sources", source_params(rows["source"].iloc[row]))
 
 
 LISTS = (

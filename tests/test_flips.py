@@ -118,12 +118,16 @@ CAND: dict[str, dict[str, Any]] = {
 }
 
 
+def two_runs(db: Path, runs: dict[str, dict[str, dict[str, Any]]]) -> Path:
+    """A database holding these runs (name: items), written in order."""
+    for run, items in runs.items():
+        write_run(db, run, items)
+    return db
+
+
 @pytest.fixture(scope="module")
 def pair_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("flips") / "flips.duckdb"
-    write_run(db, "base", BASE)
-    write_run(db, "cand", CAND)
-    return db
+    return two_runs(tmp_path_factory.mktemp("flips") / "flips.duckdb", {"base": BASE, "cand": CAND})
 
 
 def ledger_key(text: str) -> str:
@@ -281,3 +285,98 @@ def test_compare_asks_before_explaining_the_flips_of_big_runs(tmp_path: Path, mo
     assert "**5** verdicts flipped: **2** retriever or chunking · **1** prompt or generator · **2** judge" in \
         [m.value for m in at.markdown]
     assert at.query_params["why"] == "True"
+
+
+# ---------------------------------------------------------------- sources the retriever added or dropped
+
+S = ["The ferry leaves at 9:00 from Pier 2 on weekdays and at 10:00 on Sundays and public holidays.",
+     "Tickets cost 6 euros.", "Bikes ride free on every crossing.", "The café on deck sells coffee."]
+RETR_BASE: dict[str, dict[str, Any]] = {
+    # a source replaced by a better one: SP1 0.5 -> 1, the sub-question covered, the claim grounded
+    "swap": dict(query="When does the ferry leave?", sources=[S[0], S[1]], sp1="10", response="At 9:00.",
+                 claims=[("At 9:00 on weekdays.", "1", "0")], subq=[("When does the ferry leave?", "000", "0")]),
+    # a source added beside the one it had
+    "grow": dict(query="Can I bring a bike?", sources=[S[1]], sp1="0", response="Yes.",
+                 claims=[("Bikes ride free.", "1", "0")], subq=[("Can I bring a bike?", "00", "1")]),
+    # the same sources in another order, and the same sources: nothing moved
+    "order": dict(query="Is there coffee?", sources=[S[3], S[1]], sp1="10", response="Yes.",
+                  claims=[("There is a café.", "1", "1")]),
+    "kept": dict(query="How much?", sources=[S[1]], sp1="1", response="6 euros.", claims=[("6 euros.", "1", "1")]),
+}
+RETR_CAND: dict[str, dict[str, Any]] = {
+    "swap": dict(RETR_BASE["swap"], sources=[S[0], "  The ferry leaves at 9:00 from Pier 2 on weekdays;\nthe crossing "
+                                                   "takes forty minutes."], sp1="11",
+                 claims=[("At 9:00 on weekdays.", "1", "1")], subq=[("When does the ferry leave?", "011", "1")]),
+    "grow": dict(RETR_BASE["grow"], sources=[S[1], S[2]], sp1="0?", claims=[("Bikes ride free.", "1", "1")],
+                 subq=[("Can I bring a bike?", "011", "1")]),
+    "order": dict(RETR_BASE["order"], sources=[S[1], S[3]], sp1="01"),
+    "kept": RETR_BASE["kept"],
+}
+
+
+@pytest.fixture(scope="module")
+def retr_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return two_runs(tmp_path_factory.mktemp("retrieval") / "retrieval.duckdb", {"weak": RETR_BASE, "better": RETR_CAND})
+
+
+def _written(spec: dict[str, Any], metric: str) -> float | None:
+    """The score write_run stored for one item's metric, from its spec."""
+    units = {"sp1": list(spec["sp1"]), "gr": [c[2] for c in spec.get("claims", [])],
+             "sqc": ["1" if "1" in t else "0" if set(t) <= {"0"} else "?" for _, t, _ in spec.get("subq", [])]}
+    return _score("x", metric, units[metric]).value
+
+
+def _expected_moves() -> list[tuple[str, str, str]]:
+    """(item, change, text) of every source in one run only, read off the two specs by text."""
+    moves = []
+    for item in sorted(RETR_BASE):
+        a = [" ".join(s.split()) for s in RETR_BASE[item]["sources"]]
+        b = [" ".join(s.split()) for s in RETR_CAND[item]["sources"]]
+        moves += [(item, "dropped", s) for s in a if s not in b] + [(item, "added", s) for s in b if s not in a]
+    return moves
+
+
+def test_sources_in_one_run_only_are_added_or_dropped_with_the_items_scores(retr_db: Path) -> None:
+    from evaluators.metrics import ledger
+    from evaluators.storage import queries
+    rows = queries.compare.retrieval_changes(retr_db, "weak", "better")
+    moves = _expected_moves()
+    assert len(moves) == 3  # swap: one dropped, one added; grow: one added; order and kept: none
+    assert list(zip(rows["item_id"], rows["change"], rows["name"])) == [
+        (i, c, ledger.source_name(t)) for i, c, t in moves]
+    assert list(rows["key"]) == [ledger_key(t) for _, _, t in moves]
+    assert list(rows["sp1"]) == ["unsure", "no", "yes"]  # on S[2] (its "?"), the dropped S[1], the new source
+    assert rows["name"].iloc[2].endswith(" weekdays;…") and len(rows["name"].iloc[2]) <= ledger.NAME_LENGTH + 1  # cut
+    for row in rows.to_dict("records"):
+        for m in ("sp1", "sqc", "gr"):
+            a, b = _written(RETR_BASE[row["item_id"]], m), _written(RETR_CAND[row["item_id"]], m)
+            assert (row[f"{m}_a"], row[f"{m}_b"]) == (a, b)
+            assert row[f"{m}_delta"] == pytest.approx(b - a)
+    items = ("swap", "grow")
+    first = rows.iloc[0]
+    assert (first["n_items"], first["n_dropped"], first["n_added"]) == (2, 1, 2)
+    for m in ("sp1", "sqc", "gr"):
+        deltas = [_written(RETR_CAND[i], m) - _written(RETR_BASE[i], m) for i in items]
+        assert (first[f"{m}_n"], first[f"{m}_mean_delta"]) == (2, pytest.approx(sum(deltas) / 2))
+    assert sum(deltas) > 0  # the better retriever's items gained: the check above is not of zeros
+    assert queries.compare.retrieval_changes(retr_db, "weak", "weak").empty
+    assert len(queries.compare.retrieval_changes(retr_db, "weak", "better", limit=1)) == 1
+
+
+def test_compare_lists_the_retrievers_changes_beside_the_flips(retr_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _compare(retr_db, monkeypatch, run="weak", other="better")
+    assert "Sources the retriever added or dropped" in [s.value for s in at.subheader]
+    texts = [m.value for m in at.markdown]
+    assert any(t.startswith("**2** items retrieved other sources: **1** dropped · **2** added") for t in texts)
+    table = _frame(at, "its SP1")
+    assert list(table["item_id"]) == ["grow", "swap", "swap"]
+    assert list(table["change"]) == ["added", "dropped", "added"]
+    a, b = _written(RETR_BASE["swap"], "sp1"), _written(RETR_CAND["swap"], "sp1")
+    assert table["SP1"].iloc[1] == f"{a:.2f}→{b:.2f}"
+    assert table["its SP1"].iloc[0] == "?"  # unsure
+    assert table["item"].iloc[1] == "Item?run=weak&item=swap&tab=Sources"  # the dropped source: in the run that had it
+    assert table["ledger"].iloc[2].startswith("Sources?run=better&source=")
+    at.session_state["retrieval_changes"] = {"selection": {"rows": [1], "columns": [], "cells": []}}
+    at.run()
+    assert at.title[0].value == "Item"
+    assert (at.query_params["run"], at.query_params["item"], at.query_params["tab"]) == ("weak", "swap", "Sources")

@@ -18,6 +18,7 @@ from data.demo_runs import RUNS, RUNS_DIR
 from evaluators import cli
 from evaluators.core.confidence import is_unsure
 from evaluators.core.records import CALIBRATED, LABEL, Component, Item, Run, Score, Status, Verdict
+from evaluators.dashboard import markup
 from evaluators.metrics import ledger
 from evaluators.storage import ownership, queries, store, writes
 from tests.conftest import app_db
@@ -304,6 +305,7 @@ def test_sources_page_lists_and_thresholds_from_the_url(served: Path) -> None:
     assert metrics == {"Sources": "4", "Dead weight": "1", "Possibly stale or misleading": "1"}
     dead = at.dataframe[0].value  # the lists in order: dead weight, stale, most retrieved
     assert list(dead["source"]) == [ledger.source_key(B)]
+    assert list(dead["name"]) == [B] and dead.columns[0] == "name"  # named by its words, the key beside
     assert dead["open"].iloc[0].startswith("Sources?") and f"source={ledger.source_key(B)}" in dead["open"].iloc[0]
     assert "n scored 1 of 2" in dead["essential"].iloc[0]  # the failed verdict is not a 0
     assert list(at.dataframe[1].value["source"]) == [ledger.source_key(B)]  # stale
@@ -318,5 +320,42 @@ def test_sources_page_detail_opens_the_sources_items(served: Path) -> None:
     assert list(table["open"]) == [f"Item?run={RUN}&item={i}&tab=Sources" for i in ("i1", "i2", "i3")]
     assert list(table["essential"]) == ["✗ not essential", "⚠ failed", "✗ not essential"]
     assert {m.label: m.value for m in at.metric}["Retrieved"] == "3"
+    assert at.subheader[0].value == markup.md(B)  # its words, not its key
+    assert any(c.value.endswith(f"text key {ledger.source_key(B)}") for c in at.caption)
     missing = _open(run=RUN, source="no-such-source")
     assert any("No source" in w.value for w in missing.warning)
+
+
+def test_a_click_on_a_ledger_row_opens_the_source_and_a_click_on_a_retrieval_its_item(served: Path) -> None:
+    at = _open(run=RUN, lr_min="2")
+    names = at.dataframe[2].value  # most retrieved
+    row = list(names["source"]).index(ledger.source_key(B))
+    at.session_state["retrieved_table"] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["source"] == ledger.source_key(B) and at.query_params["runs"] == RUN
+    assert at.subheader[0].value == markup.md(B)
+    assert any(B in h.value for h in at.html)  # its full text
+    assert list(at.dataframe[0].value["item_id"]) == ["i1", "i2", "i3"]
+    at.session_state["retrievals"] = {"selection": {"rows": [1], "columns": [], "cells": []}}
+    at.run()
+    assert at.title[0].value == "Item"
+    assert (at.query_params["run"], at.query_params["item"], at.query_params["tab"]) == (RUN, "i2", "Sources")
+
+
+@pytest.mark.parametrize("text", ["short text", "  spaced \n out  ", "w" * 70, "word " * 30, ("x" * (ledger.NAME_LENGTH - 1)) + " yy",
+                                  ("x" * ledger.NAME_LENGTH) + " yy", ("x" * (ledger.NAME_LENGTH + 1)) + " yy", "é" * 30 + " ünï " * 10])
+def test_the_sql_name_equals_source_name(tmp_path: Path, text: str) -> None:
+    db = tmp_path / "names.duckdb"
+    ownership.start_run(db, Run("n", "hand", {}, {}), 1)
+    writes.write_batch(db, "n", items=[Item("x", "q", (text,), "r")])
+    name = queries.ledger.source_ledger(db, ["n"], limit=None)["name"].iloc[0]
+    assert name == ledger.source_name(text)
+    assert len(name) <= ledger.NAME_LENGTH + 1 and " ".join(text.split()).startswith(name.removesuffix("…"))
+
+
+def test_source_name_is_the_first_words() -> None:
+    assert ledger.source_name(" Bravo\u00a0 text\ttwo. ") == "Bravo text two."
+    long = "The ferry to the island leaves from Pier 2 every hour between nine and six."
+    assert ledger.source_name(long) == "The ferry to the island leaves from Pier 2 every…"
+    assert ledger.source_name("x" * 80) == "x" * ledger.NAME_LENGTH + "…"

@@ -42,48 +42,46 @@ def page(base_url: str) -> Iterator[Any]:
         yield tab
 
 
-def _open_first_row(page: Any, column: str, url: re.Pattern[str]) -> Any:
-    """Click the first row's 🔎 link (the first column) of the dataframe that has `column`: the link
-    opens in a new tab, which is returned once it shows `url`."""
+def _open_first_row(page: Any, column: str, url: re.Pattern[str]) -> None:
+    """Click the first row's selection marker (the left column) of the dataframe that has `column`: the
+    view it opens comes in the same tab, once it shows `url`."""
     canvas = page.get_by_test_id("stDataFrame").filter(has_text=column).first.get_by_test_id("data-grid-canvas")
     for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
         settle(page)
         canvas.scroll_into_view_if_needed()
         box = canvas.bounding_box()
+        page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)
         try:
-            with page.expect_popup(timeout=15_000) as opened:
-                page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)
-            break
+            page.wait_for_url(url, timeout=15_000)
+            return
         except sync_api.TimeoutError:
             if attempt == 2:
                 raise
-    tab = opened.value
-    tab.set_default_timeout(45_000)
-    tab.wait_for_url(url)
-    return tab
 
 
 def test_dead_weight_opens_the_source_and_then_its_item(page: Any) -> None:
     page.goto(f"/Sources?run={RUN}&lr_min=2")
     check_page(page, "Sources")
     expect(page.get_by_test_id("stMetric").filter(has_text="Dead weight")).to_contain_text("1")
-    assert [r["source"] for r in grid(page, "source")] == [KEY]
-    source = _open_first_row(page, "source", re.compile(rf"/Sources\?.*source={KEY}"))
-    check_page(source, "Sources")
-    rows = grid(source, "item_id")
+    assert [r["source"] for r in grid(page, "source")] == [B]  # named by its words, not by its key
+    _open_first_row(page, "source", re.compile(rf"/Sources\?.*source={KEY}"))  # one click, same tab
+    check_page(page, "Sources")
+    expect(page.get_by_role("heading", name=B)).to_be_visible()
+    rows = grid(page, "item_id")
     assert [r["item_id"] for r in rows] == ["i1", "i2", "i3"]
     assert [r["essential"] for r in rows] == ["✗ not essential", "⚠ failed", "✗ not essential"]
-    expect(source.get_by_test_id("stMetric").filter(has_text="Retrieved")).to_contain_text("3")
-    item = _open_first_row(source, "item_id", re.compile(r"/Item\?.*item=i1.*tab=Sources"))  # on its sources
-    check_page(item, "Item")
-    expect(item.get_by_text("Bravo text two.").first).to_be_visible()
+    expect(page.get_by_test_id("stMetric").filter(has_text="Retrieved")).to_contain_text("3")
+    _open_first_row(page, "item_id", re.compile(r"/Item\?.*item=i1.*tab=Sources"))  # on its sources
+    check_page(page, "Item")
+    expect(page.get_by_text("Bravo text two.").first).to_be_visible()
 
 
 def test_a_pasted_source_link_takes_the_id_or_the_text_key(page: Any) -> None:
     page.goto(f"/Sources?run={RUN}&source=doc-a")
     check_page(page, "Sources")
     assert [r["item_id"] for r in grid(page, "item_id")] == ["i1"]
-    expect(page.get_by_text("Alpha text one. Alpha has more to say.")).to_be_visible()
+    expect(page.get_by_role("heading", name="Alpha text one. Alpha has more to say.")).to_be_visible()  # its name
+    expect(page.get_by_text("Alpha text one. Alpha has more to say.")).to_have_count(2)  # and its full text
 
 
 def test_trends_render_with_a_baseline(page: Any) -> None:
@@ -105,4 +103,4 @@ def test_the_download_is_the_clis_export(page: Any, served_db: Path, tmp_path: P
     out = tmp_path / "cli.csv"
     assert cli.main(["ledger", "--db", str(served_db), "--run", RUN, "--min-retrieved", "2", "--out", str(out)]) == 0
     assert got.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
-    assert f"{KEY},," in got.read_text(encoding="utf-8")
+    assert f"{KEY},{B},," in got.read_text(encoding="utf-8")

@@ -315,6 +315,12 @@ def switch_page(page: str, query_params: Mapping[str, str]) -> None:
     st.switch_page(PAGES[page].file, query_params=query_params)
 
 
+def clicked(event: Any, n_rows: int) -> int | None:
+    """The row a click selected in a table drawn with on_select="rerun" (its event), if any."""
+    rows = event["selection"]["rows"] if event else []
+    return rows[0] if rows and rows[0] < n_rows else None
+
+
 def page_url(page: str, **extra: Any) -> str:
     """A relative URL to one of PAGES with the current context, for link columns in tables."""
     return f"{PAGES[page].url_path}?" + urlencode(link(**extra))

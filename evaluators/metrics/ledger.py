@@ -3,7 +3,7 @@
 A source is known by `metadata["source_ids"][i]` when the item's metadata carries a list aligned with
 its sources (importers of Phoenix and Langfuse traces write one), else by source_key(text): the first 12
 hex digits of sha256 over the text with its whitespace collapsed, so the same chunk retrieved by two
-items or two runs is one source. The counting itself happens in DuckDB (queries.ledger.source_ledger); this
+items or two runs is one source. It is shown by source_name(text), its first words. The counting itself happens in DuckDB (queries.ledger.source_ledger); this
 module holds the definitions the SQL is written from (tests hold the two equal):
 - essential share: SP1's confident 1s over its confident verdicts on that source; unsure and failed
   verdicts are counted apart, never as 0;
@@ -23,6 +23,9 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 KEY_LENGTH = 12
+# A source is shown by its first words: at most this many characters, cut at a word's end.
+NAME_LENGTH = 50
+NAME_CUT = "…"
 # Python's str.split() splits on every character whose isspace() is true; the SQL key must too. Written
 # out: finding them among all 1.1M code points took 0.09 s of every start (tests check the list).
 SPACES = (
@@ -49,6 +52,16 @@ def normalise(text: str) -> str:
 def source_key(text: str) -> str:
     """A source's text key: the first 12 hex digits of sha256 of its whitespace-collapsed text."""
     return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()[:KEY_LENGTH]
+
+
+def source_name(text: str) -> str:
+    """A source as people read it: its whitespace-collapsed text, cut after at most NAME_LENGTH
+    characters at a word's end (a single longer word is cut where it stands), with "…" when cut."""
+    norm = normalise(text)
+    if len(norm) <= NAME_LENGTH:
+        return norm
+    head = norm[: NAME_LENGTH + 1]
+    return (head.rsplit(" ", 1)[0] if " " in head else norm[:NAME_LENGTH]) + NAME_CUT
 
 
 def source_ids(sources: Sequence[str], metadata: Mapping[str, object]) -> list[str]:
@@ -126,6 +139,7 @@ def is_stale(
 # The export's columns (the CLI's `ledger` command and the Sources page's download write the same file).
 CSV_COLUMNS = (
     "source",
+    "name",
     "source_id",
     "text_key",
     "n_retrieved",

@@ -1,13 +1,16 @@
-"""The Compare page's helpers: one item's claims in two runs, matched by their text."""
+"""The Compare page's helpers: one item's claims in two runs, matched by their text; the sources the
+retriever added or dropped, with the items' scores before and after."""
 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, cast
+from typing import Any, Iterable, Sequence, cast
 
 import pandas as pd
+import streamlit as st
 
-from evaluators.dashboard.markup import fmt_verdict
+from evaluators.dashboard import ui
+from evaluators.dashboard.markup import fmt_score, fmt_verdict, md
 
 
 def _norm(text: str) -> str:
@@ -33,3 +36,97 @@ def claim_diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     order = {"changed verdict": 0, "new": 1, "gone": 2, "same": 3}
     frame = pd.DataFrame(rows, columns=["change", "claim", "before", "after"])
     return frame.sort_values("change", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
+
+
+SP1_STATE = {"yes": "✓", "no": "✗", "unsure": "?", "failed": "⚠"}
+SP1_LEGEND = "SP1's verdict on the source in the run that retrieved it: ✓ essential, ✗ not, ? unsure, ⚠ failed"
+
+
+def _moved(a: Any, b: Any, status_a: Any, status_b: Any) -> str:
+    """An item's score in the two runs: '0.50→1.00' (a side unscored shows its status)."""
+    return f"{fmt_score(a, _status(status_a))}→{fmt_score(b, _status(status_b))}"
+
+
+def _status(status: Any) -> str | None:
+    return status if isinstance(status, str) else None
+
+
+def retrieval_table(changes: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """queries.compare.retrieval_changes() as shown: per moved source, the item, what the retriever did,
+    the source by its first words, SP1's verdict on it, per metric the item's score before→after, its key."""
+    table = pd.DataFrame(
+        {
+            "item_id": changes["item_id"],
+            "change": changes["change"],
+            "source": changes["name"],
+            "its SP1": changes["sp1"].map(SP1_STATE).fillna(""),
+        }
+    )
+    for m in metrics:
+        cols = [changes[f"{m}_{s}"] for s in ("a", "b", "status_a", "status_b")]
+        table[m.upper()] = [_moved(*values) for values in zip(*cols)]
+    return table.assign(key=changes["key"])
+
+
+def retrieval_summary(changes: pd.DataFrame, metrics: Sequence[str]) -> str:
+    """One line: how many items retrieved other sources, what moved, and the mean change of each metric
+    over those items (n scored in both of them)."""
+    first = changes.iloc[0]
+    n = int(first["n_items"])
+    effects = " · ".join(
+        f"{m.upper()} {float(first[f'{m}_mean_delta']):+.2f} ({int(first[f'{m}_n'])} scored in both of {n})"
+        if int(first[f"{m}_n"])
+        else f"{m.upper()} – (0 scored in both of {n})"
+        for m in metrics
+    )
+    return (
+        f"**{n}** {'item' if n == 1 else 'items'} retrieved other sources: **{int(first['n_dropped'])}** dropped · "
+        f"**{int(first['n_added'])}** added. Mean change over these items: {effects}"
+    )
+
+
+def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metrics: Sequence[str]) -> None:
+    """Compare's section on the sources the retriever added or dropped: the summary line, and one row per
+    moved source; a row's click opens its item, in the run that retrieved it, on its sources."""
+    st.subheader("Sources the retriever added or dropped")
+    if changes.empty:
+        st.caption("Every item both runs hold retrieved the same sources (by their text) in both.")
+        return
+    st.markdown(retrieval_summary(changes, metrics))
+    where = [run_a if c == "dropped" else run_b for c in changes["change"]]
+    table = retrieval_table(changes, metrics)
+    table["item"] = [ui.item_url(r, i, tab="Sources") for r, i in zip(where, changes["item_id"])]
+    table["ledger"] = [ui.page_url("sources", run=r, source=k) for r, k in zip(where, changes["key"])]
+    table["key"] = table.pop("key")  # last: the links come first
+    event = st.dataframe(
+        table,
+        hide_index=True,
+        key="retrieval_changes",
+        on_select="rerun",
+        selection_mode="single-row",
+        width="stretch",
+        column_config={
+            "item": st.column_config.LinkColumn("item", display_text="🔎", width="small"),
+            "its SP1": st.column_config.TextColumn("its SP1", width=60, help=SP1_LEGEND),  # one mark
+            "change": st.column_config.TextColumn(
+                "change", width=75, help=f"dropped: retrieved in {md(run_a)} only; added: retrieved in {md(run_b)} only"
+            ),
+            "source": st.column_config.TextColumn("source", help="Its first words; its ledger link has the rest"),
+            "key": st.column_config.TextColumn("key", help="The first 12 hex digits of sha256 of its text"),
+            "ledger": st.column_config.LinkColumn("ledger", display_text="📚", width="small"),
+            **{
+                m.upper(): st.column_config.TextColumn(
+                    m.upper(), width=80, help=f"The item's {m.upper()} in {md(run_a)} → in {md(run_b)}"
+                )
+                for m in metrics
+            },
+        },
+    )
+    total = int(changes["n_dropped"].iloc[0]) + int(changes["n_added"].iloc[0])
+    st.caption(
+        (f"Showing the first {len(changes)} of {total} moved sources. " if total > len(changes) else "")
+        + "A source retrieved for an item in one run only, matched by its text: it cannot flip, so it is listed "
+        "here with the item's scores in both runs. Click a row to open the item in the run that retrieved it."
+    )
+    if (row := ui.clicked(event, len(table))) is not None:
+        ui.switch_page("item", ui.link(run=where[row], item=changes["item_id"].iloc[row], tab="Sources"))

@@ -1,5 +1,6 @@
 """Reads that set two runs side by side: run tables aligned by item id, the items that crossed a threshold,
-pairwise preference, and the components whose verdicts flipped (matched by their text).
+pairwise preference, the components whose verdicts flipped (matched by their text), and the sources
+the retriever added or dropped.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import pandas as pd
 from evaluators.core.confidence import Band
 from evaluators.metrics import registry
 from evaluators.storage import store
-from evaluators.storage.queries.sql import RunTable, ids_sql, threshold_sql, unsure_sql
+from evaluators.storage.queries.ledger import key_sql, name_sql, norm_sql
+from evaluators.storage.queries.sql import RunTable, ids_sql, scores_sql, threshold_sql, unsure_sql
 from evaluators.storage.wide import column
 
 
@@ -211,3 +213,81 @@ def shared_item_count(path: str | Path, run_a: str, run_b: str) -> int:
         {"a": run_a, "b": run_b},
     )
     return int(frame["n"].iloc[0])
+
+
+# The metrics a retriever's change moves: its sources' precision, their coverage of the query, and
+# whether the response stays grounded in them.
+RETRIEVAL_METRICS = ("sp1", "sqc", "gr")
+
+
+def _side_scores_sql(side: str, per_metric: Sequence[tuple[str, str]], band: Band | None, corrected: bool) -> str:
+    """The scores of run $a or $b (`side`) at the band, one row per item of `moved`, one value and one
+    status column per metric (named `column`_`side`, `column`_status_`side`)."""
+    cols = ", ".join(
+        f"max(CASE WHEN isnan(value) THEN NULL ELSE value END) FILTER (WHERE metric = '{m}') AS {c}_{side}, "
+        f"any_value(status) FILTER (WHERE metric = '{m}') AS {c}_status_{side}"
+        for m, c in per_metric
+    )
+    # the generated relation reads $run: here the side's run
+    return f"""SELECT item_id, {cols} FROM {scores_sql(band, corrected).replace("$run", f"${side}")}
+        WHERE run_id = ${side} AND item_id IN (SELECT item_id FROM moved)
+          AND metric IN {ids_sql([m for m, _ in per_metric])} GROUP BY item_id"""
+
+
+def retrieval_changes(
+    path: str | Path,
+    run_a: str,
+    run_b: str,
+    band: Band | None = None,
+    corrected: bool = False,
+    metrics: Sequence[str] = RETRIEVAL_METRICS,
+    limit: int = 500,
+) -> pd.DataFrame:
+    """The sources the retriever dropped (retrieved in run_a only) or added (in run_b only), per item both
+    runs hold, matched by their text key (ledger.source_key); with the item's scores in each run at the band.
+
+    One row per moved source: item_id, change ('dropped' or 'added'), idx (its position in its run),
+    key (its text key), name (its first words), sp1 ('yes', 'no', 'unsure', 'failed' or NULL: SP1's
+    verdict on it in its run), then per metric m: m_a, m_b (NULL when unscored), m_status_a, m_status_b
+    and m_delta (b - a where both scored). On every row: n_items (items whose sources moved), n_dropped,
+    n_added and per metric m_n (items scored in both) and m_mean_delta, over all of them (the rows stop
+    at `limit`, by item id)."""
+    per_metric = [(m, column(m)[1:-1]) for m in metrics]  # checked ids, usable in column names
+    deltas = ", ".join(f"{c}_b - {c}_a AS {c}_delta" for _, c in per_metric)
+    totals = ", ".join(f"count({c}_delta) AS {c}_n, avg({c}_delta) AS {c}_mean_delta" for _, c in per_metric)
+    state = (
+        f"CASE WHEN status <> 'ok' OR value IS NULL OR value NOT IN (0, 1) THEN 'failed' "
+        f"WHEN {unsure_sql(band)} THEN 'unsure' WHEN value = 1 THEN 'yes' ELSE 'no' END"
+    )
+    return store.query(
+        path,
+        f"""WITH pairs AS MATERIALIZED (
+            SELECT item_id, a.sources AS sa, b.sources AS sb FROM items a JOIN items b USING (item_id)
+            WHERE a.run_id = $a AND b.run_id = $b AND a.sources IS DISTINCT FROM b.sources),
+        listed AS (SELECT 'a' AS side, item_id, unnest(sa) AS text, generate_subscripts(sa, 1) - 1 AS idx FROM pairs
+                   UNION ALL
+                   SELECT 'b', item_id, unnest(sb), generate_subscripts(sb, 1) - 1 FROM pairs),
+        normed AS (SELECT *, {norm_sql("text")} AS norm FROM listed),
+        hashed AS MATERIALIZED (SELECT side, item_id, idx, norm, hash(norm) AS h FROM normed),
+        moved AS MATERIALIZED (  -- matched by a 64-bit hash; keys and names are made for the rows shown only
+            SELECT k.side, k.item_id, k.idx, k.norm
+            FROM hashed k ANTI JOIN hashed o ON o.item_id = k.item_id AND o.side <> k.side AND o.h = k.h),
+        shown AS MATERIALIZED (SELECT * FROM moved ORDER BY item_id, side, idx LIMIT {int(limit)}),
+        sp1 AS (SELECT CASE WHEN run_id = $a THEN 'a' ELSE 'b' END AS side, item_id, component_idx AS idx,
+                       {state} AS sp1
+                FROM verdicts WHERE run_id IN ($a, $b) AND metric = 'sp1' AND component_kind = 'source'
+                  AND item_id IN (SELECT item_id FROM shown)),
+        scored AS MATERIALIZED (
+            SELECT *, {deltas}
+            FROM (SELECT DISTINCT item_id FROM moved) LEFT JOIN ({_side_scores_sql("a", per_metric, band, corrected)})
+                 USING (item_id) LEFT JOIN ({_side_scores_sql("b", per_metric, band, corrected)}) USING (item_id)),
+        totals AS (SELECT count(*) AS n_items, {totals} FROM scored),
+        counts AS (SELECT count(*) FILTER (WHERE side = 'a') AS n_dropped, count(*) FILTER (WHERE side = 'b') AS n_added
+                   FROM moved)
+        SELECT m.item_id, CASE m.side WHEN 'a' THEN 'dropped' ELSE 'added' END AS change, m.idx,
+               {key_sql("m.norm")} AS key, {name_sql("m.norm")} AS name, v.sp1, s.* EXCLUDE (item_id), t.*, c.*
+        FROM shown m JOIN scored s USING (item_id) LEFT JOIN sp1 v USING (side, item_id, idx)
+             CROSS JOIN totals t CROSS JOIN counts c
+        ORDER BY m.item_id, m.side, m.idx""",
+        {"a": run_a, "b": run_b},
+    )

@@ -15,7 +15,7 @@ from evaluators.storage import store
 from evaluators.storage.queries.sql import number_sql, unsure_sql
 
 
-def _norm_sql(expr: str) -> str:
+def norm_sql(expr: str) -> str:
     """ledger.normalise() as SQL: whitespace runs (Python's str.split() set) collapsed, ends trimmed.
     Most texts are already normal (single spaces, none at the ends): one match test passes them as they
     are, three times faster than the two replacements."""
@@ -27,12 +27,28 @@ def _norm_sql(expr: str) -> str:
     )
 
 
+def name_sql(norm: str) -> str:
+    """ledger.source_name() over a normalised text (norm_sql) as SQL: its first words. It reads no more
+    than the text's first NAME_LENGTH + 1 characters, so it may be given only those."""
+    n, cut = int(ledger.NAME_LENGTH), ledger.NAME_CUT
+    return (
+        f"CASE WHEN length({norm}) <= {n} THEN {norm} "
+        f"WHEN contains(left({norm}, {n + 1}), ' ') THEN regexp_replace(left({norm}, {n + 1}), ' [^ ]*$', '') || '{cut}' "
+        f"ELSE left({norm}, {n}) || '{cut}' END"
+    )
+
+
+def key_sql(norm: str) -> str:
+    """ledger.source_key() over a normalised text (norm_sql) as SQL."""
+    return f"left(sha256({norm}), {ledger.KEY_LENGTH})"
+
+
 def _quote_sql() -> str:
     """ledger.supporting_quote() over a verdicts row's detail as SQL: NULL when it names no source."""
     found = ", ".join(
         f"nullif(regexp_extract(detail, '{p.replace(chr(39), chr(39) * 2)}', 1), '')" for p in ledger.QUOTE_PATTERNS
     )
-    quote = _norm_sql(f"regexp_replace(coalesce({found}), '…$', '')")
+    quote = norm_sql(f"regexp_replace(coalesce({found}), '…$', '')")
     return (
         f"CASE WHEN starts_with(detail, '{ledger.SUPPORTED_PREFIX}') THEN nullif(left("
         f"split_part({quote}, '{ledger.SENTENCE_END}', 1), {int(ledger.QUOTE_MATCH)}), '') END"
@@ -55,12 +71,12 @@ def _ledger_rows_sql(band: Band | None, keyed: bool) -> str:
         f"WHEN {unsure_sql(band)} THEN 'unsure' WHEN value = 1 THEN 'yes' ELSE 'no' END"
     )
     return f"""WITH src AS (
-            SELECT run_id, item_id, pos - 1 AS idx, text, {_norm_sql("text")} AS norm,
+            SELECT run_id, item_id, pos - 1 AS idx, text, {norm_sql("text")} AS norm,
                    CASE WHEN json_array_length(metadata, '$.source_ids') = len(sources)
                         THEN json_extract_string(metadata, '$.source_ids[' || (pos - 1) || ']') END AS source_id
             FROM (SELECT run_id, item_id, metadata, sources, unnest(sources) AS text,
                          generate_subscripts(sources, 1) AS pos FROM items WHERE {runs})),
-        hashed AS (SELECT *, left(sha256(norm), {ledger.KEY_LENGTH}) AS text_key FROM src),
+        hashed AS (SELECT *, {key_sql("norm")} AS text_key FROM src),
         keyed AS MATERIALIZED (
             SELECT *, coalesce(source_id, text_key) AS source FROM hashed
             {only_items}),
@@ -84,7 +100,7 @@ def _ledger_rows_sql(band: Band | None, keyed: bool) -> str:
                            count(*) FILTER (WHERE g.state = 'yes' AND m.component_idx IS NULL) AS n_unattributed
                     FROM gr g LEFT JOIN (SELECT DISTINCT run_id, item_id, component_idx FROM matches) m
                          USING (run_id, item_id, component_idx) GROUP BY ALL),
-        rows AS (SELECT k.run_id, k.item_id, k.idx, k.source, k.source_id, k.text_key, k.text, s.sp1, s.sp1_detail,
+        rows AS (SELECT k.run_id, k.item_id, k.idx, k.source, k.source_id, k.text_key, k.text, k.norm, s.sp1, s.sp1_detail,
                         coalesce(m.supports, 0) AS supports, m.claims, g.n_unsupported, g.n_decided, g.n_unattributed
                  FROM keyed k LEFT JOIN sp1 s USING (run_id, item_id, idx) LEFT JOIN supports m USING (run_id, item_id, idx)
                       LEFT JOIN gr_item g USING (run_id, item_id)
@@ -115,8 +131,8 @@ def _ledger_flags(th: ledger.Thresholds) -> str:
 def _ledger_sql(band: Band | None, th: ledger.Thresholds) -> str:
     """`ledger`: one row per source over the runs in $runs, with its counts, shares and list flags."""
     return f"""{_ledger_rows_sql(band, keyed=False)},
-        grouped AS (SELECT source, any_value(source_id) AS source_id, any_value(text_key) AS text_key,
-                           left(any_value(text), 300) AS text, {_LEDGER_COLUMNS}
+        grouped AS (SELECT source, left(any_value(norm), {ledger.NAME_LENGTH + 1}) AS head, any_value(source_id) AS source_id,
+                           any_value(text_key) AS text_key, left(any_value(text), 300) AS text, {_LEDGER_COLUMNS}
                     FROM rows GROUP BY source),
         ledger AS MATERIALIZED (
             SELECT *, sp1_essential / nullif(sp1_essential + sp1_not, 0) AS essential_share,
@@ -143,7 +159,7 @@ def source_ledger(
         return store.query(
             path,
             f"""{_ledger_sql(band, th)}
-            SELECT * FROM ledger ORDER BY n_retrieved DESC, source""",
+            SELECT * EXCLUDE (head), {name_sql("head")} AS name FROM ledger ORDER BY n_retrieved DESC, source""",
             params,
         )
     n = int(limit)
@@ -158,7 +174,7 @@ def source_ledger(
             UNION ALL
             (SELECT 'stale', * FROM ledger WHERE stale
              ORDER BY beside_unsupported DESC, unsupported_share DESC, source LIMIT {n}))
-        SELECT *, (SELECT count(*) FROM ledger) AS n_sources,
+        SELECT * EXCLUDE (head), {name_sql("head")} AS name, (SELECT count(*) FROM ledger) AS n_sources,
                (SELECT count(*) FILTER (WHERE dead_weight) FROM ledger) AS n_dead,
                (SELECT count(*) FILTER (WHERE stale) FROM ledger) AS n_stale
         FROM lists""",
@@ -175,7 +191,7 @@ def source_retrievals(
     return store.query(
         path,
         f"""{_ledger_rows_sql(band, keyed=True)}
-        SELECT r.run_id, r.item_id, r.idx, r.source, r.source_id, r.text_key, r.text, i.query, r.sp1, r.sp1_detail,
+        SELECT r.run_id, r.item_id, r.idx, r.source, {name_sql("r.norm")} AS name, r.source_id, r.text_key, r.text, i.query, r.sp1, r.sp1_detail,
                r.supports, (SELECT list(c.text ORDER BY c.idx) FROM components c
                             WHERE c.run_id = r.run_id AND c.item_id = r.item_id AND c.kind = 'claim'
                               AND list_contains(r.claims, c.idx)) AS claims,
