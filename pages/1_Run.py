@@ -101,11 +101,8 @@ event = st.dataframe(
         "failed_metrics": "failed metrics",
     },
 )
-picked = event["selection"]["rows"] if event else []
-if picked and picked[0] < len(frame):
-    ui.switch_page(
-        "item", ui.link(run=run_id, item=frame["item_id"].iloc[picked[0]], rule=",".join(rules) or None, tab=tab)
-    )
+if (row := ui.clicked(event, len(frame))) is not None:
+    ui.switch_page("item", ui.link(run=run_id, item=frame["item_id"].iloc[row], rule=",".join(rules) or None, tab=tab))
 
 # Drawn once opened: a pass over every item, and plotly's script in the browser, that a first visit skips.
 with st.expander("Metric correlations across all items of the run", key="corr_open", on_change="rerun") as corr:
