@@ -88,14 +88,15 @@ def _unsure(j: Judged, band: tuple[float, float]) -> bool:
     return lo < _p(j) < hi
 
 
-def band_rows(judged: Sequence[Judged]) -> list[str]:
-    """Per candidate band: share of verdicts inside it (unsure), accuracy of those outside it."""
+def band_rows(scored: Sequence[tuple[int, int, float]]) -> list[str]:
+    """Per candidate band, over (label, value, p) verdicts: the share inside it (unsure) and the accuracy of
+    those outside it."""
     lines = ["| band | unsure | accuracy outside | accuracy of all |", "|---|---:|---:|---:|"]
-    everything = sum(j.value == j.example.label for j in judged) / len(judged)
-    for band in CANDIDATE_BANDS:
-        outside = [j for j in judged if not _unsure(j, band)]
-        acc = sum(j.value == j.example.label for j in outside) / len(outside) if outside else float("nan")
-        lines.append(f"| ({band[0]:.2f}, {band[1]:.2f}) | {1 - len(outside) / len(judged):.0%} | {acc:.2f} "
+    everything = sum(value == label for label, value, _ in scored) / len(scored)
+    for lo, hi in CANDIDATE_BANDS:
+        outside = [(label, value) for label, value, p in scored if not lo < p < hi]
+        acc = sum(value == label for label, value in outside) / len(outside) if outside else float("nan")
+        lines.append(f"| ({lo:.2f}, {hi:.2f}) | {1 - len(outside) / len(scored):.0%} | {acc:.2f} "
                      f"| {everything:.2f} |")
     return lines
 
@@ -140,7 +141,7 @@ def report(judged: Sequence[Judged]) -> str:
             sections.append(f"| {match_type} | {split} | {len(group)} | {sum(labels) / len(group):.2f} | {acc:.2f} "
                             f"| {ece(ps, labels):.3f} | {unsure:.0%} |")
             details += [f"\n## {match_type}, {split} ({len(group)} matches)\n", *reliability(ps, labels), "",
-                        *band_rows(group)]
+                        *band_rows([(j.example.label, j.value, _p(j)) for j in group])]
             if match_type != "all":
                 details += ["", *_source_rows(group)]
     return "\n".join(sections + details) + "\n"

@@ -77,16 +77,6 @@ async def ask_local(todo: Sequence[Example], known: dict[str, float | None],
     return known
 
 
-def band_rows(scored: Sequence[tuple[int, float]]) -> list[str]:
-    """Per candidate band: the verdicts inside it (unsure) and the accuracy of those outside."""
-    lines = ["| band | unsure | accuracy outside |", "|---|---:|---:|"]
-    for lo, hi in cal.CANDIDATE_BANDS:
-        outside = [(y, p) for y, p in scored if not lo < p < hi]
-        acc = sum(int(p >= 0.5) == y for y, p in outside) / len(outside) if outside else float("nan")
-        lines.append(f"| ({lo:.2f}, {hi:.2f}) | {1 - len(outside) / len(scored):.0%} | {acc:.2f} |")
-    return lines
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--per-type", type=int, default=80, help="matches per match type (default 80)")
@@ -115,10 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         unsure_offline = [i for i in idx if (j := cal.judge(rows[i][0])) is not None
                           and cal._unsure(j, DEFAULT_BANDS[CALIBRATED])]
         print(f"## {name}: {len(idx)} matches, {sum(labels)} labelled 1; ECE {cal.ece(raw, labels):.3f}\n")
-        print("\n".join(band_rows(list(zip(labels, raw)))) + "\n")
+        print("\n".join(cal.band_rows([(y, int(p >= 0.5), p) for y, p in zip(labels, raw)])) + "\n")
         if unsure_offline:
             print(f"of them, the {len(unsure_offline)} the offline judge is unsure of:\n")
-            print("\n".join(band_rows([(rows[i][0].label, rows[i][1]) for i in unsure_offline])) + "\n")
+            print("\n".join(cal.band_rows([(rows[i][0].label, int(rows[i][1] >= 0.5), rows[i][1])
+                                        for i in unsure_offline])) + "\n")
     return 0
 
 
