@@ -16,10 +16,10 @@ export RAG_TRIAGE_DB := $(DB)
 
 .PHONY: setup run test check demo browser local
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	touch $@
 
 setup: $(VENV)/.installed

@@ -6,6 +6,8 @@ model hub, no telemetry. These must be set before litellm or sentence-transforme
 
 import os
 
+__version__ = "0.1.0"  # the package's one version: pyproject.toml reads it, `rag-triage --version` prints it
+
 for _name, _value in {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "LITELLM_MODE": "PRODUCTION",

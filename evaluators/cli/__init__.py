@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn, Sequence
 
+from evaluators import __version__
 from evaluators.cli import ci, database, evaluate, grammar, reports
 from evaluators.cli.common import fail
 from evaluators.dashboard import serve
@@ -53,19 +54,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = "python -m evaluators") -> argparse.ArgumentParser:
     """The CLI's parser: every command registers its own arguments and its handler."""
-    p = _Parser(prog="python -m evaluators", description="RAG Triage evaluation engine")
+    p = _Parser(prog=prog, description="RAG Triage evaluation engine")
+    p.add_argument("--version", action="version", version=f"rag-triage {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for add in COMMANDS:
         add(sub)
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m evaluators") -> int:
     """Entry point; returns the process exit code."""
     try:
-        args = parser().parse_args(argv)  # opens --db read-only to check it: it may be busy
+        args = parser(prog).parse_args(argv)  # opens --db read-only to check it: it may be busy
         return int(args.handler(args))
     except SystemExit as exc:  # argparse: --help (0), or a bad option already printed on one line (2)
         return int(exc.code or 0)
@@ -75,3 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc), 4)
     except KeyboardInterrupt:
         return fail("interrupted; finished items are saved, rerun the same command to continue", 130)
+
+
+def console() -> int:
+    """The installed `rag-triage` command (pyproject.toml's [project.scripts]): main under that name."""
+    return main(prog="rag-triage")

@@ -15,21 +15,20 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 import streamlit as st
 
+from evaluators.core import resources
 from evaluators.core.confidence import Band
 from evaluators.dashboard.state import band, corrected
 from evaluators.metrics.registry import order_metrics
 from evaluators.storage import health, queries, store
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 DEFAULT_DB = "data/demo.duckdb"
 
 
 def db_path() -> Path:
-    """The database file, from RAG_TRIAGE_DB (relative paths are relative to the repository)."""
+    """The database file, from RAG_TRIAGE_DB (relative paths are relative to the checkout, or to the
+    working folder when the package runs installed)."""
     path = Path(os.environ.get("RAG_TRIAGE_DB") or DEFAULT_DB)
-    return path if path.is_absolute() else ROOT / path
+    return path if path.is_absolute() else (resources.checkout() or Path.cwd()) / path
 
 
 def db_version(path: Path) -> float:

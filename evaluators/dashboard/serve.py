@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 from urllib.parse import urlencode, urlsplit
 
-ROOT = Path(__file__).resolve().parents[2]
-APP = ROOT / "app.py"
+from evaluators.core.resources import resource
+
+APP = resource("app.py")  # with pages/ and .streamlit/config.toml beside it
 # What the pages import besides Streamlit's core: third-party libraries (streamlit.emojis: the first icon
 # loads it), then our modules that define no Streamlit cache (evaluators.dashboard.reads does, and the
 # modules that import it: they are imported once the runtime exists, see _warm).

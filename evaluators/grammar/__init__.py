@@ -10,10 +10,10 @@ The package's modules import one way, each only from those above it in this list
 - `cli`: grammar-generate, grammar-run, grammar-eval and grammar-demo.
 """
 
-from pathlib import Path
+from evaluators.core.resources import resource
 
 # The demo domain: a fictitious company database, a corpus rendered from it, hand-written templates.
-DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "grammar"
+DATA_DIR = resource("data", "grammar")
 COMPANY_SQL = DATA_DIR / "company.sql"
 TEMPLATES = DATA_DIR / "templates.json"
 CORPUS_SPEC = DATA_DIR / "corpus_spec.json"

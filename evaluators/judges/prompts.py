@@ -17,12 +17,12 @@ import html
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable
 
 from evaluators.core.records import Elements, Status
+from evaluators.core.resources import resource
 
-PROMPT_DIR = Path(__file__).resolve().parents[2] / "prompts"
+PROMPT_DIR = resource("prompts")
 _VAR = re.compile(r"\{([a-z_]+)\}")
 
 # List-valued variables are rendered as numbered, tagged elements: <fact id="1">...</fact>.
