@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn, Sequence
 
-from evaluators.cli import ci, database, evaluate, grammar, reports
+from evaluators.cli import ci, database, evaluate, grammar, reports, runfile
 from evaluators.cli.common import fail
 from evaluators.dashboard import serve
 from evaluators.storage import store
@@ -35,6 +35,7 @@ COMMANDS = (
     ci.add_gate,
     ci.add_export_suite,
     database.add_runs,
+    runfile.add_commands,
     reports.add_ledger,
     grammar.add_commands,
     serve.add_command,
