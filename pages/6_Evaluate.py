@@ -159,5 +159,6 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
     st.success(f"Run {markup.md(name)} finished: {len(items)} items.")
     ui.page_link("runs", f"Open run {markup.md(name)}", {"run": name}, icon="📊")
 
+view.upload_run_file(path)
 if me.can(access.ADMIN):
     view.delete_run(path)
