@@ -5,6 +5,8 @@ one-line reason; the same file twice imports once."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,21 @@ def test_a_name_clash_is_rejected_with_its_reason(exported: Path, tmp_path: Path
     reason = next((box / inbox.REJECTED).glob("*.reason")).read_text().strip()
     assert f"a different run is already named '{RUN}'" in reason and reason in line
     assert store.query(db, "SELECT judge FROM runs")["judge"].tolist() == ["offline"]  # untouched
+
+
+def test_a_busy_database_leaves_the_file_for_the_next_look(exported: Path, tmp_path: Path) -> None:
+    box, db = tmp_path / "inbox", tmp_path / "hosted.duckdb"
+    box.mkdir()
+    store.migrate(db)
+    code = "import sys, time, duckdb\ncon = duckdb.connect(sys.argv[1])\nprint('locked', flush=True)\ntime.sleep(300)\n"
+    holder = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        _drop(exported, box, "run.duckdb")
+        assert inbox.scan(box, db) == []  # gave up after the store's deadline, and set nothing aside
+        assert (box / "run.duckdb").exists() and not (box / inbox.REJECTED).exists()
+    finally:
+        holder.terminate()
+        holder.wait(timeout=20)
+    (line,) = inbox.scan(box, db)
+    assert line.startswith(f"inbox: imported run {RUN}") and _runs(db) == {RUN}

@@ -180,3 +180,21 @@ def test_export_writes_under_a_temporary_name_and_names_a_missing_run(
     assert main(["export-run", "--db", str(source), "--run", "nope", "--out", str(out)]) == 2
     assert "no run named 'nope'" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no file, and no temporary one left
+
+
+def test_a_run_name_that_does_not_show_as_itself_is_refused(
+    exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    odd = tmp_path / "odd.duckdb"
+    shutil.copy(exported, odd)
+    tables = _run_tables(odd) + [runfile.META]
+    with store.connect(odd) as con:  # a file from elsewhere, its run named with a zero-width space
+        for table in tables:
+            con.execute(f"UPDATE {table} SET run_id = ?", [RUN + "\u200b"])
+    target = tmp_path / "hosted.duckdb"
+    capsys.readouterr()
+    assert main(["import-run", str(odd), "--db", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invisible" in err and "--as NEW_NAME" in err
+    assert main(["import-run", str(odd), "--db", str(target), "--as", "odd"]) == 0
+    assert len(_rows(target, "items", "odd")) == 6
