@@ -1,8 +1,9 @@
 """Evaluate: upload JSONL, CSV or Parquet items, or a Phoenix, Langfuse, RAGAS or DeepEval export (its
 format detected, and changeable), pick a judge an admin listed (or a cascade that escalates the offline
 or local judge's unsure verdicts to another judge) and metrics, and run them into a new run of the
-database. It shows an example of the input with a template to download; admins can also delete a run
-here, once they have seen what it removes."""
+database. It shows an example of the input with a template to download, and takes a run evaluated
+elsewhere as its run file (export-run's); admins can also delete a run here, once they have seen what it
+removes."""
 
 from __future__ import annotations
 
@@ -159,5 +160,6 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
     st.success(f"Run {markup.md(name)} finished: {len(items)} items.")
     ui.page_link("runs", f"Open run {markup.md(name)}", {"run": name}, icon="📊")
 
+view.upload_run_file(path)
 if me.can(access.ADMIN):
     view.delete_run(path)

@@ -484,6 +484,7 @@ def held_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     ["gate", "--baseline", "a", "--candidate", "b"],
     ["ledger", "--run", "a", "--out", "{out}"],
     ["export-suite", "--run", "a", "--out", "{out}"],
+    ["export-run", "--run", "a", "--out", "{out}"],
 ])
 def test_daily_loop_commands_on_a_busy_database_exit_4(held_db: Path, tmp_path: Path, command: list[str]) -> None:
     out = tmp_path / "out.file"

@@ -1,4 +1,4 @@
-"""The command line: evaluate, export, diagnose, trust, agreement, gate, export-suite, ledger, runs, delete-run, serve.
+"""The command line: evaluate, export, diagnose, trust, agreement, gate, export-suite, ledger, runs, delete-run, export-run, import-run, serve.
 A stable contract others rely on.
 
 Each command declares its arguments beside its handler, in the module of its kind: evaluate.py
@@ -21,7 +21,7 @@ import argparse
 from typing import NoReturn, Sequence
 
 from evaluators import __version__
-from evaluators.cli import ci, database, evaluate, grammar, reports
+from evaluators.cli import ci, database, evaluate, grammar, reports, runfile
 from evaluators.cli.common import fail
 from evaluators.dashboard import serve
 from evaluators.storage import store
@@ -36,6 +36,7 @@ COMMANDS = (
     ci.add_gate,
     ci.add_export_suite,
     database.add_runs,
+    runfile.add_commands,
     reports.add_ledger,
     grammar.add_commands,
     serve.add_command,

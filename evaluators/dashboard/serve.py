@@ -75,7 +75,36 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         action="store_false",
         help="do not open every page's default view at start (its reads are then paid by the first visitor)",
     )
+    s.add_argument(
+        "--inbox",
+        type=_folder,
+        default=None,
+        metavar="DIR",
+        help="import each run file renamed into DIR (docs/run-file.md); imported ones move to DIR/imported, "
+        "bad ones to DIR/rejected with their reason",
+    )
     s.set_defaults(handler=serve)
+
+
+def _folder(text: str) -> Path:
+    """--inbox: an existing folder."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder")
+    return Path(text).resolve()
+
+
+def _watch_inbox(folder: Path) -> None:
+    """Import the run files dropped into `folder` into the dashboard's database, once the runtime exists
+    (reads.py's caches need it): every read is keyed by the file's version, so the next page run shows them."""
+    from streamlit import runtime
+
+    from evaluators.runs import inbox
+
+    while not runtime.exists():
+        time.sleep(0.01)
+    from evaluators.dashboard import reads
+
+    inbox.watch(folder, reads.db_path())
 
 
 def _warm(port: int, pages: bool) -> None:
@@ -217,6 +246,8 @@ def serve(args: argparse.Namespace) -> int:
     for name in PRELOAD:
         importlib.import_module(name)
     threading.Thread(target=_warm, args=(args.port, args.warm_pages), name="rag-triage-warm", daemon=True).start()
+    if args.inbox is not None:
+        threading.Thread(target=_watch_inbox, args=(args.inbox,), name="rag-triage-inbox", daemon=True).start()
     from streamlit.web import cli as streamlit_cli
 
     streamlit_cli.main(["run", str(APP), "--server.port", str(args.port)], prog_name="streamlit", standalone_mode=False)

@@ -103,7 +103,8 @@ def refresh_wide(con: Any, run_id: str, item_ids: Sequence[str] | None = None) -
         present = {
             c
             for (c,) in con.execute("""SELECT column_name FROM duckdb_columns()
-                                               WHERE schema_name = 'main' AND table_name = 'run_wide'""").fetchall()
+                                               WHERE database_name = current_database() AND schema_name = 'main'
+                                               AND table_name = 'run_wide'""").fetchall()
         }
         for m in metrics:
             for name, kind in (

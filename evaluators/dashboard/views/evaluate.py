@@ -1,15 +1,17 @@
-"""The Evaluate page's helpers: what an input file looks like (with a template to download), and deleting
-a run only once the admin has seen what it removes."""
+"""The Evaluate page's helpers: what an input file looks like (with a template to download), adding a run
+evaluated elsewhere from its run file, and deleting a run only once the admin has seen what it removes."""
 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import streamlit as st
 
+from evaluators.core.records import run_name_problem
 from evaluators.dashboard import access, markup, reads, ui
-from evaluators.storage import queries, store
+from evaluators.storage import queries, runfile, store
 
 # Three items in the form `evaluate` reads: one per line, the optional fields on the last two.
 TEMPLATE_ITEMS = (
@@ -56,6 +58,35 @@ def input_format() -> None:
         mime="application/jsonl",
         key="template",
     )
+
+
+def upload_run_file(path: Path) -> None:
+    """Add a run evaluated elsewhere from its run file (`export-run`), as it is: no judge is called again."""
+    with st.expander("Add a run evaluated elsewhere (a run file from export-run)"):
+        upload = st.file_uploader("Run file", key="run_file", help="docs/run-file.md describes the format.")
+        name = st.text_input("Name here (empty: the run's own name)", key="run_file_as").strip()
+        bad_name = run_name_problem(name) if name else ""
+        if bad_name:
+            st.error(f"**Name here** {markup.md(bad_name)}")
+        if not st.button("Import run", key="import_run", disabled=upload is None or bool(bad_name)) or upload is None:
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            file = Path(tmp) / Path(upload.name).name
+            file.write_bytes(upload.getvalue())
+            try:
+                done = runfile.import_run(file, path, name or None)
+            except runfile.RunFileError as exc:  # its message names the copy: name the upload instead
+                st.error(markup.md(str(exc).replace(str(file), upload.name).replace("--as NEW_NAME", "Name here")))
+                return
+            except store.StoreBusy:
+                st.warning("The database is busy (a run or a save is writing), try again in a moment.")
+                return
+        if not done.added:
+            st.info(f"Run {markup.md(done.run_id)} is already here, the same evaluation: nothing imported.")
+        else:
+            who = f", sent by {markup.md(done.started_by)}" if done.started_by else ""
+            st.success(f"Imported run {markup.md(done.run_id)}{who}: {done.rows.get('items', 0)} items.")
+        ui.page_link("runs", f"Open run {markup.md(done.run_id)}", {"run": done.run_id}, icon="📊")
 
 
 def delete_run(path: Path) -> None:
