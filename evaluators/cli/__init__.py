@@ -3,7 +3,7 @@ A stable contract others rely on.
 
 Each command declares its arguments beside its handler, in the module of its kind: evaluate.py
 (evaluate, agreement), reports.py (export, diagnose, trust, ledger), ci.py (gate, export-suite),
-database.py (runs, delete-run), grammar.py (grammar-*), and the dashboard's serve. Every path and
+database.py (runs, delete-run), runfile.py (export-run, import-run), grammar.py (grammar-*), and the dashboard's serve. Every path and
 number option is checked before any work (arguments.py): a bad one is one line naming the option,
 and nothing is written.
 
