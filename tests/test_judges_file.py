@@ -128,10 +128,11 @@ def test_when_every_replica_fails_the_fallback_model_decides_and_says_so(
         assert code == 0
         assert a.requests and b.requests and c.requests
         assert keys(a) == {"Bearer key-for-a"} and keys(b) == {"Bearer key-for-b"} and keys(c) == {"Bearer no-key"}
+        fallback = f"backup at {c.base_url}"
     statuses = store.query(db, "SELECT status, count(*) AS n FROM scores WHERE run_id = 'fallback' GROUP BY status")
     assert statuses.values.tolist() == [["ok", 3 * 2]]
     calls = store.query(db, "SELECT model, endpoint, count(*) AS n FROM judge_calls GROUP BY ALL")
-    assert calls.values.tolist() == [["judge", f"backup at {c.base_url}", len(c.requests)]]
+    assert calls.values.tolist() == [["judge", fallback, len(c.requests)]]
     list(app_db(db, monkeypatch))
     page = open_page("pages/2_Item.py", run="fallback", item="i00", tab="Response")
     exp = open_expander(page, "GR")
