@@ -320,8 +320,8 @@ class LLMJudge:
                 else ""
             )
             raise JudgeFatal(f"judge {self.model} refused the request: {text}{hint}") from None
-        if failure.kind == "resting":
-            self._hold_until(time.monotonic() + failure.retry_after)
+        if failure.kind == "resting":  # held like a 429, and as patiently: an rpm limit may last a minute
+            self._rate_limited(failure.retry_after, attempt, text)
             return "rest", text, Status.ERROR
         if failure.kind == "rate":
             self.limit.throttled()

@@ -228,8 +228,10 @@ class _Reader:
                 )
         rpm, tpm = (params.get(k) for k in ("rpm", "tpm"))
         for k, v in (("rpm", rpm), ("tpm", tpm)):
-            if v is not None:
-                self.number(v, (*where, k), integer=True)
+            if v is not None and not self.number(v, (*where, k), integer=True):
+                raise self.fail(
+                    (*where, k), "must be 1 or more: a deployment with no requests a minute is never called"
+                )
         return Deployment(name, model, base, key_env, rpm, tpm)
 
     def fallbacks(self, value: Any, names: list[str]) -> dict[str, tuple[str, ...]]:
