@@ -153,7 +153,7 @@ class LLMJudge:
         bases = [d.api_base for d in self.routes.deployments if d.api_base]
         self._secrets = [*self.keys, *(v for e in bases for v in url_secrets(e))]
         self.timeout = timeout
-        self.router = routes.router_config(self.routes, self.keys, model, timeout)
+        self.router = routes.router_config(self.routes, self.keys, timeout)
         self.max_attempts = max_attempts
         self.rate_limit_patience = rate_limit_patience
         self.cache = cache if cache is not None else {}

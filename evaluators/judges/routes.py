@@ -251,7 +251,7 @@ class _Reader:
         return found
 
 
-def router_config(judges: Routes, keys: Sequence[str | None], name: str, timeout: float) -> dict[str, Any]:
+def router_config(judges: Routes, keys: Sequence[str | None], timeout: float) -> dict[str, Any]:
     """The Router of a judge's routes as plain data (a ClientPool worker builds its own from it): each
     deployment with its own key, the SDK's retries off (the Router and the judge retry), and each of
     the judge's own deployments tried once per attempt before its fallbacks. The file's router_settings
@@ -267,8 +267,9 @@ def router_config(judges: Routes, keys: Sequence[str | None], name: str, timeout
             }
         )
         model_list.append({"model_name": d.model_name, "litellm_params": params})
-    own = sum(d.model_name == name for d in judges.deployments)
-    settings: dict[str, Any] = {"num_retries": own - 1, "retry_after": 0}
+    # A failed attempt is taken at once by another deployment of the name, not the one that failed
+    # (litellm's weighted failover), each once, before the fallbacks; the judge then backs off.
+    settings: dict[str, Any] = {"num_retries": 0, "retry_after": 0, "enable_weighted_failover": True}
     if len(model_list) > 1:
         # A deployment that failed once rests while another takes its calls (litellm's default waits
         # for a failure rate over a minute); a judge's only deployment never rests: the judge backs off.
