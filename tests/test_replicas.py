@@ -142,8 +142,8 @@ def test_when_every_replica_fails_the_call_fails_visibly(tmp_path: Path) -> None
         [answer] = ask_all(judge, 1, "dead")
         assert answer.status is Status.ERROR and answer.value is None
         assert "after 2 attempts" in answer.detail
-        # Each attempt tried both replicas before backing off.
-        assert len(a.requests) == 2 and len(b.requests) == 2
+        # The Router tried both replicas (a failed one rests unless its 503 says to come back at once).
+        assert a.requests and b.requests and len(a.requests) + len(b.requests) >= 3
         assert recorded[0].reply is None and recorded[0].endpoint in (a.base_url, b.base_url)
 
 

@@ -8,6 +8,7 @@ import sys
 
 import evaluators.cli.arguments as options
 from evaluators.cli.common import cell, fail, write_csv
+from evaluators.judges import routes
 from evaluators.judges.factory import OFFLINE, JudgeConfig, check_chain
 from evaluators.judges.llm import JudgeFatal
 from evaluators.metrics import registry
@@ -126,6 +127,15 @@ def _add_judge(ev: argparse.ArgumentParser) -> None:
     )
     options.add_endpoint(ev, replicas=True)
     ev.add_argument(
+        "--judges",
+        type=options.input_file,
+        default=None,
+        metavar="FILE",
+        help="litellm's model_list YAML (the proxy's config): --judge then names its model_name; its "
+        "deployments are replicas, router_settings sets fallbacks and cooldowns, and each api_key is "
+        "os.environ/NAME, sent to its own deployment only",
+    )
+    ev.add_argument(
         "--client-processes",
         type=options.count,
         default=None,
@@ -155,8 +165,21 @@ def _add_calls(ev: argparse.ArgumentParser) -> None:
     )
 
 
-def run_options(args: argparse.Namespace, metrics: list[str], n_items: int) -> RunOptions:
-    """The run's options (RunOptions) from evaluate's arguments."""
+def judges_file(args: argparse.Namespace) -> routes.Routes | None:
+    """The routes of --judges, checked with the --judge chain; ValueError (one line) when either is bad."""
+    if args.judges is None:
+        return None
+    if args.api_base or args.key_env:
+        raise ValueError("--judges FILE names every endpoint and key; drop --api-base and --key-env")
+    judges = routes.load(args.judges)
+    check_chain(args.judge, args.decompose_with, judges)
+    return judges
+
+
+def run_options(
+    args: argparse.Namespace, metrics: list[str], n_items: int, judges: routes.Routes | None = None
+) -> RunOptions:
+    """The run's options (RunOptions) from evaluate's arguments, with the routes of --judges."""
     judge = JudgeConfig(
         args.judge,
         tuple(args.api_base) if args.api_base else None,
@@ -166,6 +189,7 @@ def run_options(args: argparse.Namespace, metrics: list[str], n_items: int) -> R
         args.rate_limit_patience * 60,
         client_processes(args.client_processes, args.concurrency, n_items),
         args.decompose_with,
+        judges,
     )
     return RunOptions(judge, tuple(metrics), args.per_component, args.sd_threshold, args.update, args.retry_failed)
 
@@ -177,6 +201,7 @@ def evaluate(args: argparse.Namespace) -> int:
     try:
         named = runner.check_metrics(args.metrics.split(",")) if args.metrics is not None else None
         check_chain(args.judge, args.decompose_with)
+        judges = judges_file(args)
         items = load_items(args.input, args.format)
         metrics = named or runner.default_metrics(items)
     except InputError as exc:
@@ -186,7 +211,7 @@ def evaluate(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.expect and not any(isinstance(i.metadata.get("expect"), dict) for i in items):
         return fail(f"--expect: {args.input} has no item with an expect field (write one with export-suite)")
-    run = run_options(args, metrics, len(items))
+    run = run_options(args, metrics, len(items), judges)
     if args.dry_run:
         print(dryrun.plan(items, args.db, args.run, run).text(args.judge))
         return 0

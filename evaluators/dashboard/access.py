@@ -26,19 +26,24 @@ The judge sends that variable's value, and nothing else, to its api_base:
     api_base = "https://api.openai.com/v1"
     key_env = "OPENAI_API_KEY"
 
+Or the judges are the model names of a litellm `model_list` file (the `--judges` format, see
+judges/routes.py), where every deployment has its api_base and its `api_key: os.environ/NAME`:
+
+    [judges]
+    file = "/etc/rag-triage/judges.yaml"
+
 This module holds no Streamlit code: dashboard/ui.py hands it the secrets and the login claims.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
-from urllib.parse import urlsplit
 
-from evaluators.core.masking import mask_url
 from evaluators.core.records import Item, Label, check_run_name
+from evaluators.judges import routes
 from evaluators.judges.factory import LOCAL, OFFLINE, JudgeConfig
+from evaluators.judges.routes import ENV_NAME, url_problem
 from evaluators.storage import ownership, queries, writes
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
@@ -50,7 +55,6 @@ READ_ONLY_OFF = ("", "0", "false", "no", "off")
 OFFLINE_LABEL = "offline (embedded, no calls)"
 LOCAL_LABEL = "local (small LLM served on 127.0.0.1)"
 JUDGE_FIELDS = ("label", "model", "api_base", "key_env")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # [auth] missing_email_verified: what a login without an email_verified claim is.
 MISSING_VERIFIED_SETTING = "missing_email_verified"
 MISSING_VERIFIED = (VIEWER, "trust")
@@ -163,19 +167,6 @@ def require(user: User, role: str, action: str) -> None:
 # ---------------------------------------------------------------- judges an admin lists
 
 
-def url_problem(text: str) -> str | None:
-    """Why `text` cannot be a judge's API base ("must ..."), or None: an http(s) URL with a host. The URL
-    is quoted masked: it may carry a key."""
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018  (raises ValueError on a port that is not a number)
-    except ValueError:
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in text):
-        return f"must be an http(s) URL with a host, such as http://127.0.0.1:8000/v1, got {mask_url(text)!r}"
-    return None
-
-
 @dataclass(frozen=True)
 class ListedJudge:
     """A judge an admin listed: a litellm model at a fixed API base, its key in a named variable."""
@@ -212,25 +203,72 @@ def listed_judges(entries: Sequence[Mapping[str, Any]]) -> list[ListedJudge]:
     return judges
 
 
-def judge_choices(entries: Sequence[Mapping[str, Any]], local_installed: bool) -> dict[str, str | ListedJudge]:
+@dataclass(frozen=True)
+class FileJudge:
+    """A judge an admin listed in a judges file: one of its model names (`model`, or a chain ending in
+    it), with the routes it needs."""
+
+    label: str
+    model: str
+    routes: routes.Routes
+
+
+def file_judges(path: Any) -> list[FileJudge]:
+    """The model names of the judges file `[judges] file` names; ConfigError when the file is malformed
+    or a deployment lacks its api_base or its os.environ/NAME key (a key reaches its own base only)."""
+    if not isinstance(path, str) or not path.strip():
+        raise ConfigError('[judges] file must be the path of a litellm model_list file: file = "judges.yaml"')
+    try:
+        judges = routes.load(path.strip())
+    except routes.RoutesError as exc:
+        raise ConfigError(f"[judges] file: {exc}") from None
+    for k, d in enumerate(judges.deployments):
+        if d.api_base is None or d.key_env is None:
+            raise ConfigError(
+                f"[judges] file: {path}: model_list[{k}] ({d.model_name}): the dashboard's judges need "
+                "litellm_params.api_base and api_key: os.environ/NAME"
+            )
+    if {OFFLINE_LABEL, LOCAL_LABEL, OFFLINE, LOCAL} & set(judges.names):
+        raise ConfigError(f"[judges] file: {path}: model names must differ from the built-in judges'")
+    return [FileJudge(name, name, judges.serving(name)) for name in judges.names]
+
+
+def judge_choices(
+    entries: Sequence[Mapping[str, Any]] | Mapping[str, Any], local_installed: bool
+) -> dict[str, str | ListedJudge | FileJudge]:
     """The Evaluate page's judge picker, label -> judge: the offline judge, `local` when its extra is
-    installed, then the admin's list. There is no free-text model or address."""
-    choices: dict[str, str | ListedJudge] = {OFFLINE_LABEL: OFFLINE}
+    installed, then the admin's list ([[judges]] tables, or the model names of a [judges] file). There
+    is no free-text model or address."""
+    choices: dict[str, str | ListedJudge | FileJudge] = {OFFLINE_LABEL: OFFLINE}
     if local_installed:
         choices[LOCAL_LABEL] = LOCAL
-    choices.update({j.label: j for j in listed_judges(entries)})
+    if isinstance(entries, Mapping):
+        unknown = sorted(set(entries) - {"file"})
+        if unknown:
+            raise ConfigError(f"[judges] reads file only, not {', '.join(unknown)}")
+        choices.update({j.label: j for j in file_judges(entries.get("file"))})
+    else:
+        choices.update({j.label: j for j in listed_judges(entries)})
     return choices
 
 
-def judge_config(judge: str | ListedJudge, environ: Mapping[str, str]) -> JudgeConfig:
+def judge_config(judge: str | ListedJudge | FileJudge, environ: Mapping[str, str]) -> JudgeConfig:
     """The judge's configuration for a picked judge.
 
     A listed judge is called at its listed API base only, with the value of its key variable, which
     must be set on the server, as its only credential: no provider variable (OPENAI_API_KEY) is read
-    for it. The runner refuses, before any call, a model that would need another credential too.
+    for it. A judge of a file sends each deployment its own variable's value, at that deployment's
+    base. The runner refuses, before any call, a model that would need another credential too.
     """
     if isinstance(judge, str):
         return JudgeConfig(judge)
+    if isinstance(judge, FileJudge):
+        unset = [d.key_env for d in judge.routes.deployments if d.key_env and not environ.get(d.key_env)]
+        if unset:
+            raise ConfigError(
+                f"judge {judge.label!r} cannot run: its key variable {unset[0]} is not set on the server (ask an admin)"
+            )
+        return JudgeConfig(judge.model, judges=judge.routes)
     if not environ.get(judge.key_env):
         raise ConfigError(
             f"judge {judge.label!r} cannot run: its key variable {judge.key_env} is not set on "
@@ -288,7 +326,7 @@ def start_evaluation(
     db: str,
     items: Sequence[Item],
     run: str,
-    judge: str | ListedJudge,
+    judge: str | ListedJudge | FileJudge,
     metrics: Sequence[str],
     environ: Mapping[str, str],
     on_progress: Callable[[Any], None] | None = None,

@@ -16,9 +16,10 @@ class ClientPool:
     """Worker processes that send judge calls, each through litellm on its own event loop.
 
     litellm spends milliseconds of CPU per call; on one event loop that, not the endpoint, caps
-    the calls in flight. The pool spreads that work over processes and keeps everything else
-    (cache, retries, replicas, records) in the judge. Use as a context manager: the workers start
-    on entry (importing litellm while the run gets ready) and stop on exit.
+    the calls in flight. The pool spreads that work over processes (each with its own litellm Router
+    of the judge's deployments) and keeps everything else (cache, retries, records) in the judge.
+    Use as a context manager: the workers start on entry (importing litellm while the run gets
+    ready) and stop on exit.
     """
 
     def __init__(self, processes: int) -> None:

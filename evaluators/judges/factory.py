@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from evaluators.core.records import Judge, JudgeCall
-from evaluators.judges import cascade
+from evaluators.judges import cascade, routes
 from evaluators.judges.clients import ClientPool
 from evaluators.judges.llm import RATE_LIMIT_PATIENCE, LLMJudge
 
@@ -30,7 +30,8 @@ class JudgeConfig:
     an api_base gets no key at all). concurrency: calls in flight (adapts down on 429). timeout: seconds
     per call. rate_limit_patience: seconds a rate-limited judge may go without an answer before the run
     stops. client_processes above 1: a litellm judge's calls go out from that many worker processes.
-    decompose_with: the chain's tier that decomposes (default: the last).
+    decompose_with: the chain's tier that decomposes (default: the last). judges: a judges file's
+    routes (routes.py); its litellm tiers then name its model_names, and api_base and key_env are unused.
     """
 
     spec: str = OFFLINE
@@ -41,11 +42,18 @@ class JudgeConfig:
     rate_limit_patience: float = RATE_LIMIT_PATIENCE
     client_processes: int = 1
     decompose_with: str | None = None
+    judges: routes.Routes | None = None
 
 
-def check_chain(judge: str, decompose_with: str | None = None) -> tuple[list[str], str]:
-    """The tiers of a judge chain and the tier that decomposes; ValueError (one line) when either is bad."""
+def check_chain(
+    judge: str, decompose_with: str | None = None, judges: routes.Routes | None = None
+) -> tuple[list[str], str]:
+    """The tiers of a judge chain and the tier that decomposes; ValueError (one line) when either is bad,
+    or when a litellm tier is no model_name of the judges file given."""
     tiers = cascade.parse_chain(judge)
+    for tier in tiers:
+        if judges is not None and tier not in (OFFLINE, LOCAL):
+            judges.serving(tier)
     return tiers, cascade.decomposer(tiers, decompose_with)
 
 
@@ -88,6 +96,7 @@ async def open_judge(
         rate_limit_patience=config.rate_limit_patience,
         cache=cache,
         on_call=on_call,
+        judges=config.judges,
     )
     llm.check_access()
     if config.client_processes > 1:
@@ -103,7 +112,7 @@ async def open_chain(
 ) -> tuple[Judge, bool]:
     """The judge for a configuration's chain of tiers (a single judge for a chain of one), and whether
     it must judge one component per call: when any tier must (the local judge reads one 0/1 token), all do."""
-    tiers, decomposer = check_chain(config.spec, config.decompose_with)
+    tiers, decomposer = check_chain(config.spec, config.decompose_with, config.judges)
     opened = [await open_judge(stack, tier, config, caches.get(tier, {}), on_call) for tier in tiers]
     if len(opened) == 1:
         return opened[0]

@@ -8,30 +8,29 @@ A reply without a message (empty `choices`, no `content`) is a failed call, retr
 error. Retry-After is honoured for the whole judge, and every error it records or raises has its
 secrets masked.
 
-A judge may stand behind several replicas of one model; traffic.py paces and spreads its calls
-over them, and a ClientPool (clients.py) may send them from worker processes.
-"""
+A litellm Router of the judge's routes (routes.py) spreads its calls over the deployments, rests a
+failing one, retries on another and falls back to another model; traffic.py paces the calls, and a
+ClientPool (clients.py) may send them from worker processes, each with its own Router."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import os
 import time
 from typing import Any, Callable, Protocol, Sequence
 
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
 from evaluators.core.masking import mask_secrets, url_secrets
 from evaluators.core.records import Answer, JudgeCall, Status
-from evaluators.judges import prompts, registry
-from evaluators.judges.replies import BadReply, logprob_answer, one_line, reply_data, shown
-from evaluators.judges.traffic import AdaptiveLimit, CallStats, Replicas, backoff, call_key, retry_after_s
+from evaluators.judges import prompts, registry, routes
+from evaluators.judges.replies import BadReply, deployment, logprob_answer, one_line, reply_data, shown, tried_base
+from evaluators.judges.routes import NO_KEY, JudgeUnavailable
+from evaluators.judges.traffic import AdaptiveLimit, CallStats, backoff, call_key, retry_after_s
 
 # Seconds a judge may go without any answer while rate limited before the run stops.
 RATE_LIMIT_PATIENCE = 600.0
-# Sent to an api_base when no key is configured: litellm's OpenAI client refuses to send none,
-# and a local server ignores it (one that needs a real key answers 401, which stops the run).
-NO_KEY = "no-key"
+REST_POLL_S = 1.0  # seconds between asks while every deployment rests: a rest ends unannounced
 # Environment variable names litellm asks for that carry a credential, or an endpoint.
 _KEY_NAMES = ("KEY", "TOKEN")
 _ENDPOINT_NAMES = ("_BASE", "_BASE_URL", "_ENDPOINT")
@@ -52,32 +51,17 @@ class Sender(Protocol):
         ...
 
 
-class JudgeUnavailable(ValueError):
-    """The judge cannot be called at all (no key, no endpoint): found before any item is judged."""
-
-
 class Failure(Exception):
-    """One attempt failed. kind: refused (this request only), fatal (every request), rate, timeout, server.
+    """One attempt failed. kind: refused (this request only), fatal (every request), rate, timeout, server,
+    resting (no deployment was free to take it).
 
     Plain data, so a ClientPool's worker process can send it back; `message` is not masked yet.
     """
 
-    def __init__(self, kind: str, message: str, retry_after: float = 0.0) -> None:
+    def __init__(self, kind: str, message: str, retry_after: float = 0.0, endpoint: str | None = None) -> None:
         super().__init__(message)
         self.kind, self.message, self.retry_after = kind, message, retry_after
-
-
-def _key(api_key: str | None, key_env: str | None, api_base: str | None) -> str | None:
-    """The key a judge sends: the one given, else key_env's value, else NO_KEY to an api_base, else None
-    (litellm then reads the provider's own variable, for the provider's own endpoint)."""
-    if api_key is not None:
-        return api_key
-    if key_env is not None:
-        value = os.environ.get(key_env, "").strip()
-        if not value:
-            raise JudgeUnavailable(f"the key variable {key_env} is not set in the environment; nothing was judged")
-        return value
-    return NO_KEY if api_base is not None else None
+        self.endpoint = endpoint  # the api base tried last, where known
 
 
 def other_credentials(model: str, api_base: str | None) -> str:
@@ -94,6 +78,37 @@ def other_credentials(model: str, api_base: str | None) -> str:
     return ", ".join(litellm.validate_environment(model, api_key="given", api_base=api_base)["missing_keys"])
 
 
+def _check_deployment(deployment: routes.Deployment, key: str | None) -> None:
+    """LLMJudge.check_access for one deployment sent `key`."""
+    import litellm
+
+    model, base = deployment.model, deployment.api_base
+    if deployment.key_env is not None:
+        if needs := other_credentials(model, base):
+            raise JudgeUnavailable(
+                f"judge {model}: its key comes from {deployment.key_env} alone, but it would "
+                f"also need {needs}; nothing was judged"
+            )
+        return
+    if key is not None:  # given, or NO_KEY to an api_base
+        return
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+    except Exception:
+        return  # an unknown model: its first call fails as a refused request
+    if provider.startswith(_AMBIENT_CREDENTIALS):
+        return
+    # Only keys and endpoints: other names (API versions, projects) have defaults or fail at the call.
+    missing = [
+        m for m in litellm.validate_environment(model)["missing_keys"] if m.endswith(_KEY_NAMES + _ENDPOINT_NAMES)
+    ]
+    if missing:
+        raise JudgeUnavailable(
+            f"judge {model}: {', '.join(missing)} not set in the environment "
+            "(or give an API base for a server of your own); nothing was judged"
+        )
+
+
 _REASK = (
     "Your reply could not be read ({error}). Answer again in exactly the format asked for, "
     "inside <output> </output> tags, with no explanation."
@@ -101,11 +116,13 @@ _REASK = (
 
 
 class LLMJudge:
-    """Any model litellm can reach: `openai/NAME` with api_base, `anthropic/...`, `ollama/...`.
+    """Any model litellm can reach: `openai/NAME` with api_base, `anthropic/...`, `ollama/...`, or a
+    model_name of a judges file (`routes`), with its deployments and fallbacks.
 
-    The key sent is `api_key`, else the value of the environment variable `key_env` names, else, to
-    an api_base, NO_KEY: a provider's key from the environment goes only to that provider's own
-    endpoint, never to an address given with the judge.
+    Each deployment is sent its own key: `api_key`, else the value of the environment variable its
+    `key_env` (or its file's `os.environ/NAME`) names, else, to an api_base, NO_KEY: a provider's key
+    from the environment goes only to that provider's own endpoint, never to an address given with
+    the judge.
     """
 
     def __init__(
@@ -124,18 +141,19 @@ class LLMJudge:
         temperature: float = 0.0,
         alive: Callable[[], None] | None = None,
         pool: Sender | None = None,
+        judges: routes.Routes | None = None,
     ) -> None:
         self.name = model
         self.model = model
-        # Several api bases are replicas of one model: any of them answers any call.
-        self.replicas = Replicas([api_base] if api_base is None or isinstance(api_base, str) else list(api_base))
-        self.api_base = self.replicas.endpoints[0]
+        # Several api bases are deployments of one model: any of them answers any call.
+        self.routes = judges.serving(model) if judges is not None else routes.from_flags(model, api_base, key_env)
         self.pool = pool  # worker processes that send the calls; None: this process's event loop
-        self.key_env = key_env
-        self.api_key = _key(api_key, key_env, self.api_base)
-        # Literal secrets to mask in errors: the key, and what the endpoint URLs carry (user:password@, ?key=).
-        self._secrets = [self.api_key, *(v for e in self.replicas.endpoints if e for v in url_secrets(e))]
+        self.keys = [routes.key(api_key, d.key_env, d.api_base) for d in self.routes.deployments]
+        # Literal secrets to mask in errors: the keys, and what the endpoint URLs carry (user:password@, ?key=).
+        bases = [d.api_base for d in self.routes.deployments if d.api_base]
+        self._secrets = [*self.keys, *(v for e in bases for v in url_secrets(e))]
         self.timeout = timeout
+        self.router = routes.router_config(self.routes, self.keys, timeout)
         self.max_attempts = max_attempts
         self.rate_limit_patience = rate_limit_patience
         self.cache = cache if cache is not None else {}
@@ -182,8 +200,8 @@ class LLMJudge:
                 return Answer(None, Status.UNPARSED, second.key, second.reply, detail=str(exc2))
 
     def check_access(self) -> None:
-        """Raise JudgeUnavailable, before any call, when litellm lacks the key or endpoint this model needs,
-        or when a key named by key_env would not be the only credential the call needs.
+        """Raise JudgeUnavailable, before any call, when litellm lacks the key or endpoint a deployment
+        needs, or when a deployment's named key would not be the only credential its call needs.
 
         An api_base stands in for a missing endpoint, and for a missing key: NO_KEY is sent, which a
         local server ignores and a provider that needs a key refuses with a 401 on the first call.
@@ -191,33 +209,8 @@ class LLMJudge:
         import litellm
 
         litellm.suppress_debug_info = True  # an unknown provider would print litellm's banner
-        if self.key_env is not None:
-            needs = other_credentials(self.model, self.api_base)
-            if needs:
-                raise JudgeUnavailable(
-                    f"judge {self.model}: its key comes from {self.key_env} alone, but it would "
-                    f"also need {needs}; nothing was judged"
-                )
-            return
-        if self.api_key is not None:
-            return
-        try:
-            provider = litellm.get_llm_provider(self.model)[1]
-        except Exception:
-            return  # an unknown model: its first call fails as a refused request
-        if provider.startswith(_AMBIENT_CREDENTIALS):
-            return
-        # Only keys and endpoints: other names (API versions, projects) have defaults or fail at the call.
-        missing = [
-            m
-            for m in litellm.validate_environment(self.model)["missing_keys"]
-            if m.endswith(_KEY_NAMES + _ENDPOINT_NAMES)
-        ]
-        if missing:
-            raise JudgeUnavailable(
-                f"judge {self.model}: {', '.join(missing)} not set in the environment "
-                "(or give an API base for a server of your own); nothing was judged"
-            )
+        for d, key in zip(self.routes.deployments, self.keys):
+            _check_deployment(d, key)
 
     def request(self, prompt: str, **variables: Any) -> tuple[prompts.Prompt, list[dict[str, str]], dict[str, Any]]:
         """The exact messages and params `ask` sends for this prompt (dry runs count these)."""
@@ -272,37 +265,28 @@ class LLMJudge:
         self, key: str, spec: prompts.Prompt, messages: list[dict[str, str]], params: dict[str, Any]
     ) -> JudgeCall:
         attempt, started = 0, time.monotonic()
-        error, status = "", Status.ERROR
-        endpoint: str | None = None
-        tried: set[str | None] = set()  # the replicas this round of the call already failed on
+        error, status, endpoint = "", Status.ERROR, None
+        step = ""
         while True:
-            if not tried:
-                attempt += 1
+            attempt += step != "rest"  # a request no deployment was free to take is not an attempt
             await self._hold()
-            endpoint = self.replicas.pick(tried)
             try:
                 async with self.limit:
                     t0 = time.monotonic()  # latency of the call itself, not of the wait for a slot
-                    with self.replicas.busy(endpoint):
-                        kwargs = dict(
-                            model=self.model,
-                            messages=messages,
-                            api_base=endpoint,
-                            api_key=self.api_key,
-                            timeout=self.timeout,
-                            max_retries=0,
-                            **params,
-                        )
-                        reply = await (self.pool.send(kwargs) if self.pool is not None else send(kwargs))
+                    kwargs = dict(
+                        router=self.router, model=self.model, messages=messages, timeout=self.timeout, **params
+                    )
+                    reply = await (self.pool.send(kwargs) if self.pool is not None else send(kwargs))
                 self.limit.succeeded()
                 self._limited_since = None
-                return self._record(key, spec, messages, params, reply, (time.monotonic() - t0) * 1000, endpoint)
+                return self._record(key, spec, messages, params, reply, (time.monotonic() - t0) * 1000)
             except Failure as failure:
-                step, error, status = self._failed(failure, attempt, endpoint, tried)
+                endpoint = failure.endpoint or endpoint
+                step, error, status = self._failed(failure, attempt)
             if step == "stop":
                 break
+            self.stats.retries += step != "rest"
             if step == "wait":
-                self.stats.retries += 1
                 await asyncio.sleep(backoff(attempt))
         self.stats.failures += 1
         return JudgeCall(
@@ -319,12 +303,12 @@ class LLMJudge:
             endpoint=shown(endpoint),
         )
 
-    def _failed(
-        self, failure: Failure, attempt: int, endpoint: str | None, tried: set[str | None]
-    ) -> tuple[str, str, Status]:
-        """What a failed attempt leads to: "stop" (the call failed), "again" (at once: the rate limit's hold
-        or another replica), or "wait" (back off, then again); with the error and status it leaves.
-        Raises JudgeFatal when the endpoint refuses every request or the rate limit outlasts the patience."""
+    def _failed(self, failure: Failure, attempt: int) -> tuple[str, str, Status]:
+        """What a failed attempt (the Router's pass over the deployments and fallbacks) leads to: "stop"
+        (the call failed), "again" (at once: the rate limit's hold), "rest" (every deployment rests: again
+        after a short hold, not counted as an attempt) or "wait" (back off, then again);
+        with the error and status it leaves. Raises JudgeFatal when the endpoint refuses every request
+        or the rate limit outlasts the patience."""
         text = one_line(mask_secrets(failure.message, *self._secrets))
         if failure.kind == "refused":
             # A 400 about this one request (too long, refused content): fail it, not the run.
@@ -332,35 +316,27 @@ class LLMJudge:
         if failure.kind == "fatal":
             hint = (
                 " (no key was sent to this API base; if it needs one, name the variable that holds it with --key-env)"
-                if self.api_key == NO_KEY
+                if NO_KEY in self.keys
                 else ""
             )
             raise JudgeFatal(f"judge {self.model} refused the request: {text}{hint}") from None
+        if failure.kind == "resting":  # held like a 429, and as patiently: an rpm limit may last a minute
+            self._rate_limited(failure.retry_after, attempt, text)
+            return "rest", text, Status.ERROR
         if failure.kind == "rate":
             self.limit.throttled()
             error = f"429 rate limited: {text}"
             self._rate_limited(failure.retry_after, attempt, error)
-            self.stats.retries += 1
-            tried.clear()
             return "again", error, Status.ERROR  # _hold waits out the time the 429 set, for every call of this judge
         if failure.kind == "timeout":
             error, status = f"timeout after {self.timeout:g} s: {text}", Status.TIMEOUT
         else:
             error, status = text, Status.ERROR
         self._check_alive()
-        if self.replicas.several:
-            # Another replica takes the attempt at once; this one rests (longer if it asked to).
-            self.replicas.failed(endpoint, failure.retry_after)
-            tried.add(endpoint)
-            if not self.replicas.all_tried(tried):
-                self.stats.retries += 1
-                return "again", error, status
-            tried.clear()  # every replica failed this round: back off, then try them all again
         if attempt >= self.max_attempts:
             return "stop", error, status
-        if not self.replicas.several:
-            # A 503 may say when to come back: that holds every call of this judge, not just this one.
-            self._hold_until(time.monotonic() + failure.retry_after)
+        # A 503 may say when to come back: that holds every call of this judge, not just this one.
+        self._hold_until(time.monotonic() + failure.retry_after)
         return "wait", error, status
 
     async def _hold(self) -> None:
@@ -409,7 +385,6 @@ class LLMJudge:
         params: dict[str, Any],
         reply: dict[str, Any],
         latency_ms: float,
-        endpoint: str | None,
     ) -> JudgeCall:
         call = JudgeCall(
             key=key,
@@ -424,9 +399,10 @@ class LLMJudge:
             completion_tokens=reply["completion_tokens"],
             cost=reply["cost"],
             latency_ms=latency_ms,
-            endpoint=shown(endpoint),
+            endpoint=routes.answered_at(reply, self.model),
         )
         self.stats.calls += 1
+        self.stats.retries += reply["retries"]
         self.stats.prompt_tokens += call.prompt_tokens
         self.stats.completion_tokens += call.completion_tokens
         self.stats.cost += call.cost or 0.0
@@ -440,19 +416,38 @@ def load_litellm() -> None:
     import litellm  # noqa: F401
 
 
-async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """One attempt through litellm.acompletion(**kwargs): the reply as plain data, or raise Failure.
+# The Routers of this process, by their config's id: one per judge configuration.
+_ROUTERS: dict[str, tuple[Any, frozenset[str]]] = {}
 
-    The reply: {"reply", "prompt_tokens", "completion_tokens", "cost"}; with logprobs asked, `reply`
-    is JSON of the sampled token and its top alternatives. Runs in the judge's process or in a
-    ClientPool worker: what it returns or raises crosses a pipe.
+
+def _router(config: dict[str, Any]) -> tuple[Any, frozenset[str]]:
+    """This process's Router for a judge's config, and the models of it whose price litellm knows."""
+    import litellm
+
+    found = _ROUTERS.get(config["id"])
+    if found is None:
+        # Asked before the Router exists: it registers its models with a price of 0, known or not.
+        priced = frozenset(m for d in config["model_list"] if _priced(m := d["litellm_params"]["model"]))
+        found = _ROUTERS[config["id"]] = (litellm.Router(model_list=config["model_list"], **config["settings"]), priced)
+    return found
+
+
+async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One attempt through the judge's Router (kwargs["router"], see router_config): the reply as plain
+    data, or raise Failure.
+
+    The reply: {"reply", "prompt_tokens", "completion_tokens", "cost", "api_base", "model_name",
+    "retries"}; with logprobs asked, `reply` is JSON of the sampled token and its top alternatives.
+    Runs in the judge's process or in a ClientPool worker: what it returns or raises crosses a pipe.
     """
     import litellm  # imported lazily: pages that never judge don't pay its 2.5 s import
 
     litellm.suppress_debug_info = True
+    config, kwargs = kwargs["router"], {k: v for k, v in kwargs.items() if k != "router"}
     try:
-        response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=kwargs["timeout"] + 5)
-        return reply_data(response, bool(kwargs.get("logprobs")))
+        router, priced = _router(config)
+        response = await asyncio.wait_for(router.acompletion(**kwargs), timeout=config["timeout"])
+        return {**reply_data(response, bool(kwargs.get("logprobs"))), **deployment(response, config, priced)}
     except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
         raise Failure("refused", str(exc)) from None
     except (
@@ -463,9 +458,9 @@ async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
     ) as exc:
         raise Failure("fatal", str(exc)) from None
     except litellm.RateLimitError as exc:
-        raise Failure("rate", str(exc), retry_after_s(exc)) from None
+        raise Failure("rate", str(exc), retry_after_s(exc), tried_base(exc)) from None
     except (litellm.Timeout, asyncio.TimeoutError) as exc:
-        raise Failure("timeout", str(exc)) from None
+        raise Failure("timeout", str(exc), 0.0, tried_base(exc)) from None
     except (
         litellm.APIConnectionError,
         litellm.InternalServerError,
@@ -473,7 +468,10 @@ async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
         litellm.APIError,
         BadReply,
     ) as exc:
-        raise Failure("server", str(exc), retry_after_s(exc)) from None
+        raise Failure("server", str(exc), retry_after_s(exc), tried_base(exc)) from None
+    except litellm.types.router.RouterRateLimitError as exc:
+        # Every deployment rests (cooldown) or is at its rpm/tpm: nothing went out; wait and ask again.
+        raise Failure("resting", str(exc), min(REST_POLL_S, exc.cooldown_time)) from None
 
 
 def count_tokens(model: str, text: str) -> int:
@@ -484,6 +482,11 @@ def count_tokens(model: str, text: str) -> int:
         return int(litellm.token_counter(model=model, text=text))
     except Exception:
         return max(1, len(text) // 4)
+
+
+@functools.lru_cache(maxsize=64)
+def _priced(model: str) -> bool:
+    return price_per_token(model) is not None
 
 
 def price_per_token(model: str) -> tuple[float, float] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from evaluators.core.masking import mask_url
@@ -81,3 +82,32 @@ def logprob_answer(call: JudgeCall, tier: str, words: tuple[str, str] = ("1", "0
     return Answer(
         int(prob >= 0.5), Status.OK, call.key, call.reply, prob=prob, confidence=Confidence(prob, LOGPROB, tier)
     )
+
+
+# How litellm's debug line of an exception names the api base it went to.
+API_BASE = re.compile(r"API Base: `([^`]+)`")
+
+
+def deployment(response: Any, config: dict[str, Any], priced: frozenset[str]) -> dict[str, Any]:
+    """Which deployment answered, from the Router's hidden params: its api base (None for a provider's
+    own endpoint), its model name, and the retries and fallbacks it took."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    headers = hidden.get("additional_headers") or {}
+    bases = {d["litellm_params"].get("api_base") for d in config["model_list"]}
+    retries = int(headers.get("x-litellm-attempted-retries") or 0) + int(
+        headers.get("x-litellm-attempted-fallbacks") or 0
+    )
+    model = hidden.get("litellm_model_name")
+    return {
+        # The Router prices a model it has no price for at 0.0: that is an unknown cost, not a free call.
+        **({"cost": None} if model not in priced else {}),
+        "api_base": hidden.get("api_base") if hidden.get("api_base") in bases else None,
+        "model_name": headers.get("x-litellm-model-group"),
+        "retries": retries,
+    }
+
+
+def tried_base(exc: BaseException) -> str | None:
+    """The api base a failed attempt went to last, where litellm's debug line says."""
+    found = API_BASE.search(str(getattr(exc, "litellm_debug_info", None) or ""))
+    return found.group(1) if found else None

@@ -1,25 +1,19 @@
-"""How an LLM judge's calls are paced and spread: the adaptive concurrency limit (AIMD), the replicas
-of one model, backoff and Retry-After, the request cache's key, and the call statistics the progress
-bar shows. No litellm here: llm.py sends the calls."""
+"""How an LLM judge's calls are paced: the adaptive concurrency limit (AIMD), backoff and Retry-After,
+the request cache's key, and the call statistics the progress bar shows. No litellm here: llm.py sends
+the calls, through a litellm Router that spreads them over a model's deployments."""
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
 import hashlib
-import itertools
 import json
 import math
 import random
 import time
-from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timezone
-from typing import Any, Iterator, Sequence
-
-# Seconds a replica that failed is passed over while another one is live (then it is tried again).
-REPLICA_REST_S = 10.0
+from typing import Any
 
 
 @dataclass
@@ -81,57 +75,6 @@ class AdaptiveLimit:
 
     def succeeded(self) -> None:
         self.limit = min(float(self.ceiling), self.limit + 1.0 / self.limit)
-
-
-class Replicas:
-    """The endpoints of one judge, and which of them are live.
-
-    `pick` spreads the calls (fewest in flight first) and passes over a replica that failed in the
-    last REPLICA_REST_S seconds while another is live; when all rest, the one whose rest ends first
-    is tried. With one endpoint (or none: the provider's own) it always picks that one.
-    """
-
-    def __init__(self, endpoints: Sequence[str | None]) -> None:
-        if not endpoints:
-            raise ValueError("a judge needs at least one endpoint")
-        self.endpoints = list(dict.fromkeys(endpoints))  # the same URL twice is one replica
-        self.several = len(self.endpoints) > 1
-        self.in_flight: Counter[str | None] = Counter()
-        self.resting_until: dict[str | None, float] = {}
-        self._turn = itertools.count()  # breaks ties in turn, so idle replicas share the first calls
-
-    def pick(self, tried: set[str | None]) -> str | None:
-        """The replica for the next attempt, among those not in `tried` (all, when every one is)."""
-        if not self.several:
-            return self.endpoints[0]
-        now, turn = time.monotonic(), next(self._turn)
-        left = [e for e in self.endpoints if e not in tried] or self.endpoints
-        n = len(self.endpoints)
-        return min(
-            left,
-            key=lambda e: (
-                max(now, self.resting_until.get(e, 0.0)),
-                self.in_flight[e],
-                (self.endpoints.index(e) - turn) % n,
-            ),
-        )
-
-    @contextmanager
-    def busy(self, endpoint: str | None) -> Iterator[None]:
-        """Count one call in flight on `endpoint` for the context's duration."""
-        self.in_flight[endpoint] += 1
-        try:
-            yield
-        finally:
-            self.in_flight[endpoint] -= 1
-
-    def failed(self, endpoint: str | None, retry_after: float = 0.0) -> None:
-        """Rest `endpoint`: REPLICA_REST_S, or the Retry-After it sent if longer."""
-        self.resting_until[endpoint] = time.monotonic() + max(REPLICA_REST_S, retry_after)
-
-    def all_tried(self, tried: set[str | None]) -> bool:
-        """Whether this round of a call has failed on every replica."""
-        return all(e in tried for e in self.endpoints)
 
 
 def backoff(attempt: int) -> float:
