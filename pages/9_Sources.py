@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.dashboard import markup, reads, state, ui
+from evaluators.dashboard.views import walk
 from evaluators.metrics import ledger
 from evaluators.storage import queries
 
@@ -135,7 +136,7 @@ if source:
     )
     st.caption("Click a row to open its item on its sources. " + ATTRIBUTION)
     if (row := ui.clicked(event, len(table))) is not None:
-        ui.switch_page("item", ui.link(run=table["run_id"].iloc[row], item=table["item_id"].iloc[row], tab="Sources"))
+        walk.open_item("sources", table["run_id"].iloc[row], table["item_id"].iloc[row], "Sources")
     ui.page_link("sources", "Back to the ledger", {**ui.link(), "runs": ",".join(chosen)}, icon="📚")
     st.stop()
 

@@ -25,15 +25,16 @@ from evaluators.storage import queries, schema, store
 
 
 class PageFile(NamedTuple):
-    """One dashboard page: its file under pages/, its sidebar title and its URL path."""
+    """One dashboard page: its file under pages/, its sidebar title, its URL path and its sidebar section."""
 
     file: str
     title: str
     url_path: str
+    section: str = "Triage"
 
 
-# The navigation, in sidebar order (app.py declares it from this). The URL paths are the ones
-# links have always used, so pasted links keep working; Runs is the default page, at "/".
+# The navigation, in sidebar order and by section (app.py declares it from this). The URL paths are the
+# ones links have always used, so pasted links keep working; Runs is the default page, at "/".
 PAGES: dict[str, PageFile] = {
     "runs": PageFile("pages/0_Runs.py", "Runs", ""),
     "run": PageFile("pages/1_Run.py", "Run", "Run"),
@@ -41,11 +42,11 @@ PAGES: dict[str, PageFile] = {
     "compare": PageFile("pages/3_Compare.py", "Compare", "Compare"),
     "diagnosis": PageFile("pages/4_Diagnosis.py", "Diagnosis", "Diagnosis"),
     "triage": PageFile("pages/5_Triage.py", "Triage", "Triage"),
-    "evaluate": PageFile("pages/6_Evaluate.py", "Evaluate", "Evaluate"),
-    "robustness": PageFile("pages/7_Robustness.py", "Robustness", "Robustness"),
     "trust": PageFile("pages/8_Trust.py", "Trust", "Trust"),
     "sources": PageFile("pages/9_Sources.py", "Sources", "Sources"),
     "trends": PageFile("pages/10_Trends.py", "Trends", "Trends"),
+    "evaluate": PageFile("pages/6_Evaluate.py", "Evaluate", "Evaluate", "New runs"),
+    "robustness": PageFile("pages/7_Robustness.py", "Robustness", "Robustness", "Robustness tests"),
 }
 
 

@@ -11,6 +11,7 @@ import streamlit as st
 
 from evaluators.dashboard import ui
 from evaluators.dashboard.markup import fmt_score, fmt_verdict, md
+from evaluators.dashboard.views import walk
 
 
 def _norm(text: str) -> str:
@@ -129,4 +130,4 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
         "here with the item's scores in both runs. Click a row to open the item in the run that retrieved it."
     )
     if (row := ui.clicked(event, len(table))) is not None:
-        ui.switch_page("item", ui.link(run=where[row], item=changes["item_id"].iloc[row], tab="Sources"))
+        walk.open_item("compare", where[row], changes["item_id"].iloc[row], "Sources")
