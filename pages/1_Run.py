@@ -77,12 +77,19 @@ event = st.dataframe(
     on_select="rerun",
     selection_mode="single-row",
     width="stretch",
-    column_config={
-        "open": st.column_config.LinkColumn("open", display_text="🔎", width="small"),
-        **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
-        "n_failed": st.column_config.NumberColumn("failed verdicts"),
-        "failed_metrics": "failed metrics",
-    },
+    row_height=ui.WRAP_PX,
+    placeholder="",
+    column_config=ui.sized(
+        {
+            "open": st.column_config.LinkColumn("open", display_text="🔎"),
+            **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
+            "n_failed": st.column_config.NumberColumn("failed verdicts"),
+            "failed_metrics": "failed metrics",
+        },
+        # the query and the reasons wrap; the widths fit 1280 px beside the row markers
+        {"open": 36, "item_id": 55, "query": 120, **dict.fromkeys(metric_ids, 46), "n_failed": 62}
+        | {"failed_metrics": 85, "rules": 75},
+    ),
 )
 if (row := ui.clicked(event, len(frame))) is not None:
     walk.open_item("run", run_id, frame["item_id"].iloc[row], tab)

@@ -68,7 +68,14 @@ if fired.empty:
     )
 else:
     st.markdown("**Table-2 rules that fire** (component to fix in *fix*)")
-    st.dataframe(fired, hide_index=True, key="item_rules", width="stretch")
+    st.dataframe(
+        fired,
+        hide_index=True,
+        key="item_rules",
+        width="stretch",
+        row_height=ui.WRAP_PX,
+        column_config=ui.sized(None, item_view.RULES_PX),
+    )
     item_tabs.rule_evidence(found, shown)
 
 # Bound to ?tab=: only the open tab's container is .open; the others are left empty, never sent.

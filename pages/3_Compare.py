@@ -204,6 +204,12 @@ if item_id:
             hide_index=True,
             key="item_flips",
             width="stretch",
+            row_height=ui.WRAP_PX,  # the flipped text wraps in its cell
+            column_config=ui.sized(
+                None,
+                {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 60, "p_after": 60}
+                | {"cause": 110},
+            ),
         )
         moved = flipped.source_changes[flipped.source_changes["item_id"] == item_id]
         for change in moved.itertuples(index=False):

@@ -52,11 +52,15 @@ event = st.dataframe(
     on_select="rerun",
     selection_mode="single-row",
     width="stretch",
-    column_config={
-        "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
-        "open": st.column_config.LinkColumn("open", display_text="open items"),
-        "evidence": st.column_config.LinkColumn("evidence", display_text="first item's evidence"),
-    },
+    row_height=ui.WRAP_PX,
+    column_config=ui.sized(
+        {
+            "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
+            "open": st.column_config.LinkColumn("open", display_text="open items"),
+            "evidence": st.column_config.LinkColumn("evidence", display_text="first item"),
+        },
+        {"rule": 70, "pattern": 120, "meaning": 190, "fix": 110, "items": 45, "share": 80, "open": 60, "evidence": 60},
+    ),
 )
 st.caption(
     "Click a rule's row to open its first item on the rule's evidence; ▶ Next there walks the items it fires on."

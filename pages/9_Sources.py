@@ -167,6 +167,9 @@ COLUMNS = {
     "claims_source_unknown": "supported beside it, source unknown",
     "beside": "beside unsupported claims",
 }
+# The ledger's widths at 1280 px beside the row markers: its name and SP1's counts wrap in their cells.
+LEDGER_PX = {"name": 170, "n_retrieved": 65, "essential": 160, "claims_supported": 75}
+LEDGER_PX |= {"claims_source_unknown": 85, "beside": 75, "source": 90, "open": 36}
 
 
 def show(rows: pd.DataFrame, key: str) -> None:
@@ -206,7 +209,8 @@ def show(rows: pd.DataFrame, key: str) -> None:
         on_select="rerun",
         selection_mode="single-row",
         width="stretch",
-        column_config=COLUMNS,
+        row_height=ui.WRAP_PX,
+        column_config=ui.sized(COLUMNS, LEDGER_PX),
     )
     if (row := ui.clicked(event, len(rows))) is not None:
         ui.switch_page("sources", source_params(rows["source"].iloc[row]))

@@ -9,6 +9,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from evaluators.storage import writes
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.seed import seed
 from tests.test_browser import check_page, grid, settle
@@ -26,6 +27,7 @@ ROW_PX = 35  # the grid's header and default row height
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("walk_browser")
     db: Path = seed(tmp / "seed.duckdb")
+    writes.add_triage(db, "weak-retriever", "q02", "confirmed", "Retriever", "the corpus lacks the founding facts", "a")
     with streamlit_server(db, tmp / "streamlit.log") as url:
         yield url
 
@@ -76,3 +78,57 @@ def test_a_click_opens_the_item_back_keeps_the_filter_and_next_walks_the_list(pa
     nav = page.get_by_test_id("stSidebarNav")
     expect(nav.get_by_text("Robustness tests", exact=True)).to_be_visible()  # the navigation's own section
     expect(nav.get_by_role("link", name="Robustness")).to_have_attribute("href", re.compile(r"/Robustness$"))
+
+
+# Every st.dataframe's grid in view (not in a closed expander), and whether it scrolls sideways (its scroller wider inside than shown) or
+# shows "None" in a cell (the grid's accessible table holds the text of the cells in view).
+VISIBLE = ("[...document.querySelectorAll('[data-testid=stDataFrame]')]"
+           ".filter(f => f.offsetParent !== null && !f.closest('details:not([open])'))")
+GRIDS_JS = "() => " + VISIBLE + """.map(frame => {
+    const scroller = frame.querySelector('.dvn-scroller');
+    return {
+        columns: [...frame.querySelectorAll('th[role=columnheader]')].map(th => th.textContent).join(' | '),
+        text: frame.innerText.slice(0, 80),
+        inside: scroller ? scroller.scrollWidth : 0,
+        shown: scroller ? scroller.clientWidth : 0,
+        none: [...frame.querySelectorAll('td')].some(td => td.textContent === 'None'),
+    };
+})"""
+
+VIEWS = [
+    "/?run=weak-retriever",
+    "/Run?run=weak-retriever",
+    "/Item?run=weak-retriever&item=q02",
+    "/Item?run=weak-retriever&item=q02&tab=Sources",
+    "/Item?run=weak-retriever&item=q02&tab=Response",
+    "/Item?run=weak-retriever&item=q02&tab=Verdicts",
+    "/Compare?run=weak-retriever&other=better-retriever&xm=sqc&xd=better",
+    "/Diagnosis?run=weak-retriever",
+    "/Sources?run=weak-retriever",
+    "/Trust?run=weak-retriever",
+    "/Trust?run=weak-retriever&tab=Label+next",
+    "/Triage",
+]
+
+
+def test_no_table_scrolls_sideways_or_shows_none_at_1280(page: Any) -> None:
+    """At 1280 x 800, beside the open sidebar, every table's columns fit its width (long text wraps in
+    its cell), and an empty cell is empty."""
+    wide, none = [], []
+    for view in VIEWS:
+        page.goto(view)
+        expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+        settle(page)
+        try:
+            page.wait_for_function(  # a grid below the fold is drawn once scrolled to
+                f"() => {VISIBLE}.every(f => f.querySelector('.dvn-scroller') || f.scrollIntoView())", timeout=20_000
+            )
+        except sync_api.TimeoutError:
+            pass  # a grid not drawn is named below
+        grids = page.evaluate(GRIDS_JS)
+        wide += [f"{view}: a grid not drawn: {g['text']!r}" for g in grids if not g["shown"]]
+        wide += [f"{view}: {g['columns']} ({g['inside']} > {g['shown']} px)" for g in grids
+                 if g["inside"] > g["shown"] + 1]
+        none += [f"{view}: {g['columns']}" for g in grids if g["none"]]
+    assert not wide, "tables that scroll sideways:\n" + "\n".join(wide)
+    assert not none, "tables showing None:\n" + "\n".join(none)

@@ -322,6 +322,22 @@ def clicked(event: Any, n_rows: int) -> int | None:
     return rows[0] if rows and rows[0] < n_rows else None
 
 
+# At 1280 x 800 beside the open sidebar a table's grid is 818 px wide, less its row markers when rows
+# can be picked. Columns whose pixel widths sum to TABLE_PX fit it (a wider window stretches them), and
+# rows WRAP_PX high let a long text wrap onto three lines in its cell instead of widening the table.
+TABLE_PX, WRAP_PX = 780, 72
+
+
+def sized(config: Mapping[str, Any] | None, widths: Mapping[str, int]) -> dict[str, Any]:
+    """A table's column config with each column in `widths` set to that many pixels (the widths of a
+    table sum to at most TABLE_PX, less 36 px of row markers when its rows can be picked)."""
+    out: dict[str, Any] = dict(config or {})
+    for name, px in widths.items():
+        column = out.get(name)
+        out[name] = {**column, "width": px} if isinstance(column, dict) else {"label": column or name, "width": px}
+    return out
+
+
 def page_url(page: str, **extra: Any) -> str:
     """A relative URL to one of PAGES with the current context, for link columns in tables."""
     return f"{PAGES[page].url_path}?" + urlencode(link(**extra))
