@@ -125,14 +125,19 @@ if source:
         on_select="rerun",
         selection_mode="single-row",
         width="stretch",
-        column_config={
-            "open": st.column_config.LinkColumn("open", display_text="🔎"),
-            "sp1_detail": "SP1 detail",
-            "supports": "claims it supports",
-            "claims": st.column_config.ListColumn("supported claims"),
-            "n_unsupported": "unsupported claims in item",
-            "n_unattributed": "supported, source unknown",
-        },
+        row_height=ui.WRAP_PX,  # the query and SP1's reason wrap in their cells
+        column_config=ui.sized(
+            {
+                "open": st.column_config.LinkColumn("open", display_text="🔎"),
+                "sp1_detail": "SP1 detail",
+                "supports": "claims it supports",
+                "claims": st.column_config.ListColumn("supported claims"),
+                "n_unsupported": "unsupported claims in item",
+                "n_unattributed": "supported, source unknown",
+            },
+            {"open": 36, "run_id": 75, "item_id": 50, "position": 45, "query": 110, "essential": 80}
+            | {"sp1_detail": 100, "supports": 50, "claims": 90, "n_unsupported": 55, "n_unattributed": 55},
+        ),
     )
     st.caption("Click a row to open its item on its sources. " + ATTRIBUTION)
     if (row := ui.clicked(event, len(table))) is not None:

@@ -108,15 +108,22 @@ VIEWS = [
     "/Trust?run=weak-retriever",
     "/Trust?run=weak-retriever&tab=Label+next",
     "/Triage",
+    "/Trends?runs=weak-retriever,better-retriever,llm-judge",
 ]
 
 
 def test_no_table_scrolls_sideways_or_shows_none_at_1280(page: Any) -> None:
     """At 1280 x 800, beside the open sidebar, every table's columns fit its width (long text wraps in
-    its cell), and an empty cell is empty."""
-    wide, none = [], []
-    for view in VIEWS:
-        page.goto(view)
+    its cell), and an empty cell is empty; the last view is a source's retrievals, opened from the ledger."""
+    wide: list[str] = []
+    none: list[str] = []
+    for view in [*VIEWS, "source"]:
+        if view == "source":
+            page.goto("/Sources?run=weak-retriever")
+            click_row(page, "retrieved", 0, re.compile(r"/Sources\?.*source="))
+            check_page(page, "Sources")
+        else:
+            page.goto(view)
         expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
         settle(page)
         try:
