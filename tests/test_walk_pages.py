@@ -104,4 +104,20 @@ def test_trust_queue_click_opens_the_item_and_back_returns_to_the_queue(db: Path
     first = frame_with(at, "reason")["item_id"].iloc[0]
     click(at, "queue_table")
     assert (at.title[0].value, at.query_params["item"], at.query_params["from"]) == ("Item", first, "trust")
-    assert links(at)["Back to Trust"]["tab"] == "Label next"
+    nav = links(at)
+    assert nav["Back to Trust"]["tab"] == "Label next"
+    queue = list(frame_with(open_page("pages/8_Trust.py", run="weak-retriever", tab="Label next"), "reason")["item_id"])
+    assert nav["▶ Next"]["item"] == queue[1] and nav["▶ Next"]["ft"] == "Label next"  # the queue's order
+
+
+def test_sources_click_opens_the_retrieving_item_and_next_walks_the_retrievals(db: Path) -> None:
+    at = click(open_page("pages/9_Sources.py", runs="weak-retriever,better-retriever"), "retrieved_table")
+    source = at.query_params["source"]
+    found = frame_with(at, "position")
+    assert len(found) >= 2
+    click(at, "retrievals", 0)
+    q = at.query_params
+    assert (q["item"], q["tab"], q["from"], q["source"]) == (found["item_id"].iloc[0], "Sources", "sources", source)
+    nav = links(at)
+    assert (nav["▶ Next"]["run"], nav["▶ Next"]["item"]) == (found["run_id"].iloc[1], found["item_id"].iloc[1])
+    assert nav["Back to Sources"]["source"] == source

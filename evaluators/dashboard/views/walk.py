@@ -14,8 +14,9 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.dashboard import reads, ui
-from evaluators.dashboard.state import csv_list
+from evaluators.dashboard.state import band, csv_list
 from evaluators.metrics.diagnosis import RULES
+from evaluators.runs import labelling
 from evaluators.storage import queries
 
 PAGE_SIZE = 200  # the Run page's rows per page
@@ -124,11 +125,36 @@ def triage_notes(run_id: str | None, labels: Sequence[str]) -> pd.DataFrame:
     return notes[notes["label"].isin(labels)] if labels else notes
 
 
+def _pair_steps(pairs: Sequence[tuple[str, str]], run_id: str, item_id: str) -> list[dict | None]:
+    """The neighbours of (run, item) in a list of (run, item) pairs, which may span runs."""
+    pairs = list(dict.fromkeys(pairs))
+    return [None if j is None else {"run": pairs[j][0], "item": pairs[j][1]} for j in _around(pairs, (run_id, item_id))]
+
+
+def _id_steps(ids: Sequence[str], item_id: str) -> list[dict | None]:
+    """The neighbours of an item in a list of one run's item ids."""
+    return [None if j is None else {"item": ids[j]} for j in _around(list(ids), item_id)]
+
+
 def _triage_steps(run_id: str, item_id: str) -> list[dict | None]:
     """The Triage page's neighbours: the next noted item, in the notes' order, possibly of another run."""
     notes = triage_notes(st.query_params.get("fr", run_id) or None, csv_list(st.query_params.get("labels", "")))
-    pairs = list(dict.fromkeys(zip(notes["run_id"], notes["item_id"])))
-    return [None if j is None else {"run": pairs[j][0], "item": pairs[j][1]} for j in _around(pairs, (run_id, item_id))]
+    return _pair_steps(list(zip(notes["run_id"], notes["item_id"])), run_id, item_id)
+
+
+def _source_steps(run_id: str, item_id: str) -> list[dict | None]:
+    """The Sources page's neighbours: the next item that retrieved the same source, over the same runs."""
+    q = st.query_params
+    found = reads.read(queries.ledger.source_retrievals, csv_list(q.get("runs", run_id)), q.get("source", ""), band())
+    return _pair_steps(list(zip(found["run_id"], found["item_id"])), run_id, item_id)
+
+
+def _trust_steps(run_id: str, item_id: str, th: Mapping[str, float]) -> list[dict | None]:
+    """Trust's neighbours: in its review queue (Label next), else in its disagreements (Agreement)."""
+    if st.query_params.get("ft") == "Label next":
+        return _id_steps(list(reads.read(labelling.review_queue, run_id, dict(th), band())["item_id"]), item_id)
+    report = labelling.judged(reads.read(labelling.labelled, run_id, band()), dict(th))
+    return _id_steps([p.item_id for p in report.disagreements], item_id)
 
 
 def crossed(base: str, other: str, metric: str, threshold: float, direction: str) -> pd.DataFrame:
@@ -142,8 +168,7 @@ def _compare_steps(run_id: str, item_id: str, th: Mapping[str, float]) -> list[d
     metric, base = q.get("xm", ""), q.get("fr", "")
     if not base or metric not in th:
         return [None, None]
-    ids = list(crossed(base, run_id, metric, th[metric], q.get("xd", "worse"))["item_id"])
-    return [None if j is None else {"item": ids[j]} for j in _around(ids, item_id)]
+    return _id_steps(list(crossed(base, run_id, metric, th[metric], q.get("xd", "worse"))["item_id"]), item_id)
 
 
 def carried(tab: str | None) -> dict[str, str]:
@@ -167,7 +192,11 @@ def steps(
         found = _triage_steps(run_id, item_id)
     elif origin == "compare" and st.query_params.get("cl") == "crossed":
         found = _compare_steps(run_id, item_id, th)
-    else:
+    elif origin == "sources" and st.query_params.get("source"):
+        found = _source_steps(run_id, item_id)
+    elif origin == "trust":
+        found = _trust_steps(run_id, item_id, th)
+    else:  # no list, or one too costly to read again (Compare's flips): the run's items in id order
         prev_id, next_id = reads.read(queries.items.item_neighbours, run_id, item_id)
         found = [None if i is None else {"item": i} for i in (prev_id, next_id)]
     return [None if f is None else Step("item", {**carried(tab), **f}) for f in found]
