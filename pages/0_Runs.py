@@ -71,7 +71,7 @@ picked = st.dataframe(
     selection_mode="multi-row",
     column_config=columns,
     column_order=runs_view.SCORE_COLUMNS,
-    row_height=ui.WRAP_PX,
+    **ui.wrapped(len(ids)),
 )
 st.caption(runs_view.LEGEND)
 st.dataframe(
@@ -147,7 +147,7 @@ st.dataframe(
     hide_index=True,
     key="metric_table",
     width="stretch",
-    row_height=ui.WRAP_PX,  # the failures by status wrap in their cell
+    **ui.wrapped(len(rows)),  # the failures by status wrap in their cell
     column_config=ui.sized(
         {
             "distribution": st.column_config.BarChartColumn(

@@ -77,7 +77,7 @@ event = st.dataframe(
     on_select="rerun",
     selection_mode="single-row",
     width="stretch",
-    row_height=ui.WRAP_PX,
+    **ui.wrapped(len(frame)),
     placeholder="",
     column_config=ui.sized(
         {

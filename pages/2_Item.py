@@ -73,7 +73,7 @@ else:
         hide_index=True,
         key="item_rules",
         width="stretch",
-        row_height=ui.WRAP_PX,
+        **ui.wrapped(len(fired)),
         column_config=ui.sized(None, item_view.RULES_PX),
     )
     item_tabs.rule_evidence(found, shown)

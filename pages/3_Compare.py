@@ -204,7 +204,7 @@ if item_id:
             hide_index=True,
             key="item_flips",
             width="stretch",
-            row_height=ui.WRAP_PX,  # the flipped text wraps in its cell
+            **ui.wrapped(len(mine)),  # the flipped text wraps in its cell
             column_config=ui.sized(
                 None,
                 {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 60, "p_after": 60}

@@ -52,7 +52,7 @@ event = st.dataframe(
     on_select="rerun",
     selection_mode="single-row",
     width="stretch",
-    row_height=ui.WRAP_PX,
+    **ui.wrapped(len(table)),
     column_config=ui.sized(
         {
             "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),

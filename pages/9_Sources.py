@@ -125,7 +125,7 @@ if source:
         on_select="rerun",
         selection_mode="single-row",
         width="stretch",
-        row_height=ui.WRAP_PX,  # the query and SP1's reason wrap in their cells
+        **ui.wrapped(len(table)),  # the query and SP1's reason wrap in their cells
         column_config=ui.sized(
             {
                 "open": st.column_config.LinkColumn("open", display_text="🔎"),
@@ -214,7 +214,7 @@ def show(rows: pd.DataFrame, key: str) -> None:
         on_select="rerun",
         selection_mode="single-row",
         width="stretch",
-        row_height=ui.WRAP_PX,
+        **ui.wrapped(len(rows)),
         column_config=ui.sized(COLUMNS, LEDGER_PX),
     )
     if (row := ui.clicked(event, len(rows))) is not None:

@@ -9,6 +9,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from evaluators.dashboard import ui
 from evaluators.storage import writes
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.seed import seed
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.browser,
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed")
 expect = sync_api.expect
 
-ROW_PX = 35  # the grid's header and default row height
+HEADER_PX, ROW_PX = 35, ui.WRAP_PX  # the grid's header, and its rows' height where long text wraps
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def click_row(page: Any, column: str, row: int, url: re.Pattern[str]) -> None:
         settle(page)
         canvas.scroll_into_view_if_needed()
         box = canvas.bounding_box()
-        page.mouse.click(box["x"] + 15, box["y"] + ROW_PX + ROW_PX * row + ROW_PX // 2)
+        page.mouse.click(box["x"] + 15, box["y"] + HEADER_PX + ROW_PX * row + ROW_PX // 2)
         try:
             page.wait_for_url(url, timeout=15_000)
             return

@@ -328,6 +328,12 @@ def clicked(event: Any, n_rows: int) -> int | None:
 TABLE_PX, WRAP_PX = 780, 72
 
 
+def wrapped(n_rows: int, shown: int = 10) -> dict[str, Any]:
+    """st.dataframe's row_height and height for a table whose long text wraps: rows WRAP_PX high, up to
+    `shown` of them in view (the rest scroll, as in any table)."""
+    return {"row_height": WRAP_PX, "height": 38 + max(1, min(n_rows, shown)) * WRAP_PX}
+
+
 def sized(config: Mapping[str, Any] | None, widths: Mapping[str, int]) -> dict[str, Any]:
     """A table's column config with each column in `widths` set to that many pixels (the widths of a
     table sum to at most TABLE_PX, less 36 px of row markers when its rows can be picked)."""

@@ -106,7 +106,7 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
         on_select="rerun",
         selection_mode="single-row",
         width="stretch",
-        row_height=ui.WRAP_PX,  # a source's first words wrap in their cell
+        **ui.wrapped(len(table)),  # a source's first words wrap in their cell
         column_config=ui.sized(
             {
                 "item": st.column_config.LinkColumn("item", display_text="🔎"),

@@ -95,7 +95,7 @@ def rule_evidence(found: list[Fired], shown: Shown) -> None:
                     hide_index=True,
                     key=f"evidence_{f.rule.id}_{c.metric}",
                     width="stretch",
-                    row_height=ui.WRAP_PX,
+                    **ui.wrapped(len(rows)),
                     placeholder="",
                     column_config=ui.sized(None, view.EVIDENCE_PX),
                 )
@@ -291,7 +291,7 @@ def verdicts_tab(shown: Shown, db: str, item_id: str) -> None:
         hide_index=True,
         key="verdict_table",
         width="stretch",
-        row_height=ui.WRAP_PX,
+        **ui.wrapped(hi - lo),
         placeholder="",
         column_config=ui.sized(None, view.EVIDENCE_PX),
     )
