@@ -121,3 +121,16 @@ def test_sources_click_opens_the_retrieving_item_and_next_walks_the_retrievals(d
     nav = links(at)
     assert (nav["▶ Next"]["run"], nav["▶ Next"]["item"]) == (found["run_id"].iloc[1], found["item_id"].iloc[1])
     assert nav["Back to Sources"]["source"] == source
+
+
+def test_a_list_in_the_url_that_makes_no_sense_falls_back_without_an_error(db: Path) -> None:
+    for junk in (
+        {"from": "run", "page": "-3", "below": "zz", "sort": "nope", "desc": "x", "quad": "sp1:odd", "rule": "T9"},
+        {"from": "compare", "cl": "crossed", "xm": "sqc", "fr": "no-such-run", "xd": "sideways"},
+        {"from": "triage", "fr": "no-such-run", "labels": "odd"},
+        {"from": "sources", "source": "nope", "runs": "no-such-run"},
+        {"from": "trust", "ft": "Label next"},
+        {"from": "elsewhere"},
+    ):
+        at = open_item({"run": "weak-retriever", "item": "q03", **junk})
+        assert at.title[0].value == "Item" and "Back to" in " ".join(links(at)), junk
