@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
+from evaluators.dashboard.views import walk
 from evaluators.storage import writes
 from tests.test_pages import frame_with, new_app, open_page
 
@@ -134,3 +136,15 @@ def test_a_list_in_the_url_that_makes_no_sense_falls_back_without_an_error(db: P
     ):
         at = open_item({"run": "weak-retriever", "item": "q03", **junk})
         assert at.title[0].value == "Item" and "Back to" in " ".join(links(at)), junk
+
+
+def test_next_and_previous_cross_the_run_tables_pages(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = list(frame_with(open_page("pages/1_Run.py", run="weak-retriever", sort="sp2"), "rules")["item_id"])
+    monkeypatch.setattr(walk, "PAGE_SIZE", 2)  # the Run page reads its page size from walk
+    at = open_page("pages/1_Run.py", run="weak-retriever", sort="sp2")
+    assert list(frame_with(at, "rules")["item_id"]) == listed[:2]
+    nav = links(click(at, "items_table", 1))
+    assert (nav["▶ Next"]["item"], nav["▶ Next"]["page"]) == (listed[2], "2")  # the first row of page 2
+    back = links(open_item(nav["▶ Next"]))
+    assert (back["◀ Previous"]["item"], back["◀ Previous"]["page"]) == (listed[1], "1")
+    assert back["▶ Next"]["item"] == listed[3] and back["Back to Run"]["page"] == "2"

@@ -109,14 +109,28 @@ def _around(ids: Sequence[Any], at: Any) -> tuple[int | None, int | None]:
 
 
 def _run_steps(run_id: str, item_id: str, metric_ids: Sequence[str], th: Mapping[str, float]) -> list[dict | None]:
-    """The Run page's neighbours of the item: its page read again with one row either side, each
-    step naming the page it falls on, so Back returns to the page that holds it."""
-    offset = max(0, (_page() - 1) * PAGE_SIZE - 1)
-    ids = list(run_rows(run_id, metric_ids, th, offset, PAGE_SIZE + 2)[0]["item_id"])
-    return [
-        None if j is None else {"item": ids[j], "page": str((offset + j) // PAGE_SIZE + 1)}
-        for j in _around(ids, item_id)
-    ]
+    """The Run page's neighbours of the item: the page it was listed on, the very read the Run page made
+    (so it comes from the cache), and one row of the page before or after at its edges; each step
+    names the page it falls on, so Back returns to the page that holds it."""
+    page = _page()
+    offset = (page - 1) * PAGE_SIZE
+    ids = list(run_rows(run_id, metric_ids, th, offset, PAGE_SIZE)[0]["item_id"])
+    if item_id not in ids:
+        return [None, None]
+    i = ids.index(item_id)
+
+    def beyond(at: int, on_page: int) -> dict | None:  # the row at position `at`, off this page
+        row = list(run_rows(run_id, metric_ids, th, at, 1)[0]["item_id"]) if at >= 0 else []
+        return {"item": row[0], "page": str(on_page)} if row else None
+
+    prev = {"item": ids[i - 1], "page": str(page)} if i > 0 else beyond(offset - 1, page - 1)
+    full = len(ids) == PAGE_SIZE
+    nxt = (
+        {"item": ids[i + 1], "page": str(page)}
+        if i + 1 < len(ids)
+        else (beyond(offset + PAGE_SIZE, page + 1) if full else None)
+    )
+    return [prev, nxt]
 
 
 def triage_notes(run_id: str | None, labels: Sequence[str]) -> pd.DataFrame:
