@@ -336,11 +336,15 @@ def wrapped(n_rows: int, shown: int = 10) -> dict[str, Any]:
 
 def sized(config: Mapping[str, Any] | None, widths: Mapping[str, int]) -> dict[str, Any]:
     """A table's column config with each column in `widths` set to that many pixels (the widths of a
-    table sum to at most TABLE_PX, less 36 px of row markers when its rows can be picked)."""
+    table sum to at most TABLE_PX, less 36 px of row markers when its rows can be picked); a column
+    without help gets its label as help."""
     out: dict[str, Any] = dict(config or {})
     for name, px in widths.items():
         column = out.get(name)
-        out[name] = {**column, "width": px} if isinstance(column, dict) else {"label": column or name, "width": px}
+        label = column.get("label") or name if isinstance(column, dict) else column or name
+        # a header cut short by a narrow column reads whole on hover
+        base = column if isinstance(column, dict) else {"label": label}
+        out[name] = {**base, "help": base.get("help") or label, "width": px}
     return out
 
 
