@@ -1,6 +1,6 @@
 """The RAG Triage dashboard (`streamlit run app.py`): the navigation, declared once.
 
-Each page is a file in pages/; ui.PAGES gives its sidebar title and the URL path links use.
+Each page is a file in pages/; ui.PAGES gives its sidebar title and section and the URL path links use.
 Every page run is timed and logged on the server (evaluators/dashboard/timing.py).
 """
 
@@ -10,8 +10,11 @@ import streamlit as st
 
 from evaluators.dashboard import timing, ui
 
-pg = st.navigation(
-    [st.Page(p.file, title=p.title, url_path=p.url_path, default=p.url_path == "") for p in ui.PAGES.values()]
-)
+sections: dict[str, list[st.Page]] = {}
+for p in ui.PAGES.values():
+    sections.setdefault(p.section, []).append(
+        st.Page(p.file, title=p.title, url_path=p.url_path, default=p.url_path == "")
+    )
+pg = st.navigation(sections)
 with timing.page_run(pg.url_path):
     pg.run()

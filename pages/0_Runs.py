@@ -70,8 +70,19 @@ picked = st.dataframe(
     on_select="rerun",
     selection_mode="multi-row",
     column_config=columns,
+    column_order=runs_view.SCORE_COLUMNS,
+    **ui.wrapped(len(ids)),
 )
 st.caption(runs_view.LEGEND)
+st.dataframe(
+    styled,
+    hide_index=True,
+    key="runs_details",
+    width="stretch",
+    placeholder="",
+    column_config=columns,
+    column_order=runs_view.DETAIL_COLUMNS,
+)
 chosen = [ids[i] for i in sorted(picked["selection"]["rows"])]
 c1, c2 = st.columns(2)
 if len(ids) > 1:
@@ -136,11 +147,16 @@ st.dataframe(
     hide_index=True,
     key="metric_table",
     width="stretch",
-    column_config={
-        "distribution": st.column_config.BarChartColumn(
-            "distribution", y_min=0, help="scored items per tenth of the score, from 0 to 1"
-        )
-    },
+    **ui.wrapped(len(rows)),  # the failures by status wrap in their cell
+    column_config=ui.sized(
+        {
+            "distribution": st.column_config.BarChartColumn(
+                "distribution", y_min=0, help="scored items per tenth of the score, from 0 to 1"
+            )
+        },
+        {"metric": 60, "mean": 55, "95% CI": 85, "n scored": 60, "unsure items": 60, "unscored items": 65}
+        | {"failed verdicts": 100, "unsure verdicts": 60, "threshold": 65, "below threshold": 75, "distribution": 80},
+    ),
 )
 st.caption(
     "Intervals: percentile bootstrap of the mean over scored items, 1000 resamples, fixed seed. "

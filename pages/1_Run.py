@@ -5,10 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard.views import walk
 from evaluators.metrics.diagnosis import RULES
 from evaluators.storage import queries
 
-PAGE_SIZE = 200
+PAGE_SIZE = walk.PAGE_SIZE
 
 ui.page("Run")
 run_id, metric_ids, th = ui.current_run()
@@ -39,14 +40,11 @@ keys = reads.read(queries.runs.metadata_keys, run_id)
 meta_key = state.synced(
     c5.selectbox, "Metadata field", "mk", "", options=["", *keys], format_func=lambda k: k or "(any)"
 )
-meta = None
 if meta_key:
     values = list(reads.read(queries.runs.metadata_values, run_id, meta_key)["value"])
-    meta_val = state.synced(c6.selectbox, "Value", "mv", "", options=["", *values], format_func=lambda v: v or "(any)")
-    meta = (meta_key, meta_val) if meta_val else None
+    state.synced(c6.selectbox, "Value", "mv", "", options=["", *values], format_func=lambda v: v or "(any)")
 
-levels = dict(p.split(":", 1) for p in state.csv_list(st.query_params.get("quad", "")) if ":" in p)
-levels = {m: lv for m, lv in levels.items() if m in metric_ids and lv in ("low", "high")}
+levels = walk.run_filter(run_id, metric_ids)["levels"]
 if levels:
     st.info("Quadrant: " + " and ".join(f"{m.upper()} {lv}" for m, lv in levels.items()))
     if st.button("Clear quadrant filter", key="clear_quad"):
@@ -66,22 +64,7 @@ desc = state.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1",
 n_items = int(reads.runs().set_index("run_id").loc[run_id, "n_done"])
 pages = max(1, -(-n_items // PAGE_SIZE))
 page_no = state.synced(c9.number_input, "Page", "page", 1, state.whole(1, pages), min_value=1, max_value=pages, step=1)
-ids = reads.read(queries.items.search_ids, run_id, search, meta) if search or meta else None
-frame, total = reads.derived(
-    queries.diagnosis.filter_items,
-    [run_id],
-    metric_ids,
-    th,
-    below=below,
-    rules=rules,
-    levels=levels,
-    failed_only=failed,
-    ids=ids,
-    sort=sort,
-    descending=desc,
-    limit=PAGE_SIZE,
-    offset=(page_no - 1) * PAGE_SIZE,
-)
+frame, total = walk.run_rows(run_id, metric_ids, th, (page_no - 1) * PAGE_SIZE, PAGE_SIZE)
 first = (page_no - 1) * PAGE_SIZE
 st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len(frame)}" if len(frame) else ""))
 # With a rule filter the item opens onto that rule's evidence; with a filter on scores, onto its verdicts.
@@ -94,15 +77,22 @@ event = st.dataframe(
     on_select="rerun",
     selection_mode="single-row",
     width="stretch",
-    column_config={
-        "open": st.column_config.LinkColumn("open", display_text="🔎", width="small"),
-        **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
-        "n_failed": st.column_config.NumberColumn("failed verdicts"),
-        "failed_metrics": "failed metrics",
-    },
+    **ui.wrapped(len(frame)),
+    placeholder="",
+    column_config=ui.sized(
+        {
+            "open": st.column_config.LinkColumn("open", display_text="🔎"),
+            **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
+            "n_failed": st.column_config.NumberColumn("failed verdicts"),
+            "failed_metrics": "failed metrics",
+        },
+        # the query and the reasons wrap; the widths fit 1280 px beside the row markers
+        {"open": 36, "item_id": 55, "query": 120, **dict.fromkeys(metric_ids, 46), "n_failed": 62}
+        | {"failed_metrics": 85, "rules": 75},
+    ),
 )
 if (row := ui.clicked(event, len(frame))) is not None:
-    ui.switch_page("item", ui.link(run=run_id, item=frame["item_id"].iloc[row], rule=",".join(rules) or None, tab=tab))
+    walk.open_item("run", run_id, frame["item_id"].iloc[row], tab)
 
 # Drawn once opened: a pass over every item, and plotly's script in the browser, that a first visit skips.
 with st.expander("Metric correlations across all items of the run", key="corr_open", on_change="rerun") as corr:

@@ -15,7 +15,7 @@ import streamlit as st
 
 from evaluators.dashboard import markup, reads, state, ui
 from evaluators.dashboard.views import item as item_view
-from evaluators.dashboard.views import item_tabs
+from evaluators.dashboard.views import item_tabs, walk
 from evaluators.metrics.registry import display_name
 from evaluators.storage import queries
 
@@ -23,9 +23,8 @@ path = ui.page("Item")
 run_id, metric_ids, th = ui.current_run()
 first = "" if st.query_params.get("item") else reads.read(queries.items.item_neighbours, run_id, "")[1]
 item_id = state.synced(st.sidebar.text_input, "Item id", "item", first or "", explicit=True)
-d, (prev_id, next_id), notes, imported = reads.read_all(
+d, notes, imported = reads.read_all(
     reads.call(queries.items.item_detail, run_id, item_id, state.band(), state.corrected()),
-    reads.call(queries.items.item_neighbours, run_id, item_id),
     reads.call(queries.items.triage_notes, run_id, item_id),
     reads.call(queries.items.imported_item_scores, run_id, item_id),
 )
@@ -39,7 +38,8 @@ scores = d["scores"].set_index("metric")
 
 nav = st.columns([3, 1, 1, 1])
 nav[0].markdown(f"Run **{markup.md(run_id)}** · item {markup.md(item_id)}")
-ui.page_link("run", "Item table", ui.link(), icon="📋", where=nav[3])
+back = walk.back()
+ui.page_link(back.page, f"Back to {ui.PAGES[back.page].title}", back.params, icon="↩️", where=nav[1])
 
 cols = st.columns(max(len(metric_ids), 1))
 for col, m in zip(cols, metric_ids):
@@ -68,16 +68,23 @@ if fired.empty:
     )
 else:
     st.markdown("**Table-2 rules that fire** (component to fix in *fix*)")
-    st.dataframe(fired, hide_index=True, key="item_rules", width="stretch")
+    st.dataframe(
+        fired,
+        hide_index=True,
+        key="item_rules",
+        width="stretch",
+        **ui.wrapped(len(fired)),
+        column_config=ui.sized(None, item_view.RULES_PX),
+    )
     item_tabs.rule_evidence(found, shown)
 
 # Bound to ?tab=: only the open tab's container is .open; the others are left empty, never sent.
 tab_q, tab_s, tab_r, tab_v, tab_t = st.tabs(item_view.ITEM_TABS, key="tab", bind="query-params")
 open_tab = None if tab_q.open else st.session_state["tab"]  # the default tab stays out of the URL
-if prev_id:  # Previous / Next keep the open tab
-    ui.page_link("item", "Previous", ui.link(item=prev_id, tab=open_tab), icon="⬅️", where=nav[1])
-if next_id:
-    ui.page_link("item", "Next", ui.link(item=next_id, tab=open_tab), icon="➡️", where=nav[2])
+# Previous / Next walk the list the item came from (Run's filtered page, Triage's notes, ...) on the open tab
+for where, step, label in zip(nav[2:], walk.steps(run_id, item_id, metric_ids, th, open_tab), ("◀ Previous", "▶ Next")):
+    if step:
+        ui.page_link(step.page, label, step.params, where=where)
 for tab, draw in (
     (tab_q, lambda: item_tabs.query_tab(shown)),
     (tab_s, lambda: item_tabs.sources_tab(shown)),

@@ -12,6 +12,7 @@ import streamlit as st
 from evaluators.core.stats import bootstrap_ci
 from evaluators.dashboard import charts, markup, reads, state, ui
 from evaluators.dashboard.views import compare as compare_view
+from evaluators.dashboard.views import walk
 from evaluators.metrics import ledger, registry
 from evaluators.runs import flips
 from evaluators.storage import queries
@@ -95,20 +96,24 @@ st.dataframe(
 c1, c2 = st.columns(2)
 cross_metric = state.synced(c1.selectbox, "Metric", "xm", metric_ids[0], options=metric_ids, format_func=str.upper)
 direction = state.synced(c2.radio, "Direction", "xd", "worse", options=["worse", "better"], horizontal=True)
-items = reads.derived(
-    queries.compare.crossed_items, [run_id, other], cross_metric, th.get(cross_metric, 0.5), direction
-)
+items = walk.crossed(run_id, other, cross_metric, th.get(cross_metric, 0.5), direction)
 if items.empty:
     st.caption("No item crossed in that direction.")
 else:
     items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in items["item_id"]])  # why it crossed
-    st.dataframe(
+    event = st.dataframe(
         items.rename(columns={"a": run_id, "b": other}),
         hide_index=True,
         key="crossed_items",
+        on_select="rerun",
+        selection_mode="single-row",
         width="stretch",
         column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
     )
+    if (row := ui.clicked(event, len(items))) is not None:  # walks this list: ▶ Next is the next item that crossed
+        walk.open_item(
+            "compare", other, items["item_id"].iloc[row], "Verdicts", cl="crossed", xm=cross_metric, xd=direction
+        )
 
 st.subheader("Claim-level diff for one item")
 default_item = "" if items.empty else items["item_id"].iloc[0]
@@ -179,13 +184,17 @@ st.dataframe(flipped.rollup, hide_index=True, key="flip_rollup", width="stretch"
 if not flipped.items.empty:
     flip_items = flipped.items.sort_values(["flips", "item_id"], ascending=[False, True])
     flip_items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in flip_items["item_id"]])
-    st.dataframe(
+    event = st.dataframe(
         flip_items,
         hide_index=True,
         key="flip_items",
+        on_select="rerun",
+        selection_mode="single-row",
         width="stretch",
         column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
     )
+    if (row := ui.clicked(event, len(flip_items))) is not None:
+        walk.open_item("compare", other, flip_items["item_id"].iloc[row], "Verdicts")
 if item_id:
     mine = flipped.for_item(item_id)
     st.markdown(f"**Flips of {markup.md(item_id)}**" + ("" if len(mine) else ": none"))
@@ -195,6 +204,12 @@ if item_id:
             hide_index=True,
             key="item_flips",
             width="stretch",
+            **ui.wrapped(len(mine)),  # the flipped text wraps in its cell
+            column_config=ui.sized(
+                None,
+                {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 60, "p_after": 60}
+                | {"cause": 110},
+            ),
         )
         moved = flipped.source_changes[flipped.source_changes["item_id"] == item_id]
         for change in moved.itertuples(index=False):

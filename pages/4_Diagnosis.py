@@ -8,6 +8,7 @@ import streamlit as st
 
 from evaluators.dashboard import charts, markup, reads, state, ui
 from evaluators.dashboard.views import diagnosis as diagnosis_view
+from evaluators.dashboard.views import walk
 from evaluators.metrics.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, QUADRANTS, RULES
 from evaluators.storage import queries
 
@@ -44,17 +45,28 @@ for rid in RULES:
     )
 table = pd.DataFrame(rows).sort_values(["items", "rule"], ascending=[False, True])
 st.subheader("Rules, ranked by the items that fire them")
-st.dataframe(
+event = st.dataframe(
     table.drop(columns="id"),
     hide_index=True,
     key="rules_table",
+    on_select="rerun",
+    selection_mode="single-row",
     width="stretch",
-    column_config={
-        "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
-        "open": st.column_config.LinkColumn("open", display_text="open items"),
-        "evidence": st.column_config.LinkColumn("evidence", display_text="first item's evidence"),
-    },
+    **ui.wrapped(len(table)),
+    column_config=ui.sized(
+        {
+            "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
+            "open": st.column_config.LinkColumn("open", display_text="open items"),
+            "evidence": st.column_config.LinkColumn("evidence", display_text="first item"),
+        },
+        {"rule": 70, "pattern": 120, "meaning": 190, "fix": 110, "items": 45, "share": 80, "open": 60, "evidence": 60},
+    ),
 )
+st.caption(
+    "Click a rule's row to open its first item on the rule's evidence; ▶ Next there walks the items it fires on."
+)
+if (row := ui.clicked(event, len(table))) is not None and first.get(rid := table["id"].iloc[row]):
+    walk.open_item("diagnosis", run_id, first[rid], rule=rid)
 for rid, n in zip(table["id"], table["items"]):
     if n:
         ui.page_link(

@@ -5,16 +5,14 @@ from __future__ import annotations
 import streamlit as st
 
 from evaluators.dashboard import reads, state, ui
-from evaluators.storage import queries
+from evaluators.dashboard.views import walk
 
 ui.page("Triage")
 runs = reads.runs()
 ALL = "(all runs)"
 run_filter = state.synced(st.selectbox, "Run", "run", ALL, options=[ALL, *runs["run_id"]])
-notes = reads.read(queries.items.triage_notes, None if run_filter == ALL else run_filter)
 labels = state.synced(st.multiselect, "Labels", "labels", [], state.csv_list, options=list(ui.LABELS))
-if labels:
-    notes = notes[notes["label"].isin(labels)]
+notes = walk.triage_notes(None if run_filter == ALL else run_filter, labels)
 st.markdown(f"**{len(notes)}** triage notes")
 if notes.empty:
     st.caption("Open an item and use its Triage tab to record a decision.")
@@ -22,16 +20,23 @@ if notes.empty:
 counts = notes.groupby(["component", "label"]).size().unstack(fill_value=0)
 st.dataframe(counts, key="triage_counts")
 table = notes.assign(open=[ui.item_url(r, i) for r, i in zip(notes["run_id"], notes["item_id"])])
-st.dataframe(
+event = st.dataframe(
     table,
     hide_index=True,
     key="triage_table",
+    on_select="rerun",
+    selection_mode="single-row",
     width="stretch",
     column_config={
         "open": st.column_config.LinkColumn("open", display_text="🔎"),
         "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss"),
     },
 )
+st.caption("Click a row to open its item on its Triage tab; ▶ Next there walks these notes.")
+if (row := ui.clicked(event, len(table))) is not None:  # fr="": the notes of every run
+    walk.open_item(
+        "triage", table["run_id"].iloc[row], table["item_id"].iloc[row], "Triage", fr="" if run_filter == ALL else None
+    )
 st.download_button(
     "Download CSV",
     notes.to_csv(index=False).encode("utf-8"),

@@ -67,7 +67,20 @@ share = {
     c: st.column_config.NumberColumn(c, format="%.2f")
     for c in ("lambda", "R", "Acc", "R (retrieval)", "Acc (retrieval)", "retrieval hit")
 }
-st.dataframe(rep.clusters(), hide_index=True, key="clusters", width="stretch", column_config=share)
+clusters = rep.clusters()
+st.dataframe(
+    clusters,
+    hide_index=True,
+    key="clusters",
+    width="stretch",
+    **ui.wrapped(len(clusters)),  # widths that fit 1280 px beside the sidebar
+    column_config=ui.sized(
+        share,
+        {"cluster": 80, "items": 45, "correct": 50, "gap items": 50, "lambda": 50, "R": 42, "Acc": 42}
+        | {"R (retrieval)": 55, "Acc (retrieval)": 55, "retrieval hit": 55, "gap groups": 55, "robust groups": 55}
+        | {"non-robust groups": 60, "unscored": 55},
+    ),
+)
 
 st.subheader("Non-robust groups")
 nr = rep.non_robust
@@ -132,5 +145,10 @@ if not wrong.empty:
         hide_index=True,
         key="blame",
         width="stretch",
-        column_config={"open": st.column_config.LinkColumn("item", display_text="open item")},
+        **ui.wrapped(len(table)),
+        column_config=ui.sized(
+            {"open": st.column_config.LinkColumn("item", display_text="open item")},
+            {"item_id": 70, "group_id": 70, "text_template": 110, "attribution": 110, "retrieved": 130, "true": 110}
+            | {"retrieval_hit": 80, "open": 80},
+        ),
     )

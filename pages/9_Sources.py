@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.dashboard import markup, reads, state, ui
+from evaluators.dashboard.views import walk
 from evaluators.metrics import ledger
 from evaluators.storage import queries
 
@@ -124,18 +125,23 @@ if source:
         on_select="rerun",
         selection_mode="single-row",
         width="stretch",
-        column_config={
-            "open": st.column_config.LinkColumn("open", display_text="🔎"),
-            "sp1_detail": "SP1 detail",
-            "supports": "claims it supports",
-            "claims": st.column_config.ListColumn("supported claims"),
-            "n_unsupported": "unsupported claims in item",
-            "n_unattributed": "supported, source unknown",
-        },
+        **ui.wrapped(len(table)),  # the query and SP1's reason wrap in their cells
+        column_config=ui.sized(
+            {
+                "open": st.column_config.LinkColumn("open", display_text="🔎"),
+                "sp1_detail": "SP1 detail",
+                "supports": "claims it supports",
+                "claims": st.column_config.ListColumn("supported claims"),
+                "n_unsupported": "unsupported claims in item",
+                "n_unattributed": "supported, source unknown",
+            },
+            {"open": 36, "run_id": 75, "item_id": 50, "position": 45, "query": 110, "essential": 80}
+            | {"sp1_detail": 100, "supports": 50, "claims": 90, "n_unsupported": 55, "n_unattributed": 55},
+        ),
     )
     st.caption("Click a row to open its item on its sources. " + ATTRIBUTION)
     if (row := ui.clicked(event, len(table))) is not None:
-        ui.switch_page("item", ui.link(run=table["run_id"].iloc[row], item=table["item_id"].iloc[row], tab="Sources"))
+        walk.open_item("sources", table["run_id"].iloc[row], table["item_id"].iloc[row], "Sources")
     ui.page_link("sources", "Back to the ledger", {**ui.link(), "runs": ",".join(chosen)}, icon="📚")
     st.stop()
 
@@ -166,6 +172,9 @@ COLUMNS = {
     "claims_source_unknown": "supported beside it, source unknown",
     "beside": "beside unsupported claims",
 }
+# The ledger's widths at 1280 px beside the row markers: its name and SP1's counts wrap in their cells.
+LEDGER_PX = {"name": 170, "n_retrieved": 65, "essential": 160, "claims_supported": 75}
+LEDGER_PX |= {"claims_source_unknown": 85, "beside": 75, "source": 90, "open": 36}
 
 
 def show(rows: pd.DataFrame, key: str) -> None:
@@ -205,7 +214,8 @@ def show(rows: pd.DataFrame, key: str) -> None:
         on_select="rerun",
         selection_mode="single-row",
         width="stretch",
-        column_config=COLUMNS,
+        **ui.wrapped(len(rows)),
+        column_config=ui.sized(COLUMNS, LEDGER_PX),
     )
     if (row := ui.clicked(event, len(rows))) is not None:
         ui.switch_page("sources", source_params(rows["source"].iloc[row]))

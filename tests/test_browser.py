@@ -410,8 +410,8 @@ def test_sidebar_titles_and_deep_links_under_their_url_paths(page: Any) -> None:
     page.goto("/")
     check_page(page, "Runs")
     names = page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()
-    assert names == ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust",
-                     "Sources", "Trends"]
+    assert names == ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Trust", "Sources", "Trends",
+                     "Evaluate", "Robustness"]
     links = {
         "/?run=weak-retriever": ("Runs", "Run weak-retriever"),
         "/Run?run=weak-retriever&rule=T2.2": ("Run", "1 matching items"),

@@ -20,7 +20,7 @@ from evaluators.dashboard import timing
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_server
 
 TIMEOUT_MS = 45_000
-TITLES = ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust", "Sources", "Trends"]
+TITLES = ["Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Trust", "Sources", "Trends", "Evaluate", "Robustness"]
 LINE = re.compile(r"page=(?P<page>/\S*) ms=\d+\.\d session=[0-9a-f]{8} outcome=(?P<outcome>\S+)$")
 
 

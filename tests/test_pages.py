@@ -344,8 +344,8 @@ def test_item_sends_only_its_open_tab(db: Path) -> None:
     assert "fix" in frame_columns(query) and "fix" in frame_columns(verdicts)  # the fired rules
     assert query.session_state["tab"] == "Query" and verdicts.session_state["tab"] == "Verdicts"
     nav = {p.proto.label: p.proto.query_string for p in verdicts.get("page_link")}  # Previous stays on Verdicts
-    assert "tab=Verdicts" in nav["Previous"] and "tab=" not in nav["Item table"]
-    assert "tab=" not in {p.proto.label: p.proto.query_string for p in query.get("page_link")}["Previous"]
+    assert "tab=Verdicts" in nav["◀ Previous"] and "tab=" not in nav["Back to Run"]
+    assert "tab=" not in {p.proto.label: p.proto.query_string for p in query.get("page_link")}["◀ Previous"]
     unknown = open_page("pages/2_Item.py", run="weak-retriever", item="q06", tab="Nope")
     assert "sub-question" in frame_columns(unknown) and "tab" not in unknown.query_params  # ignored, dropped
 
@@ -595,10 +595,10 @@ def test_every_page_opens_from_its_file_with_its_title(db: Path) -> None:
 def test_navigation_titles_and_url_paths(db: Path) -> None:
     at = open_page("app.py")
     pages = {info["url_pathname"]: info for info in at._registered_pages.values()}  # st.navigation's registry
-    assert list(pages) == ["", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust",
-                           "Sources", "Trends"]
+    assert list(pages) == ["", "Run", "Item", "Compare", "Diagnosis", "Triage", "Trust", "Sources", "Trends",
+                           "Evaluate", "Robustness"]
     assert [p["page_name"] for p in pages.values()] == [
-        "Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Evaluate", "Robustness", "Trust", "Sources", "Trends"]
+        "Runs", "Run", "Item", "Compare", "Diagnosis", "Triage", "Trust", "Sources", "Trends", "Evaluate", "Robustness"]
 
 
 def test_links_name_the_run_and_navigation_keeps_it(db: Path) -> None:

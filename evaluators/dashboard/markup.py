@@ -21,6 +21,8 @@ from evaluators.metrics.diagnosis import RULES
 OK, GOOD, BAD, FAIL = "ok", "#c8ecd0", "#f8d0d0", "#e6e6e6"
 # An unsure verdict is neither green nor red: the dashboard stays quiet where the judge is unsure.
 UNSURE, UNSURE_COLOUR = Status.UNSURE.value, "#fdf1c7"
+# The legend of verdict_colour()'s highlighting, beside every highlighted text.
+COLOUR_LEGEND = "green a 1, red a 0, pale amber unsure (left out of its score), grey a judge failure"
 
 
 # The item page works on plain records (lists of dicts), its verdicts joined to their components

@@ -25,15 +25,16 @@ from evaluators.storage import queries, schema, store
 
 
 class PageFile(NamedTuple):
-    """One dashboard page: its file under pages/, its sidebar title and its URL path."""
+    """One dashboard page: its file under pages/, its sidebar title, its URL path and its sidebar section."""
 
     file: str
     title: str
     url_path: str
+    section: str = "Triage"
 
 
-# The navigation, in sidebar order (app.py declares it from this). The URL paths are the ones
-# links have always used, so pasted links keep working; Runs is the default page, at "/".
+# The navigation, in sidebar order and by section (app.py declares it from this). The URL paths are the
+# ones links have always used, so pasted links keep working; Runs is the default page, at "/".
 PAGES: dict[str, PageFile] = {
     "runs": PageFile("pages/0_Runs.py", "Runs", ""),
     "run": PageFile("pages/1_Run.py", "Run", "Run"),
@@ -41,11 +42,11 @@ PAGES: dict[str, PageFile] = {
     "compare": PageFile("pages/3_Compare.py", "Compare", "Compare"),
     "diagnosis": PageFile("pages/4_Diagnosis.py", "Diagnosis", "Diagnosis"),
     "triage": PageFile("pages/5_Triage.py", "Triage", "Triage"),
-    "evaluate": PageFile("pages/6_Evaluate.py", "Evaluate", "Evaluate"),
-    "robustness": PageFile("pages/7_Robustness.py", "Robustness", "Robustness"),
     "trust": PageFile("pages/8_Trust.py", "Trust", "Trust"),
     "sources": PageFile("pages/9_Sources.py", "Sources", "Sources"),
     "trends": PageFile("pages/10_Trends.py", "Trends", "Trends"),
+    "evaluate": PageFile("pages/6_Evaluate.py", "Evaluate", "Evaluate", "New runs"),
+    "robustness": PageFile("pages/7_Robustness.py", "Robustness", "Robustness", "Robustness tests"),
 }
 
 
@@ -319,6 +320,32 @@ def clicked(event: Any, n_rows: int) -> int | None:
     """The row a click selected in a table drawn with on_select="rerun" (its event), if any."""
     rows = event["selection"]["rows"] if event else []
     return rows[0] if rows and rows[0] < n_rows else None
+
+
+# At 1280 x 800 beside the open sidebar a table's grid is 818 px wide, less its row markers when rows
+# can be picked. Columns whose pixel widths sum to TABLE_PX fit it (a wider window stretches them), and
+# rows WRAP_PX high let a long text wrap onto three lines in its cell instead of widening the table.
+TABLE_PX, WRAP_PX = 780, 72
+
+
+def wrapped(n_rows: int, shown: int = 10) -> dict[str, Any]:
+    """st.dataframe's row_height and height for a table whose long text wraps: rows WRAP_PX high, up to
+    `shown` of them in view (the rest scroll, as in any table)."""
+    return {"row_height": WRAP_PX, "height": 38 + max(1, min(n_rows, shown)) * WRAP_PX}
+
+
+def sized(config: Mapping[str, Any] | None, widths: Mapping[str, int]) -> dict[str, Any]:
+    """A table's column config with each column in `widths` set to that many pixels (the widths of a
+    table sum to at most TABLE_PX, less 36 px of row markers when its rows can be picked); a column
+    without help gets its label as help."""
+    out: dict[str, Any] = dict(config or {})
+    for name, px in widths.items():
+        column = out.get(name)
+        label = column.get("label") or name if isinstance(column, dict) else column or name
+        # a header cut short by a narrow column reads whole on hover
+        base = column if isinstance(column, dict) else {"label": label}
+        out[name] = {**base, "help": base.get("help") or label, "width": px}
+    return out
 
 
 def page_url(page: str, **extra: Any) -> str:

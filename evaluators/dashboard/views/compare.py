@@ -11,6 +11,7 @@ import streamlit as st
 
 from evaluators.dashboard import ui
 from evaluators.dashboard.markup import fmt_score, fmt_verdict, md
+from evaluators.dashboard.views import walk
 
 
 def _norm(text: str) -> str:
@@ -105,22 +106,27 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
         on_select="rerun",
         selection_mode="single-row",
         width="stretch",
-        column_config={
-            "item": st.column_config.LinkColumn("item", display_text="🔎", width="small"),
-            "its SP1": st.column_config.TextColumn("its SP1", width=60, help=SP1_LEGEND),  # one mark
-            "change": st.column_config.TextColumn(
-                "change", width=75, help=f"dropped: retrieved in {md(run_a)} only; added: retrieved in {md(run_b)} only"
-            ),
-            "source": st.column_config.TextColumn("source", help="Its first words; its ledger link has the rest"),
-            "key": st.column_config.TextColumn("key", help="The first 12 hex digits of sha256 of its text"),
-            "ledger": st.column_config.LinkColumn("ledger", display_text="📚", width="small"),
-            **{
-                m.upper(): st.column_config.TextColumn(
-                    m.upper(), width=80, help=f"The item's {m.upper()} in {md(run_a)} → in {md(run_b)}"
-                )
-                for m in metrics
+        **ui.wrapped(len(table)),  # a source's first words wrap in their cell
+        column_config=ui.sized(
+            {
+                "item": st.column_config.LinkColumn("item", display_text="🔎"),
+                "its SP1": st.column_config.TextColumn("its SP1", help=SP1_LEGEND),  # one mark
+                "change": st.column_config.TextColumn(
+                    "change", help=f"dropped: retrieved in {md(run_a)} only; added: retrieved in {md(run_b)} only"
+                ),
+                "source": st.column_config.TextColumn("source", help="Its first words; its ledger link has the rest"),
+                "key": st.column_config.TextColumn("key", help="The first 12 hex digits of sha256 of its text"),
+                "ledger": st.column_config.LinkColumn("ledger", display_text="📚"),
+                **{
+                    m.upper(): st.column_config.TextColumn(
+                        m.upper(), help=f"The item's {m.upper()} in {md(run_a)} → in {md(run_b)}"
+                    )
+                    for m in metrics
+                },
             },
-        },
+            {"item_id": 60, "change": 70, "source": 170, "its SP1": 55, **{m.upper(): 75 for m in metrics}}
+            | {"item": 36, "ledger": 36, "key": 95},
+        ),
     )
     total = int(changes["n_dropped"].iloc[0]) + int(changes["n_added"].iloc[0])
     st.caption(
@@ -129,4 +135,4 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
         "here with the item's scores in both runs. Click a row to open the item in the run that retrieved it."
     )
     if (row := ui.clicked(event, len(table))) is not None:
-        ui.switch_page("item", ui.link(run=where[row], item=changes["item_id"].iloc[row], tab="Sources"))
+        walk.open_item("compare", where[row], changes["item_id"].iloc[row], "Sources")

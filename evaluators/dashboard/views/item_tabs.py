@@ -90,7 +90,15 @@ def rule_evidence(found: list[Fired], shown: Shown) -> None:
                     f"{markup.score_counts(*view.counts(score))} · "
                     f"{n_deciding} verdict(s) made it {c.level}{left_out}"
                 )
-                st.dataframe(rows, hide_index=True, key=f"evidence_{f.rule.id}_{c.metric}", width="stretch")
+                st.dataframe(
+                    rows,
+                    hide_index=True,
+                    key=f"evidence_{f.rule.id}_{c.metric}",
+                    width="stretch",
+                    **ui.wrapped(len(rows)),
+                    placeholder="",
+                    column_config=ui.sized(None, view.EVIDENCE_PX),
+                )
 
 
 def query_tab(shown: Shown) -> None:
@@ -147,6 +155,9 @@ def sources_tab(shown: Shown) -> None:
             lambda v: f"SP2 · fact {v['component_idx']}",
             seen,
         )
+    st.caption(
+        f"A source's facts are highlighted by SP2's verdict ({markup.COLOUR_LEGEND}: green relevant to the query)."
+    )
     if facts := [f for j in page_s for f in facts_of.get(j, [])]:  # one table: a grid per source is slow to draw
         st.markdown("**Source facts** (SP2: is the fact relevant to the query?)")
         st.dataframe(
@@ -183,8 +194,8 @@ def response_tab(shown: Shown) -> None:
         st.caption(excerpt)
     markup.text_block(body or "<em>(empty response)</em>")
     st.caption(
-        f"Claims{' of this page' if paged_c else ''} are highlighted by GR (green supported, red "
-        f"unsupported, grey failed); hover for RP and GR. {len(missing)} claim(s) are paraphrased and "
+        f"Claims{' of this page' if paged_c else ''} are highlighted by GR's verdict ({markup.COLOUR_LEGEND}: "
+        f"green supported, red unsupported); hover for RP and GR. {len(missing)} claim(s) are paraphrased and "
         "appear only in the table."
     )
     # Claims are also checked against the reference where the run has the reference-based metrics.
@@ -212,7 +223,8 @@ def response_tab(shown: Shown) -> None:
 def _reference(shown: Shown) -> None:
     """The owner's golden answer: its claims, each checked against the response."""
     st.markdown(
-        "**Reference** (golden answer): its claims highlighted by REF_RECALL, whether the response supports them"
+        "**Reference** (golden answer): its claims highlighted by REF_RECALL, whether the response supports them "
+        f"({markup.COLOUR_LEGEND})"
     )
     reference_claims = shown.kind(REFERENCE_CLAIM)
     lo, hi = view.pager("Reference claims", "refc_page", len(reference_claims), view.ITEM_PAGE)
@@ -275,7 +287,13 @@ def verdicts_tab(shown: Shown, db: str, item_id: str) -> None:
     )
     lo, hi = view.pager("Verdicts", "verdict_page", len(shown.verdicts), view.VERDICT_PAGE)
     st.dataframe(
-        view.verdict_table(shown.verdicts[lo:hi], shown.texts), hide_index=True, key="verdict_table", width="stretch"
+        view.verdict_table(shown.verdicts[lo:hi], shown.texts),
+        hide_index=True,
+        key="verdict_table",
+        width="stretch",
+        **ui.wrapped(hi - lo),
+        placeholder="",
+        column_config=ui.sized(None, view.EVIDENCE_PX),
     )
     ui.show_outcome("fix_outcome")
     parts = sorted(

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.core.stats import bootstrap_ci
+from evaluators.dashboard import ui
 from evaluators.metrics.diagnosis import RULES
 from evaluators.metrics.registry import THELMA, display_name, lower_is_better
 from evaluators.storage.queries.diagnosis import top_rule
@@ -173,9 +174,17 @@ def _fixed(text: str) -> Callable[[Any], str]:
     return lambda _: text
 
 
+# board()'s frame is drawn twice so that neither scrolls sideways at 1280 px: the scores (beside the row
+# markers; a cell wraps onto a second line for its counts) and, below, each run's details.
+SCORE_COLUMNS = ["run", *(m.upper() for m in THELMA), "top rule", "evidence"]
+DETAIL_COLUMNS = ["run", "items", "judge", "status", "created", "who", "prompts"]
+BOARD_PX = {"run": 100, **{m.upper(): 72 for m in THELMA}, "top rule": 110, "evidence": 46}
+BOARD_PX |= {"items": 70, "judge": 160, "status": 70, "created": 120, "who": 80, "prompts": 170}
+
+
 def _board_columns(prompt_help: str) -> dict[str, Any]:
-    """board()'s column config: links, dates and a tooltip per metric."""
-    return {
+    """board()'s column config: links, dates, a tooltip per metric, and widths that fit 1280 px."""
+    config = {
         "run": st.column_config.LinkColumn(
             "run", display_text=r"[?&]run=([^&]*)", help="open the run's items", pinned=True
         ),
@@ -185,6 +194,9 @@ def _board_columns(prompt_help: str) -> dict[str, Any]:
             m.upper(): st.column_config.TextColumn(m.upper(), help=f"{display_name(m)}: mean (scored/items, unsure)")
             for m in THELMA
         },
-        "evidence": st.column_config.LinkColumn("evidence", display_text="top rule's first item"),
+        "evidence": st.column_config.LinkColumn(
+            "item", display_text="🔎", help="the top rule's first item, on its evidence"
+        ),
         "prompts": st.column_config.ListColumn("prompts", help=prompt_help),
     }
+    return ui.sized(config, BOARD_PX)

@@ -13,6 +13,7 @@ import streamlit as st
 from evaluators.core.confidence import Band
 from evaluators.core.records import Label
 from evaluators.dashboard import access, markup, reads, state, ui
+from evaluators.dashboard.views import walk
 from evaluators.metrics import trust
 from evaluators.metrics.diagnosis import RULES, diagnose
 from evaluators.metrics.registry import THELMA
@@ -151,13 +152,17 @@ def _disagreements(run_id: str, report: labelling.Report, labelled: bool) -> Non
         )
         # whole numbers with empty cells (a rule's pair names no component): a column Arrow takes as it is
         rows["component"] = rows["component"].astype("Int64")
-        st.dataframe(
+        event = st.dataframe(
             rows,
             hide_index=True,
             key="disagreements",
+            on_select="rerun",
+            selection_mode="single-row",
             width="stretch",
             column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
         )
+        if (row := ui.clicked(event, len(rows))) is not None:
+            walk.open_item("trust", run_id, rows["item"].iloc[row], "Verdicts")
 
 
 def _suggestions(report: labelling.Report) -> None:
@@ -222,13 +227,17 @@ def next_tab(path: Path, run_id: str, th: dict[str, float], band: Band | None, l
                     _save(path, run_id, labels, author, "queue_outcome")
                     st.rerun()
         queue_view = queue.assign(open=[ui.item_url(run_id, i) for i in queue["item_id"]])
-        st.dataframe(
+        event = st.dataframe(
             queue_view,
             hide_index=True,
             key="queue_table",
+            on_select="rerun",
+            selection_mode="single-row",
             width="stretch",
             column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
         )
+        if (row := ui.clicked(event, len(queue_view))) is not None:
+            walk.open_item("trust", run_id, queue_view["item_id"].iloc[row])
 
 
 def import_tab(path: Path, run_id: str, labelling_allowed: bool) -> None:

@@ -1,0 +1,142 @@
+"""A triage session's table work in real Chromium at 1280 x 800 on the seeded runs: a row's click opens the
+item in the same tab, Back returns to the table with its filter and sort, ▶ Next walks that list; the
+navigation's sections; and no table on the main pages scrolls sideways or shows "None"."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from evaluators.dashboard import ui
+from evaluators.storage import writes
+from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
+from tests.seed import seed
+from tests.test_browser import check_page, grid, settle
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: `make browser` installs "
+                                                                "Debian's chromium")]
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed")
+expect = sync_api.expect
+
+HEADER_PX, ROW_PX = 35, ui.WRAP_PX  # the grid's header, and its rows' height where long text wraps
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("walk_browser")
+    db: Path = seed(tmp / "seed.duckdb")
+    writes.add_triage(db, "weak-retriever", "q02", "confirmed", "Retriever", "the corpus lacks the founding facts", "a")
+    with streamlit_server(db, tmp / "streamlit.log") as url:
+        yield url
+
+
+@pytest.fixture
+def page(base_url: str) -> Iterator[Any]:
+    with chromium_tab(base_url) as tab:
+        tab.set_viewport_size({"width": 1280, "height": 800})
+        yield tab
+
+
+def click_row(page: Any, column: str, row: int, url: re.Pattern[str]) -> None:
+    """Click one row's selection marker (the grid's left column) of the dataframe that has `column`,
+    and wait for the view it opens in this tab."""
+    canvas = page.get_by_test_id("stDataFrame").filter(has_text=column).first.get_by_test_id("data-grid-canvas")
+    for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
+        settle(page)
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        page.mouse.click(box["x"] + 15, box["y"] + HEADER_PX + ROW_PX * row + ROW_PX // 2)
+        try:
+            page.wait_for_url(url, timeout=15_000)
+            return
+        except sync_api.TimeoutError:
+            if attempt == 2:
+                raise
+
+
+def test_a_click_opens_the_item_back_keeps_the_filter_and_next_walks_the_list(page: Any) -> None:
+    page.goto("/Run?run=weak-retriever&below=gr,sp1&sort=gr&desc=1")
+    check_page(page, "Run")
+    listed = [r["item_id"] for r in grid(page, "item_id")]
+    assert len(listed) >= 3 and listed != sorted(listed)  # sorted by GR, not by id
+    click_row(page, "item_id", 1, re.compile(rf"/Item\?(?=.*item={listed[1]}(&|$))(?=.*from=run)(?=.*tab=Verdicts)"))
+    check_page(page, "Item")
+    assert len(page.context.pages) == 1  # the same tab
+    page.get_by_role("link", name="▶ Next").click()
+    page.wait_for_url(re.compile(rf"/Item\?(?=.*item={listed[2]}(&|$))(?=.*tab=Verdicts)"))
+    check_page(page, "Item")
+    page.get_by_role("link", name="◀ Previous").click()
+    page.wait_for_url(re.compile(rf"/Item\?.*item={listed[1]}(&|$)"))
+    check_page(page, "Item")
+    page.get_by_role("link", name="Back to Run").click()
+    page.wait_for_url(re.compile(r"/Run\?(?=.*below=gr%2Csp1)(?=.*sort=gr)(?=.*desc=1)"))
+    check_page(page, "Run")
+    assert [r["item_id"] for r in grid(page, "item_id")] == listed
+    assert "item=" not in page.url and "from=" not in page.url
+    nav = page.get_by_test_id("stSidebarNav")
+    expect(nav.get_by_text("Robustness tests", exact=True)).to_be_visible()  # the navigation's own section
+    expect(nav.get_by_role("link", name="Robustness")).to_have_attribute("href", re.compile(r"/Robustness$"))
+
+
+# Every st.dataframe's grid in view (not in a closed expander), and whether it scrolls sideways (its scroller wider inside than shown) or
+# shows "None" in a cell (the grid's accessible table holds the text of the cells in view).
+VISIBLE = ("[...document.querySelectorAll('[data-testid=stDataFrame]')]"
+           ".filter(f => f.offsetParent !== null && !f.closest('details:not([open])'))")
+GRIDS_JS = "() => " + VISIBLE + """.map(frame => {
+    const scroller = frame.querySelector('.dvn-scroller');
+    return {
+        columns: [...frame.querySelectorAll('th[role=columnheader]')].map(th => th.textContent).join(' | '),
+        text: frame.innerText.slice(0, 80),
+        inside: scroller ? scroller.scrollWidth : 0,
+        shown: scroller ? scroller.clientWidth : 0,
+        none: [...frame.querySelectorAll('td')].some(td => td.textContent === 'None'),
+    };
+})"""
+
+VIEWS = [
+    "/?run=weak-retriever",
+    "/Run?run=weak-retriever",
+    "/Item?run=weak-retriever&item=q02",
+    "/Item?run=weak-retriever&item=q02&tab=Sources",
+    "/Item?run=weak-retriever&item=q02&tab=Response",
+    "/Item?run=weak-retriever&item=q02&tab=Verdicts",
+    "/Compare?run=weak-retriever&other=better-retriever&xm=sqc&xd=better",
+    "/Diagnosis?run=weak-retriever",
+    "/Sources?run=weak-retriever",
+    "/Trust?run=weak-retriever",
+    "/Trust?run=weak-retriever&tab=Label+next",
+    "/Triage",
+    "/Trends?runs=weak-retriever,better-retriever,llm-judge",
+]
+
+
+def test_no_table_scrolls_sideways_or_shows_none_at_1280(page: Any) -> None:
+    """At 1280 x 800, beside the open sidebar, every table's columns fit its width (long text wraps in
+    its cell), and an empty cell is empty; the last view is a source's retrievals, opened from the ledger."""
+    wide: list[str] = []
+    none: list[str] = []
+    for view in [*VIEWS, "source"]:
+        if view == "source":
+            page.goto("/Sources?run=weak-retriever")
+            click_row(page, "retrieved", 0, re.compile(r"/Sources\?.*source="))
+            check_page(page, "Sources")
+        else:
+            page.goto(view)
+        expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+        settle(page)
+        try:
+            page.wait_for_function(  # a grid below the fold is drawn once scrolled to
+                f"() => {VISIBLE}.every(f => f.querySelector('.dvn-scroller') || f.scrollIntoView())", timeout=20_000
+            )
+        except sync_api.TimeoutError:
+            pass  # a grid not drawn is named below
+        grids = page.evaluate(GRIDS_JS)
+        wide += [f"{view}: a grid not drawn: {g['text']!r}" for g in grids if not g["shown"]]
+        wide += [f"{view}: {g['columns']} ({g['inside']} > {g['shown']} px)" for g in grids
+                 if g["inside"] > g["shown"] + 1]
+        none += [f"{view}: {g['columns']}" for g in grids if g["none"]]
+    assert not wide, "tables that scroll sideways:\n" + "\n".join(wide)
+    assert not none, "tables showing None:\n" + "\n".join(none)

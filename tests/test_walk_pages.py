@@ -1,0 +1,150 @@
+"""One click from every table that lists items (AppTest): a row's click opens the item in the same tab on
+the tab it means, with the list it came from in the URL; the Item page's Back returns to that table with
+its filters, and ◀ Previous / ▶ Next walk the same filtered list."""
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from evaluators.dashboard.views import walk
+from evaluators.storage import writes
+from tests.test_pages import frame_with, new_app, open_page
+
+ROW0 = {"selection": {"rows": [0], "columns": [], "cells": []}}
+
+
+def click(at: AppTest, table: str, row: int = 0) -> AppTest:
+    """Select one row of a table, as a click on its row does, and run the page."""
+    at.session_state[table] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_item(params: dict[str, str]) -> AppTest:
+    """The Item page at a link's query params (which may hold the Run page's `page`)."""
+    at = new_app()
+    at.switch_page("pages/2_Item.py")
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def links(at: AppTest) -> dict[str, dict[str, str]]:
+    """The page's links by label: their query params."""
+    return {p.proto.label: {k: v[0] for k, v in parse_qs(p.proto.query_string).items()} for p in at.get("page_link")}
+
+
+def test_run_click_walks_the_filtered_sorted_list_and_back_keeps_it(db: Path) -> None:
+    at = open_page("pages/1_Run.py", run="weak-retriever", below="gr,sp1", sort="gr", desc="1")
+    listed = list(frame_with(at, "rules")["item_id"])
+    assert len(listed) >= 3
+    click(at, "items_table", 1)
+    assert at.title[0].value == "Item"
+    q = at.query_params
+    assert (q["item"], q["from"], q["below"], q["sort"], q["desc"], q["tab"]) == (
+        listed[1], "run", "gr,sp1", "gr", "1", "Verdicts")
+    nav = links(at)
+    assert nav["◀ Previous"]["item"] == listed[0] and nav["▶ Next"]["item"] == listed[2]  # the list, not id order
+    assert nav["▶ Next"]["below"] == "gr,sp1" and nav["▶ Next"]["tab"] == "Verdicts"
+    back = nav["Back to Run"]
+    assert (back["below"], back["sort"], back["desc"], back["run"]) == ("gr,sp1", "gr", "1", "weak-retriever")
+    assert "item" not in back and "from" not in back
+    last = open_item({**nav["▶ Next"], "item": listed[-1]})
+    assert "▶ Next" not in links(last) and links(last)["◀ Previous"]["item"] == listed[-2]
+
+
+def test_diagnosis_click_opens_the_rules_first_item_on_its_evidence(db: Path) -> None:
+    at = open_page("pages/4_Diagnosis.py", run="weak-retriever")
+    top = frame_with(at, "fix")["rule"].iloc[0]
+    rid = top.split()[0]
+    click(at, "rules_table")
+    assert at.title[0].value == "Item"
+    assert (at.query_params["from"], at.query_params["rule"]) == ("diagnosis", rid)
+    firing = list(frame_with(open_page("pages/1_Run.py", run="weak-retriever", rule=rid), "rules")["item_id"])
+    assert at.query_params["item"] == firing[0]
+    nav = links(at)
+    assert nav["Back to Diagnosis"]["run"] == "weak-retriever"
+    if len(firing) > 1:
+        assert nav["▶ Next"]["item"] == firing[1] and nav["▶ Next"]["rule"] == rid
+
+
+def test_triage_click_opens_the_note_and_next_walks_the_notes_of_every_run(db: Path) -> None:
+    writes.add_triage(db, "weak-retriever", "q04", "confirmed", "Retriever", "first", "a")
+    writes.add_triage(db, "better-retriever", "q01", "confirmed", "Generator", "second", "a")
+    at = open_page("pages/5_Triage.py", labels="confirmed")
+    notes = frame_with(at, "note")
+    click(at, "triage_table")
+    q = at.query_params
+    assert (q["run"], q["item"], q["tab"], q["from"], q["fr"], q["labels"]) == (
+        notes["run_id"].iloc[0], notes["item_id"].iloc[0], "Triage", "triage", "", "confirmed")
+    nav = links(at)
+    assert (nav["▶ Next"]["run"], nav["▶ Next"]["item"]) == (notes["run_id"].iloc[1], notes["item_id"].iloc[1])
+    assert "run" not in nav["Back to Triage"] and nav["Back to Triage"]["labels"] == "confirmed"
+
+
+def test_compare_click_opens_the_crossed_item_and_back_returns_to_the_pair(db: Path) -> None:
+    at = open_page("pages/3_Compare.py", run="weak-retriever", other="better-retriever", xm="sqc", xd="better")
+    assert list(frame_with(at, "open")["item_id"]) == ["q02", "q01"]
+    click(at, "crossed_items")
+    q = at.query_params
+    assert (q["run"], q["item"], q["tab"], q["from"], q["fr"]) == (
+        "better-retriever", "q02", "Verdicts", "compare", "weak-retriever")
+    nav = links(at)
+    assert nav["▶ Next"]["item"] == "q01" and "◀ Previous" not in nav  # the crossed list, not id order
+    back = nav["Back to Compare"]
+    assert (back["run"], back["other"], back["xm"], back["xd"]) == (
+        "weak-retriever", "better-retriever", "sqc", "better")
+
+
+def test_trust_queue_click_opens_the_item_and_back_returns_to_the_queue(db: Path) -> None:
+    at = open_page("pages/8_Trust.py", run="weak-retriever", tab="Label next")
+    first = frame_with(at, "reason")["item_id"].iloc[0]
+    click(at, "queue_table")
+    assert (at.title[0].value, at.query_params["item"], at.query_params["from"]) == ("Item", first, "trust")
+    nav = links(at)
+    assert nav["Back to Trust"]["tab"] == "Label next"
+    queue = list(frame_with(open_page("pages/8_Trust.py", run="weak-retriever", tab="Label next"), "reason")["item_id"])
+    assert nav["▶ Next"]["item"] == queue[1] and nav["▶ Next"]["ft"] == "Label next"  # the queue's order
+
+
+def test_sources_click_opens_the_retrieving_item_and_next_walks_the_retrievals(db: Path) -> None:
+    at = click(open_page("pages/9_Sources.py", runs="weak-retriever,better-retriever"), "retrieved_table")
+    source = at.query_params["source"]
+    found = frame_with(at, "position")
+    assert len(found) >= 2
+    click(at, "retrievals", 0)
+    q = at.query_params
+    assert (q["item"], q["tab"], q["from"], q["source"]) == (found["item_id"].iloc[0], "Sources", "sources", source)
+    nav = links(at)
+    assert (nav["▶ Next"]["run"], nav["▶ Next"]["item"]) == (found["run_id"].iloc[1], found["item_id"].iloc[1])
+    assert nav["Back to Sources"]["source"] == source
+
+
+def test_a_list_in_the_url_that_makes_no_sense_falls_back_without_an_error(db: Path) -> None:
+    for junk in (
+        {"from": "run", "page": "-3", "below": "zz", "sort": "nope", "desc": "x", "quad": "sp1:odd", "rule": "T9"},
+        {"from": "compare", "cl": "crossed", "xm": "sqc", "fr": "no-such-run", "xd": "sideways"},
+        {"from": "triage", "fr": "no-such-run", "labels": "odd"},
+        {"from": "sources", "source": "nope", "runs": "no-such-run"},
+        {"from": "trust", "ft": "Label next"},
+        {"from": "elsewhere"},
+    ):
+        at = open_item({"run": "weak-retriever", "item": "q03", **junk})
+        assert at.title[0].value == "Item" and "Back to" in " ".join(links(at)), junk
+
+
+def test_next_and_previous_cross_the_run_tables_pages(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = list(frame_with(open_page("pages/1_Run.py", run="weak-retriever", sort="sp2"), "rules")["item_id"])
+    monkeypatch.setattr(walk, "PAGE_SIZE", 2)  # the Run page reads its page size from walk
+    at = open_page("pages/1_Run.py", run="weak-retriever", sort="sp2")
+    assert list(frame_with(at, "rules")["item_id"]) == listed[:2]
+    nav = links(click(at, "items_table", 1))
+    assert (nav["▶ Next"]["item"], nav["▶ Next"]["page"]) == (listed[2], "2")  # the first row of page 2
+    back = links(open_item(nav["▶ Next"]))
+    assert (back["◀ Previous"]["item"], back["◀ Previous"]["page"]) == (listed[1], "1")
+    assert back["▶ Next"]["item"] == listed[3] and back["Back to Run"]["page"] == "2"
