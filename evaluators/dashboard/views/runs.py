@@ -178,7 +178,7 @@ def _fixed(text: str) -> Callable[[Any], str]:
 # markers; a cell wraps onto a second line for its counts) and, below, each run's details.
 SCORE_COLUMNS = ["run", *(m.upper() for m in THELMA), "top rule", "evidence"]
 DETAIL_COLUMNS = ["run", "items", "judge", "status", "created", "who", "prompts"]
-BOARD_PX = {"run": 100, **{m.upper(): 72 for m in THELMA}, "top rule": 110, "evidence": 46}
+BOARD_PX = {"run": 126, **{m.upper(): 72 for m in THELMA}, "top rule": 104, "evidence": 40}
 BOARD_PX |= {"items": 70, "judge": 160, "status": 70, "created": 120, "who": 80, "prompts": 170}
 
 
