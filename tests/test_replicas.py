@@ -188,3 +188,18 @@ def test_the_item_page_never_shows_a_credential_an_endpoint_carries(db: Path) ->
     captions = [c.value for c in exp.caption if "latency" in c.value]
     assert captions and all("hunter2" not in c and "SECRET-42" not in c for c in captions)
     assert any(markup.md("http://***@replica-b:8000/v1?api-key=***") in c for c in captions)
+
+
+def test_a_long_lived_process_keeps_its_newest_routers_tracking_failures() -> None:
+    """Each Router hooks its failure tracking into litellm's global callback lists (100 at most): a server
+    that builds judges for many configurations must keep the newest one's tracking, or its replicas never rest."""
+    import litellm
+
+    from evaluators.judges import llm, routes
+
+    for port in range(20000, 20130):  # more configurations than litellm's lists take
+        config = routes.router_config(routes.from_flags(JUDGE, [f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port + 1}/v1"], None), [None, None], 5.0)
+        router, _ = llm._router(config)
+    hooked = [c for c in litellm._async_failure_callback if getattr(c, "__self__", None) is router]
+    assert hooked, "the newest Router's failure tracking was not hooked into litellm"
+    assert len(litellm._async_failure_callback) <= llm.ROUTERS_KEPT + 5

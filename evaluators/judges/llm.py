@@ -401,13 +401,7 @@ class LLMJudge:
             latency_ms=latency_ms,
             endpoint=routes.answered_at(reply, self.model),
         )
-        self.stats.calls += 1
-        self.stats.retries += reply["retries"]
-        self.stats.prompt_tokens += call.prompt_tokens
-        self.stats.completion_tokens += call.completion_tokens
-        self.stats.cost += call.cost or 0.0
-        if call.endpoint is not None:
-            self.stats.endpoints[call.endpoint] = self.stats.endpoints.get(call.endpoint, 0) + 1
+        self.stats.answered(call, reply["retries"])
         return call
 
 
@@ -416,19 +410,24 @@ def load_litellm() -> None:
     import litellm  # noqa: F401
 
 
-# The Routers of this process, by their config's id: one per judge configuration.
+# The Routers of this process by their config's id, the last used last. A Router hooks its failure tracking
+# into litellm's global callback lists, which take 100 at most: past ROUTERS_KEPT the least used is discarded.
 _ROUTERS: dict[str, tuple[Any, frozenset[str]]] = {}
+ROUTERS_KEPT = 16
 
 
 def _router(config: dict[str, Any]) -> tuple[Any, frozenset[str]]:
     """This process's Router for a judge's config, and the models of it whose price litellm knows."""
     import litellm
 
-    found = _ROUTERS.get(config["id"])
+    found = _ROUTERS.pop(config["id"], None)
     if found is None:
         # Asked before the Router exists: it registers its models with a price of 0, known or not.
         priced = frozenset(m for d in config["model_list"] if _priced(m := d["litellm_params"]["model"]))
-        found = _ROUTERS[config["id"]] = (litellm.Router(model_list=config["model_list"], **config["settings"]), priced)
+        found = (litellm.Router(model_list=config["model_list"], **config["settings"]), priced)
+        if len(_ROUTERS) >= ROUTERS_KEPT:
+            _ROUTERS.pop(next(iter(_ROUTERS)))[0].discard()
+    _ROUTERS[config["id"]] = found
     return found
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any
 
+from evaluators.core.records import JudgeCall
+
 
 @dataclass
 class CallStats:
@@ -33,6 +35,16 @@ class CallStats:
     endpoints: dict[str, int] = field(default_factory=dict)
     # time.monotonic() before which the judge sends nothing (a 429, or a Retry-After): 0 when not waiting.
     waiting_until: float = 0.0
+
+    def answered(self, call: JudgeCall, retries: int) -> None:
+        """Count a call the model answered, after `retries` retries."""
+        self.calls += 1
+        self.retries += retries
+        self.prompt_tokens += call.prompt_tokens
+        self.completion_tokens += call.completion_tokens
+        self.cost += call.cost or 0.0
+        if call.endpoint is not None:
+            self.endpoints[call.endpoint] = self.endpoints.get(call.endpoint, 0) + 1
 
     def as_dict(self) -> dict[str, Any]:
         """The totals stored on the run (the live rate-limit wait is not a total)."""
