@@ -361,7 +361,8 @@ def test_the_judge_picker_offers_only_listed_judges_and_no_address_input(db: Pat
     run(at)
     expected = [access.OFFLINE_LABEL, *([access.LOCAL_LABEL] if local_llm.available() is None else []), "Team judge"]
     assert at.selectbox(key="judge").options == expected
-    assert [t.key for t in at.text_input] == ["run_name"]  # no model, address or key field
+    # no model, address or key field: the two text boxes name a new run and an uploaded run file's run
+    assert [t.key for t in at.text_input] == ["run_name", "run_file_as"]
     assert at.selectbox(key="judge").value == access.OFFLINE_LABEL
 
 
