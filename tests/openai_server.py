@@ -79,6 +79,9 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._killed = threading.Event()
+        # Replies being sent and logged; kill() waits for them, so the log holds every answer given before.
+        self._answering = 0
+        self._answered = threading.Condition()
         self._port = port
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -114,7 +117,9 @@ class OpenAIServer:
     def kill(self) -> None:
         """Die as a crashed replica does: requests in flight get no reply (their connection is cut),
         and new connections are refused. The log keeps only what was answered before."""
-        self._killed.set()
+        with self._answered:
+            self._killed.set()
+            self._answered.wait_for(lambda: self._answering == 0, timeout=10)
         self.stop()
 
     @property
@@ -223,16 +228,21 @@ class _Handler(BaseHTTPRequestHandler):
         arrived = time.time()
         if owner.latency:
             time.sleep(owner.latency)
-        if owner._killed.is_set():
-            self.close_connection = True  # killed while this request was in flight: cut, unanswered
-            return
+        with owner._answered:
+            if owner._killed.is_set():
+                self.close_connection = True  # killed while this request was in flight: cut, unanswered
+                return
+            owner._answering += 1
         try:
             self._answer(owner, body, fault, scripted)
+            if owner.log is not None:
+                owner._write_log(arrived, body, fault)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up first
-            return
-        if owner.log is not None:
-            owner._write_log(arrived, body, fault)
+        finally:
+            with owner._answered:
+                owner._answering -= 1
+                owner._answered.notify_all()
 
     def _answer(self, owner: OpenAIServer, body: dict[str, Any], fault: str | None,
                 scripted: str | Reply | None) -> None:
