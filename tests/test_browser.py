@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
+from evaluators.dashboard import ui
 from evaluators.storage import ownership, store, writes
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, outside, streamlit_server
 from tests.seed import INJECTION, seed
@@ -125,6 +126,23 @@ def page(context: Any, traffic: Traffic, request: pytest.FixtureRequest) -> Iter
 
 
 # ---------------------------------------------------------------- helpers
+
+def click_row(page: Any, column: str, row: int, url: re.Pattern[str]) -> None:
+    """Click one row's selection marker (the grid's left column) of the dataframe that has `column`,
+    and wait for the view it opens in this tab. Its rows wrap long text (ui.wrapped), under a 35 px header."""
+    canvas = page.get_by_test_id("stDataFrame").filter(has_text=column).first.get_by_test_id("data-grid-canvas")
+    for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
+        settle(page)
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        page.mouse.click(box["x"] + 15, box["y"] + 35 + ui.WRAP_PX * row + ui.WRAP_PX // 2)
+        try:
+            page.wait_for_url(url, timeout=15_000)
+            return
+        except sync_api.TimeoutError:
+            if attempt == 2:
+                raise
+
 
 def settle(page: Any) -> None:
     """Wait until Streamlit has finished the current script run (no stale or placeholder elements)

@@ -11,7 +11,7 @@ import pytest
 from evaluators import cli
 from evaluators.metrics import ledger
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
-from tests.test_browser import charts_drawn, check_page, grid, settle
+from tests.test_browser import charts_drawn, check_page, click_row, grid
 from tests.test_ledger import RUN, B, build_ledger_db
 from tests.test_trends import build_trend_db
 
@@ -42,36 +42,19 @@ def page(base_url: str) -> Iterator[Any]:
         yield tab
 
 
-def _open_first_row(page: Any, column: str, url: re.Pattern[str]) -> None:
-    """Click the first row's selection marker (the left column) of the dataframe that has `column`: the
-    view it opens comes in the same tab, once it shows `url`."""
-    canvas = page.get_by_test_id("stDataFrame").filter(has_text=column).first.get_by_test_id("data-grid-canvas")
-    for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
-        settle(page)
-        canvas.scroll_into_view_if_needed()
-        box = canvas.bounding_box()
-        page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)
-        try:
-            page.wait_for_url(url, timeout=15_000)
-            return
-        except sync_api.TimeoutError:
-            if attempt == 2:
-                raise
-
-
 def test_dead_weight_opens_the_source_and_then_its_item(page: Any) -> None:
     page.goto(f"/Sources?run={RUN}&lr_min=2")
     check_page(page, "Sources")
     expect(page.get_by_test_id("stMetric").filter(has_text="Dead weight")).to_contain_text("1")
     assert [r["source"] for r in grid(page, "source")] == [B]  # named by its words, not by its key
-    _open_first_row(page, "source", re.compile(rf"/Sources\?.*source={KEY}"))  # one click, same tab
+    click_row(page, "source", 0, re.compile(rf"/Sources\?.*source={KEY}"))  # one click, same tab
     check_page(page, "Sources")
     expect(page.get_by_role("heading", name=B)).to_be_visible()
     rows = grid(page, "item_id")
     assert [r["item_id"] for r in rows] == ["i1", "i2", "i3"]
     assert [r["essential"] for r in rows] == ["✗ not essential", "⚠ failed", "✗ not essential"]
     expect(page.get_by_test_id("stMetric").filter(has_text="Retrieved")).to_contain_text("3")
-    _open_first_row(page, "item_id", re.compile(r"/Item\?.*item=i1.*tab=Sources"))  # on its sources
+    click_row(page, "item_id", 0, re.compile(r"/Item\?.*item=i1.*tab=Sources"))  # on its sources
     check_page(page, "Item")
     expect(page.get_by_text("Bravo text two.").first).to_be_visible()
 

@@ -9,11 +9,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators.dashboard import ui
 from evaluators.storage import writes
 from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
 from tests.seed import seed
-from tests.test_browser import check_page, grid, settle
+from tests.test_browser import check_page, click_row, grid, settle
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: `make browser` installs "
@@ -21,7 +20,6 @@ pytestmark = [pytest.mark.browser,
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright client is not installed")
 expect = sync_api.expect
 
-HEADER_PX, ROW_PX = 35, ui.WRAP_PX  # the grid's header, and its rows' height where long text wraps
 
 
 @pytest.fixture(scope="module")
@@ -38,23 +36,6 @@ def page(base_url: str) -> Iterator[Any]:
     with chromium_tab(base_url) as tab:
         tab.set_viewport_size({"width": 1280, "height": 800})
         yield tab
-
-
-def click_row(page: Any, column: str, row: int, url: re.Pattern[str]) -> None:
-    """Click one row's selection marker (the grid's left column) of the dataframe that has `column`,
-    and wait for the view it opens in this tab."""
-    canvas = page.get_by_test_id("stDataFrame").filter(has_text=column).first.get_by_test_id("data-grid-canvas")
-    for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
-        settle(page)
-        canvas.scroll_into_view_if_needed()
-        box = canvas.bounding_box()
-        page.mouse.click(box["x"] + 15, box["y"] + HEADER_PX + ROW_PX * row + ROW_PX // 2)
-        try:
-            page.wait_for_url(url, timeout=15_000)
-            return
-        except sync_api.TimeoutError:
-            if attempt == 2:
-                raise
 
 
 def test_a_click_opens_the_item_back_keeps_the_filter_and_next_walks_the_list(page: Any) -> None:
