@@ -17,7 +17,9 @@ page is the server's first visit:
 - interaction: one widget change on the page, from the input until the rerun is notRunning.
 
 The pages open as a visitor who opens the dashboard and follows its navigation finds them: on the run
-every picker opens on (the newest, "candidate"; Compare against "base"), the Item page on item i050000.
+every picker opens on (the newest, "candidate"; Compare against "base"), the Item page on item i050000,
+and again as the Run table opens it (`from=run`: its Previous / Next walk the table's list), on the last
+item of the table's first page, whose Next reads the second page.
 `--deep-links` opens them on run "base" instead (a link to an older run: nothing of it is read ahead).
 Then it runs the AppTest benchmark (dashboard_scale.bench) on the same DB and prints its first render
 and interaction beside, with the machine's load average. Targets: ready <= 1.5 s, interaction <= 0.5 s.
@@ -108,6 +110,8 @@ CASES = [
     ("Runs", "/?{run}", "SP1 threshold +0.01", _slider("SP1")),
     ("Run", "/Run?{run}", "text search", _type("Search text (id, query, response)", "topic 42?")),
     ("Item", "/Item?{run}&item=i050000", "next item", _click_link("Next")),
+    # opened from the Run table's last row of its first page: Next walks onto its second page
+    ("Walk", "/Item?{run}&item=i000199&from=run", "next item (page 2)", _click_link("Next")),
     ("Compare", "/Compare?{run}&other=candidate", "claim diff of one item", _type("Item id to diff", "i000042")),
     ("Diagnosis", "/Diagnosis?{run}", "SQC threshold +0.01", _slider("SQC")),
     ("Triage", "/Triage", "label filter", _multiselect("confirmed")),
@@ -125,6 +129,7 @@ def case_url(url: str, deep: bool) -> str:
 
 # The AppTest case shown beside each page (dashboard_scale.bench's page file and interaction).
 APPTEST = {"Runs": ("app.py", None), "Run": ("pages/1_Run.py", "text search"), "Item": ("pages/2_Item.py", None),
+           "Walk": (None, None),
            "Compare": ("pages/3_Compare.py", "claim diff of one item"), "Diagnosis": ("pages/4_Diagnosis.py", None),
            "Triage": ("pages/5_Triage.py", None), "Trust": (None, None)}
 
