@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from evaluators.dashboard import charts, markup, reads, state, ui
@@ -111,39 +110,16 @@ if not metric_ids:
     st.info("No scores in this run yet.")
     st.stop()
 
-overview, dist, fails = reads.read(queries.runs.run_summary, run_id, band, corrected)
-overview = overview.set_index("metric")
-
-rows = []
+rows, dist = reads.view(runs_view.metric_rows, run_id, band, corrected)
 cards = st.columns(len(metric_ids))
-for col, m in zip(cards, metric_ids):
-    o = overview.loc[m]
-    ci = runs_view.headline(dist, m)
-    item_fails = fails[(fails["metric"] == m) & (fails["grain"] == "items")]
-    verdicts = fails[(fails["metric"] == m) & (fails["grain"] == "verdicts")]
-    n_below, n_scored = runs_view.share_below(dist, m, th.get(m, 0.5))
-    col.metric(m.upper(), "–" if ci is None else f"{ci.mean:.2f}", help=display_name(m))
-    col.caption(f"n scored {n_scored} of {int(o['n_items'])}")
-    col.caption(f"{int(o['n_unsure'])} unsure")
-    rows.append(
-        {
-            "metric": m,
-            "mean": None if ci is None else round(ci.mean, 3),
-            "95% CI": "–" if ci is None else f"[{ci.low:.2f}, {ci.high:.2f}]",
-            "n scored": f"{n_scored} of {int(o['n_items'])}",
-            "unsure items": int(o["n_unsure"]),
-            "unscored items": runs_view.failure_text(item_fails),
-            "failed verdicts": runs_view.failure_text(verdicts[verdicts["status"] != "unsure"]),
-            "unsure verdicts": int(verdicts.loc[verdicts["status"] == "unsure", "n"].sum()),
-            "threshold": th.get(m, 0.5),
-            "below threshold": f"{n_below} ({n_below / n_scored:.0%})" if n_scored else "–",
-            "distribution": charts.tenth_counts(dist, m),
-        }
-    )
+for col, r in zip(cards, rows):
+    col.metric(r["metric"].upper(), r["card"], help=display_name(r["metric"]))
+    col.caption(f"n scored {r['scored']} of {r['items']}")
+    col.caption(f"{r['unsure items']} unsure")
 # The distribution column is drawn by the table itself: plotly's script (megabytes) is only fetched
 # when the histograms with threshold lines are asked for, so the page is whole sooner.
 st.dataframe(
-    pd.DataFrame(rows),
+    runs_view.metric_table(rows, dist, th),
     hide_index=True,
     key="metric_table",
     width="stretch",

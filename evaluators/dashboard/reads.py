@@ -171,6 +171,18 @@ def derived(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs
         st.stop()
 
 
+@st.cache_data(show_spinner=False, max_entries=128)
+def _view(_fn: Callable[..., Any], name: str, path: str, version: float, args: tuple, kwargs: tuple) -> Any:
+    return _fn(*args, **dict(kwargs))
+
+
+def view(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(*args, **kwargs), a page's computation over the reads it makes through read(), cached per
+    database version like them: a new session or a rerun redoes none of its pandas work."""
+    path = db_path()
+    return _view(fn, _name(fn), str(path), db_version(path), args, tuple(sorted(kwargs.items())))
+
+
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
     """One entry for read_all()."""
     return fn, args, kwargs

@@ -9,10 +9,12 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 import streamlit as st
 
+from evaluators.core.confidence import Band
 from evaluators.core.stats import bootstrap_ci
-from evaluators.dashboard import ui
+from evaluators.dashboard import charts, reads, ui
 from evaluators.metrics.diagnosis import RULES
 from evaluators.metrics.registry import THELMA, display_name, lower_is_better
+from evaluators.storage import queries
 from evaluators.storage.queries.diagnosis import top_rule
 
 
@@ -74,6 +76,52 @@ def share_below(dist: pd.DataFrame, metric: str, threshold: float) -> tuple[int,
     """(items below threshold, items scored) for one metric, exactly, from its distribution."""
     rows = dist[dist["metric"] == metric]
     return int(rows.loc[rows["value"] < threshold, "n"].sum()), int(rows["n"].sum())
+
+
+def metric_rows(run_id: str, band: Band | None, corrected: bool) -> tuple[list[dict[str, Any]], pd.DataFrame]:
+    """The run's metric table, a row per metric without its threshold columns, each also holding its
+    card ("card": the mean shown, "scored" and "items"); and the run's score distribution (metric, value,
+    n), which metric_table() reads for them. Nothing here depends on a threshold, so the page keeps it
+    per database version (reads.view): the intervals' bootstrap runs once, not on every visit or slider move."""
+    overview, dist, fails = reads.read(queries.runs.run_summary, run_id, band, corrected)
+    overview = overview.set_index("metric")
+    rows = []
+    for m in reads.metrics(run_id):
+        o, ci = overview.loc[m], headline(dist, m)
+        item_fails = fails[(fails["metric"] == m) & (fails["grain"] == "items")]
+        verdicts = fails[(fails["metric"] == m) & (fails["grain"] == "verdicts")]
+        scored, items = int(dist.loc[dist["metric"] == m, "n"].sum()), int(o["n_items"])
+        rows.append(
+            {
+                "metric": m,
+                "mean": None if ci is None else round(ci.mean, 3),
+                "95% CI": "–" if ci is None else f"[{ci.low:.2f}, {ci.high:.2f}]",
+                "n scored": f"{scored} of {items}",
+                "unsure items": int(o["n_unsure"]),
+                "unscored items": failure_text(item_fails),
+                "failed verdicts": failure_text(verdicts[verdicts["status"] != "unsure"]),
+                "unsure verdicts": int(verdicts.loc[verdicts["status"] == "unsure", "n"].sum()),
+                "distribution": charts.tenth_counts(dist, m),
+                "card": "–" if ci is None else f"{ci.mean:.2f}",
+                "scored": scored,
+                "items": items,
+            }
+        )
+    return rows, dist
+
+
+def metric_table(
+    rows: Sequence[Mapping[str, Any]], dist: pd.DataFrame, thresholds: Mapping[str, float]
+) -> pd.DataFrame:
+    """metric_rows()' table with each metric's threshold and the items below it (exact, from `dist`)."""
+    table = []
+    for r in rows:
+        threshold = thresholds.get(r["metric"], 0.5)
+        n_below, scored = share_below(dist, r["metric"], threshold)
+        shown = {k: v for k, v in r.items() if k not in ("distribution", "card", "scored", "items")}
+        below = f"{n_below} ({n_below / scored:.0%})" if scored else "–"
+        table.append(shown | {"threshold": threshold, "below threshold": below, "distribution": r["distribution"]})
+    return pd.DataFrame(table)
 
 
 PASS_COLOUR, FAIL_COLOUR = "background-color: #d3f2dc", "background-color: #fbd9d7"

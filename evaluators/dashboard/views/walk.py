@@ -110,26 +110,25 @@ def _around(ids: Sequence[Any], at: Any) -> tuple[int | None, int | None]:
 
 def _run_steps(run_id: str, item_id: str, metric_ids: Sequence[str], th: Mapping[str, float]) -> list[dict | None]:
     """The Run page's neighbours of the item: the page it was listed on, the very read the Run page made
-    (so it comes from the cache), and one row of the page before or after at its edges; each step
-    names the page it falls on, so Back returns to the page that holds it."""
+    (so it comes from the cache), and at its edges the page before or after, read as the Run page reads
+    it (so the step across and Back to it read nothing more); each step names the page it falls on, so
+    Back returns to the page that holds it."""
+
+    def listed(page: int) -> list[str]:  # the item ids of one of the Run page's pages
+        return list(run_rows(run_id, metric_ids, th, (page - 1) * PAGE_SIZE, PAGE_SIZE)[0]["item_id"])
+
+    def beyond(page: int, at: int) -> dict | None:  # the row at position `at` of another page
+        ids = listed(page) if page >= 1 else []
+        return {"item": ids[at], "page": str(page)} if ids else None
+
     page = _page()
-    offset = (page - 1) * PAGE_SIZE
-    ids = list(run_rows(run_id, metric_ids, th, offset, PAGE_SIZE)[0]["item_id"])
+    ids = listed(page)
     if item_id not in ids:
         return [None, None]
     i = ids.index(item_id)
-
-    def beyond(at: int, on_page: int) -> dict | None:  # the row at position `at`, off this page
-        row = list(run_rows(run_id, metric_ids, th, at, 1)[0]["item_id"]) if at >= 0 else []
-        return {"item": row[0], "page": str(on_page)} if row else None
-
-    prev = {"item": ids[i - 1], "page": str(page)} if i > 0 else beyond(offset - 1, page - 1)
+    prev = {"item": ids[i - 1], "page": str(page)} if i > 0 else beyond(page - 1, -1)
     full = len(ids) == PAGE_SIZE
-    nxt = (
-        {"item": ids[i + 1], "page": str(page)}
-        if i + 1 < len(ids)
-        else (beyond(offset + PAGE_SIZE, page + 1) if full else None)
-    )
+    nxt = {"item": ids[i + 1], "page": str(page)} if i + 1 < len(ids) else (beyond(page + 1, 0) if full else None)
     return [prev, nxt]
 
 
