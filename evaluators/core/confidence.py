@@ -19,7 +19,7 @@ DEFAULT_BANDS: dict[str, Band] = {
     # (0.35, 0.65) leaves 26%, 41% and 44% unsure for 83%, 90% and 86%.
     CALIBRATED: (0.4, 0.6),
     # The local judge's calibrated p (judges/local_calibration.json, which records it): the widest band that leaves
-    # at most 30% of its sampled development matches unsure, out of fold: 25% of them, and 0.88 of the rest right.
+    # at most 30% of its sampled development matches unsure, out of fold: 25% of them, and 0.87 of the rest right.
     LOGPROB: (0.4, 0.6),
     LABEL: (0.5, 0.5),
 }
