@@ -160,10 +160,8 @@ class LLMJudge:
         self.rate_limit_patience = rate_limit_patience
         self.cache = cache if cache is not None else {}
         self.on_call = on_call or (lambda call: None)
-        # Binary prompts read P("1") from the first token after an "<output>" prefill.
-        self.logprob_binary = logprob_binary
-        # The local model's fitted map from that P("1") to a calibrated p; None: P("1") is the p.
-        self.curves = curves
+        # Binary prompts read P("1") from the first token after an "<output>" prefill; `curves` map it to p.
+        self.logprob_binary, self.curves = logprob_binary, curves
         # Raises when the judge's own server process is gone (the local judge): stop, don't retry.
         self.alive = alive
         self.params: dict[str, Any] = {"temperature": temperature}
