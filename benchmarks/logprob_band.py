@@ -194,7 +194,7 @@ def local_llm_model() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--per-type", type=int, default=80, help="matches per match type (default 80)")
+    p.add_argument("--per-type", type=int, default=80, help="matches per match type (default 80, the most: DRAWN per label)")
     p.add_argument("--answers", type=Path, default=None, help="JSON file keeping the local judge's p per match")
     p.add_argument("--fit", action="store_true", help=f"fit the local calibration and write {local_calibration.TABLE.name}")
     p.add_argument("--out", type=Path, default=local_calibration.TABLE, help="where --fit writes the table")
