@@ -34,7 +34,9 @@ class Status(str, Enum):
 
 
 # How a verdict's probability p was obtained.
-LOGPROB = "logprob"  # read from the judge's first-token logprobs: P("1") / (P("0") + P("1"))
+# Read from the judge's first-token logprobs, P("1") / (P("0") + P("1")); the local judge's mapped through
+# the curve fitted for it on development data (judges/local_calibration.py), its raw P("1") kept as evidence.
+LOGPROB = "logprob"
 CALIBRATED = "calibrated"  # the offline judge's evidence mapped to a probability fitted on development data
 LABEL = "label"  # only the parsed label: p is the value itself, uncalibrated (never unsure)
 

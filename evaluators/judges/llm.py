@@ -24,6 +24,7 @@ import evaluators  # noqa: F401  (sets the offline environment before litellm is
 from evaluators.core.masking import mask_secrets, url_secrets
 from evaluators.core.records import Answer, JudgeCall, Status
 from evaluators.judges import prompts, registry, routes
+from evaluators.judges.local_calibration import LocalCurves
 from evaluators.judges.replies import BadReply, deployment, logprob_answer, one_line, reply_data, shown, tried_base
 from evaluators.judges.routes import NO_KEY, JudgeUnavailable
 from evaluators.judges.traffic import AdaptiveLimit, CallStats, backoff, call_key, retry_after_s
@@ -138,6 +139,7 @@ class LLMJudge:
         cache: dict[str, JudgeCall] | None = None,
         on_call: Callable[[JudgeCall], None] | None = None,
         logprob_binary: bool = False,
+        curves: LocalCurves | None = None,
         temperature: float = 0.0,
         alive: Callable[[], None] | None = None,
         pool: Sender | None = None,
@@ -158,8 +160,8 @@ class LLMJudge:
         self.rate_limit_patience = rate_limit_patience
         self.cache = cache if cache is not None else {}
         self.on_call = on_call or (lambda call: None)
-        # Binary prompts read P("1") from the first token after an "<output>" prefill.
-        self.logprob_binary = logprob_binary
+        # Binary prompts read P("1") from the first token after an "<output>" prefill; `curves` map it to p.
+        self.logprob_binary, self.curves = logprob_binary, curves
         # Raises when the judge's own server process is gone (the local judge): stop, don't retry.
         self.alive = alive
         self.params: dict[str, Any] = {"temperature": temperature}
@@ -177,10 +179,9 @@ class LLMJudge:
         call = await self._exchange(spec, messages, params)
         if call.status is not Status.OK:
             return Answer(None, call.status, call.key, call.reply, detail=call.error)
-        if prefill and prompt in registry.BINARY_PROMPTS:
-            return logprob_answer(call, self.name)
-        if prefill and prompt in registry.LABEL_PROMPTS:
-            return logprob_answer(call, self.name, registry.LABEL_PROMPTS[prompt])
+        if prefill and (prompt in registry.BINARY_PROMPTS or prompt in registry.LABEL_PROMPTS):
+            answer = logprob_answer(call, self.name, registry.LABEL_PROMPTS.get(prompt, ("1", "0")))
+            return self.curves.answer(prompt, variables, answer) if self.curves else answer
         if prefill:  # a scale prompt: the first-token distribution is the answer
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
             return Answer(top, Status.OK, call.key, call.reply)

@@ -363,10 +363,12 @@ def judge(
     cache: dict[str, JudgeCall] | None = None,
     on_call: Callable[[JudgeCall], None] | None = None,
 ) -> LLMJudge:
-    """The judge for --judge local on a running server: logprob scoring, one call per free slot.
+    """The judge for --judge local on a running server: logprob scoring, read through the local model's fitted
+    curves (local_calibration.py), one call per free slot.
 
     A 1.5B model on 2 CPU cores needs minutes for a long claim list: the timeout is at least 600 s.
     """
+    from evaluators.judges import local_calibration
     from evaluators.judges.llm import LLMJudge  # not in the server's child process: it needs no litellm
 
     return LLMJudge(
@@ -378,6 +380,7 @@ def judge(
         cache=cache,
         on_call=on_call,
         logprob_binary=True,
+        curves=local_calibration.fitted(),
         alive=server.check,
     )
 
