@@ -9,7 +9,7 @@ import pytest
 
 from evaluators.core.records import Item, Score, Status
 from evaluators.core.text import answer_phrase, split_questions
-from evaluators.judges import calibration, prompts
+from evaluators.judges import calibration, prompts, signals
 from evaluators.judges.offline import OfflineJudge
 from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics
@@ -65,6 +65,16 @@ def test_a_number_elsewhere_in_the_sources_does_not_back_a_claim() -> None:
     sources = "The car has a 75 kWh battery. The company was founded 100 years ago."
     answer = ask("groundedness", sources=sources, claim="The car has a 100 kWh battery.")
     assert answer.value == 0 and "100" in answer.detail
+
+
+def test_a_name_written_without_its_accent_is_in_the_sources() -> None:
+    # RAGChecker's reference says "Keflavík", the answer "Keflavik": the same airport, not a name the answer lacks.
+    sources = "You will be landing at Keflavik International Airport (KEF) in Iceland if your ticket says Reykjavik."
+    claim = "You will be landing at Keflavík International Airport."
+    assert signals.support(claim, sources).values["names_missing"] == 0.0
+    accented = ask("groundedness", sources=sources, claim=claim)
+    lacking = ask("groundedness", sources=sources, claim="You will be landing at Akureyri International Airport.")
+    assert accented.value == 1 and accented.prob > lacking.prob + 0.2  # a name the sources never write still counts
 
 
 def test_single_and_batched_prompts_agree() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import threading
+import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -141,12 +142,21 @@ def query(text: str) -> Query:
 
 
 def name_in(name: str, known: AbstractSet[str], stems: AbstractSet[str]) -> bool:
-    """A name occurs in the sources, allowing inflection (India/Indian, Pakistan/Pakistani)."""
+    """A name occurs in the sources, allowing inflection (India/Indian, Pakistan/Pakistani) and accents
+    written or not (Keflavík/Keflavik)."""
     if name in known or stem(name) in stems:
         return True
+    name = _plain(name)
     return any(
-        len(k) >= 4 and (name.startswith(k) or k.startswith(name)) and abs(len(k) - len(name)) <= 2 for k in known
+        len(k) >= 4 and (name.startswith(k) or k.startswith(name)) and abs(len(k) - len(name)) <= 2 or k == name
+        for k in map(_plain, known)
     )
+
+
+@lru_cache(maxsize=16384)
+def _plain(word: str) -> str:
+    """The word without its accents: "keflavík" is "keflavik"."""
+    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
 
 
 # ---------------------------------------------------------------- signals
