@@ -13,8 +13,7 @@ from evaluators.core.stats import bootstrap_ci
 from evaluators.dashboard import charts, markup, reads, state, ui
 from evaluators.dashboard.views import compare as compare_view
 from evaluators.dashboard.views import walk
-from evaluators.metrics import ledger, registry
-from evaluators.runs import flips
+from evaluators.metrics import ledger
 from evaluators.storage import queries
 
 FLIPS_AT_ONCE = 20_000  # runs up to this many items show why verdicts flipped without being asked
@@ -167,9 +166,7 @@ if big and not state.synced(
     lambda s: s in ("1", "True"),
 ):
     st.stop()
-flipped = reads.read(
-    flips.between, run_id, other, band, tuple(m for m in metric_ids if m in registry.component_metrics())
-)
+flipped = walk.flipped(run_id, other)
 causes = flipped.cause_counts()
 st.markdown(f"**{flipped.n_flips}** verdicts flipped: " + " · ".join(f"**{n}** {c}" for c, n in causes.items()))
 st.caption(
@@ -182,7 +179,7 @@ st.caption(
 )
 st.dataframe(flipped.rollup, hide_index=True, key="flip_rollup", width="stretch")
 if not flipped.items.empty:
-    flip_items = flipped.items.sort_values(["flips", "item_id"], ascending=[False, True])
+    flip_items = walk.flip_list(flipped)
     flip_items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in flip_items["item_id"]])
     event = st.dataframe(
         flip_items,
@@ -194,7 +191,8 @@ if not flipped.items.empty:
         column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
     )
     if (row := ui.clicked(event, len(flip_items))) is not None:
-        walk.open_item("compare", other, flip_items["item_id"].iloc[row], "Verdicts")
+        # walks this list: ▶ Next is the item with the next most flips
+        walk.open_item("compare", other, flip_items["item_id"].iloc[row], "Verdicts", cl="flips")
 if item_id:
     mine = flipped.for_item(item_id)
     st.markdown(f"**Flips of {markup.md(item_id)}**" + ("" if len(mine) else ": none"))

@@ -313,6 +313,12 @@ def page_link(
 
 def switch_page(page: str, query_params: Mapping[str, str]) -> None:
     """Go to one of PAGES now, with these query params."""
+    ctx = get_script_run_ctx()
+    if ctx is not None:  # a widget of this page bound to one of them (Trust's tabs to ?tab=) lets go of it
+        with ctx.session_state.query_params() as bound:  # Streamlit refuses to set a bound param otherwise
+            for key in query_params:
+                if (binding := bound.get_binding_for_param(key)) is not None:
+                    bound.unbind_widget(binding.widget_id)
     st.switch_page(PAGES[page].file, query_params=query_params)
 
 

@@ -135,4 +135,5 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
         "here with the item's scores in both runs. Click a row to open the item in the run that retrieved it."
     )
     if (row := ui.clicked(event, len(table))) is not None:
-        walk.open_item("compare", where[row], changes["item_id"].iloc[row], "Sources")
+        # walks this list, across both runs
+        walk.open_item("compare", where[row], changes["item_id"].iloc[row], "Sources", cl="moved")
