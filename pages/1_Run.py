@@ -75,7 +75,7 @@ event = st.dataframe(
     hide_index=True,
     key="items_table",
     on_select="rerun",
-    selection_mode="single-row",
+    selection_mode=ui.ONE_CLICK,
     width="stretch",
     **ui.wrapped(len(frame)),
     placeholder="",

@@ -105,7 +105,7 @@ else:
         hide_index=True,
         key="crossed_items",
         on_select="rerun",
-        selection_mode="single-row",
+        selection_mode=ui.ONE_CLICK,
         width="stretch",
         column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
     )
@@ -186,7 +186,7 @@ if not flipped.items.empty:
         hide_index=True,
         key="flip_items",
         on_select="rerun",
-        selection_mode="single-row",
+        selection_mode=ui.ONE_CLICK,
         width="stretch",
         column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
     )

@@ -123,7 +123,7 @@ if source:
         hide_index=True,
         key="retrievals",
         on_select="rerun",
-        selection_mode="single-row",
+        selection_mode=ui.ONE_CLICK,
         width="stretch",
         **ui.wrapped(len(table)),  # the query and SP1's reason wrap in their cells
         column_config=ui.sized(
@@ -212,7 +212,7 @@ def show(rows: pd.DataFrame, key: str) -> None:
         hide_index=True,
         key=key,
         on_select="rerun",
-        selection_mode="single-row",
+        selection_mode=ui.ONE_CLICK,
         width="stretch",
         **ui.wrapped(len(rows)),
         column_config=ui.sized(COLUMNS, LEDGER_PX),

@@ -20,7 +20,7 @@ import pytest
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
 from evaluators.dashboard import ui
 from evaluators.storage import ownership, store, writes
-from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, outside, streamlit_server
+from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, canvas_texts, outside, streamlit_server
 from tests.seed import INJECTION, seed
 
 pytestmark = [pytest.mark.browser,
@@ -136,6 +136,29 @@ def click_row(page: Any, column: str, row: int, url: re.Pattern[str]) -> None:
         canvas.scroll_into_view_if_needed()
         box = canvas.bounding_box()
         page.mouse.click(box["x"] + 15, box["y"] + 35 + ui.WRAP_PX * row + ui.WRAP_PX // 2)
+        try:
+            page.wait_for_url(url, timeout=15_000)
+            return
+        except sync_api.TimeoutError:
+            if attempt == 2:
+                raise
+
+
+def click_cell(page: Any, column: str, row: int, url: re.Pattern[str]) -> None:
+    """Click the middle of one plain cell, in the column headed `column`, of the dataframe that has it, and
+    wait for the view it opens in this tab. The column's place comes from where the grid drew its header
+    (canvas_texts: the tab must have CANVAS_TEXTS_JS); its rows wrap long text, under a 35 px header."""
+    frame = page.get_by_test_id("stDataFrame").filter(has_text=column).first
+    canvas = frame.get_by_test_id("data-grid-canvas")
+    for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
+        settle(page)
+        canvas.scroll_into_view_if_needed()
+        heads = [t for t in canvas_texts(page) if t["header"] and t["text"] == column]
+        assert heads, f"no header {column!r} drawn"
+        head = [t for t in heads if t["grid"] == min(h["grid"] for h in heads)][-1]
+        box = canvas.bounding_box()
+        x = (head["clip"][0] + head["clip"][2]) / 2
+        page.mouse.click(x, box["y"] + 35 + ui.WRAP_PX * row + ui.WRAP_PX // 2)
         try:
             page.wait_for_url(url, timeout=15_000)
             return

@@ -10,9 +10,9 @@ from typing import Any, Iterator
 import pytest
 
 from evaluators.storage import writes
-from tests.browser_util import CHROMIUM, chromium_tab, streamlit_server
+from tests.browser_util import CANVAS_TEXTS_JS, CHROMIUM, chromium_tab, streamlit_server
 from tests.seed import seed
-from tests.test_browser import check_page, click_row, grid, settle
+from tests.test_browser import check_page, click_cell, click_row, grid, settle
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: `make browser` installs "
@@ -35,6 +35,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def page(base_url: str) -> Iterator[Any]:
     with chromium_tab(base_url) as tab:
         tab.set_viewport_size({"width": 1280, "height": 800})
+        tab.add_init_script(CANVAS_TEXTS_JS)  # what the grids draw: their cells are canvas
         yield tab
 
 
@@ -60,6 +61,16 @@ def test_a_click_opens_the_item_back_keeps_the_filter_and_next_walks_the_list(pa
     nav = page.get_by_test_id("stSidebarNav")
     expect(nav.get_by_text("Robustness tests", exact=True)).to_be_visible()  # the navigation's own section
     expect(nav.get_by_role("link", name="Robustness")).to_have_attribute("href", re.compile(r"/Robustness$"))
+
+
+def test_one_click_on_a_plain_cell_opens_the_item_on_the_tab_it_means(page: Any) -> None:
+    page.goto("/Run?run=weak-retriever&below=gr,sp1&sort=gr&desc=1")
+    check_page(page, "Run")
+    listed = [r["item_id"] for r in grid(page, "item_id")]
+    click_cell(page, "query", 1, re.compile(rf"/Item\?(?=.*item={listed[1]}(&|$))(?=.*from=run)(?=.*tab=Verdicts)"))
+    check_page(page, "Item")
+    assert len(page.context.pages) == 1  # the same tab
+    expect(page.get_by_role("link", name="▶ Next")).to_have_attribute("href", re.compile(rf"item={listed[2]}(&|$)"))
 
 
 # Every st.dataframe's grid in view (not in a closed expander), and whether it scrolls sideways (its scroller wider inside than shown) or
@@ -121,3 +132,4 @@ def test_no_table_scrolls_sideways_or_shows_none_at_1280(page: Any) -> None:
         none += [f"{view}: {g['columns']}" for g in grids if g["none"]]
     assert not wide, "tables that scroll sideways:\n" + "\n".join(wide)
     assert not none, "tables showing None:\n" + "\n".join(none)
+

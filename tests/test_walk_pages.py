@@ -199,3 +199,12 @@ def test_trust_disagreements_walk_each_item_once(db: Path) -> None:
     assert listed == ["q01", "q01", "q02"]
     nav = links(click(at, "disagreements", 0))
     assert nav["▶ Next"]["item"] == "q02" and nav["▶ Next"]["ft"] == "Agreement"  # not q01 again
+
+
+def test_a_click_on_a_plain_cell_opens_the_item_as_the_row_marker_does(db: Path) -> None:
+    at = open_page("pages/1_Run.py", run="weak-retriever", below="gr,sp1")
+    listed = list(frame_with(at, "rules")["item_id"])
+    at.session_state["items_table"] = {"selection": {"rows": [], "columns": [], "cells": [(1, "query")]}}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert (at.title[0].value, at.query_params["item"], at.query_params["tab"]) == ("Item", listed[1], "Verdicts")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import runpy
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Literal, Mapping, NamedTuple, Sequence
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -322,9 +322,16 @@ def switch_page(page: str, query_params: Mapping[str, str]) -> None:
     st.switch_page(PAGES[page].file, query_params=query_params)
 
 
+# A table whose rows open something takes one click anywhere on a row: its marker selects the row, any
+# other cell selects that cell (a link cell too, which would otherwise need a second click for a new tab).
+ONE_CLICK: tuple[Literal["single-row"], Literal["single-cell"]] = ("single-row", "single-cell")
+
+
 def clicked(event: Any, n_rows: int) -> int | None:
-    """The row a click selected in a table drawn with on_select="rerun" (its event), if any."""
-    rows = event["selection"]["rows"] if event else []
+    """The row a click selected, by its marker or one of its cells, in a table drawn with on_select="rerun"
+    and selection_mode=ONE_CLICK (its event), if any."""
+    selection = event["selection"] if event else {}
+    rows = [*selection.get("rows", []), *(cell[0] for cell in selection.get("cells", []))]
     return rows[0] if rows and rows[0] < n_rows else None
 
 

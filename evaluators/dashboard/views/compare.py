@@ -104,7 +104,7 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
         hide_index=True,
         key="retrieval_changes",
         on_select="rerun",
-        selection_mode="single-row",
+        selection_mode=ui.ONE_CLICK,
         width="stretch",
         **ui.wrapped(len(table)),  # a source's first words wrap in their cell
         column_config=ui.sized(
