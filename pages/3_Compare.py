@@ -197,17 +197,17 @@ if item_id:
     mine = flipped.for_item(item_id)
     st.markdown(f"**Flips of {markup.md(item_id)}**" + ("" if len(mine) else ": none"))
     if len(mine):
+        mine = mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other})
+        widths = {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 60, "p_after": 60}
+        mine, rows = ui.fit(mine, widths)  # the flipped text wraps in its cell
         st.dataframe(
-            mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other}),
+            mine,
             hide_index=True,
             key="item_flips",
             width="stretch",
-            **ui.wrapped(len(mine)),  # the flipped text wraps in its cell
-            column_config=ui.sized(
-                None,
-                {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 60, "p_after": 60}
-                | {"cause": 110},
-            ),
+            placeholder="",  # a verdict with no p
+            **rows,
+            column_config=ui.sized(None, widths | {"cause": 110}),
         )
         moved = flipped.source_changes[flipped.source_changes["item_id"] == item_id]
         for change in moved.itertuples(index=False):

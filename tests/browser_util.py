@@ -149,7 +149,7 @@ CANVAS_TEXTS_JS = """(() => {
 # canvas) and the text's box and clip in page pixels (x0, y0, x1, y1).
 CANVAS_TEXTS_READ = """() => {
   const grids = [...document.querySelectorAll('[data-testid=stDataFrame]')];
-  return window.__canvasTexts.filter(t => t.canvas.isConnected && t.clip).map(t => {
+  return (window.__canvasTexts || []).filter(t => t.canvas.isConnected && t.clip).map(t => {
     const frame = t.canvas.closest('[data-testid=stDataFrame]');
     if (!frame) return null;
     const r = t.canvas.getBoundingClientRect(), k = t.canvas.width / (t.canvas.clientWidth || t.canvas.width);
@@ -163,6 +163,6 @@ CANVAS_TEXTS_READ = """() => {
 
 def canvas_texts(page: Any) -> list[dict[str, Any]]:
     """The texts the page's dataframes drew since it loaded, each once (its last draw at that place):
-    grid, columns, header, text, box, clip, tall (see CANVAS_TEXTS_JS, which the tab must have added)."""
+    grid, columns, header, text, box, clip, tall (see CANVAS_TEXTS_JS; none when the tab has not added it)."""
     last = {(t["grid"], t["text"], tuple(round(v) for v in t["box"])): t for t in page.evaluate(CANVAS_TEXTS_READ)}
     return list(last.values())

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from evaluators.core.records import Label
+from evaluators.dashboard import ui
 from evaluators.dashboard.views import walk
 from evaluators.storage import store, writes
 from tests.test_pages import frame_with, new_app, open_page
@@ -208,3 +209,12 @@ def test_a_click_on_a_plain_cell_opens_the_item_as_the_row_marker_does(db: Path)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert (at.title[0].value, at.query_params["item"], at.query_params["tab"]) == ("Item", listed[1], "Verdicts")
+
+
+def test_fit_cuts_a_text_past_its_lines_at_a_word_and_never_a_link() -> None:
+    table = pd.DataFrame({"open": ["Item?run=r&item=" + "x" * 300], "text": ["word " * 200], "short": ["a b"]})
+    shown, rows = ui.fit(table, {"open": 36, "text": 120, "short": 60})
+    assert shown["open"][0] == table["open"][0]  # a link column keeps its whole URL
+    assert shown["text"][0].endswith("word…") and ui.text_lines(shown["text"][0], 120) == ui.MAX_LINES
+    assert rows["row_height"] == ui.WRAP_PX + ui.LINE_PX * (ui.MAX_LINES - 4)
+    assert ui.fit(table[["short"]], {"short": 60})[1]["row_height"] == ui.WRAP_PX  # short text: rows as before
