@@ -374,15 +374,24 @@ def text_lines(text: str, px: int) -> int:
 
 
 def _cut(text: str, px: int) -> str:
-    """`text` as it fits MAX_LINES lines of a cell `px` wide: whole, or its longest start cut at a word, with '…'."""
+    """`text` as it fits MAX_LINES lines of a cell `px` wide: whole, or cut at a word with '…'."""
     if text_lines(text, px) <= MAX_LINES:
         return text
-    lo, hi = 0, len(text)  # the longest start that still fits, by halving
+    words = text.split(" ")
+    lo, hi = 0, len(words)  # the most words that still fit with '…', by halving
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if text_lines(text[:mid] + "…", px) <= MAX_LINES else (lo, mid - 1)
-    start = text[:lo]
-    return (start.rsplit(" ", 1)[0] if " " in start.strip() else start).rstrip() + "…"
+        lo, hi = (mid, hi) if text_lines(" ".join(words[:mid]) + "…", px) <= MAX_LINES else (lo, mid - 1)
+    return " ".join(words[:lo]).rstrip() + "…" if lo else _cut_word(text, px)
+
+
+def _cut_word(text: str, px: int) -> str:
+    """A text whose first word alone is longer than MAX_LINES lines: its start that fits, with '…'."""
+    room = (px - CELL_PAD_PX) * MAX_LINES - CHAR_PX.get("…", 12.0)
+    end, used = 0, 0.0
+    while end < len(text) and used + CHAR_PX.get(text[end], 12.0) <= room:
+        used, end = used + CHAR_PX.get(text[end], 12.0), end + 1
+    return text[:end] + "…"
 
 
 def clickable(
