@@ -72,6 +72,10 @@ def test_one_click_on_a_plain_cell_opens_the_item_on_the_tab_it_means(page: Any)
     check_page(page, "Item")
     assert len(page.context.pages) == 1  # the same tab
     expect(page.get_by_role("link", name="▶ Next")).to_have_attribute("href", re.compile(rf"item={listed[2]}(&|$)"))
+    page.go_back()  # the 🔎 link's cell too: one click, this tab, the list kept
+    check_page(page, "Run")
+    click_cell(page, "item_id", 2, re.compile(rf"/Item\?(?=.*item={listed[2]}(&|$))(?=.*from=run)"), cell="open")
+    assert len(page.context.pages) == 1
 
 
 # Every st.dataframe's grid in view (not in a closed expander), and whether it scrolls sideways (its scroller wider inside than shown) or
