@@ -70,28 +70,22 @@ st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len
 # With a rule filter the item opens onto that rule's evidence; with a filter on scores, onto its verdicts.
 tab = "Verdicts" if below or failed or levels else None
 frame.insert(0, "open", [ui.item_url(run_id, i, ",".join(rules), tab) for i in frame["item_id"]])
-event = st.dataframe(
+# the query and the reasons wrap; the widths fit 1280 px beside the row markers
+widths = {"open": 36, "item_id": 55, "query": 120, **dict.fromkeys(metric_ids, 46), "n_failed": 62}
+widths |= {"failed_metrics": 85, "rules": 75}
+row = ui.clickable(
     frame,
-    hide_index=True,
-    key="items_table",
-    on_select="rerun",
-    selection_mode="single-row",
-    width="stretch",
-    **ui.wrapped(len(frame)),
+    "items_table",
+    widths,
+    {
+        "open": st.column_config.LinkColumn("open", display_text="🔎"),
+        **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
+        "n_failed": st.column_config.NumberColumn("failed verdicts"),
+        "failed_metrics": "failed metrics",
+    },
     placeholder="",
-    column_config=ui.sized(
-        {
-            "open": st.column_config.LinkColumn("open", display_text="🔎"),
-            **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
-            "n_failed": st.column_config.NumberColumn("failed verdicts"),
-            "failed_metrics": "failed metrics",
-        },
-        # the query and the reasons wrap; the widths fit 1280 px beside the row markers
-        {"open": 36, "item_id": 55, "query": 120, **dict.fromkeys(metric_ids, 46), "n_failed": 62}
-        | {"failed_metrics": 85, "rules": 75},
-    ),
 )
-if (row := ui.clicked(event, len(frame))) is not None:
+if row is not None:
     walk.open_item("run", run_id, frame["item_id"].iloc[row], tab)
 
 # Drawn once opened: a pass over every item, and plotly's script in the browser, that a first visit skips.

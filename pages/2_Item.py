@@ -68,12 +68,13 @@ if fired.empty:
     )
 else:
     st.markdown("**Table-2 rules that fire** (component to fix in *fix*)")
+    rules, rows = ui.fit(fired, item_view.RULES_PX)
     st.dataframe(
-        fired,
+        rules,
         hide_index=True,
         key="item_rules",
         width="stretch",
-        **ui.wrapped(len(fired)),
+        **rows,
         column_config=ui.sized(None, item_view.RULES_PX),
     )
     item_tabs.rule_evidence(found, shown)

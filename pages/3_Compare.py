@@ -13,8 +13,7 @@ from evaluators.core.stats import bootstrap_ci
 from evaluators.dashboard import charts, markup, reads, state, ui
 from evaluators.dashboard.views import compare as compare_view
 from evaluators.dashboard.views import walk
-from evaluators.metrics import ledger, registry
-from evaluators.runs import flips
+from evaluators.metrics import ledger
 from evaluators.storage import queries
 
 FLIPS_AT_ONCE = 20_000  # runs up to this many items show why verdicts flipped without being asked
@@ -106,7 +105,7 @@ else:
         hide_index=True,
         key="crossed_items",
         on_select="rerun",
-        selection_mode="single-row",
+        selection_mode=ui.ONE_CLICK,
         width="stretch",
         column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
     )
@@ -167,9 +166,7 @@ if big and not state.synced(
     lambda s: s in ("1", "True"),
 ):
     st.stop()
-flipped = reads.read(
-    flips.between, run_id, other, band, tuple(m for m in metric_ids if m in registry.component_metrics())
-)
+flipped = walk.flipped(run_id, other)
 causes = flipped.cause_counts()
 st.markdown(f"**{flipped.n_flips}** verdicts flipped: " + " · ".join(f"**{n}** {c}" for c, n in causes.items()))
 st.caption(
@@ -182,34 +179,35 @@ st.caption(
 )
 st.dataframe(flipped.rollup, hide_index=True, key="flip_rollup", width="stretch")
 if not flipped.items.empty:
-    flip_items = flipped.items.sort_values(["flips", "item_id"], ascending=[False, True])
+    flip_items = walk.flip_list(flipped)
     flip_items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in flip_items["item_id"]])
     event = st.dataframe(
         flip_items,
         hide_index=True,
         key="flip_items",
         on_select="rerun",
-        selection_mode="single-row",
+        selection_mode=ui.ONE_CLICK,
         width="stretch",
         column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
     )
     if (row := ui.clicked(event, len(flip_items))) is not None:
-        walk.open_item("compare", other, flip_items["item_id"].iloc[row], "Verdicts")
+        # walks this list: ▶ Next is the item with the next most flips
+        walk.open_item("compare", other, flip_items["item_id"].iloc[row], "Verdicts", cl="flips")
 if item_id:
     mine = flipped.for_item(item_id)
     st.markdown(f"**Flips of {markup.md(item_id)}**" + ("" if len(mine) else ": none"))
     if len(mine):
+        mine = mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other})
+        widths = {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 60, "p_after": 60}
+        mine, rows = ui.fit(mine, widths)  # the flipped text wraps in its cell
         st.dataframe(
-            mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other}),
+            mine,
             hide_index=True,
             key="item_flips",
             width="stretch",
-            **ui.wrapped(len(mine)),  # the flipped text wraps in its cell
-            column_config=ui.sized(
-                None,
-                {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 60, "p_after": 60}
-                | {"cause": 110},
-            ),
+            placeholder="",  # a verdict with no p
+            **rows,
+            column_config=ui.sized(None, widths | {"cause": 110}),
         )
         moved = flipped.source_changes[flipped.source_changes["item_id"] == item_id]
         for change in moved.itertuples(index=False):

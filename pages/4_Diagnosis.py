@@ -50,7 +50,7 @@ event = st.dataframe(
     hide_index=True,
     key="rules_table",
     on_select="rerun",
-    selection_mode="single-row",
+    selection_mode=ui.ONE_CLICK,
     width="stretch",
     **ui.wrapped(len(table)),
     column_config=ui.sized(

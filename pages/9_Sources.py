@@ -102,45 +102,26 @@ if source:
         essential=found["sp1"]
         .map({"yes": "✓ essential", "no": "✗ not essential", "unsure": "? unsure", "failed": "⚠ failed"})
         .fillna("not run"),
-        claims=[[] if c is None or (not isinstance(c, list) and pd.isna(c)) else list(c) for c in found["claims"]],
+        # one claim a line: a list's bubbles would not wrap in their cell
+        claims=["" if c is None or (not isinstance(c, list) and pd.isna(c)) else "\n".join(c) for c in found["claims"]],
     )
-    event = st.dataframe(
-        table[
-            [
-                "open",
-                "run_id",
-                "item_id",
-                "position",
-                "query",
-                "essential",
-                "sp1_detail",
-                "supports",
-                "claims",
-                "n_unsupported",
-                "n_unattributed",
-            ]
-        ],
-        hide_index=True,
-        key="retrievals",
-        on_select="rerun",
-        selection_mode="single-row",
-        width="stretch",
-        **ui.wrapped(len(table)),  # the query and SP1's reason wrap in their cells
-        column_config=ui.sized(
-            {
-                "open": st.column_config.LinkColumn("open", display_text="🔎"),
-                "sp1_detail": "SP1 detail",
-                "supports": "claims it supports",
-                "claims": st.column_config.ListColumn("supported claims"),
-                "n_unsupported": "unsupported claims in item",
-                "n_unattributed": "supported, source unknown",
-            },
-            {"open": 36, "run_id": 75, "item_id": 50, "position": 45, "query": 110, "essential": 80}
-            | {"sp1_detail": 100, "supports": 50, "claims": 90, "n_unsupported": 55, "n_unattributed": 55},
-        ),
+    widths = {"open": 36, "run_id": 70, "item_id": 45, "position": 40, "query": 110, "essential": 75}
+    widths |= {"sp1_detail": 110, "supports": 45, "claims": 140, "n_unsupported": 45, "n_unattributed": 45}
+    row = ui.clickable(  # the query, SP1's reason, the claims wrap
+        table[list(widths)],
+        "retrievals",
+        widths,
+        {
+            "open": st.column_config.LinkColumn("open", display_text="🔎"),
+            "sp1_detail": "SP1 detail",
+            "supports": "claims it supports",
+            "claims": "supported claims",
+            "n_unsupported": "unsupported claims in item",
+            "n_unattributed": "supported, source unknown",
+        },
     )
     st.caption("Click a row to open its item on its sources. " + ATTRIBUTION)
-    if (row := ui.clicked(event, len(table))) is not None:
+    if row is not None:
         walk.open_item("sources", table["run_id"].iloc[row], table["item_id"].iloc[row], "Sources")
     ui.page_link("sources", "Back to the ledger", {**ui.link(), "runs": ",".join(chosen)}, icon="📚")
     st.stop()
@@ -196,28 +177,7 @@ def show(rows: pd.DataFrame, key: str) -> None:
         ],
         beside=[f"{b} of {d}" for b, d in zip(rows["beside_unsupported"], rows["gr_decided"])],
     )
-    event = st.dataframe(
-        shown[
-            [
-                "name",
-                "n_retrieved",
-                "essential",
-                "claims_supported",
-                "claims_source_unknown",
-                "beside",
-                "source",
-                "open",
-            ]
-        ],
-        hide_index=True,
-        key=key,
-        on_select="rerun",
-        selection_mode="single-row",
-        width="stretch",
-        **ui.wrapped(len(rows)),
-        column_config=ui.sized(COLUMNS, LEDGER_PX),
-    )
-    if (row := ui.clicked(event, len(rows))) is not None:
+    if (row := ui.clickable(shown[list(LEDGER_PX)], key, LEDGER_PX, COLUMNS)) is not None:
         ui.switch_page("sources", source_params(rows["source"].iloc[row]))
 
 

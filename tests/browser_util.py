@@ -104,3 +104,65 @@ def host_of(url: str) -> str | None:
 def outside(urls: list[str]) -> list[str]:
     """The URLs whose host is not loopback."""
     return [u for u in urls if (h := host_of(u)) is not None and h not in LOCAL_HOSTS]
+
+
+# st.dataframe draws its cells on a canvas (glide-data-grid), so no DOM element has a cell's drawn width.
+# This script, added to a tab before the page loads (`add_init_script`), records every text a canvas
+# draws: the text, its ink box (measureText with the canvas's own font, at its alignment) and the clip
+# it is drawn under (the intersection of the rectangles clipped to), both in the canvas's pixels. The grid
+# clips each column to its width, so a text wider than its cell has its box outside the clip. A wrapped
+# cell whose lines are taller than the cell is drawn under one more clip, to the cell itself, that glide
+# sets with save() and rect() and no beginPath() between (drawMultiLineText): such a text is `tall`.
+CANVAS_TEXTS_JS = """(() => {
+  const P = CanvasRenderingContext2D.prototype, calls = {};
+  for (const name of ['save', 'restore', 'beginPath', 'rect', 'clip', 'fillText']) calls[name] = P[name];
+  const states = new WeakMap();
+  const of = (ctx) => states.get(ctx) || states.set(ctx, {stack: [], clip: null, tall: false, path: [], fresh: false}).get(ctx);
+  const at = (ctx, x, y) => { const m = ctx.getTransform(); return [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]; };
+  window.__canvasTexts = [];
+  P.save = function (...a) { const s = of(this); s.stack.push([s.clip, s.tall]); s.fresh = true; return calls.save.apply(this, a); };
+  P.restore = function (...a) { const s = of(this); [s.clip, s.tall] = s.stack.pop() || [null, false]; return calls.restore.apply(this, a); };
+  P.beginPath = function (...a) { const s = of(this); s.path = []; s.fresh = false; return calls.beginPath.apply(this, a); };
+  P.rect = function (x, y, w, h) {
+    const s = of(this); s.path.push([...at(this, x, y), ...at(this, x + w, y + h), s.fresh]);
+    return calls.rect.apply(this, [x, y, w, h]);
+  };
+  P.clip = function (...a) {
+    const s = of(this), r = s.path[s.path.length - 1], c = s.clip;
+    if (r) {
+      s.clip = c ? [Math.max(c[0], r[0]), Math.max(c[1], r[1]), Math.min(c[2], r[2]), Math.min(c[3], r[3])] : r.slice(0, 4);
+      s.tall = s.tall || r[4];
+    }
+    return calls.clip.apply(this, a);
+  };
+  P.fillText = function (text, x, y, ...rest) {
+    const s = of(this), m = this.measureText(text);
+    const box = [...at(this, x - m.actualBoundingBoxLeft, y - m.actualBoundingBoxAscent),
+                 ...at(this, x + m.actualBoundingBoxRight, y + m.actualBoundingBoxDescent)];
+    window.__canvasTexts.push({canvas: this.canvas, text: String(text), box, clip: s.clip, tall: s.tall});
+    return calls.fillText.apply(this, [text, x, y, ...rest]);
+  };
+})();"""
+
+# The texts recorded since the page loaded, drawn on a canvas of an st.dataframe now on the page: its
+# grid (its index among the page's grids, and its column names), whether in its header row (the header
+# canvas) and the text's box and clip in page pixels (x0, y0, x1, y1).
+CANVAS_TEXTS_READ = """() => {
+  const grids = [...document.querySelectorAll('[data-testid=stDataFrame]')];
+  return (window.__canvasTexts || []).filter(t => t.canvas.isConnected && t.clip).map(t => {
+    const frame = t.canvas.closest('[data-testid=stDataFrame]');
+    if (!frame) return null;
+    const r = t.canvas.getBoundingClientRect(), k = t.canvas.width / (t.canvas.clientWidth || t.canvas.width);
+    const page = (b) => [r.left + b[0] / k, r.top + b[1] / k, r.left + b[2] / k, r.top + b[3] / k];
+    return {grid: grids.indexOf(frame), header: t.canvas.dataset.testid !== 'data-grid-canvas', text: t.text,
+            columns: [...frame.querySelectorAll('th[role=columnheader]')].map(th => th.textContent),
+            box: page(t.box), clip: page(t.clip), tall: t.tall};
+  }).filter(t => t !== null);
+}"""
+
+
+def canvas_texts(page: Any) -> list[dict[str, Any]]:
+    """The texts the page's dataframes drew since it loaded, each once (its last draw at that place):
+    grid, columns, header, text, box, clip, tall (see CANVAS_TEXTS_JS; none when the tab has not added it)."""
+    last = {(t["grid"], t["text"], tuple(round(v) for v in t["box"])): t for t in page.evaluate(CANVAS_TEXTS_READ)}
+    return list(last.values())

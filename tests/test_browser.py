@@ -20,7 +20,7 @@ import pytest
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
 from evaluators.dashboard import ui
 from evaluators.storage import ownership, store, writes
-from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, outside, streamlit_server
+from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, canvas_texts, outside, streamlit_server
 from tests.seed import INJECTION, seed
 
 pytestmark = [pytest.mark.browser,
@@ -128,14 +128,41 @@ def page(context: Any, traffic: Traffic, request: pytest.FixtureRequest) -> Iter
 # ---------------------------------------------------------------- helpers
 
 def click_row(page: Any, column: str, row: int, url: re.Pattern[str]) -> None:
-    """Click one row's selection marker (the grid's left column) of the dataframe that has `column`,
-    and wait for the view it opens in this tab. Its rows wrap long text (ui.wrapped), under a 35 px header."""
+    """Click one row's selection marker (the grid's left column) of the dataframe that has `column`, and
+    wait for the view it opens in this tab; `column` holds one line a row (ids, counts)."""
+    _click(page, column, row, None, url)
+
+
+def click_cell(page: Any, column: str, row: int, url: re.Pattern[str], cell: str | None = None) -> None:
+    """Click the middle of the plain cell in the column headed `cell` (else `column`) of one row of the
+    dataframe that has `column`, and wait for the view it opens in this tab; `column` holds one line a row."""
+    _click(page, column, row, cell or column, url)
+
+
+def _click(page: Any, column: str, row: int, cell: str | None, url: re.Pattern[str]) -> None:
+    """Click a row (its marker, or its cell in the column headed `cell`) of the dataframe that has `column`.
+    Where the grid drew its texts (canvas_texts, when the tab has CANVAS_TEXTS_JS) places the row, by the
+    row-th text of `column`, and the cell's column, by its header; else rows of ui.WRAP_PX under a 35 px
+    header are assumed."""
     canvas = page.get_by_test_id("stDataFrame").filter(has_text=column).first.get_by_test_id("data-grid-canvas")
     for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
         settle(page)
         canvas.scroll_into_view_if_needed()
         box = canvas.bounding_box()
-        page.mouse.click(box["x"] + 15, box["y"] + 35 + ui.WRAP_PX * row + ui.WRAP_PX // 2)
+        x, y = box["x"] + 15, box["y"] + 35 + ui.WRAP_PX * row + ui.WRAP_PX // 2
+        texts = canvas_texts(page)
+        first = min((t["grid"] for t in texts if t["header"] and column in t["columns"]), default=None)
+        heads = {t["text"]: t for t in texts if t["header"] and t["grid"] == first}
+        if column in heads:
+            grid, (left, _, right, _) = heads[column]["grid"], heads[column]["clip"]
+            lines = sorted({round((t["box"][1] + t["box"][3]) / 2) for t in texts if not t["header"]
+                            and t["grid"] == grid and abs(t["clip"][0] - left) < 1 and abs(t["clip"][2] - right) < 1})
+            y = lines[row]
+            if cell is not None:
+                x = (heads[cell]["clip"][0] + heads[cell]["clip"][2]) / 2
+        elif cell is not None:
+            raise AssertionError(f"no header {cell!r} drawn: the tab needs CANVAS_TEXTS_JS")
+        page.mouse.click(x, y)
         try:
             page.wait_for_url(url, timeout=15_000)
             return

@@ -6,11 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from evaluators.core.records import Label
+from evaluators.dashboard import ui
 from evaluators.dashboard.views import walk
-from evaluators.storage import writes
+from evaluators.storage import store, writes
 from tests.test_pages import frame_with, new_app, open_page
 
 ROW0 = {"selection": {"rows": [0], "columns": [], "cells": []}}
@@ -148,3 +151,70 @@ def test_next_and_previous_cross_the_run_tables_pages(db: Path, monkeypatch: pyt
     back = links(open_item(nav["▶ Next"]))
     assert (back["◀ Previous"]["item"], back["◀ Previous"]["page"]) == (listed[1], "1")
     assert back["▶ Next"]["item"] == listed[3] and back["Back to Run"]["page"] == "2"
+
+
+def test_compare_flips_click_walks_the_flips_list_and_back_returns_to_the_pair(db: Path) -> None:
+    at = open_page("pages/3_Compare.py", run="weak-retriever", other="better-retriever", xm="sqc")
+    listed = list(frame_with(at, "flips")["item_id"])
+    assert listed == ["q02", "q01"]  # most flips first, not id order
+    click(at, "flip_items", 0)
+    q = at.query_params
+    assert (q["run"], q["item"], q["tab"], q["from"], q["cl"], q["fr"]) == (
+        "better-retriever", "q02", "Verdicts", "compare", "flips", "weak-retriever")
+    nav = links(at)
+    assert nav["▶ Next"]["item"] == "q01" and "◀ Previous" not in nav  # the flips, not id order
+    back = nav["Back to Compare"]
+    assert (back["run"], back["other"], back["xm"], back["item"]) == (
+        "weak-retriever", "better-retriever", "sqc", "q02")
+    last = links(open_item(nav["▶ Next"]))
+    assert "▶ Next" not in last and last["◀ Previous"]["item"] == "q02"
+
+
+def test_compare_retrieval_click_walks_the_moved_sources_items_across_both_runs(db: Path) -> None:
+    at = open_page("pages/3_Compare.py", run="weak-retriever", other="better-retriever")
+    moved = frame_with(at, "ledger")
+    pairs = list(dict.fromkeys(
+        ("weak-retriever" if c == "dropped" else "better-retriever", i) for c, i in zip(moved["change"], moved["item_id"])))
+    assert len(pairs) >= 3
+    at.session_state["retrieval_changes"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    at.run()
+    assert (at.query_params["run"], at.query_params["item"], at.query_params["cl"]) == (*pairs[0], "moved")
+    nav = links(at)
+    assert (nav["▶ Next"]["run"], nav["▶ Next"]["item"]) == pairs[1] and "◀ Previous" not in nav
+    after = links(open_item(nav["▶ Next"]))
+    assert (after["▶ Next"]["run"], after["▶ Next"]["item"]) == pairs[2]
+    assert after["Back to Compare"]["run"] == "weak-retriever" and after["Back to Compare"]["other"] == "better-retriever"
+
+
+def test_trust_disagreements_walk_each_item_once(db: Path) -> None:
+    # Two of q01's sure GR verdicts and one of q02's, each corrected: q01 is listed twice in a row.
+    sure = store.query(db, """SELECT item_id, component_idx, value FROM verdicts WHERE run_id = 'weak-retriever'
+                              AND item_id IN ('q01', 'q02') AND metric = 'gr' AND status = 'ok'
+                              AND (p IS NULL OR p NOT BETWEEN 0.2 AND 0.8) ORDER BY item_id, component_idx""")
+    picked = pd.concat([sure[sure["item_id"] == "q01"].head(2), sure[sure["item_id"] == "q02"].head(1)])
+    assert len(picked) == 3
+    writes.add_labels(db, "weak-retriever", [
+        Label(i, 1 - int(v), metric="gr", component_idx=int(c)) for i, c, v in picked.itertuples(index=False)])
+    at = open_page("pages/8_Trust.py", run="weak-retriever")  # on its first tab, Agreement
+    listed = list(frame_with(at, "people")["item"])
+    assert listed == ["q01", "q01", "q02"]
+    nav = links(click(at, "disagreements", 0))
+    assert nav["▶ Next"]["item"] == "q02" and nav["▶ Next"]["ft"] == "Agreement"  # not q01 again
+
+
+def test_a_click_on_a_plain_cell_opens_the_item_as_the_row_marker_does(db: Path) -> None:
+    at = open_page("pages/1_Run.py", run="weak-retriever", below="gr,sp1")
+    listed = list(frame_with(at, "rules")["item_id"])
+    at.session_state["items_table"] = {"selection": {"rows": [], "columns": [], "cells": [(1, "query")]}}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert (at.title[0].value, at.query_params["item"], at.query_params["tab"]) == ("Item", listed[1], "Verdicts")
+
+
+def test_fit_cuts_a_text_past_its_lines_at_a_word_and_never_a_link() -> None:
+    table = pd.DataFrame({"open": ["Item?run=r&item=" + "x" * 300], "text": ["word " * 200], "short": ["a b"]})
+    shown, rows = ui.fit(table, {"open": 36, "text": 120, "short": 60})
+    assert shown["open"][0] == table["open"][0]  # a link column keeps its whole URL
+    assert shown["text"][0].endswith("word…") and ui.text_lines(shown["text"][0], 120) == ui.MAX_LINES
+    assert rows["row_height"] == ui.WRAP_PX + ui.LINE_PX * (ui.MAX_LINES - 4)
+    assert ui.fit(table[["short"]], {"short": 60})[1]["row_height"] == ui.WRAP_PX  # short text: rows as before

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import runpy
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Literal, Mapping, NamedTuple, Sequence
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -313,12 +313,25 @@ def page_link(
 
 def switch_page(page: str, query_params: Mapping[str, str]) -> None:
     """Go to one of PAGES now, with these query params."""
+    ctx = get_script_run_ctx()
+    if ctx is not None:  # a widget of this page bound to one of them (Trust's tabs to ?tab=) lets go of it
+        with ctx.session_state.query_params() as bound:  # Streamlit refuses to set a bound param otherwise
+            for key in query_params:
+                if (binding := bound.get_binding_for_param(key)) is not None:
+                    bound.unbind_widget(binding.widget_id)
     st.switch_page(PAGES[page].file, query_params=query_params)
 
 
+# A table whose rows open something takes one click anywhere on a row: its marker selects the row, any
+# other cell selects that cell (a link cell too, which would otherwise need a second click for a new tab).
+ONE_CLICK: tuple[Literal["single-row"], Literal["single-cell"]] = ("single-row", "single-cell")
+
+
 def clicked(event: Any, n_rows: int) -> int | None:
-    """The row a click selected in a table drawn with on_select="rerun" (its event), if any."""
-    rows = event["selection"]["rows"] if event else []
+    """The row a click selected, by its marker or one of its cells, in a table drawn with on_select="rerun"
+    and selection_mode=ONE_CLICK (its event), if any."""
+    selection = event["selection"] if event else {}
+    rows = [*selection.get("rows", []), *(cell[0] for cell in selection.get("cells", []))]
     return rows[0] if rows and rows[0] < n_rows else None
 
 
@@ -326,12 +339,106 @@ def clicked(event: Any, n_rows: int) -> int | None:
 # can be picked. Columns whose pixel widths sum to TABLE_PX fit it (a wider window stretches them), and
 # rows WRAP_PX high let a long text wrap onto three lines in its cell instead of widening the table.
 TABLE_PX, WRAP_PX = 780, 72
+# The grid's 14 px font, measured in Chromium: each character's advance in px, rounded up by class (any
+# other character counts as 12 px). A cell's text wraps in its width less CELL_PAD_PX, its rows hold 4 lines
+# at WRAP_PX and LINE_PX more a line after that, and a row holds MAX_LINES at most.
+_ADVANCE = {" ": 2.8, "ijlI'.,:;|": 3.7, "f()[]{}!-": 4.4, "rt/\\": 4.9, 'sz?"*': 6.0, "cxyvYJLFk": 6.8}
+_ADVANCE |= {"0123456789#$+<=>^~_aegXVESTZ`oA": 7.6, "bdpqhunPRC": 8.0, "BK&DG": 8.7, "HNUOQ": 9.3, "Mw": 10.2}
+_ADVANCE |= {"mW%@": 11.9}
+CHAR_PX = {ch: px for chars, px in _ADVANCE.items() for ch in chars}
+CELL_PAD_PX, LINE_PX, MAX_LINES = 16, 19, 8
 
 
-def wrapped(n_rows: int, shown: int = 10) -> dict[str, Any]:
-    """st.dataframe's row_height and height for a table whose long text wraps: rows WRAP_PX high, up to
-    `shown` of them in view (the rest scroll, as in any table)."""
-    return {"row_height": WRAP_PX, "height": 38 + max(1, min(n_rows, shown)) * WRAP_PX}
+def text_px(text: str) -> float:
+    """The width of `text` in the grid's font (at most a few percent wide of what Chromium draws)."""
+    return sum(CHAR_PX.get(ch, 12.0) for ch in text)
+
+
+def text_lines(text: str, px: int) -> int:
+    """How many lines `text` wraps onto in a cell `px` wide: at spaces, and a word longer than a line
+    breaks where the line ends."""
+    room, total = px - CELL_PAD_PX, 0
+    for paragraph in text.split("\n"):
+        lines, used = 1, 0.0
+        for word in paragraph.split():
+            width = text_px(word)
+            if used and used + CHAR_PX[" "] + width <= room:
+                used += CHAR_PX[" "] + width
+                continue
+            lines += 1 if used else 0
+            while width > room:  # a word wider than the cell breaks
+                lines, width = lines + 1, width - room
+            used = width
+        total += lines
+    return total
+
+
+def _cut(text: str, px: int) -> str:
+    """`text` as it fits MAX_LINES lines of a cell `px` wide: whole, or cut at a word with '…'."""
+    if text_lines(text, px) <= MAX_LINES:
+        return text
+    words = text.split(" ")
+    lo, hi = 0, len(words)  # the most words that still fit with '…', by halving
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if text_lines(" ".join(words[:mid]) + "…", px) <= MAX_LINES else (lo, mid - 1)
+    return " ".join(words[:lo]).rstrip() + "…" if lo else _cut_word(text, px)
+
+
+def _cut_word(text: str, px: int) -> str:
+    """A text whose first word alone is longer than MAX_LINES lines: its start that fits, with '…'."""
+    room = (px - CELL_PAD_PX) * MAX_LINES - CHAR_PX.get("…", 12.0)
+    end, used = 0, 0.0
+    while end < len(text) and used + CHAR_PX.get(text[end], 12.0) <= room:
+        used, end = used + CHAR_PX.get(text[end], 12.0), end + 1
+    return text[:end] + "…"
+
+
+def clickable(
+    table: pd.DataFrame, key: str, widths: Mapping[str, int], config: Mapping[str, Any] | None = None, **kwargs: Any
+) -> int | None:
+    """A table whose rows open something with one click (ONE_CLICK), its long text fitted to `widths` (fit(),
+    sized()); the row clicked, if any."""
+    shown, rows = fit(table, widths)
+    event = st.dataframe(
+        shown,
+        hide_index=True,
+        key=key,
+        on_select="rerun",
+        selection_mode=ONE_CLICK,
+        width="stretch",
+        column_config=sized(config, widths),
+        **rows,
+        **kwargs,
+    )
+    return clicked(event, len(table))
+
+
+def _links(column: pd.Series) -> bool:
+    """Whether a column holds links to pages (page_url()), which a link column draws as an icon."""
+    starts = tuple(f"{p.url_path}?" for p in PAGES.values())
+    return all(v.startswith(starts) for v in column if isinstance(v, str))
+
+
+def fit(table: pd.DataFrame, widths: Mapping[str, int], shown: int = 10) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A table whose long text wraps, as it is drawn: each text of a column in `widths` (its pixels) that
+    would wrap past MAX_LINES lines cut at a word, with '…' (its page shows it whole a click away), and
+    st.dataframe's row_height and height for the most lines left (wrapped())."""
+    table = table.copy()
+    lines = 4
+    for name, px in widths.items():
+        if name in table.columns and pd.api.types.is_string_dtype(table[name]) and not _links(table[name]):
+            table[name] = [_cut(v, px) if isinstance(v, str) else v for v in table[name]]
+            lines = max([lines, *(text_lines(v, px) for v in table[name] if isinstance(v, str))])
+    return table, wrapped(len(table), shown, lines)
+
+
+def wrapped(n_rows: int, shown: int = 10, lines: int = 4) -> dict[str, Any]:
+    """st.dataframe's row_height and height for a table whose long text wraps: rows that hold `lines`
+    lines (fit(); MAX_LINES at most), as many in view as `shown` rows of WRAP_PX take (the rest
+    scroll, as in any table)."""
+    row = WRAP_PX + LINE_PX * (min(lines, MAX_LINES) - 4)
+    return {"row_height": row, "height": 38 + max(1, min(n_rows, shown * WRAP_PX // row)) * row}
 
 
 def sized(config: Mapping[str, Any] | None, widths: Mapping[str, int]) -> dict[str, Any]:

@@ -99,34 +99,28 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
     table["item"] = [ui.item_url(r, i, tab="Sources") for r, i in zip(where, changes["item_id"])]
     table["ledger"] = [ui.page_url("sources", run=r, source=k) for r, k in zip(where, changes["key"])]
     table["key"] = table.pop("key")  # last: the links come first
-    event = st.dataframe(
+    widths = {"item_id": 60, "change": 70, "source": 170, "its SP1": 55, **{m.upper(): 75 for m in metrics}}
+    widths |= {"item": 36, "ledger": 36, "key": 95}
+    row = ui.clickable(  # a source's first words wrap in their cell
         table,
-        hide_index=True,
-        key="retrieval_changes",
-        on_select="rerun",
-        selection_mode="single-row",
-        width="stretch",
-        **ui.wrapped(len(table)),  # a source's first words wrap in their cell
-        column_config=ui.sized(
-            {
-                "item": st.column_config.LinkColumn("item", display_text="🔎"),
-                "its SP1": st.column_config.TextColumn("its SP1", help=SP1_LEGEND),  # one mark
-                "change": st.column_config.TextColumn(
-                    "change", help=f"dropped: retrieved in {md(run_a)} only; added: retrieved in {md(run_b)} only"
-                ),
-                "source": st.column_config.TextColumn("source", help="Its first words; its ledger link has the rest"),
-                "key": st.column_config.TextColumn("key", help="The first 12 hex digits of sha256 of its text"),
-                "ledger": st.column_config.LinkColumn("ledger", display_text="📚"),
-                **{
-                    m.upper(): st.column_config.TextColumn(
-                        m.upper(), help=f"The item's {m.upper()} in {md(run_a)} → in {md(run_b)}"
-                    )
-                    for m in metrics
-                },
+        "retrieval_changes",
+        widths,
+        {
+            "item": st.column_config.LinkColumn("item", display_text="🔎"),
+            "its SP1": st.column_config.TextColumn("its SP1", help=SP1_LEGEND),  # one mark
+            "change": st.column_config.TextColumn(
+                "change", help=f"dropped: retrieved in {md(run_a)} only; added: retrieved in {md(run_b)} only"
+            ),
+            "source": st.column_config.TextColumn("source", help="Its first words; its ledger link has the rest"),
+            "key": st.column_config.TextColumn("key", help="The first 12 hex digits of sha256 of its text"),
+            "ledger": st.column_config.LinkColumn("ledger", display_text="📚"),
+            **{
+                m.upper(): st.column_config.TextColumn(
+                    m.upper(), help=f"The item's {m.upper()} in {md(run_a)} → in {md(run_b)}"
+                )
+                for m in metrics
             },
-            {"item_id": 60, "change": 70, "source": 170, "its SP1": 55, **{m.upper(): 75 for m in metrics}}
-            | {"item": 36, "ledger": 36, "key": 95},
-        ),
+        },
     )
     total = int(changes["n_dropped"].iloc[0]) + int(changes["n_added"].iloc[0])
     st.caption(
@@ -134,5 +128,5 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
         + "A source retrieved for an item in one run only, matched by its text: it cannot flip, so it is listed "
         "here with the item's scores in both runs. Click a row to open the item in the run that retrieved it."
     )
-    if (row := ui.clicked(event, len(table))) is not None:
-        walk.open_item("compare", where[row], changes["item_id"].iloc[row], "Sources")
+    if row is not None:  # walks this list, across both runs
+        walk.open_item("compare", where[row], changes["item_id"].iloc[row], "Sources", cl="moved")

@@ -111,7 +111,7 @@ def by_component(verdicts: Sequence[Record]) -> Judged:
 
 EVIDENCE_COLUMNS = ["metric", "component", "text", "target", "verdict", "value", "p", "p kind", "tier", "detail"]
 # Their widths at 1280 px (ui.sized): the component's text and the judge's reason wrap in their cells.
-EVIDENCE_PX = dict(zip(EVIDENCE_COLUMNS, (50, 80, 170, 65, 85, 45, 45, 60, 45, 125)))
+EVIDENCE_PX = dict(zip(EVIDENCE_COLUMNS, (50, 80, 165, 65, 85, 45, 55, 60, 45, 120)))
 RULES_PX = {"rule": 55, "pattern": 150, "meaning": 220, "fix": 120, "scores": 220}
 
 

@@ -19,6 +19,8 @@ from evaluators.metrics.registry import THELMA
 from evaluators.metrics.suites.reference import REFERENCE_CLAIM
 from evaluators.storage import queries
 
+COMPONENT_PX = 420  # a component's text in its table at 1280 px; its verdict columns take the rest
+
 
 @dataclass
 class Shown:
@@ -90,15 +92,7 @@ def rule_evidence(found: list[Fired], shown: Shown) -> None:
                     f"{markup.score_counts(*view.counts(score))} · "
                     f"{n_deciding} verdict(s) made it {c.level}{left_out}"
                 )
-                st.dataframe(
-                    rows,
-                    hide_index=True,
-                    key=f"evidence_{f.rule.id}_{c.metric}",
-                    width="stretch",
-                    **ui.wrapped(len(rows)),
-                    placeholder="",
-                    column_config=ui.sized(None, view.EVIDENCE_PX),
-                )
+                _verdict_rows(rows, f"evidence_{f.rule.id}_{c.metric}")
 
 
 def query_tab(shown: Shown) -> None:
@@ -160,12 +154,33 @@ def sources_tab(shown: Shown) -> None:
     )
     if facts := [f for j in page_s for f in facts_of.get(j, [])]:  # one table: a grid per source is slow to draw
         st.markdown("**Source facts** (SP2: is the fact relevant to the query?)")
-        st.dataframe(
+        _components(
             view.component_table(facts, shown.judged, ["sp2"]).assign(source=[f["parent"] for f in facts]),
-            hide_index=True,
-            key="facts_table",
-            width="stretch",
+            "facts_table",
         )
+
+
+def _components(table: pd.DataFrame, key: str) -> None:
+    """A table of components (view.component_table): their text, in the column named by their kind, wraps
+    in COMPONENT_PX; the verdict columns fit their content, and an SD pair without a similarity is empty."""
+    widths = {"#": 40, str(table.columns[1]): COMPONENT_PX}
+    table, rows = ui.fit(table, widths)
+    st.dataframe(
+        table, hide_index=True, key=key, width="stretch", placeholder="", **rows, column_config=ui.sized(None, widths)
+    )
+
+
+def _verdict_rows(table: pd.DataFrame, key: str) -> None:
+    """Verdicts as rows (view.EVIDENCE_COLUMNS): the component's text and the judge's reason wrap in their
+    cells, cut with '…' past ui.MAX_LINES lines; a click on a row shows both whole below the table."""
+    if (row := ui.clickable(table, key, view.EVIDENCE_PX, placeholder="")) is None:
+        st.caption("Click a row for its text and the judge's reason in full.")
+        return
+    v = table.iloc[row]
+    st.markdown(f"**{v['metric']} · {markup.md(v['component'])} · {markup.md(v['verdict'])}**")
+    markup.plain(str(v["text"]))
+    st.markdown("The judge's reason:")
+    markup.plain("" if v["detail"] is None else str(v["detail"]))
 
 
 def _response_excerpt(response: str, page_c: list[Record]) -> tuple[str, str]:
@@ -201,12 +216,7 @@ def response_tab(shown: Shown) -> None:
     # Claims are also checked against the reference where the run has the reference-based metrics.
     claim_metrics = ["rp", "gr", *(m for m in ("ref_precision",) if m in shown.metric_ids)]
     if page_c:
-        st.dataframe(
-            view.component_table(page_c, shown.judged, claim_metrics),
-            hide_index=True,
-            key="claims_table",
-            width="stretch",
-        )
+        _components(view.component_table(page_c, shown.judged, claim_metrics), "claims_table")
     if shown.item["reference"]:
         _reference(shown)
     sentences = shown.kind("sentence")
@@ -214,9 +224,7 @@ def response_tab(shown: Shown) -> None:
     page_sd = sentences[lo:hi]
     if page_sd:
         st.markdown("**Self-distinctness (SD)**: each sentence against its most similar other sentence")
-        st.dataframe(
-            view.component_table(page_sd, shown.judged, ["sd"]), hide_index=True, key="sd_table", width="stretch"
-        )
+        _components(view.component_table(page_sd, shown.judged, ["sd"]), "sd_table")
     _response_exchanges(shown, page_c, page_sd)
 
 
@@ -233,12 +241,7 @@ def _reference(shown: Shown) -> None:
         markup.highlight(shown.item["reference"], view.marks_for(page_rc, shown.judged, ["ref_recall"]))[0]
     )
     if page_rc:
-        st.dataframe(
-            view.component_table(page_rc, shown.judged, ["ref_recall"]),
-            hide_index=True,
-            key="reference_claims_table",
-            width="stretch",
-        )
+        _components(view.component_table(page_rc, shown.judged, ["ref_recall"]), "reference_claims_table")
 
 
 def _response_exchanges(shown: Shown, page_c: list[Record], page_sd: list[Record]) -> None:
@@ -286,15 +289,7 @@ def verdicts_tab(shown: Shown, db: str, item_id: str) -> None:
         "score."
     )
     lo, hi = view.pager("Verdicts", "verdict_page", len(shown.verdicts), view.VERDICT_PAGE)
-    st.dataframe(
-        view.verdict_table(shown.verdicts[lo:hi], shown.texts),
-        hide_index=True,
-        key="verdict_table",
-        width="stretch",
-        **ui.wrapped(hi - lo),
-        placeholder="",
-        column_config=ui.sized(None, view.EVIDENCE_PX),
-    )
+    _verdict_rows(view.verdict_table(shown.verdicts[lo:hi], shown.texts), "verdict_table")
     ui.show_outcome("fix_outcome")
     parts = sorted(
         {

@@ -157,7 +157,7 @@ def _disagreements(run_id: str, report: labelling.Report, labelled: bool) -> Non
             hide_index=True,
             key="disagreements",
             on_select="rerun",
-            selection_mode="single-row",
+            selection_mode=ui.ONE_CLICK,
             width="stretch",
             column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
         )
@@ -232,7 +232,7 @@ def next_tab(path: Path, run_id: str, th: dict[str, float], band: Band | None, l
             hide_index=True,
             key="queue_table",
             on_select="rerun",
-            selection_mode="single-row",
+            selection_mode=ui.ONE_CLICK,
             width="stretch",
             column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
         )

@@ -14,9 +14,10 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.dashboard import reads, ui
-from evaluators.dashboard.state import band, csv_list
+from evaluators.dashboard.state import band, corrected, csv_list
+from evaluators.metrics import registry
 from evaluators.metrics.diagnosis import RULES
-from evaluators.runs import labelling
+from evaluators.runs import flips, labelling
 from evaluators.storage import queries
 
 PAGE_SIZE = 200  # the Run page's rows per page
@@ -145,8 +146,9 @@ def _pair_steps(pairs: Sequence[tuple[str, str]], run_id: str, item_id: str) -> 
 
 
 def _id_steps(ids: Sequence[str], item_id: str) -> list[dict | None]:
-    """The neighbours of an item in a list of one run's item ids."""
-    return [None if j is None else {"item": ids[j]} for j in _around(list(ids), item_id)]
+    """The neighbours of an item in a list of one run's item ids (an item listed twice, once)."""
+    ids = list(dict.fromkeys(ids))
+    return [None if j is None else {"item": ids[j]} for j in _around(ids, item_id)]
 
 
 def _triage_steps(run_id: str, item_id: str) -> list[dict | None]:
@@ -175,13 +177,34 @@ def crossed(base: str, other: str, metric: str, threshold: float, direction: str
     return reads.derived(queries.compare.crossed_items, [base, other], metric, threshold, direction)
 
 
+def flipped(base: str, other: str) -> flips.Flips:
+    """Compare's verdicts that flipped from `base` to `other` at the URL's band, over their component metrics."""
+    metrics = tuple(m for m in reads.metrics(base, other) if m in registry.component_metrics())
+    return reads.read(flips.between, base, other, band(), metrics)
+
+
+def flip_list(found: flips.Flips) -> pd.DataFrame:
+    """Compare's items whose verdicts flipped, in the order its table lists them: most flips first."""
+    return found.items.sort_values(["flips", "item_id"], ascending=[False, True])
+
+
 def _compare_steps(run_id: str, item_id: str, th: Mapping[str, float]) -> list[dict | None]:
-    """Compare's neighbours in its list of items that crossed the threshold (the item is in the newer run)."""
+    """Compare's neighbours in the list the item was opened from (`cl`): the items that crossed the
+    threshold or whose verdicts flipped (the item is in the newer run), or the items whose retriever
+    added or dropped a source (in the run that retrieved it, so the list spans both runs)."""
     q = st.query_params
-    metric, base = q.get("xm", ""), q.get("fr", "")
-    if not base or metric not in th:
+    base, other, listed = q.get("fr") or run_id, q.get("other", ""), q.get("cl")
+    if not {base, other} <= set(reads.runs()["run_id"]):
         return [None, None]
-    return _id_steps(list(crossed(base, run_id, metric, th[metric], q.get("xd", "worse"))["item_id"]), item_id)
+    if listed == "crossed":
+        metric = q.get("xm", "")
+        found = crossed(base, run_id, metric, th[metric], q.get("xd", "worse")) if metric in th else None
+        return [None, None] if found is None else _id_steps(list(found["item_id"]), item_id)
+    if listed == "flips":
+        return _id_steps(list(flip_list(flipped(base, run_id))["item_id"]), item_id)
+    changes = reads.read(queries.compare.retrieval_changes, base, other, band(), corrected())
+    where = [base if c == "dropped" else other for c in changes["change"]]
+    return _pair_steps(list(zip(where, changes["item_id"])), run_id, item_id)
 
 
 def carried(tab: str | None) -> dict[str, str]:
@@ -203,16 +226,19 @@ def steps(
         found = _run_steps(run_id, item_id, metric_ids, th)
     elif origin == "triage":
         found = _triage_steps(run_id, item_id)
-    elif origin == "compare" and st.query_params.get("cl") == "crossed":
+    elif origin == "compare" and st.query_params.get("cl") in ("crossed", "flips", "moved"):
         found = _compare_steps(run_id, item_id, th)
     elif origin == "sources" and st.query_params.get("source"):
         found = _source_steps(run_id, item_id)
     elif origin == "trust":
         found = _trust_steps(run_id, item_id, th)
-    else:  # no list, or one too costly to read again (Compare's flips): the run's items in id order
+    else:  # no list: the run's items in id order
         prev_id, next_id = reads.read(queries.items.item_neighbours, run_id, item_id)
         found = [None if i is None else {"item": i} for i in (prev_id, next_id)]
-    return [None if f is None else Step("item", {**carried(tab), **f}) for f in found]
+    keep = carried(tab)
+    if origin in KEYS:  # a step into another run still names the run the table showed, for the walk and Back
+        keep.setdefault("fr", run_id)
+    return [None if f is None else Step("item", {**keep, **f}) for f in found]
 
 
 def back() -> Step:
