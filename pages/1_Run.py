@@ -20,7 +20,7 @@ st.caption(
 if not metric_ids:
     st.info("This run has no scores yet: its items are listed without metrics.")
 
-c1, c2, c3 = st.columns([2, 2, 1])
+c1, c2, c3 = st.columns([5, 5, 3])  # room for the checkbox's label on one line
 below = state.synced(
     c1.multiselect, "Below threshold on any of", "below", [], state.csv_list, options=metric_ids, format_func=str.upper
 )
@@ -33,7 +33,14 @@ rules = state.synced(
     options=list(RULES),
     format_func=markup.rule_label,
 )
-failed = state.synced(c3.checkbox, "Judge failure or unscored", "failed", False, lambda s: s in ("1", "True"))
+failed = state.synced(
+    c3.checkbox,
+    "Failed or unscored",
+    "failed",
+    False,
+    lambda s: s in ("1", "True"),
+    help="Items with a judge failure, or a metric left unscored because every verdict was unsure.",
+)
 c4, c5, c6 = st.columns([2, 1, 1])
 search = state.synced(c4.text_input, "Search text (id, query, response)", "q", "")
 keys = reads.read(queries.runs.metadata_keys, run_id)

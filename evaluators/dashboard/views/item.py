@@ -111,7 +111,8 @@ def by_component(verdicts: Sequence[Record]) -> Judged:
 
 EVIDENCE_COLUMNS = ["metric", "component", "text", "target", "verdict", "value", "p", "p kind", "tier", "detail"]
 # Their widths at 1280 px (ui.sized): the component's text and the judge's reason wrap in their cells.
-EVIDENCE_PX = dict(zip(EVIDENCE_COLUMNS, (50, 80, 165, 65, 85, 45, 55, 60, 45, 120)))
+# "calibrated" and "offline" each fit on one line of their cells
+EVIDENCE_PX = dict(zip(EVIDENCE_COLUMNS, (50, 80, 150, 65, 85, 45, 55, 80, 60, 100)))
 RULES_PX = {"rule": 55, "pattern": 150, "meaning": 220, "fix": 120, "scores": 220}
 
 
