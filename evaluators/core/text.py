@@ -107,8 +107,19 @@ def share(wanted: AbstractSet[str], have: AbstractSet[str]) -> float:
     ("expand" finds "expansion"), since the stemmer is crude."""
     if not wanted:
         return 0.0
-    prefixes = {h[:5] for h in have if len(h) >= 5}
-    return sum(w in have or (len(w) >= 5 and w[:5] in prefixes) for w in wanted) / len(wanted)
+    missed = [w for w in wanted if w not in have]
+    if not missed:
+        return 1.0
+    prefixes = _prefixes(frozenset(have))
+    found = len(wanted) - len(missed) + sum(len(w) >= 5 and w[:5] in prefixes for w in missed)
+    return found / len(wanted)
+
+
+@lru_cache(maxsize=16384)
+def _prefixes(have: frozenset[str]) -> frozenset[str]:
+    """The first five letters of the stems of 5+ letters: built once per set of words (a window's are
+    compared with every claim and question about its text)."""
+    return frozenset(h[:5] for h in have if len(h) >= 5)
 
 
 @lru_cache(maxsize=16384)

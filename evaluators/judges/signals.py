@@ -118,8 +118,8 @@ class Query:
 
 
 @lru_cache(maxsize=512)
-def query(text: str) -> Query:
-    """A query's sub-questions and what a decision reads of them, built once per query."""
+def _query_parts(text: str) -> tuple[tuple[str, ...], tuple[str | None, ...], tuple[str, ...]]:
+    """A query's sub-questions, their topic phrases and what each asks of its topic."""
     questions = split_questions(text)
     topics = [question_topic(q) for q in questions]
     # "Who was the Chimnabai Clock Tower named after?" asks "Who was named after?" of its topic: a
@@ -128,7 +128,21 @@ def query(text: str) -> Query:
         " ".join(q.replace(t, " ").split()) if t and content_stems(q.replace(t, " ")) else q
         for q, t in zip(questions, topics)
     ]
-    vectors = embed(questions + [text] + asked)
+    return tuple(questions), tuple(topics), tuple(asked)
+
+
+def query_texts(text: str) -> tuple[str, ...]:
+    """Every text `query` embeds: the sub-questions, the whole query and what each asks of its topic."""
+    questions, _, asked = _query_parts(text)
+    return questions + (text,) + asked
+
+
+@lru_cache(maxsize=512)
+def query(text: str) -> Query:
+    """A query's sub-questions and what a decision reads of them, built once per query."""
+    parts, topics, _ = _query_parts(text)
+    questions = list(parts)
+    vectors = embed(list(query_texts(text)))
     topic_words: set[str] = set()
     for found in topics:
         if found:
