@@ -161,6 +161,7 @@ def has_words(text: str) -> bool:
     return _ANY_WORD.search(text) is not None
 
 
+@lru_cache(maxsize=16384)  # asked of every claim and sentence by each metric that reads it
 def has_content(text: str) -> bool:
     """Whether a text states anything: a word in any script that is not a stop word, a lone Latin letter,
     a bare yes / no / OK / N/A, list numbering or a citation marker. "...", "Yes", "N/A", "1. 2. 3." and
