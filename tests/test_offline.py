@@ -102,6 +102,21 @@ def test_essentiality_and_source_essentiality() -> None:
     assert ask("source_essential_batch", query=QUERY, sources=[TOWER, other]).value == {1: 1, 2: 0}
 
 
+def test_a_prompt_encodes_every_text_it_reads_in_one_encoder_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SP1's query, its parts, what each part asks of its topic and the sources' sentences are encoded
+    together: a second call would pay a forward pass's fixed cost again for every item."""
+    from evaluators.judges import embeddings
+
+    calls: list[list[str]] = []
+    encode = embeddings._encode
+    monkeypatch.setattr(embeddings, "_encode", lambda texts: calls.append(list(texts)) or encode(texts))
+    # Texts no other test encodes, so none of them is cached yet.
+    query = QUERY.replace("Chimnabai Clock Tower", "Pearlbrook Clock Tower")
+    source = TOWER.replace("Chimnabai Clock Tower", "Pearlbrook Clock Tower")
+    assert ask("source_essential_batch", query=query, sources=[source]).value == {1: 1}
+    assert len(calls) == 1, calls[1:]
+
+
 THELMA_PROMPTS = ("claims", "claims_batch", "subquestions", "essential", "essential_batch", "source_essential",
                   "source_essential_batch", "groundedness", "groundedness_batch", "source_answers",
                   "source_answers_batch", "response_addresses", "response_addresses_batch")

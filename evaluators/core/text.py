@@ -107,8 +107,19 @@ def share(wanted: AbstractSet[str], have: AbstractSet[str]) -> float:
     ("expand" finds "expansion"), since the stemmer is crude."""
     if not wanted:
         return 0.0
-    prefixes = {h[:5] for h in have if len(h) >= 5}
-    return sum(w in have or (len(w) >= 5 and w[:5] in prefixes) for w in wanted) / len(wanted)
+    missed = [w for w in wanted if w not in have]
+    if not missed:
+        return 1.0
+    prefixes = _prefixes(frozenset(have))
+    found = len(wanted) - len(missed) + sum(len(w) >= 5 and w[:5] in prefixes for w in missed)
+    return found / len(wanted)
+
+
+@lru_cache(maxsize=16384)
+def _prefixes(have: frozenset[str]) -> frozenset[str]:
+    """The first five letters of the stems of 5+ letters: built once per set of words (a window's are
+    compared with every claim and question about its text)."""
+    return frozenset(h[:5] for h in have if len(h) >= 5)
 
 
 @lru_cache(maxsize=16384)
@@ -150,6 +161,7 @@ def has_words(text: str) -> bool:
     return _ANY_WORD.search(text) is not None
 
 
+@lru_cache(maxsize=16384)  # asked of every claim and sentence by each metric that reads it
 def has_content(text: str) -> bool:
     """Whether a text states anything: a word in any script that is not a stop word, a lone Latin letter,
     a bare yes / no / OK / N/A, list numbering or a citation marker. "...", "Yes", "N/A", "1. 2. 3." and

@@ -125,11 +125,6 @@ def _response_texts(text: str) -> tuple[str, ...]:
     return _source_texts(text) + tuple(split_sentences(text))
 
 
-@lru_cache(maxsize=1024)
-def _question_texts(text: str) -> tuple[str, ...]:
-    return tuple(split_questions(text)) + (text,)
-
-
 def needed_texts(prompt: str, v: dict[str, Any]) -> list[str]:
     """Every text the THELMA prompts about these variables will embed, to encode them in one call
     (other variables, such as those of other suites' prompts, are left to their handlers)."""
@@ -137,7 +132,7 @@ def needed_texts(prompt: str, v: dict[str, Any]) -> list[str]:
     for name, value in v.items():
         values = [value] if isinstance(value, str) else list(value)
         if name in ("query", "question", "questions") or (name == "input" and prompt == "subquestions"):
-            texts += [t for q in values for t in _question_texts(q)]
+            texts += [t for q in values for t in signals.query_texts(q)]
         elif name in ("source", "sources", "texts"):
             texts += [t for s in values for t in _source_texts(s)]
             if name == "sources" and len(values) > 1:

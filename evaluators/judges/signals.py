@@ -118,8 +118,8 @@ class Query:
 
 
 @lru_cache(maxsize=512)
-def query(text: str) -> Query:
-    """A query's sub-questions and what a decision reads of them, built once per query."""
+def _query_parts(text: str) -> tuple[tuple[str, ...], tuple[str | None, ...], tuple[str, ...]]:
+    """A query's sub-questions, their topic phrases and what each asks of its topic."""
     questions = split_questions(text)
     topics = [question_topic(q) for q in questions]
     # "Who was the Chimnabai Clock Tower named after?" asks "Who was named after?" of its topic: a
@@ -128,12 +128,26 @@ def query(text: str) -> Query:
         " ".join(q.replace(t, " ").split()) if t and content_stems(q.replace(t, " ")) else q
         for q, t in zip(questions, topics)
     ]
-    vectors = embed(questions + [text] + asked)
+    return tuple(questions), tuple(topics), tuple(asked)
+
+
+def query_texts(text: str) -> tuple[str, ...]:
+    """Every text `query` embeds: the sub-questions, the whole query and what each asks of its topic."""
+    questions, _, asked = _query_parts(text)
+    return questions + (text,) + asked
+
+
+@lru_cache(maxsize=512)
+def query(text: str) -> Query:
+    """A query's sub-questions and what a decision reads of them, built once per query."""
+    parts, topics, _ = _query_parts(text)
+    questions = list(parts)
+    vectors = embed(list(query_texts(text)))
     topic_words: set[str] = set()
     for found in topics:
         if found:
             topic_words |= content_stems(found)
-    topic_words |= {stem(n) for n in names(text)}
+    topic_words |= name_stems(text)
     focus = [content_stems(q) - topic_words or content_stems(q) for q in questions]
     n = len(questions)
     return Query(
@@ -151,6 +165,12 @@ def name_in(name: str, known: AbstractSet[str], stems: AbstractSet[str]) -> bool
         len(k) >= 4 and (name.startswith(k) or k.startswith(name)) and abs(len(k) - len(name)) <= 2 or k == name
         for k in map(_plain, known)
     )
+
+
+@lru_cache(maxsize=16384)
+def name_stems(text: str) -> frozenset[str]:
+    """The stems of the names a text holds, built once per text (covers reads a window's for every question)."""
+    return frozenset(stem(n) for n in names(text))
 
 
 @lru_cache(maxsize=16384)
@@ -303,7 +323,7 @@ def essential(fact: str, query_text: str) -> Signals:
         if score > best:
             best, l = score, k
     asked = content_stems(q.questions[l])
-    query_names = names(query_text)
+    query_names = name_stems(query_text)
     values = {
         "cosine": float(sims[l]),
         "cosine_query": float(q.whole @ vector),
@@ -312,7 +332,7 @@ def essential(fact: str, query_text: str) -> Signals:
         "topic": share(q.topic, stems) if q.topic else 1.0,
         "typed": float(q.kinds[l] is not None and has_answer_type(fact, q.kinds[l], q.questions[l])),
         "untyped": float(q.kinds[l] is None),
-        "names": share({stem(n) for n in query_names}, stems | {stem(n) for n in names(fact)}) if query_names else 1.0,
+        "names": share(query_names, stems | name_stems(fact)) if query_names else 1.0,
         "refuses": float(refuses(fact)),
         "new_words": share(stems - asked, stems) if stems else 0.0,
         "fact_words": math.log1p(len(stems)),
@@ -353,12 +373,12 @@ def covers(text: str, question: str, response: bool = False) -> Signals:
     focus = asked - q.topic or asked
     kind = answer_type(question)
     phrase = response and answer_phrase(text)
-    asked_names = {stem(n) for n in names(question)}
+    asked_names = name_stems(question)
     best = (-9.0, 0, "")
     for i, window in enumerate(found.windows):
         score = float(sims[i]) + FOCUS_WEIGHT * share(focus, found.stems[i])
         if asked_names:  # about the entity asked of ("the Blue route"), not a neighbour ("the Red route")
-            score += FOCUS_WEIGHT * share(asked_names, found.stems[i] | {stem(n) for n in names(window)})
+            score += FOCUS_WEIGHT * share(asked_names, found.stems[i] | name_stems(window))
         why = ""
         if refuses(window):
             score, why = score - 1.0, "it says the answer is not available"
@@ -378,7 +398,7 @@ def covers(text: str, question: str, response: bool = False) -> Signals:
         "asked_any": float(np.max(asked_sims)),
         "focus": share(focus, found.stems[i]),
         "focus_text": share(focus, found.all_stems),
-        "names": share(asked_names, found.stems[i] | {stem(n) for n in names(window)}) if asked_names else 1.0,
+        "names": share(asked_names, found.stems[i] | name_stems(window)) if asked_names else 1.0,
         "typed": float(
             kind is None
             or has_answer_type(window, kind, question)
