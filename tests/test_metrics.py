@@ -138,3 +138,16 @@ def test_thresholds_change_the_diagnosis() -> None:
 def test_bad_thresholds_are_rejected(text: str) -> None:
     with pytest.raises(ValueError):
         diagnosis.parse_thresholds(text)
+
+
+@pytest.mark.parametrize("scores, fired", [
+    ({"sp1": 0.5, "sqc": 1.0}, ["T2.3"]),  # one of two sources not essential: no majority, retriever named
+    ({"sp1": 4 / 7, "sqc": 1.0}, []),  # four of seven essential: a majority
+    ({"rp": 0.5, "sp1": 1.0}, ["T2.5"]),  # half the claims extraneous: the response carries extraneous content
+    ({"rp": 0.5, "sp1": 0.5}, []),  # sources essential only by half: not T2.5's "majority essential"
+    ({"rp": 4 / 7, "sp1": 1.0}, []),
+])
+def test_sp1_and_rp_are_high_only_above_half(scores: dict[str, float], fired: list[str]) -> None:
+    # Table 2's T2.5 reads SP1 high as "the majority of retrieved sources are essential": exactly
+    # half is not a majority, so it reads low (T2.3's "some sources only loosely relevant"); RP alike.
+    assert [r.id for r in diagnosis.diagnose(scores)] == fired

@@ -23,7 +23,8 @@ RUN = "weak-retriever"
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The app over a seeded database whose RP scores spread out, with ten rule labels on five items
-    that an RP threshold of 0.65 fits better than today's 0.5; q06 is left for the review queue."""
+    that an RP threshold of 0.65 fits better than 0.5 (with SP1 at 0.5, both set in the URL whatever the
+    defaults); q06 is left for the review queue."""
     tmp = tmp_path_factory.mktemp("trust_browser")
     db = seed(tmp / "seed.duckdb")
     rp = {"q01": 0.6, "q02": 0.8, "q03": 0.9, "q04": 0.7, "q05": 0.3, "q06": 0.55}
@@ -46,7 +47,7 @@ def _labelled(page: Any, target: str) -> str:
 
 
 def test_apply_a_suggested_threshold_then_label_the_next_item(page: Any) -> None:
-    page.goto(f"/Trust?run={RUN}")
+    page.goto(f"/Trust?run={RUN}&th_rp=0.5&th_sp1=0.5")
     check_page(page, "Trust")
     t25 = next(r for r in grid(page, "labelled") if r["target"].startswith("T2.5"))
     assert t25["labelled"] == "5" and t25["agreement"] == "0.8"

@@ -42,17 +42,18 @@ def test_labelling_the_next_item_moves_the_trust_figures(db: Path) -> None:
 
 def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
     # RP scores spread out, and people who call RP "low" up to 0.6: T2.5 (RP low, SP1 high) is right on
-    # q01, q05 and q06, and T2.1 (SD low, RP high) is wrong on q06. At today's 0.5 the judge misses two.
+    # q01, q05 and q06, and T2.1 (SD low, RP high) is wrong on q06. At RP 0.5 the judge misses two. SP1
+    # and RP are set in the URL, whatever the defaults: SP1 0.5 keeps q01's and q06's 0.5 high.
     rp = {"q01": 0.6, "q02": 0.8, "q03": 0.9, "q04": 0.7, "q05": 0.3, "q06": 0.55}
     set_scores(db, RUN, "rp", rp)
     writes.add_labels(db, RUN, [Label(i, int(i in ("q01", "q05", "q06")), rule="T2.5") for i in rp]
                      + [Label(i, 0, rule="T2.1") for i in rp])
-    at = open_page("pages/8_Trust.py", run=RUN)
+    at = open_page("pages/8_Trust.py", run=RUN, th_rp="0.5", th_sp1="0.5")
     (link,) = [link for link in at.get("page_link") if "Apply RP" in link.proto.label]
     # 0.65 and 0.75 both agree fully (q04 never fires T2.5: its SP1 is low); the tie goes to the nearer one.
     assert "th_rp=0.65" in link.proto.query_string
     before = _row(at, "T2.5")
-    applied = open_page("pages/8_Trust.py", run=RUN, th_rp="0.65")
+    applied = open_page("pages/8_Trust.py", run=RUN, th_rp="0.65", th_sp1="0.5")
     after = _row(applied, "T2.5")
     assert before["agreement"] < 1.0 and after["agreement"] == 1.0
     assert not [link for link in applied.get("page_link") if "Apply RP" in link.proto.label]
