@@ -207,7 +207,9 @@ def test_run_page_reads_huge_pages_and_quoted_metadata_keys(hostile: tuple[Path,
     assert_plain(at, "run page")
     assert at.number_input(key="page").value == 1
     assert at.selectbox(key="mk").value == names["meta_key"]
-    assert list(next(d.value for d in at.dataframe if "item_id" in d.value.columns)["item_id"]) == [names["item"]]
+    # the one item is listed, as its plain text: whole, or cut at a word to fit its cell (its page shows it whole)
+    [shown] = list(next(d.value for d in at.dataframe if "item_id" in d.value.columns)["item_id"])
+    assert shown == names["item"] or (shown.endswith("…") and names["item"].startswith(shown[:-1]))
     empty = open_page("run", {"run": names["empty_run"]})
     assert_plain(empty, "run without scores")
     assert any("no scores yet" in i.value for i in empty.info)
