@@ -23,7 +23,7 @@ import json
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 from evaluators.core.records import CALIBRATED, Confidence
 from evaluators.core.text import answer_phrase
@@ -94,6 +94,11 @@ class Curve(NamedTuple):
         x0, x1, y0, y1 = xs[k - 1], xs[k], ys[k - 1], ys[k]
         return y0 if x1 == x0 else y0 + (y1 - y0) * (score - x0) / (x1 - x0)
 
+    @classmethod
+    def of(cls, knots: Sequence[Sequence[float]]) -> Curve:
+        """The curve of a table's knots, [[score, p], ...]."""
+        return cls(tuple(float(s) for s, _ in knots), tuple(float(p) for _, p in knots))
+
 
 def read_table(path: Path = TABLE) -> dict[str, dict[int, Curve]]:
     """The fitted curves {match type: {value: Curve}} from a table file; every match type must be there."""
@@ -101,10 +106,7 @@ def read_table(path: Path = TABLE) -> dict[str, dict[int, Curve]]:
     curves: dict[str, dict[int, Curve]] = {}
     for match_type in MATCH_TYPES:
         per_value = data["curves"][match_type]
-        curves[match_type] = {
-            int(value): Curve(tuple(float(s) for s, _ in fit["knots"]), tuple(float(p) for _, p in fit["knots"]))
-            for value, fit in per_value.items()
-        }
+        curves[match_type] = {int(value): Curve.of(fit["knots"]) for value, fit in per_value.items()}
         if set(curves[match_type]) != {0, 1}:
             raise ValueError(f"{path}: {match_type} needs a curve for value 0 and for value 1")
     return curves

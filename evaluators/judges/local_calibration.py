@@ -52,12 +52,7 @@ def read_table(path: Path = TABLE) -> LocalCurves:
 
 def parse(data: dict[str, Any]) -> LocalCurves:
     """The curves of a table: {"curves": {match type or POOLED: {"knots": [[raw, p], ...]}}, ...}."""
-    return LocalCurves(
-        {
-            name: Curve(tuple(float(s) for s, _ in fit["knots"]), tuple(float(p) for _, p in fit["knots"]))
-            for name, fit in data["curves"].items()
-        }
-    )
+    return LocalCurves({name: Curve.of(fit["knots"]) for name, fit in data["curves"].items()})
 
 
 @lru_cache(maxsize=1)
