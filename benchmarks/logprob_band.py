@@ -145,15 +145,15 @@ def chosen_band(ps: Sequence[float]) -> Band:
                key=lambda b: b[1] - b[0])
 
 
-def fit(rows: Rows, per_type: int, out: Path) -> None:
-    """Fit the curves and band on the rows, print the out-of-fold figures, and write the table to `out`."""
+def fit(rows: Rows, sent_on: set[int], per_type: int, out: Path) -> None:
+    """Fit the curves and band on the rows, print the out-of-fold figures (apart for the rows in `sent_on`, those
+    the offline judge is unsure of), and write the table to `out`."""
     oof = out_of_fold(rows)
     band = chosen_band(oof)
     figures: dict[str, dict[str, Any]] = {}
     print(f"## The local calibration, out of fold ({FOLDS} folds); band {band}\n")
     print("| match type | n | ECE raw | ECE calibrated | unsure, raw at (0.2, 0.8) | unsure, calibrated at the band "
           "| right of the rest, raw / calibrated |\n|---|---:|---:|---:|---:|---:|---:|")
-    sent_on = {i for i, (e, _) in enumerate(rows) if offline_unsure(e)}
     for name in (*LEARNED_TYPES, "all", "offline unsure"):
         idx = [i for i, (e, _) in enumerate(rows) if name in ("all", e.match_type) or name == "offline unsure"
                and i in sent_on]
@@ -214,13 +214,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# The local judge on {len(rows)} licensed development matches ({len(chosen) - len(rows)} failed; "
           f"load {load})\n\nECE over 10 bins, of the raw P(\"1\") below; --fit maps it to the calibrated p, which "
           f"the default logprob band {DEFAULT_BANDS[LOGPROB]} applies to.\n")
+    sent_on = {i for i, (e, _) in enumerate(rows) if offline_unsure(e)}  # what offline>local asks the local judge
     for name in (*LEARNED_TYPES, "all"):
         idx = [i for i, (e, _) in enumerate(rows) if name in ("all", e.match_type)]
         if not idx:
             continue
         labels = [rows[i][0].label for i in idx]
         raw = [rows[i][1] for i in idx]
-        unsure_offline = [i for i in idx if offline_unsure(rows[i][0])]
+        unsure_offline = [i for i in idx if i in sent_on]
         print(f"## {name}: {len(idx)} matches, {sum(labels)} labelled 1; ECE {cal.ece(raw, labels):.3f}\n")
         print("\n".join(cal.band_rows([(y, int(p >= 0.5), p) for y, p in zip(labels, raw)])) + "\n")
         if unsure_offline:
@@ -228,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(cal.band_rows([(rows[i][0].label, int(rows[i][1] >= 0.5), rows[i][1])
                                         for i in unsure_offline])) + "\n")
     if args.fit:
-        fit(rows, args.per_type, args.out)
+        fit(rows, sent_on, args.per_type, args.out)
     return 0
 
 
