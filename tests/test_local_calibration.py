@@ -79,3 +79,30 @@ def test_the_local_judge_gives_the_calibrated_p_and_keeps_its_raw_p1(openai_serv
     assert [is_unsure(v.p, v.p_kind) for v in got] == [False, True]
     gr = next(s for s in result.scores if s.metric == "gr")
     assert (gr.n_scored, gr.n_total, gr.n_unsure) == (1, 2, 1) and gr.value == float(support(sure) >= 0.5)
+
+
+def test_a_local_answer_without_0_or_1_stays_a_failure_the_curves_never_turn_into_a_p(
+    openai_server: OpenAIServer,
+) -> None:
+    offline = Scripted({"groundedness": Answer(1, Status.OK, prob=0.55, confidence=Confidence(0.55, CALIBRATED,
+                                                                                               "offline")),
+                        "claims": Answer(["The tower was completed in 1896.", "The tower is blue."], Status.OK)})
+    server = local_llm.LocalServer()  # not started: the test server answers at its address
+    server.base_url = openai_server.base_url
+    judge = CascadeJudge([("offline", offline), ("local", local_llm.judge(server, timeout=5.0))],
+                         decompose_with="offline")
+
+    def answered_in_part(body: dict[str, Any]) -> Reply:  # the blue claim's first token is neither 0 nor 1
+        if "The tower is blue." in body["messages"][0]["content"]:
+            return Reply("maybe", {"maybe": 0.9, "perhaps": 0.1})
+        return Reply("1", {"1": 0.95, "0": 0.05})
+
+    openai_server.responder = answered_in_part
+    result = asyncio.run(metrics.evaluate_item(TRIPLET, {"gr": metric_registry.METRICS["gr"]}, judge,
+                                               per_component=True))
+    answered, failed = sorted(result.verdicts, key=lambda v: v.component_idx)
+    assert answered.status is Status.OK and answered.p is not None and answered.tier == "local"
+    assert failed.status is Status.UNPARSED and (failed.value, failed.p) == (None, None)
+    assert "neither 0 nor 1" in failed.detail
+    gr = next(s for s in result.scores if s.metric == "gr")
+    assert (gr.n_scored, gr.n_total) == (1, 2)  # the failure is counted out, never a 0 or a 1
