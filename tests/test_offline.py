@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -189,6 +190,26 @@ def test_agreement_pairs_are_deterministic_and_keep_the_splits_apart() -> None:
     assert all(p.better.id != p.worse.id for p in held)
     dev_text = {s for r in rows[:20] for s in r["context_v1"]}
     assert not any(s in dev_text for p in held for s in p.worse.sources)
+
+
+def test_changed_numbers_are_ones_the_context_lacks_at_most_two() -> None:
+    from benchmarks.agreement import change_numbers
+
+    context = "Opened in 2001 with 2 halls; the 573-km line costs 4,000 euros. In 2004 and 2008 it grew."
+    assert change_numbers("It opened in 2001 with 2 halls and 3 doors on a 573-km line.", context) == (
+        "It opened in 2012 with 5 halls and 3 doors on a 573-km line.")  # 2004 and 2008 are in the context
+    assert change_numbers("It costs 4,000 euros.", context) is None  # a grouped number is left alone
+    assert change_numbers("No number here.", context) is None
+
+
+@pytest.mark.skipif(not WIKIEVAL.exists(), reason=f"WikiEval not found at {WIKIEVAL} (../shared beside the repo)")
+def test_the_gate_sees_development_answers_with_changed_numbers_as_a_gr_drop(tmp_path: Path) -> None:
+    from benchmarks.agreement import load_wikieval, number_gate
+
+    text = number_gate(load_wikieval(), range(0, 25), "offline", tmp_path / "g.duckdb", None, 4, None)
+    assert re.search(r"(\d+) development answers", text) and "(exit 1)" in text  # rows 20-24 are held out
+    row = re.search(r"^gr\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(-[\d.]+)\s.*regressed$", text, re.M)
+    assert row and float(row.group(4)) <= -0.1, text
 
 
 @pytest.mark.parametrize("question,answer", [
