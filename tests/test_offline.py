@@ -94,6 +94,15 @@ def test_coverage_wants_an_answer_of_the_right_type() -> None:
     assert refusal.value == 0 and "not available" in refusal.detail
 
 
+def test_a_question_asking_only_how_long_of_its_topic_is_read_whole() -> None:
+    """ "How long is" is all that "How long does the Blue route crossing take?" asks of its topic: MiniLM reads
+    nothing in it, so the whole question stands for what it asks, and the source giving the duration answers."""
+    question = "How long does the Blue route crossing take?"
+    assert signals.query_texts(question)[-1] == question
+    source = "Bicycles travel free on every route. The Blue route runs between Mistlehaven and Port Corvey and takes 50 minutes."
+    assert ask("source_answers", source=source, question=question).value == 1
+
+
 def test_essentiality_and_source_essentiality() -> None:
     facts = ["The Chimnabai Clock Tower was completed in 1896.",
              "The premises were rented by the Vadodara Municipal Corporation.",

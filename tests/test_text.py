@@ -11,6 +11,7 @@ from evaluators.core.text import (
     answer_type,
     has_answer_type,
     has_content,
+    kind_words,
     negated,
     numbers,
     refuses,
@@ -201,6 +202,13 @@ def test_negation_and_refusal_cues() -> None:
     assert refuses("The launch date has not been provided.")
     assert refuses("I do not have information about the opening film.")
     assert not refuses("The launch was provided by ISRO.")
+
+
+def test_the_words_that_only_ask_for_a_date_or_number_are_the_kind_words() -> None:
+    assert kind_words("How long is the Green route crossing?") == {"long"}
+    assert kind_words("In what year was the tower built?") == {"year"}
+    assert kind_words("How many halls does it have?") == {"many"}
+    assert kind_words("Who directed the film?") == kind_words("What is theranostics?") == set()
 
 
 def test_answer_types_of_questions_and_texts() -> None:

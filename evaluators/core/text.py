@@ -783,22 +783,25 @@ def refuses(text: str) -> bool:
     return bool(_REFUSAL.search(text))
 
 
+# The phrases that ask for a date (read in a question's first four words) or a number (anywhere).
+_ASKS_DATE = re.compile(
+    r"\bwhen\b|\bwhat (?:year|date|day|month|century|decade|time)\b|\bwhich (?:year|date|day|month)\b"
+    r"|\bhow long ago\b|\bwhat period\b"
+)
+_ASKS_NUMBER = re.compile(
+    r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|deep|wide|heavy)\b"
+    r"|\bwhat (?:percentage|percent|number|proportion|amount|share|population|size|height|length"
+    r"|distance|cost|price|value)\b"
+)
+
+
 def answer_type(question: str) -> str | None:
     """What kind of answer a sub-question wants: "date", "number", "person" (who), "place" (where) or None."""
     q = question.lower()
     head = " ".join(q.split()[:4])
-    if re.search(
-        r"\bwhen\b|\bwhat (?:year|date|day|month|century|decade|time)\b|\bwhich (?:year|date|day|month)\b"
-        r"|\bhow long ago\b|\bwhat period\b",
-        head,
-    ):
+    if _ASKS_DATE.search(head):
         return "date"
-    if re.search(
-        r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|deep|wide|heavy)\b"
-        r"|\bwhat (?:percentage|percent|number|proportion|amount|share|population|size|height|length"
-        r"|distance|cost|price|value)\b",
-        q,
-    ):
+    if _ASKS_NUMBER.search(q):
         return "number"
     if re.search(r"\b(?:who|whom|whose)\b", head):
         return "person"
@@ -809,6 +812,15 @@ def answer_type(question: str) -> str | None:
     ):
         return "place"
     return None
+
+
+def kind_words(question: str) -> frozenset[str]:
+    """The content stems of the phrase by which a question asks for a date or a number: "long" of "How long
+    is the crossing?", "year" of "In what year ...". They name the kind of answer (answer_type), which an
+    answer gives as "50 minutes" or "2019", seldom as the word itself, so they are no words to look for."""
+    q = question.lower()
+    found = _ASKS_DATE.search(" ".join(q.split()[:4])) or _ASKS_NUMBER.search(q)
+    return content_stems(found.group(0)) if found else frozenset()
 
 
 # Years, centuries, eras, clock times ("at 06:15" answers "when") and seasons.
