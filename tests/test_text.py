@@ -204,6 +204,19 @@ def test_negation_and_refusal_cues() -> None:
     assert not refuses("The launch was provided by ISRO.")
 
 
+def test_how_quickly_and_what_discount_ask_for_a_number_and_a_name_after_by_is_no_place() -> None:
+    """A cut answer that gives neither answers "How quickly is the refund paid?" or "What discount do students
+    get?"; one naming a founder ("in 2014 by Theodore Scott") does not say where a company is."""
+    for question in ("How quickly is the refund paid?", "How soon are complaints answered?",
+                     "What discount do students get?", "What average wait do callers have?"):
+        assert answer_type(question) == "number", question
+    assert not has_answer_type("Bad weather cancelled many sailings.", "number", "How quickly is the refund paid?")
+    where = "What is PharmaCann's headquarters location?"
+    assert not has_answer_type("PharmaCann was founded in 2014 by Theodore Scott.", "place", where)
+    assert has_answer_type("It is headquartered in the state of Illinois.", "place", where)
+    assert has_answer_type("It was founded by Ann Lee in Chicago.", "place", "Where was it founded?")
+
+
 def test_the_words_that_only_ask_for_a_date_or_number_are_the_kind_words() -> None:
     assert kind_words("How long is the Green route crossing?") == {"long"}
     assert kind_words("In what year was the tower built?") == {"year"}

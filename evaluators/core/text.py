@@ -789,9 +789,9 @@ _ASKS_DATE = re.compile(
     r"|\bhow long ago\b|\bwhat period\b"
 )
 _ASKS_NUMBER = re.compile(
-    r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|deep|wide|heavy)\b"
+    r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|quickly|soon|deep|wide|heavy)\b"
     r"|\bwhat (?:percentage|percent|number|proportion|amount|share|population|size|height|length"
-    r"|distance|cost|price|value)\b"
+    r"|distance|cost|price|value|discount|average)\b"
 )
 
 
@@ -836,9 +836,9 @@ _PLACE_CUE = frozenset(
 )
 
 
-def _capital_runs(text: str) -> list[tuple[set[str], list[str]]]:
-    """Runs of capitalized words, each with the (up to four) words before it."""
-    runs: list[tuple[set[str], list[str]]] = []
+def _capital_runs(text: str) -> list[tuple[list[str], list[str]]]:
+    """Runs of capitalized words, each with the (up to four) words before it, in order."""
+    runs: list[tuple[list[str], list[str]]] = []
     words = text.split()
     k = 0
     while k < len(words):
@@ -846,7 +846,7 @@ def _capital_runs(text: str) -> list[tuple[set[str], list[str]]]:
         while j < len(words) and _CAPITALIZED.match(words[j].strip(",;:.()\"'")) and _bare(words[j]) not in _STOP:
             j += 1
         if j > k:
-            runs.append(({_bare(w) for w in words[max(0, k - 4) : k]}, [_bare(w) for w in words[k:j]]))
+            runs.append(([_bare(w) for w in words[max(0, k - 4) : k]], [_bare(w) for w in words[k:j]]))
         k = max(j, k + 1)
     return runs
 
@@ -857,7 +857,7 @@ def has_answer_type(text: str, kind: str | None, question: str) -> bool:
 
     A person or place must be new (not a word of the question): a person is a run of two or more
     capitalized words, or one shortly after "by"; a place is a capitalized word shortly after a
-    locative cue ("in", "from", "based", "state of", ...).
+    locative cue ("in", "from", "based", "state of", ...), unless "by" comes right before it.
     """
     if kind is None:
         return True
@@ -872,7 +872,8 @@ def has_answer_type(text: str, kind: str | None, question: str) -> bool:
             continue
         if kind == "person" and (len(run) >= 2 or "by" in before):
             return True
-        if kind == "place" and before & _PLACE_CUE:
+        # A run right after "by" names who did it ("founded in 2014 by Theodore Scott"), not where.
+        if kind == "place" and _PLACE_CUE.intersection(before) and before[-1] != "by":
             return True
     return False
 
