@@ -103,6 +103,19 @@ def test_a_question_asking_only_how_long_of_its_topic_is_read_whole() -> None:
     assert ask("source_answers", source=source, question=question).value == 1
 
 
+@pytest.mark.parametrize("query,cut", [
+    ("How many sailings did bad weather cancel in 2023, and how quickly is the refund paid when a sailing is "
+     "cancelled?", "In 2023 bad weather caused 186 cancelled sailings, about 1.2 percent of the timetable."),
+    ("When was PharmaCann founded and what is its headquarters location?",
+     "PharmaCann was founded in 2014 by Theodore Scott."),
+])
+def test_an_answer_cut_to_its_first_part_gets_a_low_rqc(query: str, cut: str) -> None:
+    """The answer to the first part says nothing of the second: a count is no span of time, a founder no place."""
+    item = Item("cut", query, ("A source.",), cut)
+    result = asyncio.run(metrics.evaluate_item(item, pick("rqc"), OfflineJudge()))
+    assert decided(item, result, "rqc")["rqc"].value == 0.5
+
+
 def test_essentiality_and_source_essentiality() -> None:
     facts = ["The Chimnabai Clock Tower was completed in 1896.",
              "The premises were rented by the Vadodara Municipal Corporation.",

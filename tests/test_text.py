@@ -217,6 +217,17 @@ def test_how_quickly_and_what_discount_ask_for_a_number_and_a_name_after_by_is_n
     assert has_answer_type("It was founded by Ann Lee in Chicago.", "place", "Where was it founded?")
 
 
+def test_how_long_and_how_quickly_want_a_span_with_its_unit() -> None:
+    question = "How long is the Green route crossing?"
+    for text in ("It takes 50 minutes.", "It is a short 20-minute hop.", "Refunds take 5 working days.",
+                 "The bridge is 2 km long.", "It has run since 2001.", "It takes a few hours."):
+        assert has_answer_type(text, "number", question), text
+    for text in ("It opened in May 2021.", "It costs 28 euros.", "Bad weather cancelled 186 sailings."):
+        assert not has_answer_type(text, "number", question), text
+    assert has_answer_type("It costs 28 euros.", "number", "How much does it cost?")
+    assert has_answer_type("It opened in 2021.", "date", "How long ago did it open?")
+
+
 def test_the_words_that_only_ask_for_a_date_or_number_are_the_kind_words() -> None:
     assert kind_words("How long is the Green route crossing?") == {"long"}
     assert kind_words("In what year was the tower built?") == {"year"}

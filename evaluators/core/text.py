@@ -795,6 +795,19 @@ _ASKS_NUMBER = re.compile(
 )
 
 
+# "How long" (not "how long ago"), "how soon", "how quickly" and "how far ahead" ask for a span of time or a
+# length: a count, a price or a year alone does not answer them ("186 sailings" is no answer to "How quickly is
+# the refund paid?"), a number with its unit does ("50 minutes", "a 20-minute hop", "5 working days", "2 km"),
+# "a few hours" and "since 2001".
+_ASKS_SPAN = re.compile(r"\bhow (?:long\b(?! ago)|soon\b|quickly\b|far (?:ahead|in advance)\b)")
+_SPAN = re.compile(
+    r"(?:\d[\d.,]*|\b(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|twelve|few|several|half an?))"
+    r"(?:\s+|-)(?:(?:working|business|calendar)\s+)?(?:seconds?|minutes?|mins?|hours?|days?|weeks?|fortnights?"
+    r"|months?|years?|km|kilomet(?:re|er)s?|met(?:re|er)s?|miles?|feet|foot|ft|nautical miles?)\b|\bsince \d",
+    re.I,
+)
+
+
 def answer_type(question: str) -> str | None:
     """What kind of answer a sub-question wants: "date", "number", "person" (who), "place" (where) or None."""
     q = question.lower()
@@ -864,7 +877,7 @@ def has_answer_type(text: str, kind: str | None, question: str) -> bool:
     if kind == "date":
         return bool(_DATE.search(text) or date_words(text))
     if kind == "number":
-        return bool(numbers(text))
+        return bool(_SPAN.search(text)) if _ASKS_SPAN.search(question.lower()) else bool(numbers(text))
     asked = {w.lower() for w in _WORD.findall(question)}
     for before, run in _capital_runs(text):
         new = [w for w in run if w not in asked and w not in _MONTHS and w not in _WEEKDAYS and w not in _TIME_ZONES]
