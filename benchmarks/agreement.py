@@ -40,7 +40,7 @@ from evaluators.core.confidence import Band, format_band, parse_band  # noqa: E4
 from evaluators.core.records import Item  # noqa: E402
 from evaluators.judges import factory
 from evaluators.metrics import registry
-from evaluators.runs import runner
+from evaluators.runs import gate, runner
 from evaluators.runs.pairs import Tally  # noqa: E402
 from evaluators.runs.pairs import tally as count_pairs  # noqa: E402
 from evaluators.storage import queries, store  # noqa: E402
@@ -265,6 +265,26 @@ def drop_part(question: str, answer: str) -> str | None:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
+def change_numbers(answer: str, context: str, at_most: int = 2) -> str | None:
+    """The answer with its first `at_most` numbers changed to ones the context lacks (each moved by 3, or by
+    7, 11, ... when the context has that one); None when none was changed. Those claims are no longer grounded."""
+    changed = 0
+
+    def swap(m: re.Match[str]) -> str:
+        nonlocal changed
+        if changed >= at_most:
+            return m.group(0)
+        for step in (3, 7, 11, 13, 17):
+            new = str(int(m.group(0)) + step)
+            if not re.search(rf"(?<![\d.,]){new}(?![\d])", context):
+                changed += 1
+                return new
+        return m.group(0)
+
+    text = re.sub(r"(?<![\d.,])\d+(?![\d.,]\d)", swap, answer)
+    return text if changed else None
+
+
 # ---------------------------------------------------------------- scoring
 
 def judge_label(judge: str) -> str:
@@ -377,6 +397,29 @@ def table(judge: str, split: str, pairs: Sequence[Pair], scores: dict[tuple[str,
 # ---------------------------------------------------------------- ExpertQA
 
 _CITATION = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
+
+
+def number_gate(rows: Sequence[dict[str, Any]], indices: Iterable[int], judge: str, db: Path,
+                api_base: str | None, concurrency: int, band: Band | None, **options: Any) -> str:
+    """`gate` on GR between the development answers and the same answers with up to two numbers changed
+    (change_numbers), both runs keyed by row so the gate pairs them: a judge that reads a number the
+    sources lack as unsupported shows a GR drop; one unsure of it shows +0.000 and lost items."""
+    dev = [r for r in indices if r in DEV]
+    pairs = [(r, change_numbers(rows[r]["answer_text"], "\n\n".join(rows[r]["context_v1"]))) for r in dev]
+    kept = [(r, changed) for r, changed in pairs if changed]
+    if not kept:
+        return "**gate on changed numbers**: no development row in --rows has a number in its answer"
+    runs = []
+    for side, answer in (("answers", lambda r, c: rows[r]["answer_text"]), ("numbers-changed", lambda r, c: c)):
+        items = [Item(f"wikieval-{r}", rows[r]["question_text"], tuple(s for s in rows[r]["context_v1"] if s.strip()),
+                      answer(r, changed)) for r, changed in kept]
+        run = f"{run_label(judge, options.get('decompose_with'))}/wikieval-gate/{side}"
+        RunCost().evaluate(items, db, run, judge, api_base=api_base, metrics=["gr"], concurrency=concurrency,
+                           **options)
+        runs.append(run)
+    result = gate.run_gate(str(db), runs[0], runs[1], ["gr"], {}, band)
+    return (f"**{judge}**, `gate` on GR: {len(kept)} development answers against the same answers with up to two "
+            f"numbers changed (exit {result.exit_code}):\n\n{gate.table(result)}")
 
 
 def load_expertqa(split: str, limit: int | None = None) -> list[tuple[Item, int]]:
@@ -500,6 +543,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, ps in pairs.items():
                 sections.append(table(judge, name, ps, scores) + "\n")
             sections.append(f"**{judge}**, WikiEval pairs: {cost.text()}\n")
+            if "gr" in chosen:
+                sections.append(number_gate(rows, sorted(wanted), judge, db, bases.get(judge), args.concurrency,
+                                            args.band, **options) + "\n")
             if args.expertqa_limit != 0 and EXPERTQA.exists():
                 sections.append(expertqa_report(judge, db, bases.get(judge), args.expertqa_limit,
                                                 args.concurrency, args.band, **options) + "\n")

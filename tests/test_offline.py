@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,28 @@ def test_coverage_wants_an_answer_of_the_right_type() -> None:
     refusal = ask("response_addresses", question="When was the Chimnabai Clock Tower completed?",
                   response="The completion date of the Chimnabai Clock Tower has not been provided.")
     assert refusal.value == 0 and "not available" in refusal.detail
+
+
+def test_a_question_asking_only_how_long_of_its_topic_is_read_whole() -> None:
+    """ "How long is" is all that "How long does the Blue route crossing take?" asks of its topic: MiniLM reads
+    nothing in it, so the whole question stands for what it asks, and the source giving the duration answers."""
+    question = "How long does the Blue route crossing take?"
+    assert signals.query_texts(question)[-1] == question
+    source = "Bicycles travel free on every route. The Blue route runs between Mistlehaven and Port Corvey and takes 50 minutes."
+    assert ask("source_answers", source=source, question=question).value == 1
+
+
+@pytest.mark.parametrize("query,cut", [
+    ("How many sailings did bad weather cancel in 2023, and how quickly is the refund paid when a sailing is "
+     "cancelled?", "In 2023 bad weather caused 186 cancelled sailings, about 1.2 percent of the timetable."),
+    ("When was PharmaCann founded and what is its headquarters location?",
+     "PharmaCann was founded in 2014 by Theodore Scott."),
+])
+def test_an_answer_cut_to_its_first_part_gets_a_low_rqc(query: str, cut: str) -> None:
+    """The answer to the first part says nothing of the second: a count is no span of time, a founder no place."""
+    item = Item("cut", query, ("A source.",), cut)
+    result = asyncio.run(metrics.evaluate_item(item, pick("rqc"), OfflineJudge()))
+    assert decided(item, result, "rqc")["rqc"].value == 0.5
 
 
 def test_essentiality_and_source_essentiality() -> None:
@@ -189,6 +212,26 @@ def test_agreement_pairs_are_deterministic_and_keep_the_splits_apart() -> None:
     assert all(p.better.id != p.worse.id for p in held)
     dev_text = {s for r in rows[:20] for s in r["context_v1"]}
     assert not any(s in dev_text for p in held for s in p.worse.sources)
+
+
+def test_changed_numbers_are_ones_the_context_lacks_at_most_two() -> None:
+    from benchmarks.agreement import change_numbers
+
+    context = "Opened in 2001 with 2 halls; the 573-km line costs 4,000 euros. In 2004 and 2008 it grew."
+    assert change_numbers("It opened in 2001 with 2 halls and 3 doors on a 573-km line.", context) == (
+        "It opened in 2012 with 5 halls and 3 doors on a 573-km line.")  # 2004 and 2008 are in the context
+    assert change_numbers("It costs 4,000 euros.", context) is None  # a grouped number is left alone
+    assert change_numbers("No number here.", context) is None
+
+
+@pytest.mark.skipif(not WIKIEVAL.exists(), reason=f"WikiEval not found at {WIKIEVAL} (../shared beside the repo)")
+def test_the_gate_sees_development_answers_with_changed_numbers_as_a_gr_drop(tmp_path: Path) -> None:
+    from benchmarks.agreement import load_wikieval, number_gate
+
+    text = number_gate(load_wikieval(), range(0, 25), "offline", tmp_path / "g.duckdb", None, 4, None)
+    assert re.search(r"(\d+) development answers", text) and "(exit 1)" in text  # rows 20-24 are held out
+    row = re.search(r"^gr\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(-[\d.]+)\s.*regressed$", text, re.M)
+    assert row and float(row.group(4)) <= -0.1, text
 
 
 @pytest.mark.parametrize("question,answer", [

@@ -11,6 +11,7 @@ from evaluators.core.text import (
     answer_type,
     has_answer_type,
     has_content,
+    kind_words,
     negated,
     numbers,
     refuses,
@@ -201,6 +202,37 @@ def test_negation_and_refusal_cues() -> None:
     assert refuses("The launch date has not been provided.")
     assert refuses("I do not have information about the opening film.")
     assert not refuses("The launch was provided by ISRO.")
+
+
+def test_how_quickly_and_what_discount_ask_for_a_number_and_a_name_after_by_is_no_place() -> None:
+    """A cut answer that gives neither answers "How quickly is the refund paid?" or "What discount do students
+    get?"; one naming a founder ("in 2014 by Theodore Scott") does not say where a company is."""
+    for question in ("How quickly is the refund paid?", "How soon are complaints answered?",
+                     "What discount do students get?", "What average wait do callers have?"):
+        assert answer_type(question) == "number", question
+    assert not has_answer_type("Bad weather cancelled many sailings.", "number", "How quickly is the refund paid?")
+    where = "What is PharmaCann's headquarters location?"
+    assert not has_answer_type("PharmaCann was founded in 2014 by Theodore Scott.", "place", where)
+    assert has_answer_type("It is headquartered in the state of Illinois.", "place", where)
+    assert has_answer_type("It was founded by Ann Lee in Chicago.", "place", "Where was it founded?")
+
+
+def test_how_long_and_how_quickly_want_a_span_with_its_unit() -> None:
+    question = "How long is the Green route crossing?"
+    for text in ("It takes 50 minutes.", "It is a short 20-minute hop.", "Refunds take 5 working days.",
+                 "The bridge is 2 km long.", "It has run since 2001.", "It takes a few hours."):
+        assert has_answer_type(text, "number", question), text
+    for text in ("It opened in May 2021.", "It costs 28 euros.", "Bad weather cancelled 186 sailings."):
+        assert not has_answer_type(text, "number", question), text
+    assert has_answer_type("It costs 28 euros.", "number", "How much does it cost?")
+    assert has_answer_type("It opened in 2021.", "date", "How long ago did it open?")
+
+
+def test_the_words_that_only_ask_for_a_date_or_number_are_the_kind_words() -> None:
+    assert kind_words("How long is the Green route crossing?") == {"long"}
+    assert kind_words("In what year was the tower built?") == {"year"}
+    assert kind_words("How many halls does it have?") == {"many"}
+    assert kind_words("Who directed the film?") == kind_words("What is theranostics?") == set()
 
 
 def test_answer_types_of_questions_and_texts() -> None:

@@ -783,22 +783,38 @@ def refuses(text: str) -> bool:
     return bool(_REFUSAL.search(text))
 
 
+# The phrases that ask for a date (read in a question's first four words) or a number (anywhere).
+_ASKS_DATE = re.compile(
+    r"\bwhen\b|\bwhat (?:year|date|day|month|century|decade|time)\b|\bwhich (?:year|date|day|month)\b"
+    r"|\bhow long ago\b|\bwhat period\b"
+)
+_ASKS_NUMBER = re.compile(
+    r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|quickly|soon|deep|wide|heavy)\b"
+    r"|\bwhat (?:percentage|percent|number|proportion|amount|share|population|size|height|length"
+    r"|distance|cost|price|value|discount|average)\b"
+)
+
+
+# "How long" (not "how long ago"), "how soon", "how quickly" and "how far ahead" ask for a span of time or a
+# length: a count, a price or a year alone does not answer them ("186 sailings" is no answer to "How quickly is
+# the refund paid?"), a number with its unit does ("50 minutes", "a 20-minute hop", "5 working days", "2 km"),
+# "a few hours" and "since 2001".
+_ASKS_SPAN = re.compile(r"\bhow (?:long\b(?! ago)|soon\b|quickly\b|far (?:ahead|in advance)\b)")
+_SPAN = re.compile(
+    r"(?:\d[\d.,]*|\b(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|twelve|few|several|half an?))"
+    r"(?:\s+|-)(?:(?:working|business|calendar)\s+)?(?:seconds?|minutes?|mins?|hours?|days?|weeks?|fortnights?"
+    r"|months?|years?|km|kilomet(?:re|er)s?|met(?:re|er)s?|miles?|feet|foot|ft|nautical miles?)\b|\bsince \d",
+    re.I,
+)
+
+
 def answer_type(question: str) -> str | None:
     """What kind of answer a sub-question wants: "date", "number", "person" (who), "place" (where) or None."""
     q = question.lower()
     head = " ".join(q.split()[:4])
-    if re.search(
-        r"\bwhen\b|\bwhat (?:year|date|day|month|century|decade|time)\b|\bwhich (?:year|date|day|month)\b"
-        r"|\bhow long ago\b|\bwhat period\b",
-        head,
-    ):
+    if _ASKS_DATE.search(head):
         return "date"
-    if re.search(
-        r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|deep|wide|heavy)\b"
-        r"|\bwhat (?:percentage|percent|number|proportion|amount|share|population|size|height|length"
-        r"|distance|cost|price|value)\b",
-        q,
-    ):
+    if _ASKS_NUMBER.search(q):
         return "number"
     if re.search(r"\b(?:who|whom|whose)\b", head):
         return "person"
@@ -809,6 +825,15 @@ def answer_type(question: str) -> str | None:
     ):
         return "place"
     return None
+
+
+def kind_words(question: str) -> frozenset[str]:
+    """The content stems of the phrase by which a question asks for a date or a number: "long" of "How long
+    is the crossing?", "year" of "In what year ...". They name the kind of answer (answer_type), which an
+    answer gives as "50 minutes" or "2019", seldom as the word itself, so they are no words to look for."""
+    q = question.lower()
+    found = _ASKS_DATE.search(" ".join(q.split()[:4])) or _ASKS_NUMBER.search(q)
+    return content_stems(found.group(0)) if found else frozenset()
 
 
 # Years, centuries, eras, clock times ("at 06:15" answers "when") and seasons.
@@ -824,9 +849,9 @@ _PLACE_CUE = frozenset(
 )
 
 
-def _capital_runs(text: str) -> list[tuple[set[str], list[str]]]:
-    """Runs of capitalized words, each with the (up to four) words before it."""
-    runs: list[tuple[set[str], list[str]]] = []
+def _capital_runs(text: str) -> list[tuple[list[str], list[str]]]:
+    """Runs of capitalized words, each with the (up to four) words before it, in order."""
+    runs: list[tuple[list[str], list[str]]] = []
     words = text.split()
     k = 0
     while k < len(words):
@@ -834,7 +859,7 @@ def _capital_runs(text: str) -> list[tuple[set[str], list[str]]]:
         while j < len(words) and _CAPITALIZED.match(words[j].strip(",;:.()\"'")) and _bare(words[j]) not in _STOP:
             j += 1
         if j > k:
-            runs.append(({_bare(w) for w in words[max(0, k - 4) : k]}, [_bare(w) for w in words[k:j]]))
+            runs.append(([_bare(w) for w in words[max(0, k - 4) : k]], [_bare(w) for w in words[k:j]]))
         k = max(j, k + 1)
     return runs
 
@@ -845,14 +870,14 @@ def has_answer_type(text: str, kind: str | None, question: str) -> bool:
 
     A person or place must be new (not a word of the question): a person is a run of two or more
     capitalized words, or one shortly after "by"; a place is a capitalized word shortly after a
-    locative cue ("in", "from", "based", "state of", ...).
+    locative cue ("in", "from", "based", "state of", ...), unless "by" comes right before it.
     """
     if kind is None:
         return True
     if kind == "date":
         return bool(_DATE.search(text) or date_words(text))
     if kind == "number":
-        return bool(numbers(text))
+        return bool(_SPAN.search(text)) if _ASKS_SPAN.search(question.lower()) else bool(numbers(text))
     asked = {w.lower() for w in _WORD.findall(question)}
     for before, run in _capital_runs(text):
         new = [w for w in run if w not in asked and w not in _MONTHS and w not in _WEEKDAYS and w not in _TIME_ZONES]
@@ -860,7 +885,8 @@ def has_answer_type(text: str, kind: str | None, question: str) -> bool:
             continue
         if kind == "person" and (len(run) >= 2 or "by" in before):
             return True
-        if kind == "place" and before & _PLACE_CUE:
+        # A run right after "by" names who did it ("founded in 2014 by Theodore Scott"), not where.
+        if kind == "place" and _PLACE_CUE.intersection(before) and before[-1] != "by":
             return True
     return False
 

@@ -29,6 +29,7 @@ from evaluators.core.text import (
     content_stems,
     date_words,
     has_answer_type,
+    kind_words,
     names,
     negated,
     numbers,
@@ -124,8 +125,10 @@ def _query_parts(text: str) -> tuple[tuple[str, ...], tuple[str | None, ...], tu
     topics = [question_topic(q) for q in questions]
     # "Who was the Chimnabai Clock Tower named after?" asks "Who was named after?" of its topic: a
     # passage about the tower that never says whom it is named after is close to the first, not the second.
+    # What is left must ask something beyond the kind of answer: "How long is" (of "How long is the Green
+    # route crossing?") asks nothing MiniLM can read, so the whole question stands for it.
     asked = [
-        " ".join(q.replace(t, " ").split()) if t and content_stems(q.replace(t, " ")) else q
+        " ".join(q.replace(t, " ").split()) if t and content_stems(q.replace(t, " ")) - kind_words(q) else q
         for q, t in zip(questions, topics)
     ]
     return tuple(questions), tuple(topics), tuple(asked)
