@@ -7,7 +7,8 @@ Measures, after the model is loaded and one warm-up item is scored:
 each time with empty caches (embeddings and every per-text split), on distinct triplets
 (question, context_v1, answer) of ../shared/datasets/wikieval. Prints triplets per second, CPU
 seconds per triplet, the cores kept busy (CPU over wall time: compare it with the load average
-on this shared machine) and the start-up time (import plus model load).
+on this shared machine) and the start-up time (import plus model load); then, counted on one more
+pass, the encoder's work per triplet (calls, forward passes, texts, tokens), which load does not move.
 
 With --write-verdicts FILE or --check-against FILE it also evaluates the development check set
 through the runner (WikiEval rows 0-19 with answer, ungrounded_answer and poor_answer, and the
@@ -19,6 +20,7 @@ detail text equal. A speed-up must leave the offline judge's verdicts as they we
     python -m benchmarks.offline_speed --write-verdicts before.jsonl   # on the old code
     python -m benchmarks.offline_speed --check-against before.jsonl    # on the new code; exit 1 on a change
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +68,11 @@ def check_set() -> dict[str, list]:
     from evaluators.core.records import Item
 
     rows = [json.loads(line) for line in WIKIEVAL.open(encoding="utf-8")][:CHECK_ROWS]
-    wikieval = [Item(f"{r['row_idx']}-{field}", r["question_text"], tuple(r["context_v1"]), r[field])
-                for r in rows for field in CHECK_RESPONSES]
+    wikieval = [
+        Item(f"{r['row_idx']}-{field}", r["question_text"], tuple(r["context_v1"]), r[field])
+        for r in rows
+        for field in CHECK_RESPONSES
+    ]
     return {"wikieval": wikieval, **run_items()}
 
 
@@ -75,13 +80,22 @@ def stored_verdicts(db: Path) -> list[dict]:
     """Every verdict and score of a check database as plain records, sorted; the run named, not its id."""
     from evaluators.storage import store
 
-    verdicts = store.query(db, """SELECT 'verdict' AS kind, run_id AS run, item_id, metric, component_kind,
+    verdicts = store.query(
+        db,
+        """SELECT 'verdict' AS kind, run_id AS run, item_id, metric, component_kind,
                                   component_idx, target, value, status, evidence, detail, p, p_kind, tier
-                                  FROM verdicts""")
-    scores = store.query(db, """SELECT 'score' AS kind, run_id AS run, item_id, metric, value, n_scored, n_total,
-                                n_unsure, status FROM scores""")
-    records = [{k: (None if v != v else v) for k, v in r.items()}  # NaN (a missing float) as None
-               for frame in (verdicts, scores) for r in frame.to_dict("records")]
+                                  FROM verdicts""",
+    )
+    scores = store.query(
+        db,
+        """SELECT 'score' AS kind, run_id AS run, item_id, metric, value, n_scored, n_total,
+                                n_unsure, status FROM scores""",
+    )
+    records = [
+        {k: (None if v != v else v) for k, v in r.items()}  # NaN (a missing float) as None
+        for frame in (verdicts, scores)
+        for r in frame.to_dict("records")
+    ]
     return sorted(records, key=lambda r: json.dumps([r["kind"], *(r.get(k) for k in VERDICT_KEY)], default=str))
 
 
@@ -124,9 +138,11 @@ def evaluate_check_set(tmp: Path, sets: dict[str, list] | None = None) -> list[d
 
 def differences(before: list[dict], after: list[dict], shown: int = 10) -> list[str]:
     """What differs between two exports: missing or added records, values beyond TOLERANCE, other fields."""
+
     def keyed(records: list[dict]) -> dict[tuple, dict]:
-        return {(r["kind"], *(r.get(k) for k in (VERDICT_KEY if r["kind"] == "verdict" else SCORE_KEY))): r
-                for r in records}
+        return {
+            (r["kind"], *(r.get(k) for k in (VERDICT_KEY if r["kind"] == "verdict" else SCORE_KEY))): r for r in records
+        }
 
     old, new = keyed(before), keyed(after)
     problems = [f"missing: {k}" for k in old.keys() - new.keys()] + [f"added: {k}" for k in new.keys() - old.keys()]
@@ -134,8 +150,11 @@ def differences(before: list[dict], after: list[dict], shown: int = 10) -> list[
         a, b = old[key], new[key]
         for field in sorted(a.keys() | b.keys()):
             x, y = a.get(field), b.get(field)
-            same = (x is None and y is None) or (
-                field in NUMBERS and x is not None and y is not None and abs(x - y) <= TOLERANCE) or x == y
+            same = (
+                (x is None and y is None)
+                or (field in NUMBERS and x is not None and y is not None and abs(x - y) <= TOLERANCE)
+                or x == y
+            )
             if not same:
                 problems.append(f"{key} {field}: {x!r} -> {y!r}")
     return problems[:shown] + ([f"... and {len(problems) - shown} more"] if len(problems) > shown else [])
@@ -144,12 +163,23 @@ def differences(before: list[dict], after: list[dict], shown: int = 10) -> list[
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=50, help="WikiEval rows to use (default all 50)")
-    p.add_argument("--responses", default="answer_text",
-                   help="WikiEval response fields, comma-separated: each row gives one triplet per field")
-    p.add_argument("--write-verdicts", type=Path, metavar="FILE",
-                   help="evaluate the development check set and write its verdicts to FILE (JSON lines)")
-    p.add_argument("--check-against", type=Path, metavar="FILE",
-                   help="evaluate the development check set and compare its verdicts with FILE; exit 1 if any changed")
+    p.add_argument(
+        "--responses",
+        default="answer_text",
+        help="WikiEval response fields, comma-separated: each row gives one triplet per field",
+    )
+    p.add_argument(
+        "--write-verdicts",
+        type=Path,
+        metavar="FILE",
+        help="evaluate the development check set and write its verdicts to FILE (JSON lines)",
+    )
+    p.add_argument(
+        "--check-against",
+        type=Path,
+        metavar="FILE",
+        help="evaluate the development check set and compare its verdicts with FILE; exit 1 if any changed",
+    )
     args = p.parse_args(argv)
     if not WIKIEVAL.exists():
         print(f"error: {WIKIEVAL} not found", file=sys.stderr)
@@ -169,8 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     startup = time.perf_counter() - t0, time.process_time() - c0
 
     rows = [json.loads(line) for line in WIKIEVAL.open(encoding="utf-8")][: args.rows]
-    items = [Item(f"{r['row_idx']}-{field}", r["question_text"], tuple(r["context_v1"]), r[field])
-             for r in rows for field in args.responses.split(",")]
+    items = [
+        Item(f"{r['row_idx']}-{field}", r["question_text"], tuple(r["context_v1"]), r[field])
+        for r in rows
+        for field in args.responses.split(",")
+    ]
     judge = offline.OfflineJudge()
 
     async def score(batch: Sequence[Item], side_by_side: int = 1) -> None:
@@ -185,8 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     asyncio.run(score(items[:1]))  # warm-up: first-call costs are not steady state
 
     measured: list[tuple[str, float, float]] = []
-    for label, side_by_side in (("engine, 1 item at a time", 1), (f"engine, {RUNNER_ITEMS} items at a time",
-                                                                   RUNNER_ITEMS)):
+    for label, side_by_side in (
+        ("engine, 1 item at a time", 1),
+        (f"engine, {RUNNER_ITEMS} items at a time", RUNNER_ITEMS),
+    ):
         clear_caches()
         w, c = time.perf_counter(), time.process_time()
         asyncio.run(score(items, side_by_side))
@@ -199,14 +234,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         measured.append(("runner into DuckDB", time.perf_counter() - w, time.process_time() - c))
 
     n = len(items)
-    print(f"offline judge, full THELMA suite (sp1 sp2 sqc rp rqc sd gr), {n} WikiEval triplets, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"offline judge, full THELMA suite (sp1 sp2 sqc rp rqc sd gr), {n} WikiEval triplets, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"  start-up (import + model load): {startup[0]:.1f} s wall, {startup[1]:.1f} s CPU")
     for label, wall, cpu in measured:
-        print(f"  {label:<26} {n / wall:6.1f} triplets/s  ({wall:.1f} s wall, {cpu / n:.2f} CPU s per triplet, "
-              f"{cpu / wall:.1f} cores busy)")
+        print(
+            f"  {label:<26} {n / wall:6.1f} triplets/s  ({wall:.1f} s wall, {cpu / n:.2f} CPU s per triplet, "
+            f"{cpu / wall:.1f} cores busy)"
+        )
     print(f"  load average after: {os.getloadavg()[0]:.1f}")
+    print(encoder_work(items, judge))
     return 0
+
+
+def encoder_work(items: Sequence[Any], judge: Any) -> str:
+    """What MiniLM is asked to do per triplet, the engine scoring one item at a time from empty caches:
+    encoder calls, forward passes, texts, their real tokens, and the tokens the passes run (padding
+    included). Counts, not times, so a shared machine's load does not move them."""
+    from evaluators.judges import embeddings
+    from evaluators.metrics import registry
+    from evaluators.metrics import thelma as metrics
+
+    counted = {"calls": 0, "passes": 0, "texts": 0, "tokens": 0, "padded": 0}
+    encode = embeddings._encode
+
+    def counting(texts: list[str]) -> Any:
+        lengths = [len(e.ids) for e in embeddings._loaded()[1].encode_batch(texts)]
+        groups = embeddings._batches(lengths)
+        counted["calls"] += 1
+        counted["passes"] += len(groups)
+        counted["texts"] += len(texts)
+        counted["tokens"] += sum(lengths)
+        counted["padded"] += sum(len(g) * max(lengths[i] for i in g) for g in groups)
+        return encode(texts)
+
+    clear_caches()
+    embeddings._encode = counting
+    try:
+        for item in items:
+            asyncio.run(metrics.evaluate_item(item, registry.THELMA_METRICS, judge))
+    finally:
+        embeddings._encode = encode
+    per = {k: v / len(items) for k, v in counted.items()}
+    return (
+        f"  encoder work per triplet: {per['calls']:.2f} calls, {per['passes']:.2f} passes, {per['texts']:.1f} "
+        f"texts of {per['tokens']:.0f} tokens, {per['padded']:.0f} with padding"
+    )
 
 
 def check(write: Path | None, against: Path | None) -> int:

@@ -2,6 +2,7 @@
 sentence-transformers' own vectors, unit length."""
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
@@ -70,16 +71,30 @@ def test_embeddings_are_unit_length_one_row_per_text_and_empty_for_nothing() -> 
     assert embeddings.embed([]).shape == (0, embeddings.DIMENSIONS)
 
 
-def test_batches_group_texts_of_like_length_within_the_padding_bound() -> None:
+def _tokens(lengths: list[int], groups: list[list[int]]) -> int:
+    """What encoding `groups` costs in tokens: each pass's own cost, and each text padded to its group's longest."""
+    return sum(embeddings.PASS_TOKENS + len(g) * max(lengths[i] for i in g) for g in groups)
+
+
+def test_batches_group_texts_of_like_length_at_the_least_cost() -> None:
     lengths = [5, 120, 6, 30, 7, 31, 118, 5, 29] + [10] * 40
     groups = embeddings._batches(lengths)
     assert sorted(i for g in groups for i in g) == list(range(len(lengths)))  # every text once
-    for g in groups:
-        real = sum(lengths[i] for i in g)
-        assert len(g) <= embeddings.BATCH
-        assert max(lengths[i] for i in g) * len(g) <= (1 + embeddings.PADDING) * real
+    assert all(len(g) <= embeddings.BATCH for g in groups)
     assert {frozenset(g) for g in groups} >= {frozenset({1, 6})}  # the two long texts share a batch
-    assert len(groups) < len(lengths) / 4  # few passes: each one costs milliseconds before its first token
+    # Short texts of different lengths share one pass: padding them costs less than a pass of their own.
+    assert embeddings._batches([4, 8, 12, 16]) == [[0, 1, 2, 3]]
+
+
+def test_batches_cost_no_more_than_any_other_split_by_length() -> None:
+    lengths = [23, 5, 61, 9, 14, 40, 7, 12]
+    by_length = sorted(range(len(lengths)), key=lengths.__getitem__)
+    splits = [
+        [by_length[a:b] for a, b in zip((0, *cuts), (*cuts, len(lengths)))]
+        for k in range(len(lengths))
+        for cuts in itertools.combinations(range(1, len(lengths)), k)
+    ]
+    assert _tokens(lengths, embeddings._batches(lengths)) == min(_tokens(lengths, s) for s in splits)
 
 
 def test_batched_vectors_equal_one_text_at_a_time() -> None:
