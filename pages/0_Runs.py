@@ -57,7 +57,7 @@ means, tops = reads.read_all(
     reads.call(queries.diagnosis.rule_tops, ids, DEFAULT_THRESHOLDS),
 )
 heads = [{**m, **t} for m, t in zip(means, tops)]
-styled, columns = runs_view.board(
+styled, columns, rows = runs_view.board(
     runs, heads, {r: reads.metrics(r) for r in ids}, th, (lambda r: ui.page_url("run", run=r), ui.item_url)
 )
 picked = st.dataframe(
@@ -70,7 +70,7 @@ picked = st.dataframe(
     selection_mode="multi-row",
     column_config=columns,
     column_order=runs_view.SCORE_COLUMNS,
-    **ui.wrapped(len(ids)),
+    **rows,
 )
 st.caption(runs_view.LEGEND)
 st.dataframe(
@@ -81,6 +81,7 @@ st.dataframe(
     placeholder="",
     column_config=columns,
     column_order=runs_view.DETAIL_COLUMNS,
+    **rows,
 )
 chosen = [ids[i] for i in sorted(picked["selection"]["rows"])]
 c1, c2 = st.columns(2)
@@ -130,8 +131,8 @@ st.dataframe(
                 "distribution", y_min=0, help="scored items per tenth of the score, from 0 to 1"
             )
         },
-        {"metric": 60, "mean": 55, "95% CI": 85, "n scored": 60, "unsure items": 60, "unscored items": 65}
-        | {"failed verdicts": 100, "unsure verdicts": 60, "threshold": 65, "below threshold": 75, "distribution": 80},
+        {"metric": 55, "mean": 50, "95% CI": 85, "n scored": 62, "unscored items": 104, "failed verdicts": 96}
+        | {"unsure verdicts": 104, "threshold": 68, "below threshold": 108, "distribution": 76},
     ),
 )
 st.caption(

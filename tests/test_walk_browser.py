@@ -139,9 +139,11 @@ def test_no_table_scrolls_sideways_or_shows_none_at_1280(page: Any) -> None:
     assert not none, "tables showing None:\n" + "\n".join(none)
 
 
-# The views whose every cell must be readable at 1280 x 800 (issue: Run, Item, Compare and Sources), with
-# RUN and OTHER for two runs of the same items; "source" is a source's retrievals, opened from the ledger.
+# The views whose every cell and header must be readable at 1280 x 800 (issue: Run, Item, Compare and Sources,
+# and the runs board), with RUN and OTHER for two runs of the same items; "source" is a source's retrievals,
+# opened from the ledger.
 CELL_VIEWS = [
+    "/?run=RUN",
     "/Run?run=RUN",
     "/Run?run=RUN&below=gr,sp1&rule=T2.3",
     "/Item?run=RUN&item=q02&rule=T2.3",
@@ -165,9 +167,9 @@ DRAW_ALL_JS = "async () => { const frame = () => new Promise(r => requestAnimati
 
 
 def cut_cells(page: Any, view: str) -> list[str]:
-    """The columns of the page's tables with a cell whose text the grid drew wider than the cell (its box
-    beyond the column's clip) or taller (more wrapped lines than the row holds), or that reads "None":
-    one line per column and fault, with its first such text."""
+    """The columns of the page's tables with a header or cell whose text the grid drew wider than the column
+    (its box beyond the column's clip), a cell taller (more wrapped lines than the row holds), or a cell that
+    reads "None": one line per column and fault, with its first such text."""
     settle(page)
     page.evaluate(DRAW_ALL_JS)
     settle(page)
@@ -178,10 +180,10 @@ def cut_cells(page: Any, view: str) -> list[str]:
     found: dict[tuple[int, str, str], str] = {}
     for t in texts:
         (x0, _, x1, _), (c0, _, c1, _) = t["box"], t["clip"]
-        if t["header"]:
-            continue  # a header cut short reads whole on hover (ui.sized)
         if x0 < c0 - 0.5 or x1 > c1 + 0.5:
-            kind, fault = "wide", f"{t['text']!r} is {x1 - x0:.0f} px wide in a cell of {c1 - c0:.0f} px"
+            kind, fault = "wide", f"{'header ' * t['header']}{t['text']!r} is {x1 - x0:.0f} px wide in a cell of {c1 - c0:.0f} px"
+        elif t["header"]:
+            continue
         elif t["tall"]:
             kind, fault = "tall", f"{t['text']!r} is a line of a text taller than its row"
         elif t["text"] == "None":
@@ -203,7 +205,7 @@ def cut_in_views(page: Any, base: str, run: str, other: str) -> list[str]:
             click_row(page, "retrieved", 0, re.compile(r"/Sources\?.*source="))
         else:
             page.goto(base + view)
-        check_page(page, "Sources" if view == "source" else view.split("?")[0].strip("/"))
+        check_page(page, "Sources" if view == "source" else view.split("?")[0].strip("/") or "Runs")
         found += cut_cells(page, view)
     return found
 
@@ -230,3 +232,4 @@ def test_no_cell_of_the_demo_is_cut_off_or_reads_none_at_1280(page: Any, demo_ur
     found = cut_in_views(page, demo_url, "weak_retriever", "better_retriever")
     found += cut_in_views(page, demo_url, "verbose_generator", "better_retriever")  # its long answers
     assert not found, "cells cut off:\n" + "\n".join(found)
+
