@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from evaluators.dashboard import ui
 from evaluators.storage import writes
 from tests.browser_util import CANVAS_TEXTS_JS, CHROMIUM, canvas_texts, chromium_tab, streamlit_server
 from tests.seed import seed
@@ -233,3 +235,48 @@ def test_no_cell_of_the_demo_is_cut_off_or_reads_none_at_1280(page: Any, demo_ur
     found += cut_in_views(page, demo_url, "verbose_generator", "better_retriever")  # its long answers
     assert not found, "cells cut off:\n" + "\n".join(found)
 
+
+# Every other table that lists items (the Run page's is above): its view, a column to click a row's cell in
+# (the first grid headed so), the Item URL one click opens (this run, this list, the tab the link means), and
+# the keys of the table's URL state that Back must bring back.
+ITEM_TABLES = {
+    "diagnosis": ("/Diagnosis?run=weak-retriever", "pattern", r"(?=.*from=diagnosis)(?=.*rule=T2\.\d)", ()),
+    "compare": ("/Compare?run=weak-retriever&other=better-retriever", "sources_added",
+                r"(?=.*from=compare)(?=.*run=better-retriever)(?=.*tab=Verdicts)(?=.*cl=flips)", ("other",)),
+    "sources": ("source", "rank", r"(?=.*from=sources)(?=.*tab=Sources)(?=.*source=)", ("source",)),
+    "trust": ("/Trust?run=weak-retriever&tab=Label+next", "reason", r"(?=.*from=trust)(?=.*ft=Label)", ("tab",)),
+    "triage": ("/Triage?run=weak-retriever&labels=confirmed", "note",
+               r"(?=.*from=triage)(?=.*item=q02)(?=.*tab=Triage)", ("labels",)),
+}
+
+
+@pytest.mark.parametrize("origin", ITEM_TABLES)
+def test_one_click_on_a_row_opens_its_item_and_back_returns_to_the_table(page: Any, origin: str) -> None:
+    """One click on a row's cell opens the item in this tab, on the tab the table's link means; the browser's
+    Back returns to the table at the URL it had, and the Item page's Back link carries the same state."""
+    view, column, opened, state = ITEM_TABLES[origin]
+    if view == "source":  # a source's retrievals, opened from the ledger
+        page.goto("/Sources?run=weak-retriever")
+        click_row(page, "retrieved", 0, re.compile(r"/Sources\?.*source="))
+    else:
+        page.goto(view)
+    title = ui.PAGES[origin].title
+    check_page(page, title)
+    table_url = page.url
+    click_cell(page, column, 0, re.compile(r"/Item\?" + opened))
+    check_page(page, "Item")
+    assert len(page.context.pages) == 1  # the same tab
+    kept = {k: v for k, v in parse_qs(urlsplit(table_url).query).items() if k in ("run", *state)}
+
+    def the_table(url: str) -> bool:  # the table's path and state, and none of the item's keys
+        query = parse_qs(urlsplit(url).query)
+        return (urlsplit(url).path.strip("/") == urlsplit(table_url).path.strip("/") and "from" not in query
+                and {k: query.get(k) for k in kept} == kept)
+
+    assert the_table(page.get_by_role("link", name=f"Back to {title}").get_attribute("href"))
+    entries = page.evaluate("history.length")
+    page.go_back()
+    page.wait_for_url(the_table, timeout=20_000)
+    assert page.evaluate("history.length") == entries  # Back left no new entry behind: Forward is the item
+    check_page(page, title)
+    expect(page.get_by_test_id("stDataFrame").filter(has_text=column).first).to_be_visible()
