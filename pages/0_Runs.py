@@ -57,11 +57,11 @@ means, tops = reads.read_all(
     reads.call(queries.diagnosis.rule_tops, ids, DEFAULT_THRESHOLDS),
 )
 heads = [{**m, **t} for m, t in zip(means, tops)]
-styled, columns, rows = runs_view.board(
+(scores, details), columns, rows = runs_view.board(
     runs, heads, {r: reads.metrics(r) for r in ids}, th, (lambda r: ui.page_url("run", run=r), ui.item_url)
 )
 picked = st.dataframe(
-    styled,
+    scores,
     hide_index=True,
     key="runs_table",
     width="stretch",
@@ -69,18 +69,16 @@ picked = st.dataframe(
     on_select="rerun",
     selection_mode="multi-row",
     column_config=columns,
-    column_order=runs_view.SCORE_COLUMNS,
     **rows,
 )
 st.caption(runs_view.LEGEND)
 st.dataframe(
-    styled,
+    details,
     hide_index=True,
     key="runs_details",
     width="stretch",
     placeholder="",
     column_config=columns,
-    column_order=runs_view.DETAIL_COLUMNS,
     **rows,
 )
 chosen = [ids[i] for i in sorted(picked["selection"]["rows"])]
@@ -115,8 +113,7 @@ rows, dist = reads.view(runs_view.metric_rows, run_id, band, corrected)
 cards = st.columns(len(metric_ids))
 for col, r in zip(cards, rows):
     col.metric(r["metric"].upper(), r["card"], help=display_name(r["metric"]))
-    col.caption(f"n scored {r['scored']} of {r['items']}")
-    col.caption(f"{r['unsure items']} unsure")
+    col.caption(f"n scored {r['scored']} of {r['items']} · {r['unsure items']} unsure")  # one element, not two
 # The distribution column is drawn by the table itself: plotly's script (megabytes) is only fetched
 # when the histograms with threshold lines are asked for, so the page is whole sooner.
 st.dataframe(

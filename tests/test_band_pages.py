@@ -116,7 +116,7 @@ def test_runs_page_counts_unsure_items_apart(band_db: Path) -> None:
     assert table.loc["rqc", "n scored"] == "0 of 1"
     assert table.loc["rqc", "unscored items"] == "1 unsure" and table.loc["rqc", "unsure verdicts"] == 1
     assert table.loc["rqc", "failed verdicts"] == "none"  # an unsure verdict is not a failure
-    assert "1 unsure" in [c.value for c in at.caption]
+    assert "n scored 0 of 1 · 1 unsure" in [c.value for c in at.caption]
     at = new_app()
     at.query_params.update({"run": RUN, "band": "0.5,0.6"})
     at.run()

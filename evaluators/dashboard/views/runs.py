@@ -179,9 +179,10 @@ def board(
     present: Mapping[str, Sequence[str]],
     thresholds: Mapping[str, float],
     urls: tuple[Callable[[str], str], Callable[[str, str, str], str]],
-) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """The home page's runs side by side: a pandas Styler for st.dataframe, its column config and the
-    row_height and height that hold its longest text wrapped (ui.fit(); both tables of it use them). A row
+) -> tuple[tuple[Any, Any], dict[str, Any], dict[str, Any]]:
+    """The home page's runs side by side, as two tables (SCORE_COLUMNS, then DETAIL_COLUMNS): a pandas Styler
+    for st.dataframe of each, their column config and the row_height and height that hold their longest text
+    wrapped (ui.fit(); both tables use them). A row
     per run (as `runs` lists them, `heads` their queries.diagnosis.headline() rows, `present` each
     run's metric ids): a link to the run (urls[0](run)), THELMA's metrics as headline_cell() coloured
     against `thresholds`, the top rule and a link to its first item's evidence (urls[1](run, item, rule))."""
@@ -214,11 +215,13 @@ def board(
     )
     frame, rows = ui.fit(frame, BOARD_PX)
     colours = board_colours(heads, THELMA, thresholds).rename(columns=str.upper)
-    styler = frame.style.apply(lambda _: colours, axis=None, subset=list(colours.columns)).format(na_rep="")
+    # each table is sent with its own columns only: the page is drawn sooner than with the whole frame twice
+    scores = frame[SCORE_COLUMNS].style.apply(lambda _: colours, axis=None, subset=list(colours.columns))
+    details = frame[DETAIL_COLUMNS].style
     for i, (done, total) in enumerate(zip(runs["n_done"], runs["n_items"])):
         # the items count sorts as a number and reads "done of total"
-        styler = styler.format(_fixed(f"{done} of {total}"), subset=pd.IndexSlice[[i], ["items"]])
-    return styler, _board_columns(prompt_help), rows
+        details = details.format(_fixed(f"{done} of {total}"), subset=pd.IndexSlice[[i], ["items"]])
+    return (scores.format(na_rep=""), details), _board_columns(prompt_help), rows
 
 
 def _fixed(text: str) -> Callable[[Any], str]:
