@@ -141,8 +141,8 @@ def test_no_table_scrolls_sideways_or_shows_none_at_1280(page: Any) -> None:
     assert not none, "tables showing None:\n" + "\n".join(none)
 
 
-# The views whose every cell and header must be readable at 1280 x 800 (issue: Run, Item, Compare and Sources,
-# and the runs board), with RUN and OTHER for two runs of the same items; "source" is a source's retrievals,
+# The views whose every cell and header must be readable at 1280 x 800 (issue: Run, Item, Compare and Sources;
+# and the runs board, Diagnosis's rules and Trust's agreement), with RUN and OTHER for two runs of the same items; "source" is a source's retrievals,
 # opened from the ledger.
 CELL_VIEWS = [
     "/?run=RUN",
@@ -156,6 +156,8 @@ CELL_VIEWS = [
     "/Sources?run=RUN",
     "/Sources?runs=RUN,OTHER",
     "source",
+    "/Diagnosis?run=RUN",
+    "/Trust?run=RUN",
 ]
 
 # A grid draws only the rows in view: bring each grid into view and scroll it through all its rows.
