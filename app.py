@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from evaluators.dashboard import timing, ui
+from evaluators.dashboard.views import walk
 
 sections: dict[str, list[st.Page]] = {}
 for p in ui.PAGES.values():
@@ -16,5 +17,6 @@ for p in ui.PAGES.values():
         st.Page(p.file, title=p.title, url_path=p.url_path, default=p.url_path == "")
     )
 pg = st.navigation(sections)
+walk.returned(pg.url_path)  # Back from an item: the table's own URL again
 with timing.page_run(pg.url_path):
     pg.run()

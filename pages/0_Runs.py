@@ -57,11 +57,11 @@ means, tops = reads.read_all(
     reads.call(queries.diagnosis.rule_tops, ids, DEFAULT_THRESHOLDS),
 )
 heads = [{**m, **t} for m, t in zip(means, tops)]
-styled, columns = runs_view.board(
+(scores, details), columns, rows = runs_view.board(
     runs, heads, {r: reads.metrics(r) for r in ids}, th, (lambda r: ui.page_url("run", run=r), ui.item_url)
 )
 picked = st.dataframe(
-    styled,
+    scores,
     hide_index=True,
     key="runs_table",
     width="stretch",
@@ -69,18 +69,17 @@ picked = st.dataframe(
     on_select="rerun",
     selection_mode="multi-row",
     column_config=columns,
-    column_order=runs_view.SCORE_COLUMNS,
-    **ui.wrapped(len(ids)),
+    **rows,
 )
 st.caption(runs_view.LEGEND)
 st.dataframe(
-    styled,
+    details,
     hide_index=True,
     key="runs_details",
     width="stretch",
     placeholder="",
     column_config=columns,
-    column_order=runs_view.DETAIL_COLUMNS,
+    **rows,
 )
 chosen = [ids[i] for i in sorted(picked["selection"]["rows"])]
 c1, c2 = st.columns(2)
@@ -114,8 +113,7 @@ rows, dist = reads.view(runs_view.metric_rows, run_id, band, corrected)
 cards = st.columns(len(metric_ids))
 for col, r in zip(cards, rows):
     col.metric(r["metric"].upper(), r["card"], help=display_name(r["metric"]))
-    col.caption(f"n scored {r['scored']} of {r['items']}")
-    col.caption(f"{r['unsure items']} unsure")
+    col.caption(f"n scored {r['scored']} of {r['items']} · {r['unsure items']} unsure")  # one element, not two
 # The distribution column is drawn by the table itself: plotly's script (megabytes) is only fetched
 # when the histograms with threshold lines are asked for, so the page is whole sooner.
 st.dataframe(
@@ -130,8 +128,8 @@ st.dataframe(
                 "distribution", y_min=0, help="scored items per tenth of the score, from 0 to 1"
             )
         },
-        {"metric": 60, "mean": 55, "95% CI": 85, "n scored": 60, "unsure items": 60, "unscored items": 65}
-        | {"failed verdicts": 100, "unsure verdicts": 60, "threshold": 65, "below threshold": 75, "distribution": 80},
+        {"metric": 55, "mean": 50, "95% CI": 85, "n scored": 62, "unscored items": 104, "failed verdicts": 96}
+        | {"unsure verdicts": 104, "threshold": 68, "below threshold": 108, "distribution": 76},
     ),
 )
 st.caption(

@@ -77,9 +77,9 @@ st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len
 # With a rule filter the item opens onto that rule's evidence; with a filter on scores, onto its verdicts.
 tab = "Verdicts" if below or failed or levels else None
 frame.insert(0, "open", [ui.item_url(run_id, i, ",".join(rules), tab) for i in frame["item_id"]])
-# the query and the reasons wrap; the widths fit 1280 px beside the row markers
-widths = {"open": 36, "item_id": 55, "query": 120, **dict.fromkeys(metric_ids, 46), "n_failed": 62}
-widths |= {"failed_metrics": 85, "rules": 75}
+# the query and the reasons wrap; the widths fit 1280 px beside the row markers, each header whole
+widths = {"open": 36, "item_id": 55, "query": 100, **dict.fromkeys(metric_ids, 46), "n_failed": 96}
+widths |= {"failed_metrics": 92, "rules": 70}
 row = ui.clickable(
     frame,
     "items_table",

@@ -198,7 +198,7 @@ if item_id:
     st.markdown(f"**Flips of {markup.md(item_id)}**" + ("" if len(mine) else ": none"))
     if len(mine):
         mine = mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other})
-        widths = {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 60, "p_after": 60}
+        widths = {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 66, "p_after": 60}
         mine, rows = ui.fit(mine, widths)  # the flipped text wraps in its cell
         st.dataframe(
             mine,
@@ -207,7 +207,13 @@ if item_id:
             width="stretch",
             placeholder="",  # a verdict with no p
             **rows,
-            column_config=ui.sized(None, widths | {"cause": 110}),
+            column_config=ui.sized(
+                {  # headed before and after, each run named on hover: a run's name may be wider than its column
+                    run_id: st.column_config.Column("before", help=f"its verdict in {markup.md(run_id)}"),
+                    other: st.column_config.Column("after", help=f"its verdict in {markup.md(other)}"),
+                },
+                widths | {"cause": 110},
+            ),
         )
         moved = flipped.source_changes[flipped.source_changes["item_id"] == item_id]
         for change in moved.itertuples(index=False):

@@ -52,6 +52,7 @@ event = st.dataframe(
     on_select="rerun",
     selection_mode=ui.ONE_CLICK,
     width="stretch",
+    placeholder="",  # a rule that fires on no item has no first item
     **ui.wrapped(len(table)),
     column_config=ui.sized(
         {
@@ -59,7 +60,7 @@ event = st.dataframe(
             "open": st.column_config.LinkColumn("open", display_text="open items"),
             "evidence": st.column_config.LinkColumn("evidence", display_text="first item"),
         },
-        {"rule": 70, "pattern": 120, "meaning": 190, "fix": 110, "items": 45, "share": 80, "open": 60, "evidence": 60},
+        {"rule": 70, "pattern": 120, "meaning": 180, "fix": 110, "items": 45, "share": 80, "open": 80, "evidence": 70},
     ),
 )
 st.caption(

@@ -105,19 +105,21 @@ if source:
         # one claim a line: a list's bubbles would not wrap in their cell
         claims=["" if c is None or (not isinstance(c, list) and pd.isna(c)) else "\n".join(c) for c in found["claims"]],
     )
-    widths = {"open": 36, "run_id": 70, "item_id": 45, "position": 40, "query": 110, "essential": 75}
-    widths |= {"sp1_detail": 110, "supports": 45, "claims": 140, "n_unsupported": 45, "n_unattributed": 45}
+    widths = {"open": 40, "run_id": 65, "item_id": 56, "position": 40, "query": 76, "essential": 70}
+    widths |= {"sp1_detail": 80, "supports": 64, "claims": 114, "n_unsupported": 65, "n_unattributed": 110}
     row = ui.clickable(  # the query, SP1's reason, the claims wrap
         table[list(widths)],
         "retrievals",
         widths,
         {
             "open": st.column_config.LinkColumn("open", display_text="🔎"),
+            # short headers that fit their columns, each named in full on hover
+            "position": st.column_config.NumberColumn("rank", help="its position among the item's sources"),
             "sp1_detail": "SP1 detail",
-            "supports": "claims it supports",
+            "supports": st.column_config.NumberColumn("supports", help="claims it supports"),
             "claims": "supported claims",
-            "n_unsupported": "unsupported claims in item",
-            "n_unattributed": "supported, source unknown",
+            "n_unsupported": st.column_config.NumberColumn("✗ in item", help="unsupported claims in item"),
+            "n_unattributed": st.column_config.NumberColumn("source unknown", help="supported, source unknown"),
         },
     )
     st.caption("Click a row to open its item on its sources. " + ATTRIBUTION)
@@ -149,13 +151,16 @@ COLUMNS = {
     ),
     "n_retrieved": "retrieved",
     "essential": "essential (SP1)",
-    "claims_supported": "claims it supports",
-    "claims_source_unknown": "supported beside it, source unknown",
-    "beside": "beside unsupported claims",
+    # short headers that fit their columns, each named in full on hover
+    "claims_supported": st.column_config.NumberColumn("supports", help="claims it supports"),
+    "claims_source_unknown": st.column_config.NumberColumn(
+        "source unknown", help="supported beside it, source unknown"
+    ),
+    "beside": st.column_config.TextColumn("beside unsupported", help="beside unsupported claims"),
 }
 # The ledger's widths at 1280 px beside the row markers: its name and SP1's counts wrap in their cells.
-LEDGER_PX = {"name": 170, "n_retrieved": 65, "essential": 160, "claims_supported": 75}
-LEDGER_PX |= {"claims_source_unknown": 85, "beside": 75, "source": 90, "open": 36}
+LEDGER_PX = {"name": 150, "n_retrieved": 66, "essential": 130, "claims_supported": 64}
+LEDGER_PX |= {"claims_source_unknown": 110, "beside": 132, "source": 90, "open": 36}
 
 
 def show(rows: pd.DataFrame, key: str) -> None:

@@ -244,9 +244,9 @@ def test_runs_page_shows_runs_and_headlines(page: Any) -> None:
     # The newest run is shown: seven headlines; GR counts its error and its empty response apart.
     expect(page.get_by_role("heading", name="Run llm-judge")).to_be_visible()
     expect(page.get_by_test_id("stMetric")).to_have_count(7)
-    captions = page.get_by_text(re.compile(r"^n scored \d+ of \d+$"))
+    captions = page.get_by_text(re.compile(r"^n scored \d+ of \d+ · \d+ unsure$"))
     expect(captions).to_have_count(7)
-    assert "n scored 4 of 6" in captions.all_inner_texts()
+    assert "n scored 4 of 6 · 0 unsure" in captions.all_inner_texts()
     gr = page.get_by_test_id("stMetric").filter(has_text="GR")
     assert re.fullmatch(r"0\.\d\d", gr.get_by_test_id("stMetricValue").inner_text().strip())
     table = {r["metric"]: r for r in grid(page, "95% CI")}

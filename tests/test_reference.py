@@ -242,7 +242,7 @@ def test_run_item_and_compare_pages_show_the_reference_metrics(gold_db: Path) ->
     assert {"REF_PRECISION", "REF_RECALL", "REF_F1"} <= {m.label for m in runs.metric}
     table = frame_with(runs, "n scored").set_index("metric")
     for m in REFERENCE:  # the item without a reference is not scored: n scored of N
-        assert table.loc[m, "n scored"] == "3 of 4" and table.loc[m, "unsure items"] == 0
+        assert table.loc[m, "n scored"] == "3 of 4" and "unsure" not in table.loc[m, "unscored items"]
     assert table.loc["ref_precision", "mean"] < 1.0 and table.loc["ref_recall", "mean"] == 1.0
 
     items = frame_with(open_page("run", run="after"), "item_id").set_index("item_id")

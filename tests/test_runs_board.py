@@ -21,8 +21,8 @@ THELMA = registry.THELMA
 
 
 def board(at) -> pd.DataFrame:
-    """The runs table as shown, one row per run id."""
-    table = shown(at, "judge")
+    """The runs tables as shown (scores, then details), one row per run id."""
+    table = shown(at, "top rule").merge(shown(at, "judge"), on="run")
     return table.set_index(table["run"].str.extract(r"run=([^&]*)")[0])
 
 
@@ -37,7 +37,7 @@ def expected_cell(db: Path, run: str, metric: str) -> str:
 
 def red_cells(at) -> set[tuple[int, str]]:
     """(row, column) of the runs table's cells coloured as failing."""
-    element = next(d for d in at.dataframe if "judge" in d.value.columns)
+    element = next(d for d in at.dataframe if "top rule" in d.value.columns)
     columns = list(element.value.columns)
     rules = element.proto.arrow_data.styler.styles.splitlines()
     red = next((r for r in rules if runs_view.FAIL_COLOUR.split(": ")[1] in r), "")

@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from evaluators.dashboard import ui
 from evaluators.storage import writes
 from tests.browser_util import CANVAS_TEXTS_JS, CHROMIUM, canvas_texts, chromium_tab, streamlit_server
 from tests.seed import seed
@@ -139,9 +141,11 @@ def test_no_table_scrolls_sideways_or_shows_none_at_1280(page: Any) -> None:
     assert not none, "tables showing None:\n" + "\n".join(none)
 
 
-# The views whose every cell must be readable at 1280 x 800 (issue: Run, Item, Compare and Sources), with
-# RUN and OTHER for two runs of the same items; "source" is a source's retrievals, opened from the ledger.
+# The views whose every cell and header must be readable at 1280 x 800 (issue: Run, Item, Compare and Sources;
+# and the runs board, Diagnosis's rules and Trust's agreement), with RUN and OTHER for two runs of the same items; "source" is a source's retrievals,
+# opened from the ledger.
 CELL_VIEWS = [
+    "/?run=RUN",
     "/Run?run=RUN",
     "/Run?run=RUN&below=gr,sp1&rule=T2.3",
     "/Item?run=RUN&item=q02&rule=T2.3",
@@ -152,6 +156,8 @@ CELL_VIEWS = [
     "/Sources?run=RUN",
     "/Sources?runs=RUN,OTHER",
     "source",
+    "/Diagnosis?run=RUN",
+    "/Trust?run=RUN",
 ]
 
 # A grid draws only the rows in view: bring each grid into view and scroll it through all its rows.
@@ -165,9 +171,9 @@ DRAW_ALL_JS = "async () => { const frame = () => new Promise(r => requestAnimati
 
 
 def cut_cells(page: Any, view: str) -> list[str]:
-    """The columns of the page's tables with a cell whose text the grid drew wider than the cell (its box
-    beyond the column's clip) or taller (more wrapped lines than the row holds), or that reads "None":
-    one line per column and fault, with its first such text."""
+    """The columns of the page's tables with a header or cell whose text the grid drew wider than the column
+    (its box beyond the column's clip), a cell taller (more wrapped lines than the row holds), or a cell that
+    reads "None": one line per column and fault, with its first such text."""
     settle(page)
     page.evaluate(DRAW_ALL_JS)
     settle(page)
@@ -178,10 +184,10 @@ def cut_cells(page: Any, view: str) -> list[str]:
     found: dict[tuple[int, str, str], str] = {}
     for t in texts:
         (x0, _, x1, _), (c0, _, c1, _) = t["box"], t["clip"]
-        if t["header"]:
-            continue  # a header cut short reads whole on hover (ui.sized)
         if x0 < c0 - 0.5 or x1 > c1 + 0.5:
-            kind, fault = "wide", f"{t['text']!r} is {x1 - x0:.0f} px wide in a cell of {c1 - c0:.0f} px"
+            kind, fault = "wide", f"{'header ' * t['header']}{t['text']!r} is {x1 - x0:.0f} px wide in a cell of {c1 - c0:.0f} px"
+        elif t["header"]:
+            continue
         elif t["tall"]:
             kind, fault = "tall", f"{t['text']!r} is a line of a text taller than its row"
         elif t["text"] == "None":
@@ -203,7 +209,7 @@ def cut_in_views(page: Any, base: str, run: str, other: str) -> list[str]:
             click_row(page, "retrieved", 0, re.compile(r"/Sources\?.*source="))
         else:
             page.goto(base + view)
-        check_page(page, "Sources" if view == "source" else view.split("?")[0].strip("/"))
+        check_page(page, "Sources" if view == "source" else view.split("?")[0].strip("/") or "Runs")
         found += cut_cells(page, view)
     return found
 
@@ -230,3 +236,49 @@ def test_no_cell_of_the_demo_is_cut_off_or_reads_none_at_1280(page: Any, demo_ur
     found = cut_in_views(page, demo_url, "weak_retriever", "better_retriever")
     found += cut_in_views(page, demo_url, "verbose_generator", "better_retriever")  # its long answers
     assert not found, "cells cut off:\n" + "\n".join(found)
+
+
+# Every other table that lists items (the Run page's is above): its view, a column to click a row's cell in
+# (the first grid headed so), the Item URL one click opens (this run, this list, the tab the link means), and
+# the keys of the table's URL state that Back must bring back.
+ITEM_TABLES = {
+    "diagnosis": ("/Diagnosis?run=weak-retriever", "pattern", r"(?=.*from=diagnosis)(?=.*rule=T2\.\d)", ()),
+    "compare": ("/Compare?run=weak-retriever&other=better-retriever", "sources_added",
+                r"(?=.*from=compare)(?=.*run=better-retriever)(?=.*tab=Verdicts)(?=.*cl=flips)", ("other",)),
+    "sources": ("source", "rank", r"(?=.*from=sources)(?=.*tab=Sources)(?=.*source=)", ("source",)),
+    "trust": ("/Trust?run=weak-retriever&tab=Label+next", "reason", r"(?=.*from=trust)(?=.*ft=Label)", ("tab",)),
+    "triage": ("/Triage?run=weak-retriever&labels=confirmed", "note",
+               r"(?=.*from=triage)(?=.*item=q02)(?=.*tab=Triage)", ("labels",)),
+}
+
+
+@pytest.mark.parametrize("origin", ITEM_TABLES)
+def test_one_click_on_a_row_opens_its_item_and_back_returns_to_the_table(page: Any, origin: str) -> None:
+    """One click on a row's cell opens the item in this tab, on the tab the table's link means; the browser's
+    Back returns to the table at the URL it had, and the Item page's Back link carries the same state."""
+    view, column, opened, state = ITEM_TABLES[origin]
+    if view == "source":  # a source's retrievals, opened from the ledger
+        page.goto("/Sources?run=weak-retriever")
+        click_row(page, "retrieved", 0, re.compile(r"/Sources\?.*source="))
+    else:
+        page.goto(view)
+    title = ui.PAGES[origin].title
+    check_page(page, title)
+    table_url = page.url
+    click_cell(page, column, 0, re.compile(r"/Item\?" + opened))
+    check_page(page, "Item")
+    assert len(page.context.pages) == 1  # the same tab
+    kept = {k: v for k, v in parse_qs(urlsplit(table_url).query).items() if k in ("run", *state)}
+
+    def the_table(url: str) -> bool:  # the table's path and state, and none of the item's keys
+        query = parse_qs(urlsplit(url).query)
+        return (urlsplit(url).path.strip("/") == urlsplit(table_url).path.strip("/") and "from" not in query
+                and {k: query.get(k) for k in kept} == kept)
+
+    assert the_table(page.get_by_role("link", name=f"Back to {title}").get_attribute("href"))
+    entries = page.evaluate("history.length")
+    page.go_back()
+    page.wait_for_url(the_table, timeout=20_000)
+    assert page.evaluate("history.length") == entries  # Back left no new entry behind: Forward is the item
+    check_page(page, title)
+    expect(page.get_by_test_id("stDataFrame").filter(has_text=column).first).to_be_visible()

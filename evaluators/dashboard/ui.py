@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import runpy
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequence
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -312,14 +312,25 @@ def page_link(
 
 
 def switch_page(page: str, query_params: Mapping[str, str]) -> None:
-    """Go to one of PAGES now, with these query params."""
-    ctx = get_script_run_ctx()
-    if ctx is not None:  # a widget of this page bound to one of them (Trust's tabs to ?tab=) lets go of it
-        with ctx.session_state.query_params() as bound:  # Streamlit refuses to set a bound param otherwise
-            for key in query_params:
-                if (binding := bound.get_binding_for_param(key)) is not None:
-                    bound.unbind_widget(binding.widget_id)
+    """Go to one of PAGES now, with these query params (this page's widgets let go of the URL's)."""
+    _unbind([*st.query_params.keys(), *query_params])
     st.switch_page(PAGES[page].file, query_params=query_params)
+
+
+def _unbind(keys: Iterable[str]) -> None:
+    """Widgets bound to these query params (Trust's tabs to ?tab=) let go of them and of their value, so
+    that the next run's widget of that key reads the URL: Streamlit refuses to set a bound param
+    otherwise, and the Item page's and Trust's ?tab= would carry one page's tab to the other."""
+    ctx, unbound = get_script_run_ctx(), []
+    if ctx is None:
+        return
+    with ctx.session_state.query_params() as bound:
+        for key in keys:
+            if (binding := bound.get_binding_for_param(key)) is not None:
+                bound.unbind_widget(binding.widget_id)
+                unbound.append(key)
+    for key in unbound:
+        st.session_state.pop(key, None)
 
 
 # A table whose rows open something takes one click anywhere on a row: its marker selects the row, any

@@ -100,7 +100,7 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
     table["ledger"] = [ui.page_url("sources", run=r, source=k) for r, k in zip(where, changes["key"])]
     table["key"] = table.pop("key")  # last: the links come first
     widths = {"item_id": 60, "change": 70, "source": 170, "its SP1": 55, **{m.upper(): 75 for m in metrics}}
-    widths |= {"item": 36, "ledger": 36, "key": 95}
+    widths |= {"item": 40, "ledger": 50, "key": 95}
     row = ui.clickable(  # a source's first words wrap in their cell
         table,
         "retrieval_changes",

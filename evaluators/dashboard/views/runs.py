@@ -113,12 +113,14 @@ def metric_rows(run_id: str, band: Band | None, corrected: bool) -> tuple[list[d
 def metric_table(
     rows: Sequence[Mapping[str, Any]], dist: pd.DataFrame, thresholds: Mapping[str, float]
 ) -> pd.DataFrame:
-    """metric_rows()' table with each metric's threshold and the items below it (exact, from `dist`)."""
+    """metric_rows()' table with each metric's threshold and the items below it (exact, from `dist`), without
+    the unsure items its cards show."""
     table = []
     for r in rows:
         threshold = thresholds.get(r["metric"], 0.5)
         n_below, scored = share_below(dist, r["metric"], threshold)
-        shown = {k: v for k, v in r.items() if k not in ("distribution", "card", "scored", "items")}
+        # the unsure items are on the metric's card (and among the unscored items): the columns fit 1280 px
+        shown = {k: v for k, v in r.items() if k not in ("distribution", "card", "scored", "items", "unsure items")}
         below = f"{n_below} ({n_below / scored:.0%})" if scored else "–"
         table.append(shown | {"threshold": threshold, "below threshold": below, "distribution": r["distribution"]})
     return pd.DataFrame(table)
@@ -177,8 +179,10 @@ def board(
     present: Mapping[str, Sequence[str]],
     thresholds: Mapping[str, float],
     urls: tuple[Callable[[str], str], Callable[[str, str, str], str]],
-) -> tuple[Any, dict[str, Any]]:
-    """The home page's runs side by side: a pandas Styler for st.dataframe and its column config. A row
+) -> tuple[tuple[Any, Any], dict[str, Any], dict[str, Any]]:
+    """The home page's runs side by side, as two tables (SCORE_COLUMNS, then DETAIL_COLUMNS): a pandas Styler
+    for st.dataframe of each, their column config and the row_height and height that hold their longest text
+    wrapped (ui.fit(); both tables use them). A row
     per run (as `runs` lists them, `heads` their queries.diagnosis.headline() rows, `present` each
     run's metric ids): a link to the run (urls[0](run)), THELMA's metrics as headline_cell() coloured
     against `thresholds`, the top rule and a link to its first item's evidence (urls[1](run, item, rule))."""
@@ -206,15 +210,18 @@ def board(
             "status": list(runs["status"]),
             "created": list(runs["created_at"]),
             "who": [w or "" for w in runs["started_by"]],
-            "prompts": prompts,
+            "prompts": [", ".join(names) for names in prompts],  # a list's bubbles would not wrap in their cell
         }
     )
+    frame, rows = ui.fit(frame, BOARD_PX)
     colours = board_colours(heads, THELMA, thresholds).rename(columns=str.upper)
-    styler = frame.style.apply(lambda _: colours, axis=None, subset=list(colours.columns)).format(na_rep="")
+    # each table is sent with its own columns only: the page is drawn sooner than with the whole frame twice
+    scores = frame[SCORE_COLUMNS].style.apply(lambda _: colours, axis=None, subset=list(colours.columns))
+    details = frame[DETAIL_COLUMNS].style
     for i, (done, total) in enumerate(zip(runs["n_done"], runs["n_items"])):
         # the items count sorts as a number and reads "done of total"
-        styler = styler.format(_fixed(f"{done} of {total}"), subset=pd.IndexSlice[[i], ["items"]])
-    return styler, _board_columns(prompt_help)
+        details = details.format(_fixed(f"{done} of {total}"), subset=pd.IndexSlice[[i], ["items"]])
+    return (scores.format(na_rep=""), details), _board_columns(prompt_help), rows
 
 
 def _fixed(text: str) -> Callable[[Any], str]:
@@ -227,7 +234,7 @@ def _fixed(text: str) -> Callable[[Any], str]:
 SCORE_COLUMNS = ["run", *(m.upper() for m in THELMA), "top rule", "evidence"]
 DETAIL_COLUMNS = ["run", "items", "judge", "status", "created", "who", "prompts"]
 BOARD_PX = {"run": 126, **{m.upper(): 72 for m in THELMA}, "top rule": 104, "evidence": 40}
-BOARD_PX |= {"items": 70, "judge": 160, "status": 70, "created": 120, "who": 80, "prompts": 170}
+BOARD_PX |= {"items": 70, "judge": 190, "status": 70, "created": 120, "who": 70, "prompts": 160}
 
 
 def _board_columns(prompt_help: str) -> dict[str, Any]:
@@ -245,6 +252,6 @@ def _board_columns(prompt_help: str) -> dict[str, Any]:
         "evidence": st.column_config.LinkColumn(
             "item", display_text="🔎", help="the top rule's first item, on its evidence"
         ),
-        "prompts": st.column_config.ListColumn("prompts", help=prompt_help),
+        "prompts": st.column_config.TextColumn("prompts", help=prompt_help),
     }
     return ui.sized(config, BOARD_PX)

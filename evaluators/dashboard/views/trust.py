@@ -58,6 +58,11 @@ def _author(key: str) -> str:
     return "" if ui.user().email else st.text_input("Your name", key=key)
 
 
+# The agreement table's widths at 1280 px: each header and target (a rule and its pattern) whole on one line.
+TRUST_PX = {"target": 220, "call": 80, "labelled": 66, "agreement": 82, "kappa": 60, "kappa 95% interval": 132}
+TRUST_PX |= {"precision": 136}
+
+
 def agreement_tab(run_id: str, report: labelling.Report) -> None:
     """Agreement, kappa and precision per target, confusion matrices, disagreements and fitted thresholds."""
     table = pd.DataFrame(
@@ -79,11 +84,15 @@ def agreement_tab(run_id: str, report: labelling.Report) -> None:
         hide_index=True,
         key="trust_table",
         width="stretch",
-        column_config={
-            "agreement": st.column_config.NumberColumn(format="%.2f"),
-            "kappa": st.column_config.NumberColumn(format="%.2f"),
-            "precision": st.column_config.NumberColumn("precision of the call", format="%.2f"),
-        },
+        placeholder="",  # a figure not defined
+        column_config=ui.sized(
+            {
+                "agreement": st.column_config.NumberColumn(format="%.2f"),
+                "kappa": st.column_config.NumberColumn(format="%.2f"),
+                "precision": st.column_config.NumberColumn("precision of the call", format="%.2f"),
+            },
+            TRUST_PX,
+        ),
     )
     st.caption(
         "An empty cell is a figure that is not defined (no labels, or one class only), never a 0. Precision "
@@ -159,6 +168,7 @@ def _disagreements(run_id: str, report: labelling.Report, labelled: bool) -> Non
             on_select="rerun",
             selection_mode=ui.ONE_CLICK,
             width="stretch",
+            placeholder="",
             column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
         )
         if (row := ui.clicked(event, len(rows))) is not None:

@@ -257,3 +257,19 @@ def back() -> Step:
     if origin == "compare":
         params["item"] = q.get("item", "")  # the claim diff opens on the item just read
     return Step(origin, params)
+
+
+def returned(url_path: str) -> None:
+    """Give a table's page back its own URL when the browser's Back lands on it carrying the item's.
+
+    st.switch_page sets the item's query string on the table's history entry before it pushes the item's
+    page, so Back shows the table's path with the item's parameters. The page they came from reads
+    them back into the table's filters, sort and page (back()) and opens again in place, as on a first visit
+    (a bound widget such as Trust's tabs reads the URL only then)."""
+    q = st.query_params
+    origin = q.get("from")
+    if "item" not in q or origin not in KEYS or ui.PAGES[origin].url_path != url_path:
+        return
+    step = back()
+    if step.page == origin:
+        ui.switch_page(origin, step.params)
