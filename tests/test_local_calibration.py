@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -41,6 +41,21 @@ def curve(name: str) -> Any:
     return lambda raw: float(np.interp(raw, knots[:, 0], knots[:, 1]))
 
 
+def judged_by_local(openai_server: OpenAIServer, responder: Callable[[dict[str, Any]], Reply]) -> metrics.ItemResult:
+    """TRIPLET's GR through `offline>local`: the offline tier unsure of both claims, the local judge (litellm to
+    the test server, answering with `responder`) deciding each."""
+    offline = Scripted({"groundedness": Answer(1, Status.OK, prob=0.55, confidence=Confidence(0.55, CALIBRATED,
+                                                                                               "offline")),
+                        "claims": Answer(["The tower was completed in 1896.", "The tower is blue."], Status.OK)})
+    server = local_llm.LocalServer()  # not started: the test server answers at its address
+    server.base_url = openai_server.base_url
+    judge = CascadeJudge([("offline", offline), ("local", local_llm.judge(server, timeout=5.0))],
+                         decompose_with="offline")
+    openai_server.responder = responder
+    return asyncio.run(metrics.evaluate_item(TRIPLET, {"gr": metric_registry.METRICS["gr"]}, judge,
+                                             per_component=True))
+
+
 def test_the_table_says_what_it_saw_and_its_band_is_the_default() -> None:
     data = table()
     assert data["command"].startswith("python -m benchmarks.logprob_band") and "--fit" in data["command"]
@@ -57,20 +72,11 @@ def test_the_local_judge_gives_the_calibrated_p_and_keeps_its_raw_p1(openai_serv
     # A raw P("1") the curve moves, and one each whose calibrated p is sure and unsure at the fitted band.
     sure = next(r for r in grid if not lo < support(r) < hi and abs(support(r) - r) > 0.02)
     unsure = next(r for r in grid if lo < support(r) < hi and abs(support(r) - r) > 0.02)
-    offline = Scripted({"groundedness": Answer(1, Status.OK, prob=0.55, confidence=Confidence(0.55, CALIBRATED,
-                                                                                               "offline")),
-                        "claims": Answer(["The tower was completed in 1896.", "The tower is blue."], Status.OK)})
-    server = local_llm.LocalServer()  # not started: the test server answers at its address
-    server.base_url = openai_server.base_url
-    judge = CascadeJudge([("offline", offline), ("local", local_llm.judge(server, timeout=5.0))],
-                         decompose_with="offline")
     def p1(body: dict[str, Any]) -> Reply:  # the blue claim gets `unsure`, whatever order the calls come in
         raw = unsure if "The tower is blue." in body["messages"][0]["content"] else sure
         return Reply(str(int(raw >= 0.5)), {"1": raw, "0": 1 - raw})
 
-    openai_server.responder = p1
-    result = asyncio.run(metrics.evaluate_item(TRIPLET, {"gr": metric_registry.METRICS["gr"]}, judge,
-                                               per_component=True))
+    result = judged_by_local(openai_server, p1)
     got = sorted(result.verdicts, key=lambda v: v.component_idx)
     assert [(v.tier, v.p_kind) for v in got] == [("local", LOGPROB)] * 2
     assert [round(v.evidence, 6) for v in got] == [sure, unsure]  # the raw P("1") is kept as the evidence
@@ -84,22 +90,12 @@ def test_the_local_judge_gives_the_calibrated_p_and_keeps_its_raw_p1(openai_serv
 def test_a_local_answer_without_0_or_1_stays_a_failure_the_curves_never_turn_into_a_p(
     openai_server: OpenAIServer,
 ) -> None:
-    offline = Scripted({"groundedness": Answer(1, Status.OK, prob=0.55, confidence=Confidence(0.55, CALIBRATED,
-                                                                                               "offline")),
-                        "claims": Answer(["The tower was completed in 1896.", "The tower is blue."], Status.OK)})
-    server = local_llm.LocalServer()  # not started: the test server answers at its address
-    server.base_url = openai_server.base_url
-    judge = CascadeJudge([("offline", offline), ("local", local_llm.judge(server, timeout=5.0))],
-                         decompose_with="offline")
-
     def answered_in_part(body: dict[str, Any]) -> Reply:  # the blue claim's first token is neither 0 nor 1
         if "The tower is blue." in body["messages"][0]["content"]:
             return Reply("maybe", {"maybe": 0.9, "perhaps": 0.1})
         return Reply("1", {"1": 0.95, "0": 0.05})
 
-    openai_server.responder = answered_in_part
-    result = asyncio.run(metrics.evaluate_item(TRIPLET, {"gr": metric_registry.METRICS["gr"]}, judge,
-                                               per_component=True))
+    result = judged_by_local(openai_server, answered_in_part)
     answered, failed = sorted(result.verdicts, key=lambda v: v.component_idx)
     assert answered.status is Status.OK and answered.p is not None and answered.tier == "local"
     assert failed.status is Status.UNPARSED and (failed.value, failed.p) == (None, None)
