@@ -410,9 +410,10 @@ def number_gate(rows: Sequence[dict[str, Any]], indices: Iterable[int], judge: s
     if not kept:
         return "**gate on changed numbers**: no development row in --rows has a number in its answer"
     runs = []
-    for side, answer in (("answers", lambda r, c: rows[r]["answer_text"]), ("numbers-changed", lambda r, c: c)):
+    sides = {"answers": [rows[r]["answer_text"] for r, _ in kept], "numbers-changed": [c for _, c in kept]}
+    for side, answers in sides.items():
         items = [Item(f"wikieval-{r}", rows[r]["question_text"], tuple(s for s in rows[r]["context_v1"] if s.strip()),
-                      answer(r, changed)) for r, changed in kept]
+                      answer) for (r, _), answer in zip(kept, answers)]
         run = f"{run_label(judge, options.get('decompose_with'))}/wikieval-gate/{side}"
         RunCost().evaluate(items, db, run, judge, api_base=api_base, metrics=["gr"], concurrency=concurrency,
                            **options)
