@@ -200,15 +200,20 @@ def cut_cells(page: Any, view: str) -> list[str]:
     return list(found.values())
 
 
+def open_view(page: Any, base: str, view: str, run: str) -> None:
+    """Go to `view` of the server at `base`; "source" is the first source's retrievals, opened from RUN's ledger."""
+    if view == "source":
+        page.goto(f"{base}/Sources?run={run}")
+        click_row(page, "retrieved", 0, re.compile(r"/Sources\?.*source="))
+    else:
+        page.goto(base + view)
+
+
 def cut_in_views(page: Any, base: str, run: str, other: str) -> list[str]:
     """cut_cells() over CELL_VIEWS of the server at `base`."""
     found: list[str] = []
     for view in (v.replace("RUN", run).replace("OTHER", other) for v in CELL_VIEWS):
-        if view == "source":
-            page.goto(f"{base}/Sources?run={run}")
-            click_row(page, "retrieved", 0, re.compile(r"/Sources\?.*source="))
-        else:
-            page.goto(base + view)
+        open_view(page, base, view, run)
         check_page(page, "Sources" if view == "source" else view.split("?")[0].strip("/") or "Runs")
         found += cut_cells(page, view)
     return found
@@ -257,11 +262,7 @@ def test_one_click_on_a_row_opens_its_item_and_back_returns_to_the_table(page: A
     """One click on a row's cell opens the item in this tab, on the tab the table's link means; the browser's
     Back returns to the table at the URL it had, and the Item page's Back link carries the same state."""
     view, column, opened, state = ITEM_TABLES[origin]
-    if view == "source":  # a source's retrievals, opened from the ledger
-        page.goto("/Sources?run=weak-retriever")
-        click_row(page, "retrieved", 0, re.compile(r"/Sources\?.*source="))
-    else:
-        page.goto(view)
+    open_view(page, "", view, "weak-retriever")
     title = ui.PAGES[origin].title
     check_page(page, title)
     table_url = page.url
