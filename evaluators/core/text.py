@@ -808,14 +808,21 @@ _SPAN = re.compile(
 )
 
 
+def _asks_for(q: str) -> tuple[str, re.Match[str]] | None:
+    """The kind a lower-cased question asks for by its phrase, "date" or "number", and the phrase found."""
+    if found := _ASKS_DATE.search(" ".join(q.split()[:4])):
+        return "date", found
+    if found := _ASKS_NUMBER.search(q):
+        return "number", found
+    return None
+
+
 def answer_type(question: str) -> str | None:
     """What kind of answer a sub-question wants: "date", "number", "person" (who), "place" (where) or None."""
     q = question.lower()
+    if asked := _asks_for(q):
+        return asked[0]
     head = " ".join(q.split()[:4])
-    if _ASKS_DATE.search(head):
-        return "date"
-    if _ASKS_NUMBER.search(q):
-        return "number"
     if re.search(r"\b(?:who|whom|whose)\b", head):
         return "person"
     if re.search(r"\bwhere\b", head) or re.search(
@@ -831,9 +838,8 @@ def kind_words(question: str) -> frozenset[str]:
     """The content stems of the phrase by which a question asks for a date or a number: "long" of "How long
     is the crossing?", "year" of "In what year ...". They name the kind of answer (answer_type), which an
     answer gives as "50 minutes" or "2019", seldom as the word itself, so they are no words to look for."""
-    q = question.lower()
-    found = _ASKS_DATE.search(" ".join(q.split()[:4])) or _ASKS_NUMBER.search(q)
-    return content_stems(found.group(0)) if found else frozenset()
+    asked = _asks_for(question.lower())
+    return content_stems(asked[1].group(0)) if asked else frozenset()
 
 
 # Years, centuries, eras, clock times ("at 06:15" answers "when") and seasons.
