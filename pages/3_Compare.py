@@ -100,16 +100,10 @@ if items.empty:
     st.caption("No item crossed in that direction.")
 else:
     items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in items["item_id"]])  # why it crossed
-    event = st.dataframe(
-        items.rename(columns={"a": run_id, "b": other}),
-        hide_index=True,
-        key="crossed_items",
-        on_select="rerun",
-        selection_mode=ui.ONE_CLICK,
-        width="stretch",
-        column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
-    )
-    if (row := ui.clicked(event, len(items))) is not None:  # walks this list: ▶ Next is the next item that crossed
+    # each run's name heads its scores: a column as wide as a long name
+    widths = {"open": 40, "item_id": 160, run_id: 200, other: 200, "delta": 80}
+    row = ui.clickable(items.rename(columns={"a": run_id, "b": other}), "crossed_items", widths, ui.OPEN)
+    if row is not None:  # walks this list: ▶ Next is the next item that crossed
         walk.open_item(
             "compare", other, items["item_id"].iloc[row], "Verdicts", cl="crossed", xm=cross_metric, xd=direction
         )
@@ -126,9 +120,9 @@ if item_id:
     )
     counts = diff["change"].value_counts()
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
-    st.dataframe(
-        diff.rename(columns={"before": run_id, "after": other}), hide_index=True, key="claim_diff", width="stretch"
-    )
+    widths = {"change": 110, "claim": 400, run_id: 130, other: 130}
+    diff, rows = ui.fit(diff.rename(columns={"before": run_id, "after": other}), widths)  # a claim wraps in its cell
+    st.dataframe(diff, hide_index=True, key="claim_diff", width="stretch", **rows, column_config=ui.sized({}, widths))
     ui.item_link(other, item_id, label=f"Open {markup.md(item_id)} in {markup.md(other)}", tab="Response")  # its claims
 
 st.subheader("Pairwise preference")
@@ -181,16 +175,9 @@ st.dataframe(flipped.rollup, hide_index=True, key="flip_rollup", width="stretch"
 if not flipped.items.empty:
     flip_items = walk.flip_list(flipped)
     flip_items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in flip_items["item_id"]])
-    event = st.dataframe(
-        flip_items,
-        hide_index=True,
-        key="flip_items",
-        on_select="rerun",
-        selection_mode=ui.ONE_CLICK,
-        width="stretch",
-        column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
-    )
-    if (row := ui.clicked(event, len(flip_items))) is not None:
+    widths = {"open": 40, "item_id": 70, "cause": 130, "flips": 45, "lost": 45, "gained": 55, "metrics": 110}
+    row = ui.clickable(flip_items, "flip_items", widths | {"sources_removed": 125, "sources_added": 110}, ui.OPEN)
+    if row is not None:
         # walks this list: ▶ Next is the item with the next most flips
         walk.open_item("compare", other, flip_items["item_id"].iloc[row], "Verdicts", cl="flips")
 if item_id:

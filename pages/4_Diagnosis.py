@@ -45,28 +45,21 @@ for rid in RULES:
     )
 table = pd.DataFrame(rows).sort_values(["items", "rule"], ascending=[False, True])
 st.subheader("Rules, ranked by the items that fire them")
-event = st.dataframe(
+row = ui.clickable(
     table.drop(columns="id"),
-    hide_index=True,
-    key="rules_table",
-    on_select="rerun",
-    selection_mode=ui.ONE_CLICK,
-    width="stretch",
+    "rules_table",
+    {"rule": 70, "pattern": 120, "meaning": 180, "fix": 110, "items": 45, "share": 80, "open": 80, "evidence": 70},
+    {
+        "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
+        "open": st.column_config.LinkColumn("open", display_text="open items"),
+        "evidence": st.column_config.LinkColumn("evidence", display_text="first item"),
+    },
     placeholder="",  # a rule that fires on no item has no first item
-    **ui.wrapped(len(table)),
-    column_config=ui.sized(
-        {
-            "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
-            "open": st.column_config.LinkColumn("open", display_text="open items"),
-            "evidence": st.column_config.LinkColumn("evidence", display_text="first item"),
-        },
-        {"rule": 70, "pattern": 120, "meaning": 180, "fix": 110, "items": 45, "share": 80, "open": 80, "evidence": 70},
-    ),
 )
 st.caption(
     "Click a rule's row to open its first item on the rule's evidence; ▶ Next there walks the items it fires on."
 )
-if (row := ui.clicked(event, len(table))) is not None and first.get(rid := table["id"].iloc[row]):
+if row is not None and first.get(rid := table["id"].iloc[row]):
     walk.open_item("diagnosis", run_id, first[rid], rule=rid)
 for rid, n in zip(table["id"], table["items"]):
     if n:

@@ -20,20 +20,19 @@ if notes.empty:
 counts = notes.groupby(["component", "label"]).size().unstack(fill_value=0)
 st.dataframe(counts, key="triage_counts")
 table = notes.assign(open=[ui.item_url(r, i) for r, i in zip(notes["run_id"], notes["item_id"])])
-event = st.dataframe(
+# the note wraps in its cell; the widths fit 1280 px beside the row markers, each header whole
+widths = {"created_at": 145, "run_id": 100, "item_id": 60, "label": 75, "component": 80, "note": 190}
+row = ui.clickable(
     table,
-    hide_index=True,
-    key="triage_table",
-    on_select="rerun",
-    selection_mode=ui.ONE_CLICK,
-    width="stretch",
-    column_config={
-        "open": st.column_config.LinkColumn("open", display_text="🔎"),
+    "triage_table",
+    widths | {"author": 55, "open": 36},
+    {
+        **ui.OPEN,
         "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss"),
     },
 )
 st.caption("Click a row to open its item on its Triage tab; ▶ Next there walks these notes.")
-if (row := ui.clicked(event, len(table))) is not None:  # fr="": the notes of every run
+if row is not None:  # fr="": the notes of every run
     walk.open_item(
         "triage", table["run_id"].iloc[row], table["item_id"].iloc[row], "Triage", fr="" if run_filter == ALL else None
     )

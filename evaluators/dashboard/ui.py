@@ -405,6 +405,10 @@ def _cut_word(text: str, px: int) -> str:
     return text[:end] + "…"
 
 
+# The column config of an "open" column of item links (item_url()), drawn as an icon.
+OPEN = {"open": st.column_config.LinkColumn("open", display_text="🔎")}
+
+
 def clickable(
     table: pd.DataFrame, key: str, widths: Mapping[str, int], config: Mapping[str, Any] | None = None, **kwargs: Any
 ) -> int | None:

@@ -161,17 +161,9 @@ def _disagreements(run_id: str, report: labelling.Report, labelled: bool) -> Non
         )
         # whole numbers with empty cells (a rule's pair names no component): a column Arrow takes as it is
         rows["component"] = rows["component"].astype("Int64")
-        event = st.dataframe(
-            rows,
-            hide_index=True,
-            key="disagreements",
-            on_select="rerun",
-            selection_mode=ui.ONE_CLICK,
-            width="stretch",
-            placeholder="",
-            column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
-        )
-        if (row := ui.clicked(event, len(rows))) is not None:
+        widths = {"target": 300, "item": 100, "component": 80, "judge": 80, "people": 80, "open": 40}
+        row = ui.clickable(rows, "disagreements", widths, ui.OPEN, placeholder="")  # a target wraps in its cell
+        if row is not None:
             walk.open_item("trust", run_id, rows["item"].iloc[row], "Verdicts")
 
 
@@ -237,16 +229,8 @@ def next_tab(path: Path, run_id: str, th: dict[str, float], band: Band | None, l
                     _save(path, run_id, labels, author, "queue_outcome")
                     st.rerun()
         queue_view = queue.assign(open=[ui.item_url(run_id, i) for i in queue["item_id"]])
-        event = st.dataframe(
-            queue_view,
-            hide_index=True,
-            key="queue_table",
-            on_select="rerun",
-            selection_mode=ui.ONE_CLICK,
-            width="stretch",
-            column_config={"open": st.column_config.LinkColumn("open", display_text="🔎")},
-        )
-        if (row := ui.clicked(event, len(queue_view))) is not None:
+        widths = {"item_id": 100, "reason": 220, "detail": 340, "open": 40}
+        if (row := ui.clickable(queue_view, "queue_table", widths, ui.OPEN)) is not None:  # its detail wraps
             walk.open_item("trust", run_id, queue_view["item_id"].iloc[row])
 
 
