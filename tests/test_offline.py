@@ -141,9 +141,16 @@ def test_a_source_about_the_topic_asked_of_answers(question: str, source: str) -
      "cancelled?", "In 2023 bad weather caused 186 cancelled sailings, about 1.2 percent of the timetable."),
     ("When was PharmaCann founded and what is its headquarters location?",
      "PharmaCann was founded in 2014 by Theodore Scott."),
+    # Untyped second parts: naming the entity asked of is no answer to what is asked of it.
+    ("When did the Marlow Exhibition Hall in Brightwater open, and how has it been expanded over the years?",
+     "The Marlow Exhibition Hall in Brightwater opened in 2001 with two exhibition halls."),
+    ("When did the Tarrow Point ferry terminal open, and what services does it offer?",
+     "The Tarrow Point ferry terminal opened on 12 June 1998."),
 ])
 def test_an_answer_cut_to_its_first_part_gets_a_low_rqc(query: str, cut: str) -> None:
-    """The answer to the first part says nothing of the second: a count is no span of time, a founder no place."""
+    """The answer to the first part says nothing of the second: a count is no span of time, a founder no place,
+    and a response that names the hall or the terminal asked of names it in every part (read as answering
+    "how has it been expanded" at p 0.82 and "what services" at 0.71 while the names counted there too)."""
     item = Item("cut", query, ("A source.",), cut)
     result = asyncio.run(metrics.evaluate_item(item, pick("rqc"), OfflineJudge()))
     assert decided(item, result, "rqc")["rqc"].value == 0.5

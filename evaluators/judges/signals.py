@@ -386,13 +386,15 @@ def covers(text: str, question: str, response: bool = False) -> Signals:
     best = (-9.0, 0, "")
     for i, window in enumerate(found.windows):
         score = float(sims[i]) + FOCUS_WEIGHT * share(focus, stems[i])
-        if asked_names:  # about the entity asked of ("the Blue route"), not a neighbour ("the Red route")
-            score += FOCUS_WEIGHT * share(asked_names, found.stems[i] | name_stems(window))
-        # With no name, the topic ("electric scooters") marks a source's window about what is asked of. A response
-        # names its topic in every part, so there it counts only where the question asks nothing else of it
-        # ("How long is the refund window?": the topic beside a span answers it).
-        elif q.topic and (focus <= kinds or not response):
-            score += FOCUS_WEIGHT * share(q.topic, found.stems[i])
+        # The entity asked of, its names ("the Blue route", not a neighbour "the Red route") or else its topic
+        # ("electric scooters"), marks a source's window about it. A response names it in every part, so there
+        # it counts only beside something asked of it: a focus word, or, where the question asks nothing else,
+        # an answer of the kind ("How long is the refund window?": the topic beside a span).
+        if not response or focus <= kinds or share(focus, stems[i]) > 0:
+            if asked_names:
+                score += FOCUS_WEIGHT * share(asked_names, found.stems[i] | name_stems(window))
+            elif q.topic:
+                score += FOCUS_WEIGHT * share(q.topic, found.stems[i])
         why = ""
         if refuses(window):
             score, why = score - 1.0, "it says the answer is not available"
