@@ -9,6 +9,7 @@ import pytest
 
 from evaluators.core.text import (
     answer_type,
+    answered_kind_words,
     has_answer_type,
     has_content,
     kind_words,
@@ -233,6 +234,15 @@ def test_the_words_that_only_ask_for_a_date_or_number_are_the_kind_words() -> No
     assert kind_words("In what year was the tower built?") == {"year"}
     assert kind_words("How many halls does it have?") == {"many"}
     assert kind_words("Who directed the film?") == kind_words("What is theranostics?") == set()
+    assert kind_words("How far ahead must freight be booked?") == {"far", "ahead"}  # "far ahead" asks for a span
+
+
+def test_an_answer_of_its_kind_holds_the_words_that_ask_for_a_date_or_a_span_not_for_a_count() -> None:
+    assert answered_kind_words("How long is the refund window?") == {"long"}  # "within 30 days" answers it
+    assert answered_kind_words("In what year was the tower built?") == {"year"}
+    assert answered_kind_words("How far ahead must freight be booked?") == {"far", "ahead"}
+    # Nearly any sentence holds a number: "many" and "discount" are still looked for as words.
+    assert answered_kind_words("How many halls does it have?") == answered_kind_words("What discount do groups get?") == set()
 
 
 def test_answer_types_of_questions_and_texts() -> None:

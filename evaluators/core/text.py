@@ -837,9 +837,22 @@ def answer_type(question: str) -> str | None:
 def kind_words(question: str) -> frozenset[str]:
     """The content stems of the phrase by which a question asks for a date or a number: "long" of "How long
     is the crossing?", "year" of "In what year ...". They name the kind of answer (answer_type), which an
-    answer gives as "50 minutes" or "2019", seldom as the word itself, so they are no words to look for."""
-    asked = _asks_for(question.lower())
-    return content_stems(asked[1].group(0)) if asked else frozenset()
+    answer gives as "50 minutes" or "2019", seldom as the word itself, so they are no words to look for.
+    "How far ahead" asks for a span as a whole: "ahead" is one of them too."""
+    q = question.lower()
+    asked, span = _asks_for(q), _ASKS_SPAN.search(q)
+    return (content_stems(asked[1].group(0)) if asked else frozenset()) | (
+        content_stems(span.group(0)) if span else frozenset()
+    )
+
+
+def answered_kind_words(question: str) -> frozenset[str]:
+    """The kind words that an answer of their kind holds: a date answers "what year" and a span with its unit
+    ("within 30 days") answers "how long". A bare number does not stand for "how many" or "how much": nearly
+    any sentence holds one, so those words are still looked for as words."""
+    return (
+        kind_words(question) if answer_type(question) == "date" or _ASKS_SPAN.search(question.lower()) else frozenset()
+    )
 
 
 # Years, centuries, eras, clock times ("at 06:15" answers "when") and seasons.

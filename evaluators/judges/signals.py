@@ -25,6 +25,7 @@ import numpy as np
 from evaluators.core.text import (
     answer_phrase,
     answer_type,
+    answered_kind_words,
     content_pairs,
     content_stems,
     date_words,
@@ -377,15 +378,27 @@ def covers(text: str, question: str, response: bool = False) -> Signals:
     kind = answer_type(question)
     phrase = response and answer_phrase(text)
     asked_names = name_stems(question)
+    # "long" of "How long is the refund window?" is answered by a span ("within 30 days"), seldom by the
+    # word itself: a window holding an answer of the kind holds the words that ask for it.
+    kinds = answered_kind_words(question)
+    typed = [has_answer_type(w, kind, question) for w in found.windows]
+    stems = [s | kinds if t else s for s, t in zip(found.stems, typed)]
     best = (-9.0, 0, "")
     for i, window in enumerate(found.windows):
-        score = float(sims[i]) + FOCUS_WEIGHT * share(focus, found.stems[i])
-        if asked_names:  # about the entity asked of ("the Blue route"), not a neighbour ("the Red route")
-            score += FOCUS_WEIGHT * share(asked_names, found.stems[i] | name_stems(window))
+        score = float(sims[i]) + FOCUS_WEIGHT * share(focus, stems[i])
+        # The entity asked of, its names ("the Blue route", not a neighbour "the Red route") or else its topic
+        # ("electric scooters"), marks a source's window about it. A response names it in every part, so there
+        # it counts only beside something asked of it: a focus word, or, where the question asks nothing else,
+        # an answer of the kind ("How long is the refund window?": the topic beside a span).
+        if not response or focus <= kinds or share(focus, stems[i]) > 0:
+            if asked_names:
+                score += FOCUS_WEIGHT * share(asked_names, found.stems[i] | name_stems(window))
+            elif q.topic:
+                score += FOCUS_WEIGHT * share(q.topic, found.stems[i])
         why = ""
         if refuses(window):
             score, why = score - 1.0, "it says the answer is not available"
-        elif not has_answer_type(window, kind, question) and not (phrase and _bare_name(window, kind, question)):
+        elif not typed[i] and not (phrase and _bare_name(window, kind, question)):
             score, why = score - 1.0, f"no {kind} in it"
         elif not found.stems[i] - asked:
             score, why = score - 1.0, "it only restates the question"
@@ -399,14 +412,10 @@ def covers(text: str, question: str, response: bool = False) -> Signals:
         "cosine": float(sims[i]),  # for the detail
         "asked": float(asked_sims[i]),
         "asked_any": float(np.max(asked_sims)),
-        "focus": share(focus, found.stems[i]),
-        "focus_text": share(focus, found.all_stems),
+        "focus": share(focus, stems[i]),
+        "focus_text": share(focus, found.all_stems | kinds if any(typed) else found.all_stems),
         "names": share(asked_names, found.stems[i] | name_stems(window)) if asked_names else 1.0,
-        "typed": float(
-            kind is None
-            or has_answer_type(window, kind, question)
-            or bool(phrase and _bare_name(window, kind, question))
-        ),
+        "typed": float(kind is None or typed[i] or bool(phrase and _bare_name(window, kind, question))),
         "untyped": float(kind is None),
         "refuses": float(refuses(window)),
         "restates": float(not found.stems[i] - asked),
