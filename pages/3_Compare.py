@@ -4,6 +4,7 @@ a claim-level diff for one item, and a pairwise-preference mode."""
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -28,6 +29,17 @@ if other == run_id:
     st.warning("Pick two different runs.")
     st.stop()
 metric_ids = reads.metrics(run_id, other)
+
+
+def by_run(what: str) -> dict[str, Any]:
+    """The two runs' columns headed before and after, each run named on hover: a run's name may be wider than
+    its column."""
+    return {
+        run_id: st.column_config.Column("before", help=f"{what} in {markup.md(run_id)}"),
+        other: st.column_config.Column("after", help=f"{what} in {markup.md(other)}"),
+    }
+
+
 th = state.thresholds(metric_ids)
 band = state.band_control()
 state.scores_control()
@@ -100,9 +112,9 @@ if items.empty:
     st.caption("No item crossed in that direction.")
 else:
     items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in items["item_id"]])  # why it crossed
-    # each run's name heads its scores: a column as wide as a long name
-    widths = {"open": 40, "item_id": 160, run_id: 200, other: 200, "delta": 80}
-    row = ui.clickable(items.rename(columns={"a": run_id, "b": other}), "crossed_items", widths, ui.OPEN)
+    widths = {"open": 40, "item_id": 160, run_id: 90, other: 90, "delta": 80}
+    config = ui.OPEN | by_run(f"its {cross_metric.upper()}")
+    row = ui.clickable(items.rename(columns={"a": run_id, "b": other}), "crossed_items", widths, config)
     if row is not None:  # walks this list: ▶ Next is the next item that crossed
         walk.open_item(
             "compare", other, items["item_id"].iloc[row], "Verdicts", cl="crossed", xm=cross_metric, xd=direction
@@ -122,7 +134,8 @@ if item_id:
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
     widths = {"change": 110, "claim": 400, run_id: 130, other: 130}
     diff, rows = ui.fit(diff.rename(columns={"before": run_id, "after": other}), widths)  # a claim wraps in its cell
-    st.dataframe(diff, hide_index=True, key="claim_diff", width="stretch", **rows, column_config=ui.sized({}, widths))
+    config = ui.sized(by_run("its verdict"), widths)
+    st.dataframe(diff, hide_index=True, key="claim_diff", width="stretch", **rows, column_config=config)
     ui.item_link(other, item_id, label=f"Open {markup.md(item_id)} in {markup.md(other)}", tab="Response")  # its claims
 
 st.subheader("Pairwise preference")
@@ -194,13 +207,7 @@ if item_id:
             width="stretch",
             placeholder="",  # a verdict with no p
             **rows,
-            column_config=ui.sized(
-                {  # headed before and after, each run named on hover: a run's name may be wider than its column
-                    run_id: st.column_config.Column("before", help=f"its verdict in {markup.md(run_id)}"),
-                    other: st.column_config.Column("after", help=f"its verdict in {markup.md(other)}"),
-                },
-                widths | {"cause": 110},
-            ),
+            column_config=ui.sized(by_run("its verdict"), widths | {"cause": 110}),
         )
         moved = flipped.source_changes[flipped.source_changes["item_id"] == item_id]
         for change in moved.itertuples(index=False):

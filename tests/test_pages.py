@@ -388,6 +388,19 @@ def test_compare_crossed_items_and_claim_diff(db: Path) -> None:
     assert at.query_params["item"] == "q01"
 
 
+def test_compare_heads_each_run_s_columns_before_and_after_with_the_run_on_hover(db: Path) -> None:
+    """A run's name may be wider than its column: every table of Compare with a column per run (items that
+    crossed, the claim diff, an item's flips) heads them before and after and names the run on hover."""
+    at = open_page("pages/3_Compare.py", run="weak-retriever", other="better-retriever", xm="sqc", xd="better",
+                   item="q01")
+    tables = [json.loads(e.proto.columns or "{}") for e in at.dataframe if "weak-retriever" in e.value.columns]
+    assert len(tables) == 3
+    for config in tables:
+        assert config["weak-retriever"]["label"] == "before" and config["better-retriever"]["label"] == "after"
+        assert "weak-retriever" in config["weak-retriever"]["help"]
+        assert "better-retriever" in config["better-retriever"]["help"]
+
+
 def test_compare_claim_verdict_change(db: Path) -> None:
     at = open_page("pages/3_Compare.py", run="weak-retriever", other="llm-judge", item="q01")
     diff = frame_with(at, "change").set_index("claim")
