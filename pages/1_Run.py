@@ -85,7 +85,7 @@ row = ui.clickable(
     "items_table",
     widths,
     {
-        "open": st.column_config.LinkColumn("open", display_text="🔎"),
+        **ui.OPEN,
         **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
         "n_failed": st.column_config.NumberColumn("failed verdicts"),
         "failed_metrics": "failed metrics",

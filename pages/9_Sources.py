@@ -112,7 +112,7 @@ if source:
         "retrievals",
         widths,
         {
-            "open": st.column_config.LinkColumn("open", display_text="🔎"),
+            **ui.OPEN,
             # short headers that fit their columns, each named in full on hover
             "position": st.column_config.NumberColumn("rank", help="its position among the item's sources"),
             "sp1_detail": "SP1 detail",
