@@ -53,6 +53,26 @@ def test_claims_resolve_possessives_and_drop_headings() -> None:
     assert claims == ["PharmaCann was founded in 2014.", "PharmaCann's headquarters is in Illinois."]
 
 
+def test_a_quote_closed_after_its_full_stop_stays_with_its_sentence() -> None:
+    assert split_sentences('In the US it is called "hard cider." The term "cider" means juice.') == [
+        'In the US it is called "hard cider."', 'The term "cider" means juice.']
+
+
+def test_a_clause_cut_at_a_semicolon_starts_a_claim_but_a_quoted_semicolon_does_not_cut() -> None:
+    assert split_claims("Height may decide the position; however, players of all heights excel.") == [
+        "Height may decide the position.", "However, players of all heights excel."]
+    assert split_claims('He wrote: "Edmund had decided it; and if she did not lead, it was never touched."') == [
+        'He wrote: "Edmund had decided it; and if she did not lead, it was never touched."']
+
+
+def test_a_pronoun_after_a_lead_in_sentence_refers_to_its_subject_and_it_never_to_a_plural() -> None:
+    assert split_claims("Transformer models have been successful. In the context of dialogue, the DIONYSUS model is "
+                        "an encoder-decoder. It is pre-trained on pseudo summaries.")[2] == (
+        "The DIONYSUS model is pre-trained on pseudo summaries.")
+    assert split_claims("Transformer-based models have been successful. It is widely used.")[1] == (
+        "It is widely used.")
+
+
 def test_claims_do_not_split_a_list_of_nouns() -> None:
     assert split_claims("The desert has gold, uranium and copper.") == ["The desert has gold, uranium and copper."]
 

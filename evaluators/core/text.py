@@ -277,7 +277,8 @@ def _line(raw: str) -> tuple[str, bool, bool]:
 # ---------------------------------------------------------------- sentences
 
 # A terminator and space before a capital or digit; or "provided.The" with no space.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'’”)\]]*\s+(?=[\"'‘“(\[]?[A-Z0-9])|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
+# A quote or bracket closed after the terminator ends the sentence it closes (`called "hard cider." The`).
+_SENTENCE_END = re.compile(r"(?<=[.!?])([\"'’”)\]]*)(?:\s+(?=[\"'‘“(\[]?[A-Z0-9])|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z]))")
 _ABBREV = re.compile(
     r"(?:\b(?:e\.g|i\.e|etc|al|vs|Mr|Mrs|Ms|Dr|Prof|St|No|Inc|Ltd|Jr|Sr|Co|Corp|Gen|Mt|Ft|approx|"
     r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|U\.S|U\.K)\.|\b[A-Z]\.)$",
@@ -331,7 +332,9 @@ def _sentences(text: str) -> tuple[str, ...]:
 def _pieces(line: str) -> list[str]:
     """One line split on sentence terminators, abbreviations and initials kept whole."""
     pieces: list[str] = []
-    for part in _SENTENCE_END.split(line):
+    # split() gives the texts between breaks, each break's closing marks between them: they end the text before.
+    parts = _SENTENCE_END.split(line)
+    for part in (text + closed for text, closed in zip(parts[::2], parts[1::2] + [""])):
         part = part.strip()
         if not part:
             continue
@@ -392,10 +395,17 @@ def _is_verb(word: str) -> bool:
     return w in _AUX or w in _IRREGULAR or (w.endswith("ed") and len(w) > 4 and w not in _NOT_VERB)
 
 
+LEAD_IN_WORDS = 12  # a lead-in phrase before a sentence's subject: at most this many words, up to a comma
+
+
 @lru_cache(maxsize=16384)
 def sentence_subject(sentence: str) -> str | None:
-    """The words before the first verb, when they look like a subject (1-8 words, no leading preposition)."""
+    """The words before the first verb, when they look like a subject (1-8 words, no leading preposition);
+    after a lead-in phrase ("In the context of X, the model is ..."), the subject that follows it."""
     words = _ALIAS.sub("", sentence).split()
+    if words and _bare(words[0]) in _LEAD_PREPOSITION:
+        comma = next((i for i, w in enumerate(words[:LEAD_IN_WORDS]) if w.endswith(",")), None)
+        words = words[comma + 1 :] if comma is not None else []
     if (
         not words
         or _bare(words[0]) in _LEAD_PREPOSITION
@@ -463,6 +473,12 @@ def _lead_pronoun(unit: str) -> tuple[str, str, str] | None:
     return (m.group(1), m.group(2).lower(), m.group(3)) if m else None
 
 
+def _plural(phrase: str) -> bool:
+    """A common noun phrase whose head reads plural ("transformer-based models"): no referent of "it"."""
+    head = phrase.split()[-1]
+    return head.islower() and head.endswith("s") and not head.endswith(("ss", "us", "is"))
+
+
 def _substitute(lead: str, pronoun: str, rest: str, referent: str) -> str:
     """The unit with its pronoun replaced by the referent, keeping the possessive."""
     if not lead:
@@ -477,10 +493,12 @@ def _clauses(sentence: str) -> list[str]:
     a name (", who was ..."), coordinated verbs ("was completed ... and named ...") and
     coordinated predicates ("was a queen and the first wife of ...")."""
     out: list[str] = []
-    # A semicolon inside brackets separates citations ("(Guo et al., 2018; Feng et al., 2022)"), not clauses.
-    masked = re.sub(r"\([^()]*\)", lambda m: m.group().replace(";", "\0"), sentence)
+    # A semicolon inside brackets separates citations ("(Guo et al., 2018; Feng et al., 2022)"), and one inside
+    # quotes is the quoted text's: neither separates the sentence's clauses.
+    masked = re.sub(r"\([^()]*\)|\"[^\"]*\"|“[^”]*”", lambda m: m.group().replace(";", "\0"), sentence)
     for part in re.split(r";\s+|,\s+(?:and|but|while)\s+(?=(?:he|she|it|they)\s)", masked):
         part = part.replace("\0", ";").strip()
+        part = part[:1].upper() + part[1:]  # a clause cut from its sentence starts one of its own
         out.extend(c for clause in _split_relative(part) for c in _split_domain(clause))
     return [c for c in out if c]
 
@@ -504,7 +522,7 @@ def _split_domain(clause: str) -> list[str]:
 
 def _end(text: str) -> str:
     text = text.strip().rstrip(",;:")
-    return text if text.endswith((".", "!", "?")) else text + "."
+    return text if re.search(r"[.!?][\"'’”)\]]*$", text) else text + "."
 
 
 def _split_relative(clause: str) -> list[str]:
@@ -562,7 +580,7 @@ def resolve_pronouns(units: list[str]) -> list[str]:
         lead = _lead_pronoun(unit)
         if lead:
             referent = person if lead[1] in _PERSON_PRONOUNS else subject
-            if referent:
+            if referent and not (lead[1] in ("it", "its") and _plural(referent)):
                 unit = _substitute(*lead, referent)
         found = sentence_subject(unit)
         if (
