@@ -45,8 +45,11 @@ cols = st.columns(max(len(metric_ids), 1))
 for col, m in zip(cols, metric_ids):
     if m in scores.index:
         s = scores.loc[m]
-        col.metric(m.upper(), markup.fmt_score(s["value"], s["status"]), help=display_name(m))
-        col.caption(markup.score_counts(s["n_scored"], s["n_total"], s["n_unsure"]))
+        value, caption = markup.score_card(
+            s["value"], s["status"], markup.score_counts(s["n_scored"], s["n_total"], s["n_unsure"])
+        )
+        col.metric(m.upper(), value, help=display_name(m))
+        col.caption(caption)
     else:
         col.metric(m.upper(), "–", help="not evaluated for this item")
 

@@ -63,23 +63,27 @@ st.caption(
 )
 
 st.subheader(f"Clusters by {cluster_by.replace('_', ' ')}")
-share = {
-    c: st.column_config.NumberColumn(c, format="%.2f")
-    for c in ("lambda", "R", "Acc", "R (retrieval)", "Acc (retrieval)", "retrieval hit")
-}
-clusters = rep.clusters()
+clusters, retrieval = view.cluster_tables(rep.clusters())
+share = {c: st.column_config.NumberColumn(c, format="%.2f") for c in ("lambda", "R", "Acc", *retrieval.columns[1:])}
+# Two tables whose columns fit 1280 px beside the sidebar, each header whole: the answers, then retrieval alone.
 st.dataframe(
     clusters,
     hide_index=True,
     key="clusters",
     width="stretch",
-    **ui.wrapped(len(clusters)),  # widths that fit 1280 px beside the sidebar
-    column_config=ui.sized(
-        share,
-        {"cluster": 80, "items": 45, "correct": 50, "gap items": 50, "lambda": 50, "R": 42, "Acc": 42}
-        | {"R (retrieval)": 55, "Acc (retrieval)": 55, "retrieval hit": 55, "gap groups": 55, "robust groups": 55}
-        | {"non-robust groups": 60, "unscored": 55},
-    ),
+    placeholder="–",  # R and Acc of a cluster whose every item is in a gap group: not defined, never 0
+    **ui.wrapped(len(clusters)),
+    column_config=ui.sized(share, view.CLUSTER_PX),
+)
+st.caption("Retrieval alone, per cluster: R and Acc with LM shortfalls counted as right, and the retrieval hit.")
+st.dataframe(
+    retrieval,
+    hide_index=True,
+    key="retrieval",
+    width="stretch",
+    placeholder="–",
+    **ui.wrapped(len(retrieval)),
+    column_config=ui.sized(share, view.RETRIEVAL_PX),
 )
 
 st.subheader("Non-robust groups")

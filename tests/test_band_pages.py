@@ -56,8 +56,8 @@ def frame_with(at: AppTest, column: str):
 def test_unsure_reads_neither_zero_nor_one_and_the_diagnosis_stays_quiet(band_db: Path) -> None:
     at = open_page("item", item=ITEM, tab="Verdicts")
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["RQC"] == "⚠ unsure" and metrics["SQC"] == "0.00"
-    assert "0 scored of 1, 1 unsure" in [c.value for c in at.caption]
+    assert metrics["RQC"] == "?" and metrics["SQC"] == "0.00"  # a glyph on the card, its status beneath
+    assert "? unsure · 0 scored of 1, 1 unsure" in [c.value for c in at.caption]
     assert any("No Table-2 rule fires" in s.value for s in at.success)
     table = frame_with(at, "p kind")
     rqc = table[table["metric"] == "RQC"].iloc[0]
@@ -101,7 +101,7 @@ def test_a_bad_band_is_named_and_ignored(band_db: Path) -> None:
     for bad in ("0.9,0.1", "nan,nan", "half", "0.2,0.8,0.9"):
         at = open_page("item", item=ITEM, band=bad)
         assert any("Uncertainty band ignored" in w.value for w in at.sidebar.warning), bad
-        assert {m.label: m.value for m in at.metric}["RQC"] == "⚠ unsure"  # the default band applies
+        assert {m.label: m.value for m in at.metric}["RQC"] == "?"  # the default band applies: unsure
     runs = new_app()
     runs.query_params.update({"run": RUN, "band": "0.7,0.3"})
     runs.run()

@@ -138,13 +138,14 @@ def test_robustness_page_shows_clusters_variants_and_blame(tmp_path: Path, monke
     assert not at.exception
     clusters = at.dataframe[0].value.set_index("cluster")
     assert clusters.loc["tpl", "R"] == pytest.approx(0.75) and clusters.loc["tpl", "Acc"] == pytest.approx(0.5)
-    assert clusters.loc["tpl", "R (retrieval)"] == 1.0 and clusters.loc["tpl", "gap groups"] == 1
-    grid = at.dataframe[1].value
+    assert clusters.loc["tpl", "groups: gap · robust · non-robust"] == "1 · 1 · 1"
+    assert at.dataframe[1].value.set_index("cluster").loc["tpl", "R (retrieval)"] == 1.0
+    grid = at.dataframe[2].value
     assert list(grid["group_id"]) == ["g3"] and list(grid[["a", "b"]].iloc[0]) == ["✓ right", "✗ wrong"]
     marks = [m.value for m in at.markdown]
     assert "**b** · ✗ wrong" in marks and "[open item](Item?run=r1&item=g3-b)" in marks
     assert [m.value for m in at.metric] == ["1", "0", "0"]
-    assert list(at.dataframe[2].value["attribution"]) == ["lm"]
+    assert list(at.dataframe[3].value["attribution"]) == ["lm"]
 
 
 def test_robustness_page_without_grammar_runs_says_how_to_make_one(tmp_path: Path,

@@ -260,8 +260,9 @@ def test_run_row_click_opens_the_item(db: Path) -> None:
 def test_item_shows_failures_as_failures_not_zeros(db: Path) -> None:
     at = open_page("pages/2_Item.py", run="llm-judge", item="q02")
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["SQC"] == "⚠ timeout" and metrics["RQC"] == "⚠ timeout"
+    assert metrics["SQC"] == "⚠" and metrics["RQC"] == "⚠"  # a glyph on the card, its status beneath
     assert metrics["SP1"] == "0.00"  # a real, scored 0 stays a 0
+    assert sum(c.value.startswith("⚠ timeout · ") for c in at.caption) == 2
     subq = frame_with(at, "sub-question")
     assert set(subq["source 0"]) == {"⚠ timeout"} and set(subq["SQC covered"]) == {"⚠ timeout"}
     timeout = next(e for e in at.expander if "SQC" in e.label and "timeout" in e.label)

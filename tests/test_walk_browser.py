@@ -153,6 +153,7 @@ CELL_VIEWS = [
     "/Item?run=RUN&item=q02&tab=Sources",
     "/Item?run=RUN&item=q02&tab=Response",
     "/Item?run=RUN&item=q02&tab=Verdicts",
+    "/Item?run=RUN&item=q04",
     "/Compare?run=RUN&other=OTHER&xm=sqc&xd=better",
     "/Compare?run=OTHER&other=RUN&xm=gr",
     "/Sources?run=RUN",
@@ -201,7 +202,16 @@ def cut_cells(page: Any, view: str) -> list[str]:
         column = names.get((t["grid"], round(c0)), "?")
         found.setdefault((t["grid"], column, kind),
                          f"{view}: table {t['grid']} ({' | '.join(t['columns'])}), column {column!r}: {fault}")
-    return list(found.values())
+    cards = [f"{view}: the {label} card's value {value!r} is cut to its box" for label, value in page.evaluate(CUT_CARDS_JS)]
+    return list(found.values()) + cards
+
+
+# A metric card whose value is wider than its box: Streamlit cuts it with an ellipsis ("⚠ u…").
+CUT_CARDS_JS = """() => [...document.querySelectorAll('[data-testid=stMetric]')].flatMap(m => {
+    const v = m.querySelector('[data-testid=stMetricValue]'), cut = [v, ...v.querySelectorAll('*')]
+        .some(e => e.scrollWidth > e.clientWidth + 1);
+    return cut ? [[m.querySelector('[data-testid=stMetricLabel]').innerText.trim(), v.innerText.trim()]] : [];
+})"""
 
 
 def open_view(page: Any, base: str, view: str, run: str) -> None:
@@ -264,6 +274,10 @@ def test_no_cell_of_the_demo_is_cut_off_or_reads_none_at_1280(page: Any, demo_ur
     drawn: set[str] = set()
     found = cut_in_views(page, demo_url, "weak_retriever", "better_retriever", drawn)
     found += cut_in_views(page, demo_url, "verbose_generator", "better_retriever", drawn)  # its long answers
+    page.goto(f"{demo_url}/Robustness?run=grammar-dense")  # the newcomer's page: its cluster tables' headers
+    check_page(page, "Robustness")
+    expect(page.get_by_test_id("stDataFrame")).to_have_count(4)  # clusters, retrieval, groups, wrong answers
+    found += cut_cells(page, "/Robustness")
     assert not found, "cells cut off:\n" + "\n".join(found)
     assert DEMO_TABLES <= drawn, f"tables not checked: {sorted(DEMO_TABLES - drawn)}"
 

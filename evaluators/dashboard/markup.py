@@ -65,6 +65,18 @@ def fmt_score(value: Any, status: str | None = OK) -> str:
     return f"{float(value):.2f}"
 
 
+def score_card(value: Any, status: str | None, counts: str) -> tuple[str, str]:
+    """A metric card's value and caption: a score and its counts; for an unscored one, a glyph that fits a
+    narrow card (a status word is cut there at 1280 px) and the status in the caption: "?" unsure, "–" not
+    applicable (the item lacks what the metric needs), "⚠" a failure."""
+    text = fmt_score(value, status)
+    if not text.startswith("⚠ "):
+        return text, counts
+    glyph = {UNSURE: "?", Status.NOT_APPLICABLE.value: "–"}.get(str(status), "⚠")
+    word = "not applicable" if glyph == "–" else f"{glyph} {status}"
+    return glyph, f"{word} · {counts}"
+
+
 def fmt_verdict(value: Any, status: str) -> str:
     """✓ 1 / ✗ 0 for a scored verdict, ? unsure for one inside the band, ⚠ status for a failure."""
     if status == UNSURE:

@@ -3,6 +3,7 @@ glossary of its terms."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from evaluators import grammar
@@ -39,6 +40,23 @@ GLOSSARY = """
 - **Cluster**: the items grouped by SQL template or by text template (the radio above), to see which query
   logic or which wording goes wrong.
 """
+
+
+GROUPS = "groups: gap · robust · non-robust"
+# Column widths in pixels (ui.sized): each header reads whole, and a table sums to at most ui.TABLE_PX.
+CLUSTER_PX = {"cluster": 140, "items": 50, "correct": 62, "gap items": 80, "lambda": 62, "R": 45, "Acc": 45}
+CLUSTER_PX |= {GROUPS: 210, "unscored": 80}
+RETRIEVAL_PX = {"cluster": 140, "R (retrieval)": 110, "Acc (retrieval)": 120, "retrieval hit": 100}
+
+
+def cluster_tables(clusters: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Report.clusters() as the page shows it: the answers' figures with the three group counts in one
+    column ("0 · 1 · 1"), and the retrieval figures apart."""
+    counts = clusters[["gap groups", "robust groups", "non-robust groups"]].astype(int).astype(str)
+    answers = clusters[["cluster", "items", "correct", "gap items", "lambda", "R", "Acc"]].assign(
+        **{GROUPS: counts.agg(" · ".join, axis=1), "unscored": clusters["unscored"]}
+    )
+    return answers, clusters[["cluster", *list(RETRIEVAL_PX)[1:]]]
 
 
 def suggestion(rep: robustness.Report) -> str:
