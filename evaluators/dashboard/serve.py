@@ -7,10 +7,9 @@ config (.streamlit/config.toml) and flags, and once the server's runtime exists 
 and the database check through the dashboard's cache. Then it opens every page's default view once
 itself, the Runs and Run pages of the newest runs and the comparison the Runs page links to, over
 Streamlit's websocket as a browser does, so what those views read (a million-item run's summaries take
-seconds) is cached before the first visitor comes. Every read
-is keyed by the database file's version, so a run written later still shows at once; once the file has been
-quiet a few seconds after new runs, serve opens the views again. These views are logged with
-`session=warmup`; `--no-warm-pages` skips them.
+seconds) is cached before the first visitor comes. Every read is keyed by the database file's version, so
+a run written later still shows at once; once the file has been quiet a few seconds after new runs, serve
+opens the views again. These views are logged with `session=warmup`; `--no-warm-pages` skips them.
 """
 
 from __future__ import annotations
