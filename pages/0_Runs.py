@@ -84,8 +84,7 @@ st.dataframe(
 chosen = [ids[i] for i in sorted(picked["selection"]["rows"])]
 c1, c2 = st.columns(2)
 if len(ids) > 1:
-    newest = ui.default_run(ids)
-    before, after = (chosen[1], chosen[0]) if len(chosen) == 2 else (ui.default_run(ids, newest), newest)
+    before, after = (chosen[1], chosen[0]) if len(chosen) == 2 else ui.default_pair(ids)
     ui.page_link(
         "compare",
         f"Compare {markup.md(before)} → {markup.md(after)}",

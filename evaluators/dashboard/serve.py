@@ -5,11 +5,11 @@ visitor waits for pandas, pyarrow, DuckDB, plotly and our modules (about 1 s of 
 imports them before the server starts, then starts Streamlit's own `run` in this process with the same
 config (.streamlit/config.toml) and flags, and once the server's runtime exists reads the runs catalog
 and the database check through the dashboard's cache. Then it opens every page's default view once
-itself, and the Runs page of the newest runs, over Streamlit's websocket as a browser does, so what those
-views read (a million-item run's summaries take seconds) is cached before the first visitor comes. Every read
-is keyed by the database file's version, so a run written later still shows at once; once the file has been
-quiet a few seconds after new runs, serve opens the views again. These views are logged with
-`session=warmup`; `--no-warm-pages` skips them.
+itself, the Runs, Run and Diagnosis pages of the newest runs and the comparison the Runs page links to, over
+Streamlit's websocket as a browser does, so what those views read (a million-item run's summaries take
+seconds) is cached before the first visitor comes. Every read is keyed by the database file's version, so
+a run written later still shows at once; once the file has been quiet a few seconds after new runs, serve
+opens the views again. These views are logged with `session=warmup`; `--no-warm-pages` skips them.
 """
 
 from __future__ import annotations
@@ -162,11 +162,19 @@ def _warm(port: int, pages: bool) -> None:
 
 def _open_views(port: int, run_ids: list[str], again: bool) -> None:
     """Open every page's default view once, then the Runs page of the WARM_RUNS newest runs (a switch of
-    its run picker), so what they read is cached before a visitor comes."""
+    its run picker) and what the Runs page links to: each of those runs' Run and Diagnosis pages, and
+    Compare of its board's default pair (a first visit of those at 1M items per run reads for 0.2-1 s), so
+    what they read is cached before a visitor comes."""
     from evaluators.dashboard import ui
 
     views = [(p.url_path, "") for p in ui.PAGES.values()]
-    views += [("", urlencode({"run": run})) for run in run_ids[:WARM_RUNS]]
+    for run in run_ids[:WARM_RUNS]:
+        views += [
+            (path, urlencode({"run": run})) for path in ("", ui.PAGES["run"].url_path, ui.PAGES["diagnosis"].url_path)
+        ]
+    if len(run_ids) > 1:
+        before, after = ui.default_pair(run_ids)
+        views.append((ui.PAGES["compare"].url_path, urlencode({"run": before, "other": after})))
     start = time.perf_counter()
     try:
         asyncio.run(_visit_pages(port, views))
@@ -175,8 +183,8 @@ def _open_views(port: int, run_ids: list[str], again: bool) -> None:
         return
     print(
         f"dashboard pages warmed{' again (the runs changed)' if again else ''} in "
-        f"{time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages, and the Runs page of "
-        f"{min(len(run_ids), WARM_RUNS)} runs",
+        f"{time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages, the Runs, Run and Diagnosis pages of "
+        f"{min(len(run_ids), WARM_RUNS)} runs" + (", and Compare of the default pair" if len(run_ids) > 1 else ""),
         flush=True,
     )
 

@@ -222,6 +222,13 @@ def default_run(ids: Sequence[str], skip: str | None = None) -> str:
     return next((r for r in ids if r != skip and r in thelma), next((r for r in ids if r != skip), ids[0]))
 
 
+def default_pair(ids: Sequence[str]) -> tuple[str, str]:
+    """The two runs the Runs page compares when none are picked: the run before the newest, then the
+    newest (both as default_run() picks them). `ids` lists at least two runs, newest first."""
+    newest = default_run(ids)
+    return default_run(ids, newest), newest
+
+
 def pick_run(
     frame: pd.DataFrame, key: str = "run", label: str = "Run", skip: str | None = None, where: Any = None
 ) -> str | None:
