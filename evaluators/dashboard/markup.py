@@ -69,9 +69,8 @@ def score_card(value: Any, status: str | None, counts: str) -> tuple[str, str]:
     """A metric card's value and caption: a score and its counts; for an unscored one, a glyph that fits a
     narrow card (a status word is cut there at 1280 px) and the status in the caption: "?" unsure, "–" not
     applicable (the item lacks what the metric needs), "⚠" a failure."""
-    text = fmt_score(value, status)
-    if not text.startswith("⚠ "):
-        return text, counts
+    if status in (None, OK):
+        return fmt_score(value, status), counts
     glyph = {UNSURE: "?", Status.NOT_APPLICABLE.value: "–"}.get(str(status), "⚠")
     word = "not applicable" if glyph == "–" else f"{glyph} {status}"
     return glyph, f"{word} · {counts}"
