@@ -50,12 +50,13 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_server(db: Path, log: Path, timeout_s: float = 60.0, plain: bool = False,
-                     warm_pages: bool = False, serve_args: Sequence[str] = ()) -> Iterator[str]:
+                     warm_pages: bool = False, serve_args: Sequence[str] = (), app_dir: Path = ROOT) -> Iterator[str]:
     """Serve the dashboard on the database `db` the way `make run` does (`python -m evaluators serve`:
     libraries imported before the server answers), or with `plain` by `streamlit run app.py`, and
     yield its base URL; stop it afterwards. `serve` opens each page once at start only with
     `warm_pages`: elsewhere those views would compete with the test's own for the CPU. `serve_args` go
-    to `serve` as they are (`--inbox DIR`).
+    to `serve` as they are (`--inbox DIR`). With `plain`, `app_dir` is the folder whose app.py runs (another
+    app's, for a benchmark's baseline).
 
     Everything else comes from the app's own .streamlit/config.toml, which the tests thereby check:
     telemetry off, loopback only, headless, and the file watcher off (the app does not change during a
@@ -68,7 +69,7 @@ def streamlit_server(db: Path, log: Path, timeout_s: float = 60.0, plain: bool =
            else [sys.executable, "-m", "evaluators", "serve", "--port", str(port)]
            + ([] if warm_pages else ["--no-warm-pages"]) + list(serve_args))
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=app_dir if plain else ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
