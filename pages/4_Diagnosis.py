@@ -15,7 +15,7 @@ from evaluators.storage import queries
 ui.page("Diagnosis")
 run_id, metric_ids, th = ui.current_run()
 pairs = [(x, y, r) for x, y, r in QUADRANTS if x in metric_ids and y in metric_ids]
-combos = reads.derived(queries.diagnosis.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
+combos = reads.folded(queries.diagnosis.rule_counts, [run_id], th, [(x, y) for x, y, _ in pairs])
 n_items = int(combos["n"].sum())
 st.caption(
     f"Run **{markup.md(run_id)}** · {n_items} items · a metric is low below its threshold (sidebar) and high at "

@@ -60,7 +60,7 @@ def test_sql_rules_agree_with_diagnose(random_db, table, seed_: int) -> None:
     for iid, scores in truth.items():
         expected = ", ".join(r.name for r in diagnose(scores, th))  # as shown: "X1 (ours)"
         assert fired_sql[iid] == expected, (iid, scores, th)
-    combos = queries.diagnosis.rule_counts(table, th)
+    combos = queries.diagnosis.rule_counts(queries.diagnosis.profile(table), th)
     firsts = queries.diagnosis.first_items(combos)
     for rid in RULES:
         n_sql = int(combos.loc[combos[rid], "n"].sum())
@@ -178,7 +178,7 @@ def test_reads_in_one_block_share_one_connection(tmp_path: Path, monkeypatch: py
 def test_quadrant_levels_come_from_the_same_scan(random_db, table) -> None:
     _, truth = random_db
     th = dict(DEFAULT_THRESHOLDS)
-    combos = queries.diagnosis.rule_counts(table, th, [("sqc", "rqc"), ("sp1", "sqc")])
+    combos = queries.diagnosis.rule_counts(queries.diagnosis.profile(table), th, [("sqc", "rqc"), ("sp1", "sqc")])
     assert int(combos["n"].sum()) == 400
     cols = ["x_low:sqc|rqc", "y_low:sqc|rqc"]
     both_low = int(combos.loc[(combos[cols[0]] == True) & (combos[cols[1]] == True), "n"].sum())  # noqa: E712

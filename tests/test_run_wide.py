@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import numbers
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -151,12 +152,14 @@ def test_pages_and_summaries_in_the_file_equal_those_in_memory(seeded_db: Path) 
             assert [i for frame, _ in paged for i in frame["item_id"]] == list(whole["item_id"])
             assert {count for _, count in paged} == {total}
     a, b = RUNS[0], RUNS[1]
-    for fn, args in ((queries.diagnosis.rule_counts, (th, [("sqc", "rqc")])), (queries.diagnosis.sample_points, (metrics,)),
-                     (queries.diagnosis.correlations, (metrics,))):
+    def counts(table: Any, *args: Any) -> Any:
+        return queries.diagnosis.rule_counts(queries.diagnosis.profile(table), *args)
+
+    for fn, args in ((queries.diagnosis.profile, ()), (counts, (th, [("sqc", "rqc")])),
+                     (queries.diagnosis.sample_points, (metrics,)), (queries.diagnosis.correlations, (metrics,))):
         got, want = fn(stored[a], *args), fn(memory[a], *args)
         assert got == want if isinstance(want, dict) else sorted(_rows(got), key=str) == sorted(_rows(want), key=str)
-    assert queries.diagnosis.first_items(queries.diagnosis.rule_counts(stored[a], th)) == queries.diagnosis.first_items(
-        queries.diagnosis.rule_counts(memory[a], th))
+    assert queries.diagnosis.first_items(counts(stored[a], th)) == queries.diagnosis.first_items(counts(memory[a], th))
     for key in ("summary", "deltas"):
         assert (_rows(queries.compare.compare_tables(stored[a], stored[b], metrics, th)[key])
                 == _rows(queries.compare.compare_tables(memory[a], memory[b], metrics, th)[key]))

@@ -77,7 +77,7 @@ def test_the_top_rule_is_the_most_frequent_and_links_to_its_evidence(db: Path) -
     table = board(open_page("app.py"))
     for run in RUNS:
         combos = queries.diagnosis.rule_counts(
-            queries.runs.stored_table(db, run, THELMA), DEFAULT_THRESHOLDS
+            queries.diagnosis.profile(queries.runs.stored_table(db, run, THELMA)), DEFAULT_THRESHOLDS
         )
         counts = {r: int(combos.loc[combos[r], "n"].sum()) for r in CONDITIONS}
         top = max(counts, key=lambda r: counts[r])

@@ -126,6 +126,15 @@ def _relation(
     return _run_table(path, version, run_id, every, band, corrected)
 
 
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _profile(
+    path: str, version: float, run_id: str, every: tuple[str, ...], band: Band | None, corrected: bool
+) -> pd.DataFrame:
+    # cache_resource hands out the same frame without a copy: callers must not modify it.
+    with store.reading(path):
+        return queries.diagnosis.profile(_relation(path, version, run_id, every, band, corrected))
+
+
 @st.cache_data(show_spinner=False, max_entries=128)
 def _derived(
     _fn: Callable[..., Any],
@@ -136,10 +145,11 @@ def _derived(
     band: Band | None,
     corrected: bool,
     run_ids: tuple[str, ...],
+    fold: bool,
     args: tuple,
     kwargs: tuple,
 ) -> Any:
-    tables = [_relation(path, version, r, every, band, corrected) for r in run_ids]
+    tables = [(_profile if fold else _relation)(path, version, r, every, band, corrected) for r in run_ids]
     with store.reading(path):  # the stored run tables of one call share a connection
         return _fn(*tables, *args, **dict(kwargs))
 
@@ -148,6 +158,17 @@ def derived(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs
     """fn(*run tables of run_ids, *args, **kwargs), e.g. derived(queries.diagnosis.correlations, [run], metrics):
     a computation over run tables (at the URL's band) in DuckDB, itself cached, so a rerun for an
     unrelated widget costs nothing."""
+    return _derive(fn, run_ids, False, args, kwargs)
+
+
+def folded(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+    """As derived(), over the runs' profiles (queries.diagnosis.profile, cached per band) instead of their
+    tables, e.g. folded(queries.diagnosis.rule_counts, [run], thresholds): a threshold change then reads
+    the profile, not the run."""
+    return _derive(fn, run_ids, True, args, kwargs)
+
+
+def _derive(fn: Callable[..., Any], run_ids: Sequence[str], fold: bool, args: tuple, kwargs: dict) -> Any:
     path = db_path()
     try:
         with store.reading(path):  # recomputed run tables share one connection
@@ -163,6 +184,7 @@ def derived(fn: Callable[..., Any], run_ids: Sequence[str], *args: Any, **kwargs
                 band(),
                 corrected(),
                 tuple(run_ids),
+                fold,
                 args,
                 tuple(sorted(kwargs.items())),
             )

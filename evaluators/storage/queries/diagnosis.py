@@ -20,7 +20,7 @@ from evaluators.metrics.registry import THELMA
 from evaluators.storage import store
 from evaluators.storage.queries.runs import stored_table
 from evaluators.storage.queries.sql import SQL_OPERATORS, RunTable, decided_sql, threshold_sql
-from evaluators.storage.wide import column
+from evaluators.storage.wide import column, count_column
 
 
 def wide_score(row: Mapping[Any, Any], metric: str) -> Score | None:
@@ -143,11 +143,24 @@ def filter_items(
     return frame, int(count["n"].iloc[0])
 
 
+def profile(table: RunTable, metrics: Sequence[str] = THELMA) -> pd.DataFrame:
+    """A run table folded to what the rules and the quadrants read of it: one row per distinct combination
+    of these metrics' scores and their scored and unsure counts, with its items `n` and the first of them
+    in id order (`item_id`). No threshold is read here, so one profile serves every threshold: at a million
+    items per run it is some thousands of rows (24,042 in the scale benchmark's run), and a threshold
+    change reads those instead of the run."""
+    cols = ", ".join(f"{column(m)}, {count_column(m, 'scored')}, {count_column(m, 'unsure')}" for m in metrics)
+    return store.frame_query(
+        f"SELECT {cols}, count(*) AS n, min(item_id) AS item_id FROM wide GROUP BY ALL", {"wide": table}
+    )
+
+
 def rule_counts(
-    table: RunTable, thresholds: Mapping[str, float], pairs: Sequence[tuple[str, str]] = ()
+    folded: pd.DataFrame, thresholds: Mapping[str, float], pairs: Sequence[tuple[str, str]] = ()
 ) -> pd.DataFrame:
     """Items per combination of fired Table-2 rules (one bool column per rule), n, and the first item
-    id of the combination (in id order: first_items() reads it, so one pass serves both).
+    id of the combination (in id order: first_items() reads it, so one pass serves both), from a run
+    table's profile().
 
     For each metric pair (x, y) in `pairs` it adds columns "x_low:x|y" and "y_low:x|y": True/False for
     low/high, NULL when unscored, so quadrant counts come from the same pass.
@@ -162,8 +175,8 @@ def rule_counts(
         flags.append(f'{low(y)} AS "y_low:{x}|{y}"')
     return store.frame_query(
         f"""{_rules_cte(thresholds)}
-        SELECT {", ".join(flags)}, count(*) AS n, min(item_id) AS first FROM base GROUP BY ALL ORDER BY n DESC""",
-        {"wide": table},
+        SELECT {", ".join(flags)}, sum(n)::BIGINT AS n, min(item_id) AS first FROM base GROUP BY ALL ORDER BY n DESC""",
+        {"wide": folded},
     )
 
 
