@@ -16,7 +16,7 @@ import streamlit as st
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
-from evaluators.dashboard import ui
+from evaluators.dashboard import reads, ui
 from evaluators.dashboard.views import item as item_view
 from evaluators.dashboard.views import runs as runs_view
 from evaluators.storage import ownership, queries, writes
@@ -471,6 +471,22 @@ def test_diagnosis_threshold_change_moves_counts(db: Path) -> None:
     assert at.query_params["th_sqc"] == "0.4"
     rules = frame_with(at, "fix").set_index("rule")
     assert rules.loc["T2.6", "items"] == 0  # q01's SQC 0.5 is now high
+
+
+def test_diagnosis_says_busy_when_the_run_profile_it_needs_is_locked(db: Path) -> None:
+    """A threshold change counts the rules from the run's profile, cached per band; when it must be read
+    again while another process writes, the page says the database is busy and draws no counts."""
+    at = open_page("pages/4_Diagnosis.py", run="weak-retriever")
+    reads._profile.clear()  # as once the cache let it go: the next threshold must read the file
+    holder = _hold_write_lock(db, seconds=30.0)  # past the readers' 10 s deadline
+    try:
+        at.slider(key="th_sqc").set_value(0.4).run(timeout=60)
+        assert not at.exception
+        assert any("busy" in w.value for w in at.warning)
+        assert not any("fix" in d.value.columns for d in at.dataframe)
+    finally:
+        holder.terminate()
+        holder.wait(timeout=20)
 
 
 # ---------------------------------------------------------------- Triage, read-only, login
