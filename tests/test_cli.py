@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -500,25 +501,32 @@ def test_interrupt_exits_130_and_the_run_resumes(tmp_path: Path, openai_server: 
     # when the first two items are finished, and it hangs.
     openai_server.fail_when(lambda index, body: index >= 4, "hang")
     cmd = [sys.executable, "-m", "evaluators", "evaluate", str(data), "--db", str(db), "--run", "r",
-           "--judge", JUDGE, "--api-base", openai_server.base_url, "--metrics", "gr", "--concurrency", "1",
-           "--quiet"]
+           "--judge", JUDGE, "--api-base", openai_server.base_url, "--metrics", "gr", "--concurrency", "1"]
     # Ctrl-C as a terminal sends it: with SIGINT's default action, whatever the test runner's own is (a
     # background job of a non-interactive shell ignores SIGINT, and a child would inherit that).
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    err_lines: list[str] = []
+    reader = threading.Thread(target=lambda: err_lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
     try:
+        # The fifth call can go out a moment before the second item is finished: wait for its progress
+        # line too (the CLI prints one per item finished), so the interrupt comes with two items done.
         deadline = time.monotonic() + 60
-        while len(openai_server.requests) < 5 and time.monotonic() < deadline:
+        while not (len(openai_server.requests) >= 5 and any(line.startswith("items 2/4") for line in err_lines)):
+            assert time.monotonic() < deadline, ("the run never reached the hanging judge", err_lines)
             time.sleep(0.05)
-        assert len(openai_server.requests) >= 5, "the run never reached the hanging judge"
         answered = {json.dumps(r, sort_keys=True) for r in openai_server.requests[:4]}
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    interrupted = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    # Progress lines, then one line that says what happened.
+    said = [line for line in err_lines if not line.startswith("items ")]
+    interrupted = subprocess.CompletedProcess(cmd, proc.returncode, "", "".join(said))
     assert "interrupted" in one_line_error(interrupted, 130)
     listed = [line.split("\t")[:4] for line in cli("runs", "--db", str(db)).stdout.splitlines()]
     assert listed == [["r", JUDGE, "failed", "2/4 items"]]
