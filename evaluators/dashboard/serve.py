@@ -170,10 +170,7 @@ def _open_views(port: int, run_ids: list[str], again: bool) -> None:
 
     views = [(p.url_path, "") for p in ui.PAGES.values()]
     for run in run_ids[:WARM_RUNS]:
-        views += [
-            (path, urlencode({"run": run}))
-            for path in ("", *(ui.PAGES[p].url_path for p in ("run", "diagnosis", "trust")))
-        ]
+        views += [(ui.PAGES[page].url_path, urlencode({"run": run})) for page in ("runs", "run", "diagnosis", "trust")]
     if len(run_ids) > 1:
         before, after = ui.default_pair(run_ids)
         views.append((ui.PAGES["compare"].url_path, urlencode({"run": before, "other": after})))

@@ -143,13 +143,13 @@ def filter_items(
     return frame, int(count["n"].iloc[0])
 
 
-def profile(table: RunTable, metrics: Sequence[str] = THELMA) -> pd.DataFrame:
+def profile(table: RunTable) -> pd.DataFrame:
     """A run table folded to what the rules and the quadrants read of it: one row per distinct combination
-    of these metrics' scores and their scored and unsure counts, with its items `n` and the first of them
+    of THELMA's scores and their scored and unsure counts, with its items `n` and the first of them
     in id order (`item_id`). No threshold is read here, so one profile serves every threshold: at a million
     items per run it is some thousands of rows (24,042 in the scale benchmark's run), and a threshold
     change reads those instead of the run."""
-    cols = ", ".join(f"{column(m)}, {count_column(m, 'scored')}, {count_column(m, 'unsure')}" for m in metrics)
+    cols = ", ".join(f"{column(m)}, {count_column(m, 'scored')}, {count_column(m, 'unsure')}" for m in THELMA)
     return store.frame_query(
         f"SELECT {cols}, count(*) AS n, min(item_id) AS item_id FROM wide GROUP BY ALL", {"wide": table}
     )
