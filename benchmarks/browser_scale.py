@@ -28,7 +28,9 @@ default and the newest runs' Runs pages (`--no-warm-pages` skips those views):
 The pages open as a visitor who opens the dashboard and follows its navigation finds them: on the run
 every picker opens on (the newest, "candidate"; Compare against "base"), the Item page on item i050000,
 and again as the Run table opens it (`from=run`: its Previous / Next walk the table's list), on the last
-item of the table's first page, whose Next reads the second page.
+item of the table's first page, whose Next reads the second page; and as a triager who reads corrected
+scores at a band of their own ("Banded item": ?band=0.3,0.7&scores=corrected), each item's scores
+recomputed from its verdicts.
 `--deep-links` opens them on run "base" instead (a link to an older run: nothing of it is read ahead).
 Then it runs the AppTest benchmark (dashboard_scale.bench) on the same DB and prints its first render
 and interaction beside, with the machine's load average. Targets: ready <= 1.5 s, interaction <= 0.5 s.
@@ -122,6 +124,8 @@ CASES = [
     ("Runs", "/?{run}", "SP1 threshold +0.01", _slider("SP1")),
     ("Run", "/Run?{run}", "text search", _type("Search text (id, query, response)", "topic 42?")),
     ("Item", "/Item?{run}&item=i050000", "next item", _click_link("Next")),
+    # a triager reading corrected scores at a band of their own: each item's scores recomputed from its verdicts
+    ("Banded item", "/Item?{run}&item=i050100&band=0.3,0.7&scores=corrected", "next item", _click_link("Next")),
     # opened from the Run table's last row of its first page: Next walks onto its second page
     ("Walk", "/Item?{run}&item=i000199&from=run", "next item (page 2)", _click_link("Next")),
     ("Compare", "/Compare?{run}&other=candidate", "claim diff of one item", _type("Item id to diff", "i000042")),
@@ -141,7 +145,7 @@ def case_url(url: str, deep: bool) -> str:
 
 # The AppTest case shown beside each page (dashboard_scale.bench's page file and interaction).
 APPTEST = {"Runs": ("app.py", None), "Run": ("pages/1_Run.py", "text search"), "Item": ("pages/2_Item.py", None),
-           "Walk": (None, None),
+           "Banded item": (None, None), "Walk": (None, None),
            "Compare": ("pages/3_Compare.py", "claim diff of one item"), "Diagnosis": ("pages/4_Diagnosis.py", None),
            "Triage": ("pages/5_Triage.py", None), "Trust": (None, None)}
 

@@ -4,12 +4,13 @@ n_unsure, and the quiet diagnosis fires a rule only on metrics decided from enou
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import pytest
 
 from evaluators.core.confidence import CALIBRATED, DEFAULT_BANDS, LABEL, LOGPROB, parse_band
-from evaluators.core.records import Item, Run, Score, Status, Verdict
+from evaluators.core.records import Item, Label, Run, Score, Status, Verdict
 from evaluators.metrics import diagnosis, registry
 from evaluators.metrics.thelma import GR, SQC, aggregate, rescore, with_band
 from evaluators.storage import ownership, queries, store, writes
@@ -145,6 +146,31 @@ def test_sql_scores_at_a_band_agree_with_python(verdict_db, seed_: int) -> None:
             assert (row.status, row.n_scored, row.n_total, row.n_unsure) == (
                 want.status.value, want.n_scored, want.n_total, want.n_unsure), (iid, m, band, verdicts)
             assert value == pytest.approx(want.value), (iid, m, band)
+
+
+@pytest.mark.parametrize("corrected", [False, True])
+def test_one_item_s_scores_are_the_run_s_rows_of_that_item(verdict_db, tmp_path: Path, corrected: bool) -> None:
+    """The Item page reads one item's scores with the filter inside the scans: the very rows the whole
+    run's relation holds for that item, at the stored scores, at other bands, with corrections in place."""
+    path = tmp_path / "labelled.duckdb"
+    shutil.copy(verdict_db[0], path)
+    rng = random.Random(7)
+    corrections = [Label(f"i{n:03d}", rng.randint(0, 1), metric=m, component_idx=0, author="t")
+                   for n in range(0, 150, 3) for m in ("gr", "sqc")]
+    writes.add_labels(path, "r", corrections)
+    for band in (None, (0.5, 0.5), (0.3, 0.7)):
+        whole = store.query(path, f"SELECT * FROM {queries.sql.scores_sql(band, corrected)} WHERE run_id = $run "
+                                  "ORDER BY item_id, metric", {"run": "r"})
+        for item_id in ("i000", "i001", "i003", "i149"):
+            one = store.query(path, f"SELECT * FROM {queries.sql.scores_sql(band, corrected, one_item=True)} "
+                                    "WHERE run_id = $run AND item_id = $item ORDER BY metric",
+                              {"run": "r", "item": item_id})
+            want = whole[whole["item_id"] == item_id].reset_index(drop=True)
+            assert len(one) == len(METRIC_IDS) and one.equals(want), (item_id, band, corrected)
+    if corrected:  # the corrections moved some item's score: the check above compared corrected rows
+        raw = store.query(path, f"SELECT * FROM {queries.sql.scores_sql((0.3, 0.7))} WHERE run_id = $run "
+                                "ORDER BY item_id, metric", {"run": "r"})
+        assert not raw.equals(whole)
 
 
 def test_stored_scores_round_trip_p_kind_tier_and_n_unsure(verdict_db) -> None:

@@ -52,7 +52,7 @@ def item_detail(
             path,
             f"""SELECT item_id, metric, value, n_scored, n_total, status,
                                               coalesce(n_unsure, 0) AS n_unsure
-                                       FROM {scores_sql(band, corrected)} WHERE run_id = $run AND item_id = $item""",
+                                       FROM {scores_sql(band, corrected, one_item=True)} WHERE run_id = $run AND item_id = $item""",
             ids,
         )
         comps = store.query(
