@@ -111,7 +111,7 @@ def scores_sql(band: Band | None = None, corrected: bool = False, one_item: bool
                CASE WHEN b.metric IS NULL THEN s.status ELSE b.status END AS status,
                CASE WHEN b.metric IS NULL THEN coalesce(s.n_unsure, 0) ELSE b.n_unsure END::INTEGER AS n_unsure
         FROM scores s LEFT JOIN banded b ON b.item_id = s.item_id AND b.metric = s.metric
-        WHERE s.run_id = $run{item.replace("item_id", "s.item_id")}) AS banded_scores"""
+        WHERE s.run_id = $run{" AND s.item_id = $item" if one_item else ""}) AS banded_scores"""
 
 
 def _judged_sql(band: Band | None, corrected: bool, metrics: Sequence[str], item: str = "") -> str:
