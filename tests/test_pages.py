@@ -489,6 +489,25 @@ def test_diagnosis_says_busy_when_the_run_profile_it_needs_is_locked(db: Path) -
         holder.wait(timeout=20)
 
 
+def test_item_at_a_band_with_corrections_says_busy_when_locked(db: Path) -> None:
+    """An item's scores at the URL's band with people's corrections are recomputed from its verdicts on
+    the file; while another process writes past the readers' deadline the page says the database is busy
+    and draws no scores, and once the file is free it draws them."""
+    at = open_page("pages/2_Item.py", run="weak-retriever", item="q04")  # the file checked, the runs listed
+    holder = _hold_write_lock(db, seconds=30.0)  # past the readers' 10 s deadline
+    try:
+        at.query_params.update({"band": "0.3,0.7", "scores": "corrected"})
+        at.run(timeout=60)
+        assert not at.exception
+        assert any("busy" in w.value for w in at.warning)
+        assert not at.metric
+    finally:
+        holder.terminate()
+        holder.wait(timeout=20)
+    at.run(timeout=60)
+    assert not at.exception and at.metric and not any("busy" in w.value for w in at.warning)
+
+
 # ---------------------------------------------------------------- Triage, read-only, login
 
 def test_triage_save_then_listed_and_exported(db: Path) -> None:
