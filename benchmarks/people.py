@@ -24,6 +24,9 @@ at the band asked for), beside a content-word overlap baseline and the peer's or
 - Factcheck-GPT (subtask 3): one item per (claim, web passage) pair: completely-support vs
   partially-support / refute / irrelevant. Proposed response-level split.
 
+Each figure is also printed read as expected values (evaluators/metrics/expected.py: a score's mean
+of its verdicts' p, unsure ones included, at no band), beside the score's own.
+
 Word overlap: the share of a text's content words (evaluators.core.text.content_stems, matched as
 text.share does) found in its best source; for RAGChecker the mean of that share over the answer's
 claims (text.split_claims) against gt_answer (precision), the reverse (recall), and their F1.
@@ -62,6 +65,7 @@ from evaluators.core.records import Item, Status  # noqa: E402
 from evaluators.judges import factory
 from evaluators.judges.llm import JudgeFatal  # noqa: E402
 from evaluators.metrics import registry
+from evaluators.metrics.expected import expected_scores
 from evaluators.storage import queries, store
 
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -327,7 +331,7 @@ class Engine:
         """Evaluate the items into the run <judge>/people-<split>/<name> (resumed, or updated to these
         items) and read its scores at the band: None where a score has no value (unsure or failed),
         0.0 where the response has no claim (status empty)."""
-        run = f"{run_label(self.judge, self.decompose_with)}/people-{self.split}/{name}"
+        run = self.run(name)
         unique = list({i.id: i for i in items}.values())
         options = {"decompose_with": self.decompose_with} if self.decompose_with else {}
         print(f"[{self.judge}] {name}: {len(unique)} items", file=sys.stderr)
@@ -338,6 +342,21 @@ class Engine:
         return {(r.item_id, r.metric): 0.0 if r.status == Status.EMPTY.value
                 else None if r.value is None or r.value != r.value else float(r.value)
                 for r in frame.itertuples(index=False)}
+
+    def run(self, name: str) -> str:
+        """The run a data set's items are evaluated into."""
+        return f"{run_label(self.judge, self.decompose_with)}/people-{self.split}/{name}"
+
+    def expected(self, name: str) -> Scores:
+        """The run's expected scores (metrics.expected: the mean of each score's verdicts' p, at no band),
+        as score() gives the scores (0.0 where the response has no claim); a metric without one (SQC, a
+        rating) is absent."""
+        frame = store.query(self.db, "SELECT item_id, metric, component_kind, component_idx, target, value, status, "
+                            "p, p_kind FROM verdicts WHERE run_id = $run", {"run": self.run(name)})
+        empty = store.query(self.db, "SELECT item_id, metric FROM scores WHERE run_id = $run AND status = $empty",
+                            {"run": self.run(name), "empty": Status.EMPTY.value})
+        read = {key: s.value for key, s in expected_scores(queries.items.verdict_records(frame)).items()}
+        return read | {(r.item_id, r.metric): 0.0 for r in empty.itertuples(index=False)}  # no claim: 0, as score()
 
 
 def ragchecker_items(inst: Instance, side: int, protocol: str) -> list[Item]:
@@ -394,10 +413,12 @@ def _fmt(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
-def ragchecker_rows(instances: Sequence[Instance], scores: Scores, protocol: str, split: str) -> list[Row]:
+def ragchecker_rows(instances: Sequence[Instance], scores: Scores, expected: Scores, protocol: str,
+                    split: str) -> list[Row]:
     """Per label, the Spearman over all records and over the records the judge scored, with word overlap
-    and RAGChecker's own scores over the same records."""
+    and RAGChecker's own scores over the same records; then over all records read as expected scores."""
     judged = meta_eval(instances, ragchecker_metric(scores, protocol))
+    soft = meta_eval(instances, ragchecker_metric(expected, protocol))
     people = annotators(instances)
     name = f"RAGChecker meta-eval, {split} domains"
     what = {"gr": ("precision: GR of the answer on gt_answer", "recall: GR of gt_answer on the answer", "F1"),
@@ -413,6 +434,12 @@ def ragchecker_rows(instances: Sequence[Instance], scores: Scores, protocol: str
             rows.append(Row(name, f"Spearman, {kind} ({metric}): {subset}", _fmt(rho), _fmt(words),
                             f"RAGChecker {_fmt(peer)}" + (f"; annotators with each other {_fmt(people[label])}"
                                                           if every else ""), n, c.n_scored))
+    for label, metric in zip(LABELS, what):
+        kind, c = label.split("_")[0], soft[label]
+        rows.append(Row(name, f"Spearman, {kind} ({metric}) read as expected (mean p): all records", _fmt(c.rho),
+                        _fmt(meta_eval(instances, overlap_metric)[label].rho),
+                        f"RAGChecker {_fmt(meta_eval(instances, lambda inst, side: inst.peer[side])[label].rho)}",
+                        c.n, c.n_scored))
     return rows
 
 
@@ -427,10 +454,11 @@ TITLES = {"wice": "WiCE {split}", "lfqa": "LFQA verification {split} (proposed s
           "factcheck": "Factcheck-GPT {split} (proposed split)"}
 
 
-def support_rows(name: str, cases: Sequence[Case], scores: Scores, split: str) -> list[Row]:
-    """AUROC (scored units; all units, unscored at 0.5), the unscored share and, for WiCE, the balanced
-    accuracy of "supported iff GR = 1" (unscored: not supported)."""
+def support_rows(name: str, cases: Sequence[Case], scores: Scores, expected: Scores, split: str) -> list[Row]:
+    """AUROC (scored units; all units, unscored at 0.5; all units read as expected GR), the unscored share
+    and, for WiCE, the balanced accuracy of "supported iff GR = 1" (unscored: not supported)."""
     got = [scores.get((c.item.id, "gr")) for c in cases]
+    soft = [expected.get((c.item.id, "gr")) for c in cases]
     labels = [int(c.supported) for c in cases]
     words = [overlap(c.item.response, c.item.sources) for c in cases]
     n, scored = len(cases), sum(g is not None for g in got)
@@ -440,6 +468,9 @@ def support_rows(name: str, cases: Sequence[Case], scores: Scores, split: str) -
                 peer["auroc"], scored, scored),
             Row(title, "GR AUROC, all units (unscored ranked at 0.5)", _fmt(auroc_all(got, labels)),
                 _fmt(auc(words, labels)), peer["auroc"], n, scored),
+            Row(title, "GR read as expected (mean of its verdicts' p) AUROC, all units (one with no p at 0.5)",
+                _fmt(auroc_all(soft, labels)), _fmt(auc(words, labels)), peer["auroc"], n,
+                sum(e is not None for e in soft)),
             Row(title, "unscored share (every verdict unsure or failed)",
                 f"{(n - scored) / n:.2f} ({n - scored} of {n})" if n else "–", "–", "–", n, scored)]
     if name == "wice":
@@ -513,11 +544,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                          for i in ragchecker_items(inst, side, args.protocol)]
                 run = "ragchecker" if args.protocol == "gr" else "ragchecker-ref"
                 scores = engine.score(items, run, PROTOCOL_METRICS[args.protocol], cost)
-                rows += ragchecker_rows(instances, scores, args.protocol, args.split)
+                rows += ragchecker_rows(instances, scores, engine.expected(run), args.protocol, args.split)
             else:
                 cases = sample(LOADERS[name](args.split), args.sample, name)
                 scores = engine.score([c.item for c in cases], name, ["gr"], cost)
-                rows += support_rows(name, cases, scores, args.split)
+                rows += support_rows(name, cases, scores, engine.expected(name), args.split)
             notes.append(f"{name}: {time.monotonic() - set_started:.0f} s; {cost.text()}".replace("\n", "; "))
     except (ValueError, JudgeFatal) as exc:  # bad data, a judge without access, a run resumed otherwise, ...
         print(f"error: {exc}" + ("" if isinstance(exc, DataError) else "; finished items are kept in " + str(args.db)),

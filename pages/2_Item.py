@@ -41,6 +41,9 @@ nav[0].markdown(f"Run **{markup.md(run_id)}** · item {markup.md(item_id)}")
 back = walk.back()
 ui.page_link(back.page, f"Back to {ui.PAGES[back.page].title}", back.params, icon="↩️", where=nav[1])
 
+# A score's expected value (the mean of its verdicts' p) ranks answers more finely than its 0/1 share; it
+# reads the judge's own verdicts, so a reading with people's corrections leaves it out.
+expected = {} if state.corrected() else item_view.expected_captions(d["verdicts"])
 cols = st.columns(max(len(metric_ids), 1))
 for col, m in zip(cols, metric_ids):
     if m in scores.index:
@@ -50,6 +53,8 @@ for col, m in zip(cols, metric_ids):
         )
         col.metric(m.upper(), value, help=display_name(m))
         col.caption(caption)
+        if m in expected:
+            col.caption(expected[m])
     else:
         col.metric(m.upper(), "–", help="not evaluated for this item")
 

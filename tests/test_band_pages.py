@@ -122,3 +122,13 @@ def test_runs_page_counts_unsure_items_apart(band_db: Path) -> None:
     at.run()
     table = frame_with(at, "95% CI").set_index("metric")
     assert table.loc["rqc", "n scored"] == "1 of 1" and table.loc["rqc", "unscored items"] == "none"
+
+
+def test_a_score_s_expected_value_is_shown_beside_it_and_left_out_with_corrections(band_db: Path) -> None:
+    expected = "expected 0.45 · mean p of 1 of 1 verdicts"  # RQC's one verdict, unsure at the default band
+    raw = [c.value for c in open_page("item", item=ITEM).caption]
+    assert expected in raw
+    assert sum(c.startswith("expected") for c in raw) == 1  # SQC's coverage has none
+    assert expected in [c.value for c in open_page("item", item=ITEM, band="0.5,0.5").caption]  # no band moves it
+    corrected = [c.value for c in open_page("item", item=ITEM, scores="corrected").caption]
+    assert not any(c.startswith("expected") for c in corrected)

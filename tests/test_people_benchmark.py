@@ -10,6 +10,7 @@ import pytest
 from benchmarks import people
 from benchmarks.agreement import RunCost
 from evaluators.core.records import Item
+from evaluators.storage import store
 
 LABELS = people.LABELS
 
@@ -101,9 +102,12 @@ def test_the_scored_units_row_compares_word_overlap_on_the_same_units() -> None:
                  ("The museum opens on Sundays at 8:00.", False),  # GR 0, overlap 0.5
                  ("The museum opens at 10:00.", False)])]      # unscored, overlap 1
     scores = {("c0", "gr"): 1.0, ("c1", "gr"): None, ("c2", "gr"): 0.0}
-    scored, every, unscored, balanced = people.support_rows("wice", cases, scores, "dev")
+    expected = {("c0", "gr"): 0.9, ("c1", "gr"): 0.55, ("c2", "gr"): 0.2}  # c3's verdict failed: no p
+    scored, every, soft, unscored, balanced = people.support_rows("wice", cases, scores, expected, "dev")
     assert (scored.judge, scored.overlap, scored.n, scored.n_scored) == ("1.00", "1.00", 2, 2)
     assert (every.judge, every.overlap, every.n, every.n_scored) == ("0.88", "0.38", 4, 2)
+    # 0.9 and 0.55 against 0.2 and c3 at 0.5: every pair in order
+    assert (soft.judge, soft.overlap, soft.n, soft.n_scored) == ("1.00", "0.38", 4, 3)
     assert unscored.judge == "0.50 (2 of 4)"
     assert balanced.judge == "0.75"  # GR = 1 on one of two supported, no false alarm
 
@@ -127,6 +131,11 @@ def test_scores_come_back_from_the_engine_run_and_a_response_with_no_claim_score
     assert cost.judged == 2  # the repeated item is scored once
     engine.score([grounded, nothing], "hand", ["gr"], cost)
     assert cost.judged == 2  # a rerun judges nothing
+    # read as expected: the mean of the stored verdicts' p; no claim still scores 0
+    stored = store.query(engine.db, "SELECT avg(p) AS p, count(*) AS n FROM verdicts WHERE run_id = $run AND "
+                         "item_id = 'grounded' AND metric = 'gr'", {"run": engine.run("hand")})
+    assert stored.n[0] >= 1 and 0.5 < stored.p[0] < 1.0
+    assert engine.expected("hand") == {("grounded", "gr"): pytest.approx(stored.p[0]), ("nothing", "gr"): 0.0}
 
 
 def test_bad_options_and_missing_data_stop_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],

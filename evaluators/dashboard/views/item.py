@@ -19,6 +19,7 @@ from evaluators.core.records import Score, Status
 from evaluators.dashboard.markup import FAIL, OK, UNSURE, Record, fmt_p, fmt_verdict, md, score_counts, verdict_colour
 from evaluators.dashboard.state import synced, whole
 from evaluators.metrics.diagnosis import Condition, Fired, fired
+from evaluators.metrics.expected import expected_scores
 from evaluators.metrics.thelma import aggregate_coverage
 from evaluators.storage import queries
 
@@ -55,6 +56,17 @@ def item_scores(frame: pd.DataFrame) -> dict[str, Score]:
             int(r["n_unsure"] or 0),
         )
         for r in frame.to_dict("records")
+    }
+
+
+def expected_captions(verdicts: pd.DataFrame) -> dict[str, str]:
+    """By metric, the score's expected value (metrics.expected: the mean of its verdicts' p, unsure ones
+    included) as a caption: "expected 0.79 · mean p of 3 of 3 verdicts"; none for a metric without one."""
+    expected = expected_scores(queries.items.verdict_records(verdicts))
+    return {
+        metric: f"expected {s.value:.2f} · mean p of {s.n_scored} of {s.n_total} verdicts"
+        for (_, metric), s in expected.items()
+        if s.value is not None
     }
 
 

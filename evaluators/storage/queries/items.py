@@ -6,11 +6,12 @@ deleted).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
 from evaluators.core.confidence import Band
+from evaluators.core.records import Status, Verdict
 from evaluators.storage import store
 from evaluators.storage.queries.sql import json_pointer, scores_sql, unsure_sql
 
@@ -75,6 +76,29 @@ def item_detail(
         keys = sorted(verdicts["call_key"].dropna().unique())
         calls = judge_calls(path, keys if len(keys) <= ITEM_CALLS else [])  # on this connection: no second open
     return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts, "calls": calls}
+
+
+def verdict_records(frame: pd.DataFrame, item_id: str = "") -> list[Verdict]:
+    """Stored verdict rows as records: the verdicts table's columns, or item_detail's (which read a
+    verdict unsure at the band as 'unsure' and carry no item_id: `item_id` is theirs)."""
+
+    def number(x: Any) -> float | None:
+        return None if x is None or pd.isna(x) else float(x)
+
+    return [
+        Verdict(
+            str(r.get("item_id", item_id)),
+            r["metric"],
+            r["component_kind"],
+            int(r["component_idx"]),
+            r["target"],
+            number(r["value"]),
+            Status(r["status"]),
+            p=number(r["p"]),
+            p_kind=r.get("p_kind"),
+        )
+        for r in frame.to_dict("records")
+    ]
 
 
 def judge_calls(path: str | Path, keys: Sequence[str]) -> pd.DataFrame:
