@@ -44,6 +44,7 @@ ui.page_link(back.page, f"Back to {ui.PAGES[back.page].title}", back.params, ico
 # A score's expected value (the mean of its verdicts' p) ranks answers more finely than its 0/1 share; it
 # reads the judge's own verdicts, so a reading with people's corrections leaves it out.
 expected = {} if state.corrected() else item_view.expected_captions(d["verdicts"])
+EXPECTED = ". Expected: the mean of its verdicts' p (how sure the judge is of a 1), unsure ones included."
 cols = st.columns(max(len(metric_ids), 1))
 for col, m in zip(cols, metric_ids):
     if m in scores.index:
@@ -51,7 +52,7 @@ for col, m in zip(cols, metric_ids):
         value, caption = markup.score_card(
             s["value"], s["status"], markup.score_counts(s["n_scored"], s["n_total"], s["n_unsure"])
         )
-        col.metric(m.upper(), value, help=display_name(m))
+        col.metric(m.upper(), value, help=display_name(m) + (EXPECTED if m in expected else ""))
         col.caption(caption)
         if m in expected:
             col.caption(expected[m])

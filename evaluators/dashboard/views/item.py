@@ -61,10 +61,10 @@ def item_scores(frame: pd.DataFrame) -> dict[str, Score]:
 
 def expected_captions(verdicts: pd.DataFrame) -> dict[str, str]:
     """By metric, the score's expected value (metrics.expected: the mean of its verdicts' p, unsure ones
-    included) as a caption: "expected 0.79 · mean p of 3 of 3 verdicts"; none for a metric without one."""
+    included) as a caption: "expected 0.79 (p of 3 of 3)"; none for a metric without one."""
     expected = expected_scores(queries.items.verdict_records(verdicts))
     return {
-        metric: f"expected {s.value:.2f} · mean p of {s.n_scored} of {s.n_total} verdicts"
+        metric: f"expected {s.value:.2f} (p of {s.n_scored} of {s.n_total})"
         for (_, metric), s in expected.items()
         if s.value is not None
     }
