@@ -118,6 +118,14 @@ def _multiselect(option: str) -> tuple[Callable[[Any], None], Callable[[Any], No
     return prepare, lambda page: page.get_by_role("option", name=option).click()
 
 
+def _ledger_slider() -> tuple[Callable[[Any], None], Callable[[Any], None]]:
+    """Open the Sources page's list thresholds and focus the dead-weight slider; the action moves it one step."""
+    def prepare(page: Any) -> None:
+        page.get_by_test_id("stSidebar").get_by_text("List thresholds").click()
+        page.get_by_test_id("stSidebar").get_by_role("slider").first.focus()
+    return prepare, lambda page: page.keyboard.press("ArrowRight")
+
+
 DEFAULT_RUN = "candidate"  # the newest run of the scale DB: what every run picker opens on
 # (page, URL path and query, interaction label, interaction); "{run}" is the run the pages open on
 CASES = [
@@ -132,6 +140,7 @@ CASES = [
     ("Diagnosis", "/Diagnosis?{run}", "SQC threshold +0.01", _slider("SQC")),
     ("Triage", "/Triage", "label filter", _multiselect("confirmed")),
     ("Trust", "/Trust?{run}", "SP1 threshold +0.01", _slider("SP1")),
+    ("Sources", "/Sources?{run}", "dead-weight share +0.05", _ledger_slider()),
 ]
 
 
@@ -147,7 +156,7 @@ def case_url(url: str, deep: bool) -> str:
 APPTEST = {"Runs": ("app.py", None), "Run": ("pages/1_Run.py", "text search"), "Item": ("pages/2_Item.py", None),
            "Banded item": (None, None), "Walk": (None, None),
            "Compare": ("pages/3_Compare.py", "claim diff of one item"), "Diagnosis": ("pages/4_Diagnosis.py", None),
-           "Triage": ("pages/5_Triage.py", None), "Trust": (None, None)}
+           "Triage": ("pages/5_Triage.py", None), "Trust": (None, None), "Sources": (None, None)}
 
 
 def server_cpu_s(port: int) -> float:

@@ -72,7 +72,7 @@ def test_warmed_catalog_still_shows_a_run_written_after_it(tmp_path: Path) -> No
 
 def test_serve_opens_every_page_so_a_first_visit_reads_nothing(tmp_path: Path) -> None:
     """Every page's default view runs once at start, logged as `session=warmup`, and so do the Runs, Run,
-    Diagnosis and Trust pages of each run and the comparison the Runs page links to (the run before the newest, then the
+    Diagnosis, Trust and Sources pages of each run and the comparison the Runs page links to (the run before the newest, then the
     newest). Then a writer holds the file, so a view that still had to read it would say the database is
     busy: the first visits of those views don't."""
     db = seed(tmp_path / "seed.duckdb")
@@ -80,15 +80,15 @@ def test_serve_opens_every_page_so_a_first_visit_reads_nothing(tmp_path: Path) -
     with streamlit_server(db, log, warm_pages=True) as base, sync_api.sync_playwright() as pw:
         _wait_for(log, "dashboard pages warmed")
         warmed = re.findall(r"page=(/\S*) ms=[\d.]+ session=warmup outcome=(\S+)", log.read_text())
-        # every page's default view, then the Runs, Run, Diagnosis and Trust pages of each of the three runs, and
+        # every page's default view, then the Runs, Run, Diagnosis, Trust and Sources pages of each of the three runs, and
         # one Compare
-        views = [f"/{p.url_path}" for p in ui.PAGES.values()] + ["/", "/Run", "/Diagnosis", "/Trust"] * 3 + ["/Compare"]
+        views = [f"/{p.url_path}" for p in ui.PAGES.values()] + ["/", "/Run", "/Diagnosis", "/Trust", "/Sources"] * 3 + ["/Compare"]
         assert sorted(p for p, _ in warmed) == sorted(views)
         assert {outcome for _, outcome in warmed} <= {"ok", "stop"}, warmed
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         with duckdb.connect(str(db)):  # read-write: the file is locked against every other process
             linked = ("Run?run=weak-retriever", "Diagnosis?run=weak-retriever", "Trust?run=weak-retriever",
-                      "Compare?run=better-retriever&other=llm-judge")
+                      "Sources?run=weak-retriever", "Compare?run=better-retriever&other=llm-judge")
             for path in ("", "Run", "Compare", "Diagnosis", *linked):
                 page = browser.new_page()
                 page.goto(f"{base}/{path}")
@@ -99,7 +99,7 @@ def test_serve_opens_every_page_so_a_first_visit_reads_nothing(tmp_path: Path) -
                 assert page.get_by_test_id("stException").count() == 0, path
         browser.close()
     visits = re.findall(r"page=(/\S*) ms=[\d.]+ session=[0-9a-f]{8} outcome=ok", log.read_text())
-    assert visits == ["/", "/Run", "/Compare", "/Diagnosis", "/Run", "/Diagnosis", "/Trust", "/Compare"], \
+    assert visits == ["/", "/Run", "/Compare", "/Diagnosis", "/Run", "/Diagnosis", "/Trust", "/Sources", "/Compare"], \
         log.read_text()[-2000:]
     assert "Traceback" not in log.read_text()
 
@@ -115,7 +115,7 @@ def test_serve_opens_the_views_again_once_a_new_run_is_written(tmp_path: Path) -
         ownership.start_run(db, Run("late-run", "offline", {}, {}), 1)
         ownership.finish_run(db, "late-run", "finished", {})
         _wait_for(log, "dashboard pages warmed again (the runs changed)", 60 + serve.REWARM_QUIET_S)
-        assert "the Runs, Run, Diagnosis and Trust pages of 4 runs" in log.read_text()
+        assert "the Runs, Run, Diagnosis, Trust and Sources pages of 4 runs" in log.read_text()
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         with duckdb.connect(str(db)):  # read-write: the file is locked against every other process
             page = browser.new_page()
@@ -137,8 +137,8 @@ def test_serve_started_on_a_busy_file_warms_once_the_writer_lets_go(tmp_path: Pa
         writer.close()
         _wait_for(log, "dashboard pages warmed in")
         warmed = re.findall(r"session=warmup outcome=(\S+)", log.read_text())
-        # every page, 4 pages of each of the 3 runs, one Compare
-        assert len(warmed) == len(ui.PAGES) + 4 * 3 + 1 and set(warmed) <= {"ok", "stop"}, warmed
+        # every page, 5 pages of each of the 3 runs, one Compare
+        assert len(warmed) == len(ui.PAGES) + 5 * 3 + 1 and set(warmed) <= {"ok", "stop"}, warmed
     assert "Traceback" not in log.read_text()
 
 

@@ -5,7 +5,7 @@ visitor waits for pandas, pyarrow, DuckDB, plotly and our modules (about 1 s of 
 imports them before the server starts, then starts Streamlit's own `run` in this process with the same
 config (.streamlit/config.toml) and flags, and once the server's runtime exists reads the runs catalog
 and the database check through the dashboard's cache. Then it opens every page's default view once
-itself, the Runs, Run, Diagnosis and Trust pages of the newest runs and the comparison the Runs page links to, over
+itself, the Runs, Run, Diagnosis, Trust and Sources pages of the newest runs and the comparison the Runs page links to, over
 Streamlit's websocket as a browser does, so what those views read (a million-item run's summaries take
 seconds) is cached before the first visitor comes. Every read is keyed by the database file's version, so
 a run written later still shows at once; once the file has been quiet a few seconds after new runs, serve
@@ -164,13 +164,16 @@ def _open_views(port: int, run_ids: list[str], again: bool) -> None:
     """Open every page's default view once, then the Runs page of the WARM_RUNS newest runs (a switch of
     its run picker) and what the Runs page links to: each of those runs' Run and Diagnosis pages, and
     Compare of its board's default pair (a first visit of those at 1M items per run reads for 0.2-1 s),
-    and each of those runs' Trust page (its labels beside the whole run's scores: 0.5-0.8 s at 1M), so
-    what they read is cached before a visitor comes."""
+    and each of those runs' Trust page (its labels beside the whole run's scores: 0.5-0.8 s at 1M) and
+    Sources page (the run's source ledger: 9 s at 1M), so what they read is cached before a visitor comes."""
     from evaluators.dashboard import ui
 
     views = [(p.url_path, "") for p in ui.PAGES.values()]
     for run in run_ids[:WARM_RUNS]:
-        views += [(ui.PAGES[page].url_path, urlencode({"run": run})) for page in ("runs", "run", "diagnosis", "trust")]
+        views += [
+            (ui.PAGES[page].url_path, urlencode({"run": run}))
+            for page in ("runs", "run", "diagnosis", "trust", "sources")
+        ]
     if len(run_ids) > 1:
         before, after = ui.default_pair(run_ids)
         views.append((ui.PAGES["compare"].url_path, urlencode({"run": before, "other": after})))
@@ -182,7 +185,7 @@ def _open_views(port: int, run_ids: list[str], again: bool) -> None:
         return
     print(
         f"dashboard pages warmed{' again (the runs changed)' if again else ''} in "
-        f"{time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages, the Runs, Run, Diagnosis and Trust pages of "
+        f"{time.perf_counter() - start:.2f} s: {len(ui.PAGES)} pages, the Runs, Run, Diagnosis, Trust and Sources pages of "
         f"{min(len(run_ids), WARM_RUNS)} runs" + (", and Compare of the default pair" if len(run_ids) > 1 else ""),
         flush=True,
     )
