@@ -12,7 +12,7 @@ from evaluators.core.records import CLAIM, Status, Verdict
 from evaluators.metrics import registry
 from evaluators.metrics.expected import expected, expected_scores
 from evaluators.metrics.suites.reference import REFERENCE_CLAIM
-from evaluators.metrics.thelma import aggregate_mean
+from evaluators.metrics.thelma import aggregate_mean, with_band
 
 
 def verdict(p: float | None, status: Status = Status.OK, *, metric: str = "gr", kind: str = CLAIM, idx: int = 0,
@@ -30,6 +30,10 @@ def test_the_expected_gr_is_the_mean_p_of_the_answered_verdicts() -> None:
     assert got is not None and got.value == pytest.approx(1.55 / 3) and (got.n_scored, got.n_total) == (3, 4)
     assert got.status is Status.OK
     assert aggregate_mean("x", "gr", vs).value == 0.5  # the 0/1 share of the two decided verdicts
+    banded = with_band([verdict(0.9, idx=0), verdict(0.55, idx=1), verdict(0.1, idx=2)])  # the runner's reading
+    assert banded[1].status is Status.UNSURE and banded[1].value is None
+    again = expected("x", "gr", banded)
+    assert again is not None and again.value == pytest.approx(got.value)
 
 
 def test_with_p_at_0_or_1_it_is_the_score() -> None:

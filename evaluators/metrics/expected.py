@@ -28,7 +28,7 @@ def expected(item_id: str, metric: str, verdicts: Sequence[Verdict]) -> Score | 
     if spec is None or spec.aggregate not in (thelma.aggregate_mean, reference.aggregate_f1):
         return None
     judged = [v for v in verdicts if v.status in _JUDGED]
-    if any(v.p is None or v.value not in (0.0, 1.0) for v in judged):
+    if any(v.p is None or v.value not in (0.0, 1.0, None) for v in judged):  # None: unsure (thelma.with_band)
         return None
     sides = [verdicts]
     if spec.aggregate is reference.aggregate_f1:
