@@ -4,15 +4,19 @@ failures left out; only for a metric whose score is a mean or ref_f1, and never 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from evaluators.core.confidence import CALIBRATED, LABEL
-from evaluators.core.records import CLAIM, Status, Verdict
+from evaluators.core.records import CLAIM, Item, Run, Status, Verdict
 from evaluators.metrics import registry
 from evaluators.metrics.expected import expected, expected_scores
 from evaluators.metrics.suites.reference import REFERENCE_CLAIM
-from evaluators.metrics.thelma import aggregate_mean, with_band
+from evaluators.metrics.thelma import aggregate_mean, rescore, with_band
+from evaluators.storage import ownership, queries, store, writes
+from evaluators.storage.queries.items import verdict_records
 
 
 def verdict(p: float | None, status: Status = Status.OK, *, metric: str = "gr", kind: str = CLAIM, idx: int = 0,
@@ -77,3 +81,22 @@ def test_expected_scores_groups_by_item_and_metric_and_leaves_out_metrics_withou
     assert set(got) == {("a", "gr"), ("b", "gr")}
     assert got["a", "gr"].value == pytest.approx(0.8) and got["b", "gr"].value == pytest.approx(0.2)
     assert all(m in registry.METRICS for _, m in got)
+
+
+def test_stored_verdicts_come_back_as_the_records_written(tmp_path: Path) -> None:
+    """queries.items.verdict_records over the verdicts table (a real DuckDB file): NULL p and value read
+    None, statuses their members, and item_detail's rows (no item_id, unsure at the band) take the id given."""
+    path = tmp_path / "v.duckdb"
+    ownership.start_run(path, Run("r", "offline", {}, {}), 1)
+    written = [verdict(0.9, idx=0), verdict(0.45, idx=1), verdict(None, Status.TIMEOUT, idx=2)]
+    written = [replace(v, target="sources", detail="d", tier="offline") for v in written]
+    writes.write_batch(path, "r", items=[Item("x", "Q?", ("S.",), "A. B. C.")], verdicts=written,
+                       scores=list(rescore("x", written, {"gr": registry.METRICS["gr"]}).values()))
+    frame = store.query(path, "SELECT * FROM verdicts WHERE run_id = 'r' ORDER BY component_idx")
+    read = verdict_records(frame)
+    assert [(v.item_id, v.component_idx, v.value, v.status, v.p, v.p_kind) for v in read] == [
+        (v.item_id, v.component_idx, v.value, v.status, v.p, v.p_kind) for v in written]
+    detail = queries.items.item_detail(path, "r", "x")["verdicts"]  # p 0.45 is unsure at the default band
+    assert [v.status for v in verdict_records(detail, "x")] == [Status.OK, Status.UNSURE, Status.TIMEOUT]
+    got = expected("x", "gr", verdict_records(detail, "x"))
+    assert got is not None and got.value == pytest.approx((0.9 + 0.45) / 2) and (got.n_scored, got.n_total) == (2, 3)
