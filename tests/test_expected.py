@@ -96,7 +96,7 @@ def test_stored_verdicts_come_back_as_the_records_written(tmp_path: Path) -> Non
     read = verdict_records(frame)
     assert [(v.item_id, v.component_idx, v.value, v.status, v.p, v.p_kind) for v in read] == [
         (v.item_id, v.component_idx, v.value, v.status, v.p, v.p_kind) for v in written]
-    detail = queries.items.item_detail(path, "r", "x")["verdicts"]  # p 0.45 is unsure at the default band
-    assert [v.status for v in verdict_records(detail, "x")] == [Status.OK, Status.UNSURE, Status.TIMEOUT]
-    got = expected("x", "gr", verdict_records(detail, "x"))
-    assert got is not None and got.value == pytest.approx((0.9 + 0.45) / 2) and (got.n_scored, got.n_total) == (2, 3)
+    detail = queries.items.item_detail(path, "r", "x")  # p 0.45 is unsure at the default band
+    assert [v.status for v in verdict_records(detail["verdicts"], "x")] == [Status.OK, Status.UNSURE, Status.TIMEOUT]
+    assert detail["expected"].to_dict("records") == [
+        {"metric": "gr", "value": pytest.approx((0.9 + 0.45) / 2), "n_scored": 2, "n_total": 3}]

@@ -19,7 +19,6 @@ from evaluators.core.records import Score, Status
 from evaluators.dashboard.markup import FAIL, OK, UNSURE, Record, fmt_p, fmt_verdict, md, score_counts, verdict_colour
 from evaluators.dashboard.state import synced, whole
 from evaluators.metrics.diagnosis import Condition, Fired, fired
-from evaluators.metrics.expected import expected_scores
 from evaluators.metrics.thelma import aggregate_coverage
 from evaluators.storage import queries
 
@@ -59,14 +58,12 @@ def item_scores(frame: pd.DataFrame) -> dict[str, Score]:
     }
 
 
-def expected_captions(verdicts: pd.DataFrame) -> dict[str, str]:
-    """By metric, the score's expected value (metrics.expected: the mean of its verdicts' p, unsure ones
-    included) as a caption: "expected 0.79 (p of 3 of 3)"; none for a metric without one."""
-    expected = expected_scores(queries.items.verdict_records(verdicts))
+def expected_captions(expected: pd.DataFrame) -> dict[str, str]:
+    """By metric, its score's expected value (item_detail's `expected`: the mean of its verdicts' p, unsure
+    ones included) as a caption: "expected 0.79 (p of 3 of 3)"."""
     return {
-        metric: f"expected {s.value:.2f} (p of {s.n_scored} of {s.n_total})"
-        for (_, metric), s in expected.items()
-        if s.value is not None
+        r["metric"]: f"expected {r['value']:.2f} (p of {int(r['n_scored'])} of {int(r['n_total'])})"
+        for r in expected.to_dict("records")
     }
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from evaluators.core.confidence import Band
 from evaluators.core.records import Status, Verdict
+from evaluators.metrics.expected import expected_scores
 from evaluators.storage import store
 from evaluators.storage.queries.sql import json_pointer, scores_sql, unsure_sql
 
@@ -42,10 +43,11 @@ ITEM_CALLS = 40  # an item with up to this many judge calls gets them with its o
 def item_detail(
     path: str | Path, run_id: str, item_id: str, band: Band | None = None, corrected: bool = False
 ) -> dict[str, pd.DataFrame]:
-    """Everything stored for one item: item, scores and verdicts at the band, components, and the judge
+    """Everything stored for one item: item, scores and verdicts at the band, components, the judge
     calls behind its verdicts when there are at most ITEM_CALLS of them (else none: judge_calls() reads
-    those of the verdicts a page shows). A verdict unsure at the band reads status 'unsure', with its
-    value, p, p_kind and the tier that decided it kept."""
+    those of the verdicts a page shows), and each score's expected value (metrics.expected; any band, the
+    judge's own verdicts). A verdict unsure at the band reads status 'unsure', with its value, p, p_kind
+    and the tier that decided it kept."""
     ids = {"run": run_id, "item": item_id}
     with store.reading(path):
         item = store.query(path, "SELECT * FROM items WHERE run_id = $run AND item_id = $item", ids)
@@ -75,7 +77,18 @@ def item_detail(
         )
         keys = sorted(verdicts["call_key"].dropna().unique())
         calls = judge_calls(path, keys if len(keys) <= ITEM_CALLS else [])  # on this connection: no second open
-    return {"item": item, "scores": scores, "components": comps, "verdicts": verdicts, "calls": calls}
+    expected = [s for s in expected_scores(verdict_records(verdicts, item_id)).values() if s.value is not None]
+    return {
+        "item": item,
+        "scores": scores,
+        "components": comps,
+        "verdicts": verdicts,
+        "calls": calls,
+        "expected": pd.DataFrame(
+            [(s.metric, s.value, s.n_scored, s.n_total) for s in expected],
+            columns=["metric", "value", "n_scored", "n_total"],
+        ),
+    }
 
 
 STATUSES = {s.value: s for s in Status}  # a dict lookup: Status(text) costs microseconds a call
@@ -87,8 +100,8 @@ def verdict_records(frame: pd.DataFrame, item_id: str = "") -> list[Verdict]:
     column: an item may hold 30,000 verdicts, and a row at a time costs a second."""
     n = len(frame)
 
-    def column(name: str, default: Any = None) -> list[Any]:  # a NULL text may read NaN: None
-        return [None if x != x else x for x in frame[name].tolist()] if name in frame.columns else [default] * n
+    def column(name: str, default: Any = None) -> list[Any]:
+        return frame[name].tolist() if name in frame.columns else [default] * n
 
     def numbers(name: str) -> list[float | None]:  # NULL reads NaN: x != x
         return [None if x != x else x for x in frame[name].astype("float64").tolist()]
@@ -104,7 +117,7 @@ def verdict_records(frame: pd.DataFrame, item_id: str = "") -> list[Verdict]:
             numbers("value"),
             column("status"),
             numbers("p"),
-            column("p_kind"),
+            [None if k != k else k for k in column("p_kind")],  # the one text column that may be NULL: NaN
         )
     ]
 
