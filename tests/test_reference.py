@@ -253,9 +253,12 @@ def test_run_item_and_compare_pages_show_the_reference_metrics(gold_db: Path) ->
     item = open_page("item", run="after", item="museum", tab="Response")
     shown = {m.label: m.value for m in item.metric}
     assert shown["REF_RECALL"] == "1.00" and float(shown["REF_PRECISION"]) < 1.0
-    counts = dict(zip([m.label for m in item.metric], [c.value for c in item.caption]))  # each card's caption
+    captions = [c.value for c in item.caption]
+    counts = dict(zip([m.label for m in item.metric], [c for c in captions if not c.startswith("expected")]))
     assert (counts["REF_PRECISION"], counts["REF_RECALL"], counts["REF_F1"]) == (
         "4 scored of 4, 0 unsure", "3 scored of 3, 0 unsure", "7 scored of 7, 0 unsure")  # F1: both sides
+    expected = [c for c in captions if c.startswith("expected")]  # under a card, after its counts
+    assert any(c.endswith("(p of 7 of 7)") for c in expected) and any(c.endswith("(p of 3 of 3)") for c in expected)
     assert "REF_PRECISION" in frame_with(item, "claim").columns
     reference = frame_with(item, "reference_claim")
     assert len(reference) == 3 and all(cell.startswith("✓ 1") for cell in reference["REF_RECALL"])
