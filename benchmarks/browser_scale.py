@@ -90,15 +90,18 @@ def interact_s(page: Any, prepare: Callable[[Any], None], act: Callable[[Any], N
     return _settled_after(page, before)
 
 
-def _slider(label: str) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
-    """Open the sidebar's thresholds and focus the `label` slider; the action moves it one step."""
-    def prepare(page: Any) -> None:
-        page.get_by_test_id("stSidebar").get_by_text("Thresholds (low < threshold ≤ high)").click()
-        page.get_by_test_id("stSidebar").get_by_role("slider").nth(_SLIDERS.index(label)).focus()
-    return prepare, lambda page: page.keyboard.press("ArrowRight")
-
-
 _SLIDERS = ["SP1", "SP2", "SQC", "RQC", "RP", "GR", "SD"]  # THELMA's order in the sidebar
+_LEDGER_SLIDERS = ["dead weight", "stale"]  # the Sources page's list thresholds
+
+
+def _slider(label: str, expander: str = "Thresholds (low < threshold ≤ high)",
+            order: Sequence[str] = _SLIDERS) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
+    """Open the sidebar's `expander` and focus the `label` slider (`order`: its sliders in turn); the
+    action moves it one step."""
+    def prepare(page: Any) -> None:
+        page.get_by_test_id("stSidebar").get_by_text(expander).click()
+        page.get_by_test_id("stSidebar").get_by_role("slider").nth(list(order).index(label)).focus()
+    return prepare, lambda page: page.keyboard.press("ArrowRight")
 
 
 def _type(label: str, text: str) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
@@ -118,14 +121,6 @@ def _multiselect(option: str) -> tuple[Callable[[Any], None], Callable[[Any], No
     return prepare, lambda page: page.get_by_role("option", name=option).click()
 
 
-def _ledger_slider() -> tuple[Callable[[Any], None], Callable[[Any], None]]:
-    """Open the Sources page's list thresholds and focus the dead-weight slider; the action moves it one step."""
-    def prepare(page: Any) -> None:
-        page.get_by_test_id("stSidebar").get_by_text("List thresholds").click()
-        page.get_by_test_id("stSidebar").get_by_role("slider").first.focus()
-    return prepare, lambda page: page.keyboard.press("ArrowRight")
-
-
 DEFAULT_RUN = "candidate"  # the newest run of the scale DB: what every run picker opens on
 # (page, URL path and query, interaction label, interaction); "{run}" is the run the pages open on
 CASES = [
@@ -140,7 +135,7 @@ CASES = [
     ("Diagnosis", "/Diagnosis?{run}", "SQC threshold +0.01", _slider("SQC")),
     ("Triage", "/Triage", "label filter", _multiselect("confirmed")),
     ("Trust", "/Trust?{run}", "SP1 threshold +0.01", _slider("SP1")),
-    ("Sources", "/Sources?{run}", "dead-weight share +0.05", _ledger_slider()),
+    ("Sources", "/Sources?{run}", "dead-weight share +0.05", _slider("dead weight", "List thresholds", _LEDGER_SLIDERS)),
 ]
 
 

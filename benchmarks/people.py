@@ -434,12 +434,12 @@ def ragchecker_rows(instances: Sequence[Instance], scores: Scores, expected: Sco
             rows.append(Row(name, f"Spearman, {kind} ({metric}): {subset}", _fmt(rho), _fmt(words),
                             f"RAGChecker {_fmt(peer)}" + (f"; annotators with each other {_fmt(people[label])}"
                                                           if every else ""), n, c.n_scored))
+    words_all = meta_eval(instances, overlap_metric)  # over all records, as the expected reading has no gaps
+    peer_all = meta_eval(instances, lambda inst, side: inst.peer[side])
     for label, metric in zip(LABELS, what):
         kind, c = label.split("_")[0], soft[label]
         rows.append(Row(name, f"Spearman, {kind} ({metric}) read as expected (mean p): all records", _fmt(c.rho),
-                        _fmt(meta_eval(instances, overlap_metric)[label].rho),
-                        f"RAGChecker {_fmt(meta_eval(instances, lambda inst, side: inst.peer[side])[label].rho)}",
-                        c.n, c.n_scored))
+                        _fmt(words_all[label].rho), f"RAGChecker {_fmt(peer_all[label].rho)}", c.n, c.n_scored))
     return rows
 
 
