@@ -42,8 +42,8 @@ back = walk.back()
 ui.page_link(back.page, f"Back to {ui.PAGES[back.page].title}", back.params, icon="↩️", where=nav[1])
 
 # A score's expected value (the mean of its verdicts' p) ranks answers more finely than its 0/1 share; it
-# reads the judge's own verdicts, so a reading with people's corrections leaves it out.
-expected = {} if state.corrected() else item_view.expected_captions(d["expected"])
+# reads the judge's own verdicts, so a reading with people's corrections has none.
+expected = item_view.expected_captions(d["expected"])
 EXPECTED = ". Expected: the mean of its verdicts' p (how sure the judge is of a 1), unsure ones included."
 cols = st.columns(max(len(metric_ids), 1))
 for col, m in zip(cols, metric_ids):

@@ -100,3 +100,4 @@ def test_stored_verdicts_come_back_as_the_records_written(tmp_path: Path) -> Non
     assert [v.status for v in verdict_records(detail["verdicts"], "x")] == [Status.OK, Status.UNSURE, Status.TIMEOUT]
     assert detail["expected"].to_dict("records") == [
         {"metric": "gr", "value": pytest.approx((0.9 + 0.45) / 2), "n_scored": 2, "n_total": 3}]
+    assert queries.items.item_detail(path, "r", "x", corrected=True)["expected"].empty  # people's reading: none

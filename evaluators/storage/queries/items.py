@@ -45,8 +45,8 @@ def item_detail(
 ) -> dict[str, pd.DataFrame]:
     """Everything stored for one item: item, scores and verdicts at the band, components, the judge
     calls behind its verdicts when there are at most ITEM_CALLS of them (else none: judge_calls() reads
-    those of the verdicts a page shows), and each score's expected value (metrics.expected; any band, the
-    judge's own verdicts). A verdict unsure at the band reads status 'unsure', with its value, p, p_kind
+    those of the verdicts a page shows), and each score's expected value (metrics.expected; at any band,
+    from the judge's own verdicts, so none when `corrected`). A verdict unsure at the band reads status 'unsure', with its value, p, p_kind
     and the tier that decided it kept."""
     ids = {"run": run_id, "item": item_id}
     with store.reading(path):
@@ -77,7 +77,9 @@ def item_detail(
         )
         keys = sorted(verdicts["call_key"].dropna().unique())
         calls = judge_calls(path, keys if len(keys) <= ITEM_CALLS else [])  # on this connection: no second open
-    expected = [s for s in expected_scores(verdict_records(verdicts, item_id)).values() if s.value is not None]
+    # the judge's own verdicts: read with people's corrections, an item has none
+    judged = [] if corrected else verdict_records(verdicts, item_id)
+    expected = [s for s in expected_scores(judged).values() if s.value is not None]
     return {
         "item": item,
         "scores": scores,
