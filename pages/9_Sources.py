@@ -128,7 +128,7 @@ if source:
     ui.page_link("sources", "Back to the ledger", {**ui.link(), "runs": ",".join(chosen)}, icon="📚")
     st.stop()
 
-frame = reads.read(queries.ledger.source_ledger, chosen, th, band)
+frame = reads.read(queries.ledger.source_ledger, chosen, th, band, cache=reads.cache_dir())
 if frame.empty:
     st.info("These runs have no retrieved sources.")
     st.stop()
@@ -213,7 +213,7 @@ for name, title, why in LISTS:
 st.caption(ATTRIBUTION)
 st.download_button(
     "Download the whole ledger (CSV)",
-    lambda: ledger.to_csv(queries.ledger.source_ledger(path, chosen, th, band, limit=None)),
+    lambda: ledger.to_csv(queries.ledger.source_ledger(path, chosen, th, band, limit=None, cache=reads.cache_dir())),
     file_name="source_ledger.csv",
     mime="text/csv",
     key="ledger_csv",

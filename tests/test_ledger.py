@@ -21,7 +21,7 @@ from evaluators.core.records import CALIBRATED, LABEL, Component, Item, Run, Sco
 from evaluators.dashboard import markup
 from evaluators.metrics import ledger
 from evaluators.storage import ownership, queries, store, writes
-from tests.conftest import app_db
+from tests.conftest import app_db, hold_write_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "hand"
@@ -255,6 +255,50 @@ def test_sql_lists_equal_the_python_definitions_on_the_demo(demo_db: Path) -> No
     assert default["dead_weight"].any() and default["stale"].any()
 
 
+# ---------------------------------------------------------------- the grouped file the dashboard reads
+
+def test_lists_from_the_grouped_file_equal_the_grouping(demo_db: Path, tmp_path: Path) -> None:
+    """The dashboard reads the lists from one file per runs and band: the same rows as grouping again at
+    every threshold and band, and a threshold moved reads the file (it is not written again)."""
+    cache, runs = tmp_path / "derived", list(RUNS)
+    for th in (ledger.DEFAULT_THRESHOLDS, ledger.Thresholds(2, 0.4, 0.25), ledger.Thresholds(10, 0.1, 0.9)):
+        for limit in (100, None):
+            pd.testing.assert_frame_equal(queries.ledger.source_ledger(demo_db, runs, th, limit=limit, cache=cache),
+                                          queries.ledger.source_ledger(demo_db, runs, th, limit=limit))
+    [file] = cache.iterdir()
+    written = file.stat().st_mtime_ns
+    assert not queries.ledger.source_ledger(demo_db, runs, ledger.Thresholds(1, 0.9, 0.1), cache=cache).empty
+    assert file.stat().st_mtime_ns == written and list(cache.iterdir()) == [file]
+    band = (0.3, 0.7)
+    pd.testing.assert_frame_equal(queries.ledger.source_ledger(demo_db, runs, band=band, cache=cache),
+                                  queries.ledger.source_ledger(demo_db, runs, band=band))
+    assert len(list(cache.iterdir())) == 2  # another band, another file
+
+
+def test_a_write_to_the_database_groups_again_and_removes_the_old_file(
+    hand_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, cache = tmp_path / "hand.duckdb", tmp_path / "derived"
+    db.write_bytes(hand_db.read_bytes())
+    before = queries.ledger.source_ledger(db, [RUN], limit=None, cache=cache)
+    [old] = cache.iterdir()
+    monkeypatch.setattr(queries.ledger, "STALE_FILE_S", 0.0)  # an older version's file goes at once
+    with store.connect(db) as con:
+        con.execute("DELETE FROM verdicts WHERE run_id = ? AND metric = 'sp1'", [RUN])
+    after = queries.ledger.source_ledger(db, [RUN], limit=None, cache=cache)
+    assert before["sp1_missing"].sum() < after["sp1_missing"].sum() == after["n_retrieved"].sum()
+    [new] = cache.iterdir()
+    assert new != old
+
+
+def test_a_cache_folder_that_cannot_be_written_groups_again(hand_db: Path, tmp_path: Path) -> None:
+    blocked = tmp_path / "derived"
+    blocked.write_text("a file where the folder should be", encoding="utf-8")
+    got = queries.ledger.source_ledger(hand_db, [RUN], limit=None, cache=blocked)
+    pd.testing.assert_frame_equal(got, queries.ledger.source_ledger(hand_db, [RUN], limit=None))
+    assert blocked.read_text(encoding="utf-8") == "a file where the folder should be"
+
+
 # ---------------------------------------------------------------- the export
 
 def test_cli_export_writes_the_ledger(hand_db: Path, tmp_path: Path) -> None:
@@ -311,6 +355,21 @@ def test_sources_page_lists_and_thresholds_from_the_url(served: Path) -> None:
     assert list(at.dataframe[1].value["source"]) == [ledger.source_key(B)]  # stale
     assert at.query_params["runs"] == RUN  # the run from a pasted ?run= link becomes the runs picked
     assert {m.label: m.value for m in _open(run=RUN).metric}["Dead weight"] == "0"  # nothing is retrieved 3 times
+
+
+def test_sources_page_moves_a_threshold_while_a_writer_holds_the_file(served: Path) -> None:
+    """The page's first visit keeps the grouped ledger in a file beside the cache: a threshold moved later
+    reads that file, so a run writing to the database does not make the page say "busy"."""
+    at = _open(run=RUN, lr_min="2")
+    assert len(list((served.parent / "derived").glob("ledger-*.parquet"))) == 1
+    holder = hold_write_lock(served, seconds=30.0)  # past the readers' 10 s deadline
+    try:
+        at.slider(key="lr_stale").set_value(0.6).run(timeout=60)
+        assert not at.exception and not any("busy" in w.value for w in at.warning)
+        assert {m.label: m.value for m in at.metric}["Possibly stale or misleading"] == "0"  # as the hand count says
+    finally:
+        holder.terminate()
+        holder.wait(timeout=20)
 
 
 def test_sources_page_detail_opens_the_sources_items(served: Path) -> None:

@@ -6,7 +6,6 @@ import html
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from evaluators.dashboard import reads, ui
 from evaluators.dashboard.views import item as item_view
 from evaluators.dashboard.views import runs as runs_view
 from evaluators.storage import ownership, queries, writes
-from tests.conftest import app_db
+from tests.conftest import app_db, hold_write_lock
 from tests.seed import INJECTION, set_scores
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -478,7 +477,7 @@ def test_diagnosis_says_busy_when_the_run_profile_it_needs_is_locked(db: Path) -
     again while another process writes, the page says the database is busy and draws no counts."""
     at = open_page("pages/4_Diagnosis.py", run="weak-retriever")
     reads._profile.clear()  # as once the cache let it go: the next threshold must read the file
-    holder = _hold_write_lock(db, seconds=30.0)  # past the readers' 10 s deadline
+    holder = hold_write_lock(db, seconds=30.0)  # past the readers' 10 s deadline
     try:
         at.slider(key="th_sqc").set_value(0.4).run(timeout=60)
         assert not at.exception
@@ -494,7 +493,7 @@ def test_item_at_a_band_with_corrections_says_busy_when_locked(db: Path) -> None
     the file; while another process writes past the readers' deadline the page says the database is busy
     and draws no scores, and once the file is free it draws them."""
     at = open_page("pages/2_Item.py", run="weak-retriever", item="q04")  # the file checked, the runs listed
-    holder = _hold_write_lock(db, seconds=30.0)  # past the readers' 10 s deadline
+    holder = hold_write_lock(db, seconds=30.0)  # past the readers' 10 s deadline
     try:
         at.query_params.update({"band": "0.3,0.7", "scores": "corrected"})
         at.run(timeout=60)
@@ -528,7 +527,7 @@ def test_triage_save_then_listed_and_exported(db: Path) -> None:
 
 def test_triage_save_retries_a_short_lock(db: Path) -> None:
     at = open_page("pages/2_Item.py", run="weak-retriever", item="q01", tab="Triage")
-    holder = _hold_write_lock(db, seconds=1.0)
+    holder = hold_write_lock(db, seconds=1.0)
     try:
         at.text_area(key="triage_note").set_value("saved after the lock")
         at.text_input(key="triage_author").set_value("reviewer-2")
@@ -542,7 +541,7 @@ def test_triage_save_retries_a_short_lock(db: Path) -> None:
 def test_triage_save_says_busy_when_locked(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     at = open_page("pages/2_Item.py", run="weak-retriever", item="q01", tab="Triage")
     monkeypatch.setattr(ui, "SAVE_DEADLINE_S", 0.3)
-    holder = _hold_write_lock(db, seconds=3.0)
+    holder = hold_write_lock(db, seconds=3.0)
     try:
         at.text_area(key="triage_note").set_value("lost?")
         at.text_input(key="triage_author").set_value("reviewer-3")
@@ -552,16 +551,6 @@ def test_triage_save_says_busy_when_locked(db: Path, monkeypatch: pytest.MonkeyP
     finally:
         holder.terminate()
         holder.wait(timeout=20)
-
-
-def _hold_write_lock(path: Path, seconds: float) -> subprocess.Popen:
-    """Another process that opens the DB read-write (as a running evaluation does) for `seconds`."""
-    code = ("import sys, time; from evaluators.storage import store\n"
-            "with store.connect(sys.argv[1]):\n    print('locked', flush=True); time.sleep(float(sys.argv[2]))\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "locked"
-    return proc
 
 
 def test_read_only_mode_hides_writes(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

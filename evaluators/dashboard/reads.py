@@ -10,6 +10,7 @@ tables go through `derived()`, at the URL's band, and those that read only score
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -32,9 +33,15 @@ def db_path() -> Path:
     return path if path.is_absolute() else (resources.checkout() or Path.cwd()) / path
 
 
+def cache_dir() -> Path:
+    """Where the dashboard keeps files it derives from the database (the Sources page's grouped ledgers,
+    queries.ledger.grouped_file): RAG_TRIAGE_CACHE, else a folder in the system's temporary directory."""
+    return Path(os.environ.get("RAG_TRIAGE_CACHE") or Path(tempfile.gettempdir()) / "rag-triage-cache")
+
+
 def db_version(path: Path) -> float:
     """Changes whenever the database or its write-ahead log is written: part of every cache key."""
-    return max((p.stat().st_mtime_ns for p in (path, Path(f"{path}.wal")) if p.exists()), default=0) / 1e9
+    return store.version(path) / 1e9
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -12,6 +12,7 @@ wide.py (each run's per-item score table).
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -174,6 +175,27 @@ def query(
     """
     with _reader(path, deadline_s) as con:
         return _fetch(con, sql, params if isinstance(params, Mapping) else list(params), arrow)
+
+
+def version(path: str | Path) -> int:
+    """When the database or its write-ahead log was last written (the newest mtime in ns, 0 when neither
+    exists): a read of the file is current while this is unchanged."""
+    return max((p.stat().st_mtime_ns for p in (Path(path), Path(f"{path}.wal")) if p.exists()), default=0)
+
+
+def write_parquet(path: str | Path, sql: str, params: Mapping[str, Any], target: Path) -> None:
+    """Write one read-only query's rows to a Parquet file outside the database, whole or not at all (a
+    temporary file, then renamed). Raises OSError when the file cannot be written."""
+    part = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
+    literal = "'" + str(part).replace("'", "''") + "'"  # COPY takes no parameter for its file
+    try:
+        with _reader(path) as con:
+            con.execute(f"COPY ({sql}) TO {literal} (FORMAT parquet, COMPRESSION zstd)", params)
+        os.replace(part, target)
+    except duckdb.IOException as exc:
+        raise OSError(f"{target}: {exc}") from exc
+    finally:
+        part.unlink(missing_ok=True)
 
 
 def _fetch(con: Any, sql: str, params: Mapping[str, Any] | list[Any], arrow: bool) -> pd.DataFrame:

@@ -1,9 +1,13 @@
-"""The source ledger's reads (evaluators/metrics/ledger.py defines what they count): one grouped DuckDB
-query per list, and one source's retrievals.
+"""The source ledger's reads (evaluators/metrics/ledger.py defines what they count): the sources grouped in
+DuckDB (kept in a Parquet file per database version for the dashboard), the lists at the thresholds over
+them, and one source's retrievals.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -128,16 +132,48 @@ def _ledger_flags(th: ledger.Thresholds) -> str:
     )
 
 
-def _ledger_sql(band: Band | None, th: ledger.Thresholds) -> str:
-    """`ledger`: one row per source over the runs in $runs, with its counts, shares and list flags."""
-    return f"""{_ledger_rows_sql(band, keyed=False)},
-        grouped AS (SELECT source, left(any_value(norm), {ledger.NAME_LENGTH + 1}) AS head, any_value(source_id) AS source_id,
-                           any_value(text_key) AS text_key, left(any_value(text), 300) AS text, {_LEDGER_COLUMNS}
-                    FROM rows GROUP BY source),
-        ledger AS MATERIALIZED (
+def _grouped_sql(band: Band | None) -> str:
+    """One row per source over the runs in $runs with its counts (_LEDGER_COLUMNS), before any threshold."""
+    return f"""{_ledger_rows_sql(band, keyed=False)}
+        SELECT source, left(any_value(norm), {ledger.NAME_LENGTH + 1}) AS head, any_value(source_id) AS source_id,
+               any_value(text_key) AS text_key, left(any_value(text), 300) AS text, {_LEDGER_COLUMNS}
+        FROM rows GROUP BY source"""
+
+
+def _ledger_cte(grouped: str, th: ledger.Thresholds) -> str:
+    """`ledger`: each source of the relation `grouped` (_grouped_sql's rows) with its shares and list flags."""
+    return f"""ledger AS MATERIALIZED (
             SELECT *, sp1_essential / nullif(sp1_essential + sp1_not, 0) AS essential_share,
                    beside_unsupported / nullif(gr_decided, 0) AS unsupported_share, {_ledger_flags(th)}
-            FROM grouped)"""
+            FROM {grouped})"""
+
+
+# A grouped ledger file left by an older version of its database is removed once it is this old: a
+# read that named it a moment before the database changed still finds it.
+STALE_FILE_S = 60.0
+
+
+def grouped_file(path: str | Path, run_ids: Sequence[str], band: Band | None, cache: Path) -> Path:
+    """These runs' grouped ledger at this band (_grouped_sql) as a Parquet file in the folder `cache`,
+    written once per database version (store.version), so a list threshold moved on the Sources page
+    reads that file, not every retrieval again. Older versions' files of the same database are removed.
+    Raises OSError when the folder cannot be written."""
+    sql = _grouped_sql(band)
+    place = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+    what = hashlib.sha256(json.dumps([sorted(run_ids), repr(band), sql]).encode()).hexdigest()[:24]
+    version = store.version(path)
+    file = cache / f"ledger-{place}-{version}-{what}.parquet"
+    if file.exists():
+        return file
+    cache.mkdir(parents=True, exist_ok=True)
+    store.write_parquet(path, sql, {"runs": sorted(run_ids)}, file)
+    for old in cache.glob(f"ledger-{place}-*.parquet"):
+        try:
+            if f"-{version}-" not in old.name and old.stat().st_mtime < time.time() - STALE_FILE_S:
+                old.unlink()
+        except OSError:  # another server removed it first
+            pass
+    return file
 
 
 def source_ledger(
@@ -146,26 +182,40 @@ def source_ledger(
     th: ledger.Thresholds = ledger.DEFAULT_THRESHOLDS,
     band: Band | None = None,
     limit: int | None = 100,
+    cache: Path | None = None,
 ) -> pd.DataFrame:
     """The source ledger of these runs, grouped in DuckDB.
 
     With a limit: at most `limit` rows of each list, in a column `list`: 'retrieved' (most retrieved
     first), 'dead weight' (most retrieved, then least essential first) and 'stale' (most often beside
-    unsupported claims first), with the whole ledger's counts n_sources, n_dead and n_stale on every row.
-    Without: every source, most retrieved first (the export).
+    unsupported claims first), with the whole ledger's counts n_sources, n_dead and n_stale on every row,
+    each source's name and counts (not its ids or text). Without: every source with all its columns, most
+    retrieved first (the export).
+    With a `cache` folder, the grouping is read from its file there (grouped_file), written on first use;
+    when the folder cannot be written, it is grouped again as without one.
     """
-    params = {"runs": list(run_ids)}
+    try:
+        file = None if cache is None else grouped_file(path, run_ids, band, cache)
+    except OSError:
+        file = None
+    if file is None:
+        start, grouped, params = f"WITH grouped AS ({_grouped_sql(band)}),", "grouped", {"runs": list(run_ids)}
+    else:  # the file is read on its own, so a writer holding the database does not stop it
+        start, grouped, params = "WITH", "read_parquet('" + str(file).replace("'", "''") + "')", {}
+
+    def read(sql: str) -> pd.DataFrame:
+        return store.query(path, sql, params) if file is None else store.frame_query(sql, {})
+
     if limit is None:
-        return store.query(
-            path,
-            f"""{_ledger_sql(band, th)}
-            SELECT * EXCLUDE (head), {name_sql("head")} AS name FROM ledger ORDER BY n_retrieved DESC, source""",
-            params,
+        return read(
+            f"""{start} {_ledger_cte(grouped, th)}
+            SELECT * EXCLUDE (head), {name_sql("head")} AS name FROM ledger ORDER BY n_retrieved DESC, source"""
         )
     n = int(limit)
-    return store.query(
-        path,
-        f"""{_ledger_sql(band, th)},
+    # The lists show each source's name and counts: its ids and text stay unread (a third of the time at 1M).
+    named = f"(SELECT * EXCLUDE (source_id, text_key, text) FROM {grouped})"
+    return read(
+        f"""{start} {_ledger_cte(named, th)},
         lists AS (
             (SELECT 'retrieved' AS list, * FROM ledger ORDER BY n_retrieved DESC, source LIMIT {n})
             UNION ALL
@@ -177,8 +227,7 @@ def source_ledger(
         SELECT * EXCLUDE (head), {name_sql("head")} AS name, (SELECT count(*) FROM ledger) AS n_sources,
                (SELECT count(*) FILTER (WHERE dead_weight) FROM ledger) AS n_dead,
                (SELECT count(*) FILTER (WHERE stale) FROM ledger) AS n_stale
-        FROM lists""",
-        params,
+        FROM lists"""
     )
 
 
