@@ -291,12 +291,17 @@ def test_a_write_to_the_database_groups_again_and_removes_the_old_file(
     assert new != old
 
 
-def test_a_cache_folder_that_cannot_be_written_groups_again(hand_db: Path, tmp_path: Path) -> None:
+def test_a_cache_folder_that_cannot_be_written_or_is_shared_groups_again(hand_db: Path, tmp_path: Path) -> None:
     blocked = tmp_path / "derived"
     blocked.write_text("a file where the folder should be", encoding="utf-8")
     got = queries.ledger.source_ledger(hand_db, [RUN], limit=None, cache=blocked)
     pd.testing.assert_frame_equal(got, queries.ledger.source_ledger(hand_db, [RUN], limit=None))
     assert blocked.read_text(encoding="utf-8") == "a file where the folder should be"
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)  # others may open it: the sources' words are not written there
+    got = queries.ledger.source_ledger(hand_db, [RUN], limit=None, cache=shared)
+    pd.testing.assert_frame_equal(got, queries.ledger.source_ledger(hand_db, [RUN], limit=None))
+    assert not list(shared.iterdir())
 
 
 # ---------------------------------------------------------------- the export

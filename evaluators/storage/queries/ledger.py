@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Sequence
@@ -158,7 +159,12 @@ def grouped_file(path: str | Path, run_ids: Sequence[str], band: Band | None, ca
     """These runs' grouped ledger at this band (_grouped_sql) as a Parquet file in the folder `cache`,
     written once per database version (store.version), so a list threshold moved on the Sources page
     reads that file, not every retrieval again. Older versions' files of the same database are removed.
-    Raises OSError when the folder cannot be written."""
+    Raises OSError when the folder cannot be written, or when it is not this user's alone: the files hold
+    the sources' first words, and a file another user put there could say anything."""
+    cache.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = cache.stat()
+    if folder.st_uid != os.getuid() or folder.st_mode & 0o077:
+        raise OSError(f"{cache}: not a folder only this user can open")
     sql = _grouped_sql(band)
     place = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
     what = hashlib.sha256(json.dumps([sorted(run_ids), repr(band), sql]).encode()).hexdigest()[:24]
@@ -166,7 +172,6 @@ def grouped_file(path: str | Path, run_ids: Sequence[str], band: Band | None, ca
     file = cache / f"ledger-{place}-{version}-{what}.parquet"
     if file.exists():
         return file
-    cache.mkdir(parents=True, exist_ok=True)
     store.write_parquet(path, sql, {"runs": sorted(run_ids)}, file)
     for old in cache.glob(f"ledger-{place}-*.parquet"):
         try:
