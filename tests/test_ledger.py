@@ -275,7 +275,7 @@ def test_lists_from_the_grouped_file_equal_the_grouping(demo_db: Path, tmp_path:
     assert len(list(cache.iterdir())) == 2  # another band, another file
 
 
-def test_a_write_to_the_database_groups_again_and_removes_the_old_file(
+def test_a_write_to_the_database_groups_again_and_removes_the_old_files(
     hand_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db, cache = tmp_path / "hand.duckdb", tmp_path / "derived"
@@ -285,10 +285,12 @@ def test_a_write_to_the_database_groups_again_and_removes_the_old_file(
     monkeypatch.setattr(queries.ledger, "STALE_FILE_S", 0.0)  # an older version's file goes at once
     with store.connect(db) as con:
         con.execute("DELETE FROM verdicts WHERE run_id = ? AND metric = 'sp1'", [RUN])
+    place = old.name.split("-")[1]  # what a server killed while writing this version's file leaves
+    (cache / f"ledger-{place}-{store.version(db)}-{'0' * 24}.parquet.4242.1.part").write_bytes(b"PAR1 cut short")
     after = queries.ledger.source_ledger(db, [RUN], limit=None, cache=cache)
     assert before["sp1_missing"].sum() < after["sp1_missing"].sum() == after["n_retrieved"].sum()
-    [new] = cache.iterdir()
-    assert new != old
+    [new] = cache.iterdir()  # the killed server's part is gone too
+    assert new != old and new.suffix == ".parquet"
 
 
 def test_a_cache_folder_that_cannot_be_written_or_is_shared_groups_again(hand_db: Path, tmp_path: Path) -> None:

@@ -150,15 +150,16 @@ def _ledger_cte(grouped: str, th: ledger.Thresholds) -> str:
             FROM {grouped})"""
 
 
-# A grouped ledger file left by an older version of its database is removed once it is this old: a
-# read that named it a moment before the database changed still finds it.
+# A grouped ledger file left by an older version of its database, or a part of one a killed server left,
+# is removed once it is this old: a read that named it a moment before the database changed still finds it.
 STALE_FILE_S = 60.0
 
 
 def grouped_file(path: str | Path, run_ids: Sequence[str], band: Band | None, cache: Path) -> Path:
     """These runs' grouped ledger at this band (_grouped_sql) as a Parquet file in the folder `cache`,
     written once per database version (store.version), so a list threshold moved on the Sources page
-    reads that file, not every retrieval again. Older versions' files of the same database are removed.
+    reads that file, not every retrieval again. Older versions' files of the same database are removed,
+    and parts of files that a killed server left.
     Raises OSError when the folder cannot be written, or when it is not this user's alone: the files hold
     the sources' first words, and a file another user put there could say anything."""
     cache.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -173,9 +174,11 @@ def grouped_file(path: str | Path, run_ids: Sequence[str], band: Band | None, ca
     if file.exists():
         return file
     store.write_parquet(path, sql, {"runs": sorted(run_ids)}, file)
-    for old in cache.glob(f"ledger-{place}-*.parquet"):
+    # An older version's file goes, and so does a part a killed server left (a write in progress is younger).
+    for old in cache.glob(f"ledger-{place}-*"):
         try:
-            if f"-{version}-" not in old.name and old.stat().st_mtime < time.time() - STALE_FILE_S:
+            dead = f"-{version}-" not in old.name or old.name.endswith(".part")
+            if dead and old.stat().st_mtime < time.time() - STALE_FILE_S:
                 old.unlink()
         except OSError:  # another server removed it first
             pass
