@@ -365,8 +365,8 @@ def test_sources_page_lists_and_thresholds_from_the_url(served: Path) -> None:
 
 
 def test_sources_page_moves_a_threshold_while_a_writer_holds_the_file(served: Path) -> None:
-    """The page's first visit keeps the grouped ledger in a file beside the cache: a threshold moved later
-    reads that file, so a run writing to the database does not make the page say "busy"."""
+    """The page's first visit writes the grouped ledger to a file in the derived folder: a threshold moved
+    later reads that file, so a run writing to the database does not make the page say "busy"."""
     at = _open(run=RUN, lr_min="2")
     assert len(list((served.parent / "derived").glob("ledger-*.parquet"))) == 1
     holder = hold_write_lock(served, seconds=30.0)  # past the readers' 10 s deadline
