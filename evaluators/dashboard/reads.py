@@ -35,8 +35,9 @@ def db_path() -> Path:
 
 def cache_dir() -> Path:
     """Where the dashboard keeps files it derives from the database (the Sources page's grouped ledgers,
-    queries.ledger.grouped_file): RAG_TRIAGE_CACHE, else a folder in the system's temporary directory."""
-    return Path(os.environ.get("RAG_TRIAGE_CACHE") or Path(tempfile.gettempdir()) / "rag-triage-cache")
+    queries.ledger.grouped_file): RAG_TRIAGE_CACHE, else a folder of this user's in the system's temporary
+    directory (named for the user: the files are kept only in a folder that is the user's alone)."""
+    return Path(os.environ.get("RAG_TRIAGE_CACHE") or Path(tempfile.gettempdir()) / f"rag-triage-cache-{os.getuid()}")
 
 
 def db_version(path: Path) -> float:
