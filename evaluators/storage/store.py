@@ -177,6 +177,11 @@ def query(
         return _fetch(con, sql, params if isinstance(params, Mapping) else list(params), arrow)
 
 
+def literal(text: str) -> str:
+    """A text as an SQL string literal, for the statements that take no parameter (a view, COPY's file)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def version(path: str | Path) -> int:
     """When the database or its write-ahead log was last written (the newest mtime in ns, 0 when neither
     exists): a read of the file is current while this is unchanged."""
@@ -187,10 +192,9 @@ def write_parquet(path: str | Path, sql: str, params: Mapping[str, Any], target:
     """Write one read-only query's rows to a Parquet file outside the database, whole or not at all (a
     temporary file, then renamed). Raises OSError when the file cannot be written."""
     part = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
-    literal = "'" + str(part).replace("'", "''") + "'"  # COPY takes no parameter for its file
     try:
         with _reader(path) as con:
-            con.execute(f"COPY ({sql}) TO {literal} (FORMAT parquet, COMPRESSION zstd)", params)
+            con.execute(f"COPY ({sql}) TO {literal(str(part))} (FORMAT parquet, COMPRESSION zstd)", params)
         os.replace(part, target)
     except duckdb.IOException as exc:
         raise OSError(f"{target}: {exc}") from exc
@@ -233,9 +237,8 @@ def _stored_view(con: Any, name: str, run: StoredRun) -> None:
             (count_column(m, "unsure"), "INTEGER"),
         )
     )
-    literal = "'" + run.run_id.replace("'", "''") + "'"  # a view takes no parameters
     con.execute(f"""CREATE OR REPLACE TEMP VIEW {name} AS SELECT item_id, query, {cols}, n_failed, failed_metrics
-                    FROM run_wide WHERE run_id = {literal}""")
+                    FROM run_wide WHERE run_id = {literal(run.run_id)}""")
 
 
 def frame_query(

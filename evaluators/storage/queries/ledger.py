@@ -214,7 +214,7 @@ def source_ledger(
             {"runs": list(run_ids)},
         )
     else:  # the file is read on its own, so a writer holding the database does not stop it
-        start, grouped, params = "WITH", "read_parquet('" + str(file).replace("'", "''") + "')", {}
+        start, grouped, params = "WITH", f"read_parquet({store.literal(str(file))})", {}
 
     def read(sql: str) -> pd.DataFrame:
         return store.query(path, sql, params) if file is None else store.frame_query(sql, {})
