@@ -167,6 +167,11 @@ def _click(page: Any, column: str, row: int, cell: str | None, url: re.Pattern[s
             page.wait_for_url(url, timeout=15_000)
             return
         except sync_api.TimeoutError:
+            # The click's rerun may still be going on a loaded machine: clicking the same cell again would
+            # deselect it and cancel that rerun, so wait for it to end before deciding the click was missed.
+            settle(page)
+            if url.search(page.url):
+                return
             if attempt == 2:
                 raise
 
