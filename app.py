@@ -6,10 +6,13 @@ Every page run is timed and logged on the server (evaluators/dashboard/timing.py
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import streamlit as st
 
-from evaluators.dashboard import timing, ui
+from evaluators.dashboard import reads, timing, ui
 from evaluators.dashboard.views import walk
+from evaluators.storage import store
 
 sections: dict[str, list[st.Page]] = {}
 for p in ui.PAGES.values():
@@ -18,5 +21,9 @@ for p in ui.PAGES.values():
     )
 pg = st.navigation(sections)
 walk.returned(pg.url_path)  # Back from an item: the table's own URL again
-with timing.page_run(pg.url_path):
+# A page's reads that miss the cache share one connection to the database, opened by the first of them:
+# at 1M items per run opening and closing the file costs more than most of those reads. Not on Evaluate,
+# whose engine writes from threads of its own while the page runs.
+shared = nullcontext() if pg.url_path == ui.PAGES["evaluate"].url_path else store.reading(reads.db_path())
+with timing.page_run(pg.url_path), shared:
     pg.run()

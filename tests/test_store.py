@@ -102,6 +102,22 @@ def test_busy_past_the_deadline_is_a_clear_error(tmp_path: Path) -> None:
     assert store.query(db, "SELECT count(*) AS n FROM triage")["n"].iloc[0] == 1
 
 
+def test_a_write_inside_a_reading_block_closes_its_reader_and_the_next_read_sees_it(tmp_path: Path) -> None:
+    """A page's reads share one read-only connection (reading()); a note saved on that page opens a
+    writer, which DuckDB refuses in this process while the reader is open: the write closes it first
+    instead of waiting for itself, and the block's next read opens another."""
+    db = tmp_path / "s.duckdb"
+    store.migrate(db)
+    count = "SELECT count(*) AS n FROM triage"
+    with store.reading(db):
+        assert store.query(db, count)["n"].iloc[0] == 0  # opens the shared reader
+        started = time.monotonic()
+        writes.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me", deadline_s=0.5)
+        assert time.monotonic() - started < 0.5  # not retried as busy
+        assert store.query(db, count)["n"].iloc[0] == 1
+    assert store.query(db, count)["n"].iloc[0] == 1
+
+
 def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     store.migrate(db)

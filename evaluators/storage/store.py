@@ -66,6 +66,8 @@ def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0)
     path = str(path)
     if read_only and not Path(path).exists():
         raise StoreMissing(f"{path}: no such database file")
+    if not read_only:
+        _release_shared(path)
     give_up = time.monotonic() + deadline_s
     delay = 0.02
     while True:
@@ -145,6 +147,16 @@ def reading(path: str | Path) -> Iterator[None]:
             yield
         finally:
             _SHARED.reset(token)
+
+
+def _release_shared(path: str) -> None:
+    """Close the read-only connection that reading() holds open on `path` in this context, if any: in one
+    process DuckDB refuses a writer while a reader of the file is open, so a write inside the block would
+    wait for itself. The block's next read opens another."""
+    shared = _SHARED.get()
+    if shared is not None and shared["path"] == path and shared["con"] is not None:
+        shared["con"].close()  # the block's exit closes it again: a no-op
+        shared["con"] = None
 
 
 @contextmanager
