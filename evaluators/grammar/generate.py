@@ -225,7 +225,7 @@ def fill_sql(sql: str, combo: Mapping[str, Any]) -> str:
         value = combo[f"{m.group(1) or m.group(3)}.{m.group(2) or m.group(4)}"]
         if m.group(1) is None and isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
             return as_text(value)
-        return "'" + as_text(value).replace("'", "''") + "'"
+        return store.literal(as_text(value))
 
     return _SQL_SLOT.sub(slot, sql)
 
