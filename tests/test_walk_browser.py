@@ -178,7 +178,7 @@ DRAW_ALL_JS = "async () => { const frame = () => new Promise(r => requestAnimati
 def cut_cells(page: Any, view: str) -> list[str]:
     """The columns of the page's tables with a header or cell whose text the grid drew wider than the column
     (its box beyond the column's clip), a cell taller (more wrapped lines than the row holds), or a cell that
-    reads "None": one line per column and fault, with its first such text."""
+    reads "None": one line per column and fault, with its first such text; and the tables wider than their frame."""
     settle(page)
     page.evaluate(DRAW_ALL_JS)
     settle(page)
@@ -203,7 +203,10 @@ def cut_cells(page: Any, view: str) -> list[str]:
         found.setdefault((t["grid"], column, kind),
                          f"{view}: table {t['grid']} ({' | '.join(t['columns'])}), column {column!r}: {fault}")
     cards = [f"{view}: the {label} card's value {value!r} is cut to its box" for label, value in page.evaluate(CUT_CARDS_JS)]
-    return list(found.values()) + cards
+    # a grid wider than its frame hides its last columns' right edge, whatever each cell holds
+    sideways = [f"{view}: table ({g['columns']}) scrolls sideways: {g['inside']} > {g['shown']} px"
+                for g in page.evaluate(GRIDS_JS) if g["inside"] > g["shown"] + 1]
+    return list(found.values()) + cards + sideways
 
 
 # A metric card whose value is wider than its box: Streamlit cuts it with an ellipsis ("⚠ u…").

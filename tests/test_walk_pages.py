@@ -218,3 +218,32 @@ def test_fit_cuts_a_text_past_its_lines_at_a_word_and_never_a_link() -> None:
     assert shown["text"][0].endswith("word…") and ui.text_lines(shown["text"][0], 120) == ui.MAX_LINES
     assert rows["row_height"] == ui.WRAP_PX + ui.LINE_PX * (ui.MAX_LINES - 4)
     assert ui.fit(table[["short"]], {"short": 60})[1]["row_height"] == ui.WRAP_PX  # short text: rows as before
+
+
+def test_the_evidence_table_fits_a_rule_expander_and_breaks_no_word_of_its_short_columns() -> None:
+    from evaluators.dashboard.views import item as item_view
+
+    widths = item_view.EVIDENCE_PX
+    assert sum(widths.values()) <= ui.TABLE_PX - 36  # the row markers beside it, inside the expander's padding
+    words = {
+        "component": ["subquestion", "source_fact", "sentence", "claim", "source"],
+        "target": ["response", "sources", "source:", "query"],
+        "verdict": ["unsure", "unparsed", "timeout"],
+        "p kind": ["calibrated", "logprob"],
+        "tier": ["offline"],
+    }
+    broken = [(c, w) for c, ws in words.items() for w in ws if ui.text_lines(w, widths[c]) > 1]
+    assert not broken, broken
+
+
+def test_the_sub_question_table_of_three_sources_fits_and_breaks_no_word() -> None:
+    from evaluators.dashboard.views import item_tabs
+
+    cells = {f"source {j}": ["✗ 0 · p 0.01", "? unsure · p 0.50"] for j in range(3)}
+    table = pd.DataFrame({"#": [0, 1], "sub-question": ["How long is the crossing?"] * 2, **cells,
+                          "whole set": ["✓ 1 · p 0.96"] * 2, "SQC covered": ["✓ yes", "? unsure"],
+                          "RQC": ["⚠ timeout", "✓ 1 · p 0.96"]})
+    widths = item_tabs.subquestion_px(table)
+    assert sum(widths.values()) <= ui.TABLE_PX and widths["sub-question"] >= item_tabs.SUBQUESTION_MIN_PX
+    broken = [v for c in table.columns[2:] for v in table[c] for w in str(v).split() if ui.text_lines(w, widths[c]) > 1]
+    assert not broken, broken  # a verdict wraps at its spaces, never inside a word

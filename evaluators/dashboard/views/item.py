@@ -119,9 +119,10 @@ def by_component(verdicts: Sequence[Record]) -> Judged:
 
 
 EVIDENCE_COLUMNS = ["metric", "component", "text", "target", "verdict", "value", "p", "p kind", "tier", "detail"]
-# Their widths at 1280 px (ui.sized): the component's text and the judge's reason wrap in their cells.
-# "calibrated" and "offline" each fit on one line of their cells
-EVIDENCE_PX = dict(zip(EVIDENCE_COLUMNS, (50, 80, 150, 65, 85, 45, 55, 80, 60, 100)))
+# Their widths at 1280 px (ui.sized), summing to ui.TABLE_PX less the row markers, so the table also fits
+# a rule's evidence expander: the component's text and the judge's reason wrap in their cells; every
+# other word fits its cell ("subquestion", "source_fact", "response", "unparsed", "calibrated").
+EVIDENCE_PX = dict(zip(EVIDENCE_COLUMNS, (50, 92, 130, 72, 75, 45, 55, 80, 60, 85)))
 RULES_PX = {"rule": 55, "pattern": 150, "meaning": 220, "fix": 120, "scores": 220}
 
 

@@ -4,6 +4,7 @@ judge calls behind the verdicts shown are read with them (an item with few calls
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from evaluators.metrics.suites.reference import REFERENCE_CLAIM
 from evaluators.storage import queries
 
 COMPONENT_PX = 420  # a component's text in its table at 1280 px; its verdict columns take the rest
+SUBQUESTION_MIN_PX, VERDICT_PX = 160, 90
 
 
 @dataclass
@@ -101,12 +103,8 @@ def query_tab(shown: Shown) -> None:
     subquestions = shown.kind("subquestion")
     lo, hi = view.pager("Sub-questions", "subq_page", len(subquestions), view.ITEM_PAGE)
     page_q = subquestions[lo:hi]
-    st.dataframe(
-        view.subquestion_table(page_q, shown.judged, len(shown.item["sources"])),
-        hide_index=True,
-        key="subq_table",
-        width="stretch",
-    )
+    table = view.subquestion_table(page_q, shown.judged, len(shown.item["sources"]))
+    _components(table, "subq_table", subquestion_px(table))
     st.caption(
         "SQC: a sub-question is covered when one source or the whole set answers it. RQC: the response addresses it."
     )
@@ -160,10 +158,23 @@ def sources_tab(shown: Shown) -> None:
         )
 
 
-def _components(table: pd.DataFrame, key: str) -> None:
+def subquestion_px(table: pd.DataFrame) -> dict[str, int]:
+    """Widths for view.subquestion_table (ui.sized): each verdict column as wide as its longest cell, at
+    most VERDICT_PX (a longer cell wraps at its spaces: "? unsure · p 0.50"), and never narrower than its
+    header (a tenth wider: headers are drawn bold); the sub-question's text wraps in what is left of
+    ui.TABLE_PX, SUBQUESTION_MIN_PX at the least (past four sources the table scrolls sideways)."""
+    widths = {"#": 40}
+    for name in table.columns[2:]:
+        cells = min(VERDICT_PX, max(ui.text_px(str(v)) + ui.CELL_PAD_PX for v in table[name]))
+        widths[str(name)] = math.ceil(max(cells, ui.text_px(str(name)) * 1.1 + ui.CELL_PAD_PX))
+    return {**widths, "sub-question": max(SUBQUESTION_MIN_PX, ui.TABLE_PX - sum(widths.values()))}
+
+
+def _components(table: pd.DataFrame, key: str, widths: dict[str, int] | None = None) -> None:
     """A table of components (view.component_table): their text, in the column named by their kind, wraps
-    in COMPONENT_PX; the verdict columns fit their content, and an SD pair without a similarity is empty."""
-    widths = {"#": 40, str(table.columns[1]): COMPONENT_PX}
+    in COMPONENT_PX (or the given `widths`); the other columns fit their content, and an SD pair without a
+    similarity is empty."""
+    widths = widths or {"#": 40, str(table.columns[1]): COMPONENT_PX}
     table, rows = ui.fit(table, widths)
     st.dataframe(
         table, hide_index=True, key=key, width="stretch", placeholder="", **rows, column_config=ui.sized(None, widths)
