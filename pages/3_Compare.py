@@ -88,7 +88,13 @@ st.dataframe(
     hide_index=True,
     key="delta_table",
     width="stretch",
-    column_config={"ci_low": "95% CI low", "ci_high": "95% CI high", "real": "change"},
+    column_config={
+        **{c: st.column_config.NumberColumn(format="%.3f") for c in (f"mean {run_id}", f"mean {other}")},
+        "delta": st.column_config.NumberColumn(format="%+.3f"),
+        "ci_low": st.column_config.NumberColumn("95% CI low", format="%+.3f"),
+        "ci_high": st.column_config.NumberColumn("95% CI high", format="%+.3f"),
+        "real": "change",
+    },
 )
 st.caption(
     "Paired bootstrap over the items both runs scored (1000 resamples, fixed seed). "

@@ -158,9 +158,10 @@ COLUMNS = {
     ),
     "beside": st.column_config.TextColumn("beside unsupported", help="beside unsupported claims"),
 }
-# The ledger's widths at 1280 px beside the row markers: its name and SP1's counts wrap in their cells.
-LEDGER_PX = {"name": 150, "n_retrieved": 66, "essential": 130, "claims_supported": 64}
-LEDGER_PX |= {"claims_source_unknown": 110, "beside": 132, "source": 90, "open": 36}
+# The ledger's widths at 1280 px beside the row markers: its name and SP1's counts wrap in their cells, and
+# a hash id keeps one line.
+LEDGER_PX = {"name": 150, "n_retrieved": 66, "essential": 108, "claims_supported": 64}
+LEDGER_PX |= {"claims_source_unknown": 110, "beside": 132, "source": 112, "open": 36}
 
 
 def show(rows: pd.DataFrame, key: str) -> None:
