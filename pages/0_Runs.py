@@ -115,20 +115,22 @@ for col, r in zip(cards, rows):
     col.caption(f"n scored {r['scored']} of {r['items']} · {r['unsure items']} unsure")  # one element, not two
 # The distribution column is drawn by the table itself: plotly's script (megabytes) is only fetched
 # when the histograms with threshold lines are asked for, so the page is whole sooner.
+widths = {"metric": 55, "mean": 50, "95% CI": 85, "n scored": 62, "unscored items": 104, "failed verdicts": 96}
+widths |= {"unsure verdicts": 104, "threshold": 68, "below threshold": 108, "distribution": 76}
+table, fitted = ui.fit(runs_view.metric_table(rows, dist, th), widths)  # the failures by status wrap in their cell
 st.dataframe(
-    runs_view.metric_table(rows, dist, th),
+    table,
     hide_index=True,
     key="metric_table",
     width="stretch",
-    **ui.wrapped(len(rows)),  # the failures by status wrap in their cell
+    **fitted,
     column_config=ui.sized(
         {
             "distribution": st.column_config.BarChartColumn(
                 "distribution", y_min=0, help="scored items per tenth of the score, from 0 to 1"
             )
         },
-        {"metric": 55, "mean": 50, "95% CI": 85, "n scored": 62, "unscored items": 104, "failed verdicts": 96}
-        | {"unsure verdicts": 104, "threshold": 68, "below threshold": 108, "distribution": 76},
+        widths,
     ),
 )
 st.caption(

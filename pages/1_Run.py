@@ -78,7 +78,7 @@ st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len
 tab = "Verdicts" if below or failed or levels else None
 frame.insert(0, "open", [ui.item_url(run_id, i, ",".join(rules), tab) for i in frame["item_id"]])
 # the query and the reasons wrap; the widths fit 1280 px beside the row markers, each header whole
-widths = {"open": 36, "item_id": 55, "query": 100, **dict.fromkeys(metric_ids, 46), "n_failed": 96}
+widths = {"open": 44, "item_id": 64, "query": 91, **dict.fromkeys(metric_ids, 46), "n_failed": 96}
 widths |= {"failed_metrics": 92, "rules": 70}
 row = ui.clickable(
     frame,

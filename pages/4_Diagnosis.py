@@ -48,7 +48,7 @@ st.subheader("Rules, ranked by the items that fire them")
 row = ui.clickable(
     table.drop(columns="id"),
     "rules_table",
-    {"rule": 70, "pattern": 120, "meaning": 180, "fix": 110, "items": 45, "share": 80, "open": 80, "evidence": 70},
+    {"rule": 70, "pattern": 120, "meaning": 165, "fix": 110, "items": 60, "share": 80, "open": 80, "evidence": 70},
     {
         "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
         "open": st.column_config.LinkColumn("open", display_text="open items"),

@@ -21,11 +21,11 @@ counts = notes.groupby(["component", "label"]).size().unstack(fill_value=0)
 st.dataframe(counts, key="triage_counts")
 table = notes.assign(open=[ui.item_url(r, i) for r, i in zip(notes["run_id"], notes["item_id"])])
 # the note wraps in its cell; the widths fit 1280 px beside the row markers, each header whole
-widths = {"created_at": 145, "run_id": 100, "item_id": 60, "label": 75, "component": 80, "note": 190}
+widths = {"created_at": 145, "run_id": 100, "item_id": 60, "label": 75, "component": 80, "note": 182}
 row = ui.clickable(
     table,
     "triage_table",
-    widths | {"author": 55, "open": 36},
+    widths | {"author": 55, "open": 44},
     {
         **ui.OPEN,
         "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss"),

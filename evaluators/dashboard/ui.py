@@ -365,6 +365,9 @@ _ADVANCE |= {"0123456789#$+<=>^~_aegXVESTZ`oA": 7.6, "bdpqhunPRC": 8.0, "BK&DG":
 _ADVANCE |= {"mW%@": 11.9}
 CHAR_PX = {ch: px for chars, px in _ADVANCE.items() for ch in chars}
 CELL_PAD_PX, LINE_PX, MAX_LINES = 16, 19, 8
+# The grid wraps a line before it is full: "ask about" (57 px drawn) went onto two lines in a cell with 60 px
+# of room. fit() counts a cell's lines as if it were this much narrower, so its row holds them all.
+WRAP_SLACK_PX = 4
 
 
 def text_px(text: str) -> float:
@@ -450,6 +453,7 @@ def fit(table: pd.DataFrame, widths: Mapping[str, int], shown: int = 10) -> tupl
     lines = 4
     for name, px in widths.items():
         if name in table.columns and pd.api.types.is_string_dtype(table[name]) and not _links(table[name]):
+            px -= WRAP_SLACK_PX
             table[name] = [_cut(v, px) if isinstance(v, str) else v for v in table[name]]
             lines = max([lines, *(text_lines(v, px) for v in table[name] if isinstance(v, str))])
     return table, wrapped(len(table), shown, lines)

@@ -4,6 +4,7 @@ a threshold from a run's score distribution."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
@@ -213,15 +214,17 @@ def board(
             "prompts": [", ".join(names) for names in prompts],  # a list's bubbles would not wrap in their cell
         }
     )
-    frame, rows = ui.fit(frame, BOARD_PX)
+    counts = [f"{done} of {total}" for done, total in zip(runs["n_done"], runs["n_items"])]
+    widths = board_px(counts)
+    frame, rows = ui.fit(frame, widths)
     colours = board_colours(heads, THELMA, thresholds).rename(columns=str.upper)
     # each table is sent with its own columns only: the page is drawn sooner than with the whole frame twice
     scores = frame[SCORE_COLUMNS].style.apply(lambda _: colours, axis=None, subset=list(colours.columns))
     details = frame[DETAIL_COLUMNS].style
-    for i, (done, total) in enumerate(zip(runs["n_done"], runs["n_items"])):
+    for i, count in enumerate(counts):
         # the items count sorts as a number and reads "done of total"
-        details = details.format(_fixed(f"{done} of {total}"), subset=pd.IndexSlice[[i], ["items"]])
-    return (scores.format(na_rep=""), details), _board_columns(prompt_help), rows
+        details = details.format(_fixed(count), subset=pd.IndexSlice[[i], ["items"]])
+    return (scores.format(na_rep=""), details), _board_columns(prompt_help, widths), rows
 
 
 def _fixed(text: str) -> Callable[[Any], str]:
@@ -237,7 +240,14 @@ BOARD_PX = {"run": 126, **{m.upper(): 72 for m in THELMA}, "top rule": 104, "evi
 BOARD_PX |= {"items": 70, "judge": 190, "status": 70, "created": 120, "who": 70, "prompts": 160}
 
 
-def _board_columns(prompt_help: str) -> dict[str, Any]:
+def board_px(counts: Sequence[str]) -> dict[str, int]:
+    """BOARD_PX, with the items column as wide as its longest "done of total" (a number's cell does not
+    wrap: "100000 of 100000" takes 116 px), taken from the judge's column, whose text wraps."""
+    wider = max([0, *(math.ceil(ui.text_px(c)) + ui.CELL_PAD_PX - BOARD_PX["items"] for c in counts)])
+    return BOARD_PX | {"items": BOARD_PX["items"] + wider, "judge": BOARD_PX["judge"] - wider}
+
+
+def _board_columns(prompt_help: str, widths: Mapping[str, int]) -> dict[str, Any]:
     """board()'s column config: links, dates, a tooltip per metric, and widths that fit 1280 px."""
     config = {
         "run": st.column_config.LinkColumn(
@@ -254,4 +264,4 @@ def _board_columns(prompt_help: str) -> dict[str, Any]:
         ),
         "prompts": st.column_config.TextColumn("prompts", help=prompt_help),
     }
-    return ui.sized(config, BOARD_PX)
+    return ui.sized(config, widths)
