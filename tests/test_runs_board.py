@@ -110,3 +110,13 @@ def test_two_selected_runs_open_compare_older_before_newer(db: Path) -> None:
     links = [(link.proto.page, link.proto.query_string) for link in at.get("page_link")]
     assert ("Compare", "run=weak-retriever&other=llm-judge") in [(p, q.split("&th_")[0]) for p, q in links]
     assert any(p == "Trends" and "runs=llm-judge%2Cweak-retriever" in q for p, q in links)
+
+
+def test_the_items_column_widens_for_six_digit_counts_and_the_board_keeps_its_width() -> None:
+    from evaluators.dashboard import ui
+
+    small, large = runs_view.board_px(["48 of 48"]), runs_view.board_px(["99999 of 100000", "100000 of 100000"])
+    assert small == runs_view.BOARD_PX
+    assert ui.text_px("100000 of 100000") + ui.CELL_PAD_PX <= large["items"]  # a number's cell does not wrap
+    details = [c for c in runs_view.DETAIL_COLUMNS if c != "run"]
+    assert sum(large[c] for c in details) == sum(small[c] for c in details)
