@@ -6,6 +6,7 @@ helpers in views/).
 
 from __future__ import annotations
 
+import math
 import os
 import runpy
 from pathlib import Path
@@ -373,6 +374,11 @@ WRAP_SLACK_PX = 4
 def text_px(text: str) -> float:
     """The width of `text` in the grid's font (at most a few percent wide of what Chromium draws)."""
     return sum(CHAR_PX.get(ch, 12.0) for ch in text)
+
+
+def one_line_px(texts: Iterable[str], least: int) -> int:
+    """The width of a column whose texts each keep one line (an id, a count), `least` at the least."""
+    return max([least, *(math.ceil(text_px(t)) + CELL_PAD_PX for t in texts)])
 
 
 def text_lines(text: str, px: int) -> int:

@@ -4,7 +4,6 @@ a threshold from a run's score distribution."""
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
@@ -243,7 +242,7 @@ BOARD_PX |= {"items": 70, "judge": 190, "status": 70, "created": 120, "who": 70,
 def board_px(counts: Sequence[str]) -> dict[str, int]:
     """BOARD_PX, with the items column as wide as its longest "done of total" (a number's cell does not
     wrap: "100000 of 100000" takes 116 px), taken from the judge's column, whose text wraps."""
-    wider = max([0, *(math.ceil(ui.text_px(c)) + ui.CELL_PAD_PX - BOARD_PX["items"] for c in counts)])
+    wider = ui.one_line_px(counts, BOARD_PX["items"]) - BOARD_PX["items"]
     return BOARD_PX | {"items": BOARD_PX["items"] + wider, "judge": BOARD_PX["judge"] - wider}
 
 
