@@ -459,9 +459,9 @@ def fit(table: pd.DataFrame, widths: Mapping[str, int], shown: int = 10) -> tupl
     lines = 4
     for name, px in widths.items():
         if name in table.columns and pd.api.types.is_string_dtype(table[name]) and not _links(table[name]):
-            px -= WRAP_SLACK_PX
-            table[name] = [_cut(v, px) if isinstance(v, str) else v for v in table[name]]
-            lines = max([lines, *(text_lines(v, px) for v in table[name] if isinstance(v, str))])
+            room = px - WRAP_SLACK_PX
+            table[name] = [_cut(v, room) if isinstance(v, str) else v for v in table[name]]
+            lines = max([lines, *(text_lines(v, room) for v in table[name] if isinstance(v, str))])
     return table, wrapped(len(table), shown, lines)
 
 

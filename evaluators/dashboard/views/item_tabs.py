@@ -162,7 +162,7 @@ def subquestion_px(table: pd.DataFrame) -> dict[str, int]:
     """Widths for view.subquestion_table (ui.sized): each verdict column as wide as its longest cell, at
     most VERDICT_PX (a longer cell wraps at its spaces: "? unsure · p 0.50"), and never narrower than its
     header (a tenth wider: headers are drawn bold); the sub-question's text wraps in what is left of
-    ui.TABLE_PX, SUBQUESTION_MIN_PX at the least (past four sources the table scrolls sideways)."""
+    ui.TABLE_PX, SUBQUESTION_MIN_PX at the least (past three sources of long verdicts the table scrolls sideways)."""
     widths = {"#": 40}
     for name in table.columns[2:]:
         cells = min(VERDICT_PX, max(ui.text_px(str(v)) + ui.CELL_PAD_PX for v in table[name]))
