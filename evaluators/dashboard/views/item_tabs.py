@@ -184,7 +184,8 @@ def _components(table: pd.DataFrame, key: str, widths: dict[str, int] | None = N
 def _verdict_rows(table: pd.DataFrame, key: str) -> None:
     """Verdicts as rows (view.EVIDENCE_COLUMNS): the component's text and the judge's reason wrap in their
     cells, cut with '…' past ui.MAX_LINES lines; a click on a row shows both whole below the table."""
-    if (row := ui.clickable(table, key, view.EVIDENCE_PX, placeholder="")) is None:
+    p = {"p": st.column_config.NumberColumn("p", format="%.2f", help="the judge's probability that the verdict is 1")}
+    if (row := ui.clickable(table, key, view.EVIDENCE_PX, p, placeholder="")) is None:
         st.caption("Click a row for its text and the judge's reason in full.")
         return
     v = table.iloc[row]
