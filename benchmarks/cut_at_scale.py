@@ -40,14 +40,13 @@ def main() -> int:
     views = [v for v in walk.CELL_VIEWS if not v.startswith("/Triage")]
     for old, new in ITEMS.items():
         views = [v.replace(f"item={old}", f"item={new}") for v in views]
-    walk.CELL_VIEWS[:] = views  # cut_in_views() walks this list
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         with streamlit_server(args.db, args.db.with_suffix(".cut.log"), timeout_s=300) as base:
             page = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=base).new_page()
             page.add_init_script(walk.CANVAS_TEXTS_JS)
             page.set_default_timeout(120_000)
-            found = walk.cut_in_views(page, base, "base", "candidate")
+            found = walk.cut_in_views(page, base, "base", "candidate", views=views)
     print(f"{args.db}: {len(views)} views of runs base and candidate at 1280 x 800")
     print("\n".join(found) or "nothing cut")
     return 1 if found else 0

@@ -80,7 +80,7 @@ frame.insert(0, "open", [ui.item_url(run_id, i, ",".join(rules), tab) for i in f
 # the query and the reasons wrap; the widths fit 1280 px beside the row markers, each header whole; an id
 # keeps its line (up to 90 px), taken from the query's width
 id_px = min(90, ui.one_line_px(frame["item_id"], 55))
-widths = {"open": 44, "item_id": id_px, "query": 155 - id_px, **dict.fromkeys(metric_ids, 46), "n_failed": 96}
+widths = {"open": ui.OPEN_PX, "item_id": id_px, "query": 155 - id_px, **dict.fromkeys(metric_ids, 46), "n_failed": 96}
 widths |= {"failed_metrics": 92, "rules": 70}
 row = ui.clickable(
     frame,

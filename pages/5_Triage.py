@@ -25,7 +25,7 @@ widths = {"created_at": 145, "run_id": 100, "item_id": 60, "label": 75, "compone
 row = ui.clickable(
     table,
     "triage_table",
-    widths | {"author": 55, "open": 44},
+    widths | {"author": 55, "open": ui.OPEN_PX},
     {
         **ui.OPEN,
         "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss"),

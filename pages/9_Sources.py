@@ -161,7 +161,7 @@ COLUMNS = {
 # The ledger's widths at 1280 px beside the row markers: its name and SP1's counts wrap in their cells, and
 # a hash id keeps one line.
 LEDGER_PX = {"name": 150, "n_retrieved": 66, "essential": 100, "claims_supported": 64}
-LEDGER_PX |= {"claims_source_unknown": 110, "beside": 132, "source": 112, "open": 44}
+LEDGER_PX |= {"claims_source_unknown": 110, "beside": 132, "source": 112, "open": ui.OPEN_PX}
 
 
 def show(rows: pd.DataFrame, key: str) -> None:

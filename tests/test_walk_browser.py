@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -233,10 +233,12 @@ DRAWN_KEYS_JS = """() => [...document.querySelectorAll('[class*=st-key-]')]
     .flatMap(e => [...e.classList].filter(c => c.startsWith('st-key-')).map(c => c.slice(7)))"""
 
 
-def cut_in_views(page: Any, base: str, run: str, other: str, drawn: set[str] | None = None) -> list[str]:
-    """cut_cells() over CELL_VIEWS of the server at `base`; the keys of the tables checked go to `drawn`."""
+def cut_in_views(
+    page: Any, base: str, run: str, other: str, drawn: set[str] | None = None, views: Sequence[str] = CELL_VIEWS
+) -> list[str]:
+    """cut_cells() over `views` of the server at `base`; the keys of the tables checked go to `drawn`."""
     found: list[str] = []
-    for view in (v.replace("RUN", run).replace("OTHER", other) for v in CELL_VIEWS):
+    for view in (v.replace("RUN", run).replace("OTHER", other) for v in views):
         open_view(page, base, view, run)
         check_page(page, "Sources" if view == "source" else view.split("?")[0].strip("/") or "Runs")
         found += cut_cells(page, view)

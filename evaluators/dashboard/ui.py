@@ -423,6 +423,7 @@ def _cut_word(text: str, px: int) -> str:
 
 # The column config of an "open" column of item links (item_url()), drawn as an icon.
 OPEN = {"open": st.column_config.LinkColumn("open", display_text="🔎")}
+OPEN_PX = 44  # its header whole: 29 px of text and the cell's padding
 
 
 def clickable(

@@ -165,7 +165,7 @@ def subquestion_px(table: pd.DataFrame) -> dict[str, int]:
     ui.TABLE_PX, SUBQUESTION_MIN_PX at the least (past three sources of long verdicts the table scrolls sideways)."""
     widths = {"#": 40}
     for name in table.columns[2:]:
-        cells = min(VERDICT_PX, max(ui.text_px(str(v)) + ui.CELL_PAD_PX for v in table[name]))
+        cells = min(VERDICT_PX, ui.one_line_px(map(str, table[name]), 0))
         widths[str(name)] = math.ceil(max(cells, ui.text_px(str(name)) * 1.1 + ui.CELL_PAD_PX))
     return {**widths, "sub-question": max(SUBQUESTION_MIN_PX, ui.TABLE_PX - sum(widths.values()))}
 
