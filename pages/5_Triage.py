@@ -6,12 +6,13 @@ import streamlit as st
 
 from evaluators.dashboard import reads, state, ui
 from evaluators.dashboard.views import walk
+from evaluators.metrics.diagnosis import TRIAGE_LABELS
 
 ui.page("Triage")
 runs = reads.runs()
 ALL = "(all runs)"
 run_filter = state.synced(st.selectbox, "Run", "run", ALL, options=[ALL, *runs["run_id"]])
-labels = state.synced(st.multiselect, "Labels", "labels", [], state.csv_list, options=list(ui.LABELS))
+labels = state.synced(st.multiselect, "Labels", "labels", [], state.csv_list, options=list(TRIAGE_LABELS))
 notes = walk.triage_notes(None if run_filter == ALL else run_filter, labels)
 st.markdown(f"**{len(notes)}** triage notes")
 if notes.empty:

@@ -51,9 +51,6 @@ PAGES: dict[str, PageFile] = {
 }
 
 
-LABELS = ("confirmed", "false alarm", "fixed")
-
-
 SAVE_DEADLINE_S = 5.0  # how long a triage save retries a locked file before saying "busy"
 
 

@@ -22,6 +22,10 @@ from evaluators.metrics import registry
 # Each THELMA metric's default threshold, from its Metric record (metrics/thelma.py says why each).
 DEFAULT_THRESHOLDS: dict[str, float] = {m: spec.threshold for m, spec in registry.THELMA_METRICS.items()}
 
+# What a triage note says of an item's diagnosis, and the component it blames (a rule's `fix` names one or two).
+TRIAGE_LABELS = ("confirmed", "false alarm", "fixed")
+COMPONENTS = ("Retriever", "Source text", "Source chunking", "Prompt", "Generator", "Judge", "Other")
+
 
 @dataclass(frozen=True)
 class Rule:

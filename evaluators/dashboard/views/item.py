@@ -22,9 +22,6 @@ from evaluators.metrics.diagnosis import Condition, Fired, fired
 from evaluators.metrics.thelma import aggregate_coverage
 from evaluators.storage import queries
 
-COMPONENTS = ("Retriever", "Source text", "Source chunking", "Prompt", "Generator", "Judge", "Other")
-
-
 # The Item page's tabs, kept in its URL as ?tab= (the first, the default, is left out); a label is part
 # of links into the page, so renaming one breaks them.
 ITEM_TABS = ("Query", "Sources", "Response", "Verdicts", "Triage")

@@ -15,7 +15,7 @@ from evaluators.core.records import Label
 from evaluators.dashboard import access, markup, reads, state, ui
 from evaluators.dashboard.markup import Record
 from evaluators.dashboard.views import item as view
-from evaluators.metrics.diagnosis import Fired
+from evaluators.metrics.diagnosis import COMPONENTS, TRIAGE_LABELS, Fired
 from evaluators.metrics.registry import THELMA
 from evaluators.metrics.suites.reference import REFERENCE_CLAIM
 from evaluators.storage import queries
@@ -366,14 +366,14 @@ def triage_tab(shown: Shown, fired: pd.DataFrame, notes: pd.DataFrame, db: str, 
     elif not me.can(access.TRIAGER):
         st.info(f"You are a {me.role}: saving triage notes needs the triager role (ask an admin).")
     else:
-        suggested = fired["fix"].iloc[0].split(" or ")[0] if len(fired) else view.COMPONENTS[-1]
+        suggested = fired["fix"].iloc[0].split(" or ")[0] if len(fired) else COMPONENTS[-1]
         with st.form("triage_form"):
-            st.selectbox("Label", ui.LABELS, key="triage_label")
+            st.selectbox("Label", TRIAGE_LABELS, key="triage_label")
             st.selectbox(
                 "Component to blame",
-                view.COMPONENTS,
+                COMPONENTS,
                 key="triage_component",
-                index=view.COMPONENTS.index(suggested) if suggested in view.COMPONENTS else 0,
+                index=COMPONENTS.index(suggested) if suggested in COMPONENTS else 0,
             )
             st.text_area("Note", key="triage_note")
             if not me.email:  # with login the author is the login email
