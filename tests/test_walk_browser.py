@@ -287,6 +287,48 @@ def test_no_cell_of_the_demo_is_cut_off_or_reads_none_at_1280(page: Any, demo_ur
     assert DEMO_TABLES <= drawn, f"tables not checked: {sorted(DEMO_TABLES - drawn)}"
 
 
+@pytest.fixture(scope="module")
+def many_sources_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One item that retrieved eight sources, each judged on both sub-questions: sure, unsure and failed
+    verdicts; a column per source would be wider than the page."""
+    from evaluators.core.confidence import CALIBRATED
+    from evaluators.core.records import Component, Item, Run, Status, Verdict
+    from evaluators.metrics import registry
+    from evaluators.metrics.thelma import rescore
+    from evaluators.storage import ownership
+
+    path = tmp_path_factory.mktemp("many_sources") / "wide.duckdb"
+    sources = tuple(f"Timetable page {j}: the ferry leaves at {8 + j}:00." for j in range(8))
+    questions = ["When does the ferry leave?", "How long is the crossing?"]
+    comps = [Component("x", "subquestion", i, q) for i, q in enumerate(questions)]
+    comps += [Component("x", "source", j, s) for j, s in enumerate(sources)]
+    outcomes = [(Status.OK, 1.0, 0.97), (Status.OK, 0.0, 0.02), (Status.OK, 0.0, 0.5), (Status.UNPARSED, None, None)]
+    targets = [*(f"source:{j}" for j in range(8)), "sources", "response"]  # RQC's, on the response
+    verdicts = [Verdict(item_id="x", metric="rqc" if target == "response" else "sqc", component_kind="subquestion",
+                        component_idx=i, target=target, value=value, status=status, p=p,
+                        p_kind=None if p is None else CALIBRATED, tier="offline", detail="it names a departure time")
+                for i in range(2) for k, target in enumerate(targets) for status, value, p in [outcomes[(i + k) % 4]]]
+    ownership.start_run(path, Run("wide", "offline", {}, {}), 1)
+    specs = {m: registry.METRICS[m] for m in ("sqc", "rqc")}
+    writes.write_batch(path, "wide", items=[Item("x", " ".join(questions), sources, "At eight.")], components=comps,
+                       verdicts=verdicts, scores=list(rescore("x", verdicts, specs).values()))
+    with streamlit_server(path, path.with_suffix(".log")) as url:
+        yield url
+
+
+def test_past_what_fits_the_sub_questions_sources_fold_into_one_column(page: Any, many_sources_url: str) -> None:
+    page.goto(f"{many_sources_url}/Item?run=wide&item=x")
+    check_page(page, "Item")
+    found = cut_cells(page, "/Item?run=wide&item=x")
+    assert not found, "cells cut off:\n" + "\n".join(found)
+    texts = canvas_texts(page)
+    headers = {t["text"] for t in texts if t["header"]}
+    assert "each source" in headers and "source 7" not in headers
+    lines = {t["text"].replace("\u00a0", " ") for t in texts if "each source" in t["columns"] and not t["header"]}
+    # two sources to a line, each verdict whole on its line
+    assert {"0: ✓ 1 · p 0.97; 1: ✗ 0 · p 0.02;", "6: ? unsure · p 0.50; 7: ⚠ unparsed"} <= lines
+
+
 # Every other table that lists items (the Run page's is above): its view, a column to click a row's cell in
 # (the first grid headed so), the Item URL one click opens (this run, this list, the tab the link means), and
 # the keys of the table's URL state that Back must bring back.

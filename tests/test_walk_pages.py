@@ -236,6 +236,13 @@ def test_the_evidence_table_fits_a_rule_expander_and_breaks_no_word_of_its_short
     assert not broken, broken
 
 
+def test_a_line_breaks_as_the_grid_breaks_it_at_spaces_and_newlines_not_at_a_no_break_space() -> None:
+    assert ui.text_lines("one\ntwo", 200) == 1  # the grid draws a newline as a space
+    joined = "\u00a0".join(["word"] * 12)
+    assert ui.text_lines(joined.replace("\u00a0", " "), 120) == 4
+    assert ui.text_lines(joined, 120) == ui.text_lines("word" * 12, 120)  # one word, broken where lines end
+
+
 def test_the_sub_question_table_of_three_sources_fits_and_breaks_no_word() -> None:
     from evaluators.dashboard.views import item_tabs
 
@@ -243,7 +250,31 @@ def test_the_sub_question_table_of_three_sources_fits_and_breaks_no_word() -> No
     table = pd.DataFrame({"#": [0, 1], "sub-question": ["How long is the crossing?"] * 2, **cells,
                           "whole set": ["✓ 1 · p 0.96"] * 2, "SQC covered": ["✓ yes", "? unsure"],
                           "RQC": ["⚠ timeout", "✓ 1 · p 0.96"]})
-    widths = item_tabs.subquestion_px(table)
+    shown, widths = item_tabs.subquestion_layout(table)
+    assert shown is table  # a column per source
     assert sum(widths.values()) <= ui.TABLE_PX and widths["sub-question"] >= item_tabs.SUBQUESTION_MIN_PX
     broken = [v for c in table.columns[2:] for v in table[c] for w in str(v).split() if ui.text_lines(w, widths[c]) > 1]
     assert not broken, broken  # a verdict wraps at its spaces, never inside a word
+
+
+def test_past_what_fits_the_sources_fold_into_one_column_each_verdict_whole() -> None:
+    from evaluators.dashboard.views import item as view
+    from evaluators.dashboard.views import item_tabs
+
+    verdicts = ["✗ 0 · p 0.01", "? unsure · p 0.50", "⚠ unparsed", "✓ 1 · p 0.97", "–", "✗ 0 · p 0.12"]
+    cells = {f"source {j}": [v, "✓ 1 · p 0.91"] for j, v in enumerate(verdicts)}
+    table = pd.DataFrame({"#": [0, 1], "sub-question": ["How long is the crossing?"] * 2, **cells,
+                          "whole set": ["✓ 1 · p 0.96"] * 2, "SQC covered": ["✓ yes", "? unsure"],
+                          "RQC": ["⚠ timeout", "✓ 1 · p 0.96"]})
+    assert sum(item_tabs.subquestion_px(table).values()) > ui.TABLE_PX  # a column each would scroll sideways
+    shown, widths = item_tabs.subquestion_layout(table)
+    assert list(shown.columns) == ["#", "sub-question", view.EACH_SOURCE, "whole set", "SQC covered", "RQC"]
+    each = shown[view.EACH_SOURCE].iloc[0].split("; ")
+    assert [s.replace("\u00a0", " ") for s in each] == [f"{j}: {v}" for j, v in enumerate(verdicts)]
+    assert sum(widths.values()) <= ui.TABLE_PX and widths["sub-question"] >= item_tabs.SUBQUESTION_MIN_PX
+    assert set(widths) == set(shown.columns)
+    # a source's verdict keeps its line (the cell wraps between them), and no word of the others breaks
+    assert all(ui.text_lines(s, widths[view.EACH_SOURCE]) == 1 for s in each)
+    assert ui.text_lines(shown[view.EACH_SOURCE].iloc[0], widths[view.EACH_SOURCE]) < len(each)  # more than one a line
+    broken = [v for c in shown.columns[3:] for v in shown[c] for w in str(v).split() if ui.text_lines(w, widths[c]) > 1]
+    assert not broken, broken

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import runpy
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequence
@@ -358,7 +359,7 @@ TABLE_PX, WRAP_PX = 780, 72
 # The grid's 14 px font, measured in Chromium: each character's advance in px, rounded up by class (any
 # other character counts as 12 px). A cell's text wraps in its width less CELL_PAD_PX, its rows hold 4 lines
 # at WRAP_PX and LINE_PX more a line after that, and a row holds MAX_LINES at most.
-_ADVANCE = {" ": 2.8, "ijlI'.,:;|": 3.7, "f()[]{}!-": 4.4, "rt/\\": 4.9, 'sz?"*': 6.0, "cxyvYJLFk": 6.8}
+_ADVANCE = {" \u00a0": 2.8, "ijlI'.,:;|": 3.7, "f()[]{}!-": 4.4, "rt/\\": 4.9, 'sz?"*': 6.0, "cxyvYJLFk": 6.8}
 _ADVANCE |= {"0123456789#$+<=>^~_aegXVESTZ`oA": 7.6, "bdpqhunPRC": 8.0, "BK&DG": 8.7, "HNUOQ": 9.3, "Mw": 10.2}
 _ADVANCE |= {"mW%@": 11.9}
 CHAR_PX = {ch: px for chars, px in _ADVANCE.items() for ch in chars}
@@ -366,6 +367,8 @@ CELL_PAD_PX, LINE_PX, MAX_LINES = 16, 19, 8
 # The grid wraps a line before it is full: "ask about" (57 px drawn) went onto two lines in a cell with 60 px
 # of room. fit() counts a cell's lines as if it were this much narrower, so its row holds them all.
 WRAP_SLACK_PX = 4
+# Where the grid may break a line: any space but a no-break one, which keeps its words on one line.
+_BREAKS = re.compile(r"[^\S\u00a0]+")
 
 
 def text_px(text: str) -> float:
@@ -379,22 +382,19 @@ def one_line_px(texts: Iterable[str], least: int) -> int:
 
 
 def text_lines(text: str, px: int) -> int:
-    """How many lines `text` wraps onto in a cell `px` wide: at spaces, and a word longer than a line
-    breaks where the line ends."""
-    room, total = px - CELL_PAD_PX, 0
-    for paragraph in text.split("\n"):
-        lines, used = 1, 0.0
-        for word in paragraph.split():
-            width = text_px(word)
-            if used and used + CHAR_PX[" "] + width <= room:
-                used += CHAR_PX[" "] + width
-                continue
-            lines += 1 if used else 0
-            while width > room:  # a word wider than the cell breaks
-                lines, width = lines + 1, width - room
-            used = width
-        total += lines
-    return total
+    """How many lines `text` wraps onto in a cell `px` wide: at spaces and newlines alike (the grid draws
+    a newline as a space), never at a no-break space, and a word longer than a line breaks where the line ends."""
+    room, lines, used = px - CELL_PAD_PX, 1, 0.0
+    for word in filter(None, _BREAKS.split(text)):
+        width = text_px(word)
+        if used and used + CHAR_PX[" "] + width <= room:
+            used += CHAR_PX[" "] + width
+            continue
+        lines += 1 if used else 0
+        while width > room:  # a word wider than the cell breaks
+            lines, width = lines + 1, width - room
+        used = width
+    return lines
 
 
 def _cut(text: str, px: int) -> str:

@@ -314,6 +314,23 @@ def subquestion_table(comps: Sequence[Record], judged: Judged, n_sources: int) -
     return pd.DataFrame(rows)
 
 
+EACH_SOURCE = "each source"  # the folded table's column of per-source verdicts
+
+
+def fold_sources(table: pd.DataFrame) -> pd.DataFrame:
+    """subquestion_table() with its "source j" columns folded into one, EACH_SOURCE ("0: ✓ 1 · p 0.93;
+    1: ✗ 0"), which wraps where a column per source would not fit the page; a source's verdict keeps its
+    line (no-break spaces)."""
+    columns = [c for c in table.columns if str(c).startswith("source ")]
+    folded = [
+        "; ".join(f"{c.removeprefix('source ')}: {row[c]}".replace(" ", "\u00a0") for c in columns)
+        for _, row in table.iterrows()
+    ]
+    out = table.drop(columns=columns)
+    out.insert(2, EACH_SOURCE, folded)
+    return out
+
+
 def marks_for(comps: Sequence[Record], judged: Judged, metrics: Sequence[str]) -> list[tuple]:
     """(text, colour, title) highlight marks for these components, coloured by the last metric given."""
     marks = []

@@ -103,8 +103,8 @@ def query_tab(shown: Shown) -> None:
     subquestions = shown.kind("subquestion")
     lo, hi = view.pager("Sub-questions", "subq_page", len(subquestions), view.ITEM_PAGE)
     page_q = subquestions[lo:hi]
-    table = view.subquestion_table(page_q, shown.judged, len(shown.item["sources"]))
-    _components(table, "subq_table", subquestion_px(table))
+    table, widths = subquestion_layout(view.subquestion_table(page_q, shown.judged, len(shown.item["sources"])))
+    _components(table, "subq_table", widths)
     st.caption(
         "SQC: a sub-question is covered when one source or the whole set answers it. RQC: the response addresses it."
     )
@@ -158,16 +158,31 @@ def sources_tab(shown: Shown) -> None:
         )
 
 
+def subquestion_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """view.subquestion_table as it is drawn, with its widths: a column per source while they fit
+    ui.TABLE_PX, else the sources folded into one column (view.fold_sources), so it never scrolls sideways."""
+    widths = subquestion_px(table)
+    if sum(widths.values()) <= ui.TABLE_PX:
+        return table, widths
+    folded = view.fold_sources(table)
+    return folded, subquestion_px(folded)
+
+
 def subquestion_px(table: pd.DataFrame) -> dict[str, int]:
     """Widths for view.subquestion_table (ui.sized): each verdict column as wide as its longest cell, at
     most VERDICT_PX (a longer cell wraps at its spaces: "? unsure · p 0.50"), and never narrower than its
     header (a tenth wider: headers are drawn bold); the sub-question's text wraps in what is left of
-    ui.TABLE_PX, SUBQUESTION_MIN_PX at the least (past three sources of long verdicts the table scrolls sideways)."""
+    ui.TABLE_PX, SUBQUESTION_MIN_PX at the least. With its sources folded (view.fold_sources) the
+    sub-question and the sources' column share what is left, half each."""
     widths = {"#": 40}
     for name in table.columns[2:]:
-        cells = min(VERDICT_PX, ui.one_line_px(map(str, table[name]), 0))
-        widths[str(name)] = math.ceil(max(cells, ui.text_px(str(name)) * 1.1 + ui.CELL_PAD_PX))
-    return {**widths, "sub-question": max(SUBQUESTION_MIN_PX, ui.TABLE_PX - sum(widths.values()))}
+        if name != view.EACH_SOURCE:
+            cells = min(VERDICT_PX, ui.one_line_px(map(str, table[name]), 0))
+            widths[str(name)] = math.ceil(max(cells, ui.text_px(str(name)) * 1.1 + ui.CELL_PAD_PX))
+    rest = ui.TABLE_PX - sum(widths.values())
+    if view.EACH_SOURCE not in table:
+        return {**widths, "sub-question": max(SUBQUESTION_MIN_PX, rest)}
+    return {**widths, "sub-question": rest - rest // 2, view.EACH_SOURCE: rest // 2}
 
 
 def _components(table: pd.DataFrame, key: str, widths: dict[str, int] | None = None) -> None:
