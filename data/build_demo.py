@@ -6,7 +6,8 @@ Idempotent: when the database already holds every run finished, with the items o
 run files, it only prints the summary. Otherwise it builds into a temporary file beside the
 target (resuming a killed build, or continuing from the existing database so its triage notes
 survive) and renames it over the target at the end, so a half-built demo is never served.
-If the run files changed since the database was built, it starts from scratch.
+If the run files changed since the database was built, it starts from scratch. Either way it imports
+our own labels (data/demo/labels/) and triage notes (data/demo/notes.jsonl), each once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Callable, Sequence
 
 from data.demo_runs import DEMO, RUNS, RUNS_DIR
 from evaluators.core.records import Item
-from evaluators.metrics.diagnosis import RULES, diagnose
+from evaluators.metrics.diagnosis import COMPONENTS, RULES, TRIAGE_LABELS, diagnose
 from evaluators.metrics.registry import THELMA
 from evaluators.runs.ingest import load_items
 from evaluators.runs.labelling import load_labels
@@ -37,6 +38,11 @@ DEFAULT_DB = Path(__file__).resolve().parent / "demo.duckdb"
 # corrections of single verdicts (SP1 sources, SD sentences, GR claims) in verdicts/, one file per run.
 LABELS = DEMO / "labels"
 LABELS_AUTHOR = "demo labels"
+# Our own triage notes, written by hand from the items, so Triage opens on real notes: one JSON object a
+# line with run_id, item_id, label, component and note.
+NOTES = DEMO / "notes.jsonl"
+NOTES_AUTHOR = "demo notes"
+NOTE_KEYS = ("run_id", "item_id", "label", "component", "note")
 
 
 def label_files(folder: Path = LABELS) -> list[tuple[str, Path]]:
@@ -65,6 +71,59 @@ def add_labels(db: Path, emit: Callable[[str], None] = print) -> int:
         written += len(labels)
     if written:
         emit(f"{db}: added {written} demo labels")
+    return written
+
+
+def load_notes(db: Path, file: Path = NOTES) -> list[dict[str, str]]:
+    """The demo's triage notes, each line checked against `db` (its run and item must be there, its label
+    and component what the Triage tab offers); ValueError naming the file, line and field of the first
+    bad line."""
+    held = store.query(db, "SELECT run_id, item_id FROM items WHERE list_contains(?, run_id)", [list(RUNS)])
+    items = set(zip(held["run_id"], held["item_id"]))
+    allowed = {"run_id": RUNS, "label": TRIAGE_LABELS, "component": COMPONENTS}
+    notes = []
+    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{file}:{number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: expected an object with {', '.join(NOTE_KEYS)}")
+        for key in NOTE_KEYS:
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise ValueError(f"{where}: field {key}: missing or not a text")
+            if key in allowed and row[key] not in allowed[key]:
+                raise ValueError(f"{where}: field {key}: {row[key]!r} is not one of {', '.join(allowed[key])}")
+        extra = sorted(row.keys() - set(NOTE_KEYS))
+        if extra:  # a misspelt key must not pass unseen
+            raise ValueError(f"{where}: field {extra[0]}: unknown field; expected {', '.join(NOTE_KEYS)}")
+        if (row["run_id"], row["item_id"]) not in items:
+            raise ValueError(f"{where}: field item_id: run {row['run_id']!r} has no item {row['item_id']!r}")
+        notes.append({key: row[key] for key in NOTE_KEYS})
+    return notes
+
+
+def add_notes(db: Path, emit: Callable[[str], None] = print, file: Path = NOTES) -> int:
+    """Save the demo's triage notes in `db` as NOTES_AUTHOR, skipping those it holds already (same run,
+    item and note); every line is checked before the first is written, so a bad file writes none.
+    Returns the notes written."""
+    notes = load_notes(db, file)
+    held = queries.items.triage_notes(db)
+    held = held[held["author"] == NOTES_AUTHOR]
+    have = set(zip(held["run_id"], held["item_id"], held["note"]))
+    written = 0
+    for n in notes:
+        key = (n["run_id"], n["item_id"], n["note"])
+        if key in have:
+            continue  # saved by an earlier build: a rebuild adds nothing
+        writes.add_triage(db, n["run_id"], n["item_id"], n["label"], n["component"], n["note"], NOTES_AUTHOR)
+        have.add(key)
+        written += 1
+    if written:
+        emit(f"{db}: added {written} demo triage notes")
     return written
 
 
@@ -102,9 +161,9 @@ def stored_state(db: Path, runs: dict[str, list[Item]]) -> tuple[bool, bool]:
         for name, items in runs.items()
         for i in items
     }
-    for row in stored.itertuples(index=False):
-        if wanted.get((row.run_id, row.item_id)) != _fingerprint(
-            row.item_id, row.query, list(row.sources), row.response, row.metadata
+    for row in stored.to_dict("records"):
+        if wanted.get((row["run_id"], row["item_id"])) != _fingerprint(
+            row["item_id"], row["query"], list(row["sources"]), row["response"], row["metadata"]
         ):
             return False, False
     status = dict(zip(finished["run_id"], finished["status"]))
@@ -152,7 +211,9 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
     runs = run_items()
     usable, complete = stored_state(db, runs)
     if complete and not force:
-        add_labels(db, emit)  # a demo built before it shipped labels gets them, without judging again
+        # a demo built before it shipped labels or notes gets them, without judging again
+        add_labels(db, emit)
+        add_notes(db, emit)
         emit(f"{db}: demo is up to date")
         return rule_counts(db)
     from evaluators.judges import factory
@@ -173,9 +234,10 @@ def build(db: Path, force: bool = False, emit: Callable[[str], None] = print) ->
     # GRAMMAR's robustness runs over our fictitious company, for the Robustness page.
     from evaluators.grammar import runs as grammar_runs
 
-    for result in grammar_runs.build_demo(tmp, max_groups=GRAMMAR_GROUPS):
-        emit(result.thelma.text())
+    for built in grammar_runs.build_demo(tmp, max_groups=GRAMMAR_GROUPS):
+        emit(built.thelma.text())
     add_labels(tmp, emit)
+    add_notes(tmp, emit)  # notes carried over from the database it continued skip themselves
     os.replace(tmp, db)
     emit(f"built {db} in {time.monotonic() - started:.1f} s")
     return rule_counts(db)

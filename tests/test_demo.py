@@ -2,8 +2,10 @@
 database on which every Table-2 rule fires with the offline judge and default thresholds."""
 from __future__ import annotations
 
+import json
 import os
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from data import build_demo, demo_runs  # noqa: E402
 from evaluators.judges import factory
-from evaluators.metrics.diagnosis import RULES  # noqa: E402
+from evaluators.metrics.diagnosis import RULES, TRIAGE_LABELS  # noqa: E402
 from evaluators.runs import runner
 from evaluators.storage import queries, store  # noqa: E402
 
@@ -183,3 +185,110 @@ def test_a_demo_built_before_it_shipped_labels_gets_them_without_judging(demo: t
     build_demo.build(path, emit=said.append)
     assert _demo_labels(path) == _demo_labels(demo[0])
     assert said == [f"{path}: added {sum(_demo_labels(path).values())} demo labels", f"{path}: demo is up to date"]
+
+
+def _demo_notes(db: Path) -> set[tuple[str, str, str, str, str]]:
+    """Triage notes of our own in a demo database: (run, item, label, component, note)."""
+    held = store.query(db, "SELECT run_id, item_id, label, component, note FROM triage WHERE author = ?",
+                       [build_demo.NOTES_AUTHOR])
+    return set(held.itertuples(index=False, name=None))
+
+
+def _note_lines(file: Path = build_demo.NOTES) -> list[dict]:
+    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_the_demo_ships_our_triage_notes_on_every_run(demo: tuple[Path, dict]) -> None:
+    db, _ = demo
+    lines = _note_lines()
+    notes = _demo_notes(db)
+    assert notes == {(n["run_id"], n["item_id"], n["label"], n["component"], n["note"]) for n in lines}
+    assert len(notes) == len(lines) >= 10  # every line once
+    assert {run for run, *_ in notes} == set(demo_runs.RUNS)
+    labels = Counter(label for _, _, label, _, _ in notes)
+    assert set(labels) == set(TRIAGE_LABELS) and labels["confirmed"] > labels["false alarm"]
+    # "fixed" says the better retriever fixed what a note on weak_retriever confirmed as the retriever's
+    confirmed = {item for run, item, label, component, _ in notes
+                 if run == "weak_retriever" and label == "confirmed" and component == "Retriever"}
+    fixed = {(run, item) for run, item, label, _, _ in notes if label == "fixed"}
+    assert fixed and all(run == "better_retriever" and item in confirmed for run, item in fixed)
+
+
+def test_triage_and_an_item_s_triage_tab_open_on_the_demo_s_notes(demo: tuple[Path, dict], tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import app_db
+    from tests.test_pages import all_text, frame_with, open_page
+
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(demo[0].read_bytes())
+    lines = _note_lines()
+    for _ in app_db(path, monkeypatch):
+        at = open_page("pages/5_Triage.py")
+        assert f"**{len(lines)}** triage notes" in all_text(at)
+        assert set(frame_with(at, "note")["item_id"]) == {n["item_id"] for n in lines}
+        first = lines[0]
+        at = open_page("pages/2_Item.py", run=first["run_id"], item=first["item_id"], tab="Triage")
+        notes = frame_with(at, "note")
+        assert list(notes["note"]) == [first["note"]] and list(notes["author"]) == [build_demo.NOTES_AUTHOR]
+
+
+def test_building_the_demo_again_adds_no_notes(demo: tuple[Path, dict], tmp_path: Path) -> None:
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(demo[0].read_bytes())
+    before = store.query(path, "SELECT count(*) AS n FROM triage")["n"].iloc[0]
+    said: list[str] = []
+    assert build_demo.add_notes(path, emit=said.append) == 0
+    build_demo.build(path, emit=said.append)
+    assert store.query(path, "SELECT count(*) AS n FROM triage")["n"].iloc[0] == before == len(_note_lines())
+    assert said == [f"{path}: demo is up to date"]
+
+
+def test_a_demo_built_before_it_shipped_notes_gets_them_without_judging(demo: tuple[Path, dict],
+                                                                        tmp_path: Path) -> None:
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(demo[0].read_bytes())
+    with store.connect(path) as con:
+        con.execute("DELETE FROM triage WHERE author = ?", [build_demo.NOTES_AUTHOR])
+        # someone's own note survives the import beside ours
+        con.execute("INSERT INTO triage VALUES ('weak_retriever', 'q02', 'confirmed', 'Retriever', 'app-1 ranks "
+                    "last', 'triager', now()::TIMESTAMP)")
+    verdicts = store.query(path, "SELECT count(*) AS n FROM verdicts")["n"].iloc[0]
+    said: list[str] = []
+    build_demo.build(path, emit=said.append)
+    assert _demo_notes(path) == _demo_notes(demo[0])
+    assert said == [f"{path}: added {len(_note_lines())} demo triage notes", f"{path}: demo is up to date"]
+    assert store.query(path, "SELECT count(*) AS n FROM verdicts")["n"].iloc[0] == verdicts  # nothing judged
+    assert list(store.query(path, "SELECT note FROM triage WHERE author = 'triager'")["note"]) == ["app-1 ranks last"]
+
+
+BAD_LINES = {
+    "label": (lambda n: {**n, "label": "maybe"}, "field label: 'maybe' is not one of confirmed, false alarm, fixed"),
+    "component": (lambda n: {**n, "component": "Ranker"}, "field component: 'Ranker' is not one of"),
+    "run": (lambda n: {**n, "run_id": "strong_retriever"}, "field run_id: 'strong_retriever' is not one of"),
+    "item": (lambda n: {**n, "item_id": "q99"}, "field item_id: run 'weak_retriever' has no item 'q99'"),
+    "missing": (lambda n: {k: v for k, v in n.items() if k != "note"}, "field note: missing"),
+    "unknown key": (lambda n: {**n, "lable": "fixed"}, "field lable: unknown field"),
+    "json": (None, "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("fault", BAD_LINES)
+def test_a_malformed_notes_file_names_file_line_and_field_and_writes_nothing(demo: tuple[Path, dict],
+                                                                             tmp_path: Path, fault: str) -> None:
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(demo[0].read_bytes())
+    with store.connect(path) as con:
+        con.execute("DELETE FROM triage")  # lines 1 and 2 would be written, were it line by line
+    lines = [{**n, "run_id": "weak_retriever", "item_id": "q06"} for n in _note_lines()[:4]]
+    edit, message = BAD_LINES[fault]
+    text = [json.dumps(n) for n in lines]
+    text[2] = json.dumps(lines[2])[:-1] if edit is None else json.dumps(edit(lines[2]))  # None: cut short
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text("\n".join(text) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError) as raised:
+        build_demo.add_notes(path, emit=lambda _: None, file=bad)
+    assert str(raised.value).startswith(f"{bad}:3: {message}") and "\n" not in str(raised.value)
+    assert store.query(path, "SELECT count(*) AS n FROM triage")["n"].iloc[0] == 0
+    text[2] = json.dumps(lines[2])  # the same file, mended, imports whole
+    bad.write_text("\n".join(text) + "\n", encoding="utf-8")
+    assert build_demo.add_notes(path, emit=lambda _: None, file=bad) == 4
