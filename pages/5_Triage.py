@@ -21,16 +21,23 @@ if notes.empty:
 counts = notes.groupby(["component", "label"]).size().unstack(fill_value=0)
 st.dataframe(counts, key="triage_counts")
 table = notes.assign(open=[ui.item_url(r, i) for r, i in zip(notes["run_id"], notes["item_id"])])
-# the note wraps in its cell; the widths fit 1280 px beside the row markers, each header whole
-widths = {"created_at": 145, "run_id": 100, "item_id": 60, "label": 75, "component": 80, "note": 182}
+# ids keep their line (a run's name up to 140 px), each header whole; the note wraps in what is left of
+# 1280 px beside the row markers
+widths = {
+    "created_at": 130,
+    "run_id": min(140, ui.one_line_px(table["run_id"], 70)),
+    "item_id": min(90, ui.one_line_px(table["item_id"], 60)),
+    "label": 75,
+    "component": 80,
+    "author": 55,
+    "open": ui.OPEN_PX,
+}
+widths["note"] = ui.TABLE_PX - ui.MARKERS_PX - sum(widths.values())
 row = ui.clickable(
     table,
     "triage_table",
-    widths | {"author": 55, "open": ui.OPEN_PX},
-    {
-        **ui.OPEN,
-        "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm:ss"),
-    },
+    widths,
+    {**ui.OPEN, "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm")},
 )
 st.caption("Click a row to open its item on its Triage tab; ▶ Next there walks these notes.")
 if row is not None:  # fr="": the notes of every run

@@ -356,6 +356,7 @@ def clicked(event: Any, n_rows: int) -> int | None:
 # can be picked. Columns whose pixel widths sum to TABLE_PX fit it (a wider window stretches them), and
 # rows WRAP_PX high let a long text wrap onto three lines in its cell instead of widening the table.
 TABLE_PX, WRAP_PX = 780, 72
+MARKERS_PX = 36  # the row markers of a table whose rows can be picked (clickable())
 # The grid's 14 px font, measured in Chromium: each character's advance in px, rounded up by class (any
 # other character counts as 12 px). A cell's text wraps in its width less CELL_PAD_PX, its rows hold 4 lines
 # at WRAP_PX and LINE_PX more a line after that, and a row holds MAX_LINES at most.
@@ -473,7 +474,7 @@ def wrapped(n_rows: int, shown: int = 10, lines: int = 4) -> dict[str, Any]:
 
 def sized(config: Mapping[str, Any] | None, widths: Mapping[str, int]) -> dict[str, Any]:
     """A table's column config with each column in `widths` set to that many pixels (the widths of a
-    table sum to at most TABLE_PX, less 36 px of row markers when its rows can be picked); a column
+    table sum to at most TABLE_PX, less MARKERS_PX when its rows can be picked); a column
     without help gets its label as help."""
     out: dict[str, Any] = dict(config or {})
     for name, px in widths.items():
