@@ -102,13 +102,25 @@ if source:
         essential=found["sp1"]
         .map({"yes": "✓ essential", "no": "✗ not essential", "unsure": "? unsure", "failed": "⚠ failed"})
         .fillna("not run"),
-        # one claim a line: a list's bubbles would not wrap in their cell
-        claims=["" if c is None or (not isinstance(c, list) and pd.isna(c)) else "\n".join(c) for c in found["claims"]],
+        # the grid draws a newline as a space: the claims are parted by "; "
+        claims=["" if c is None or (not isinstance(c, list) and pd.isna(c)) else "; ".join(c) for c in found["claims"]],
     )
-    widths = {"open": 40, "run_id": 65, "item_id": 56, "position": 40, "query": 76, "essential": 70}
-    widths |= {"sp1_detail": 80, "supports": 64, "claims": 114, "n_unsupported": 65, "n_unattributed": 110}
-    row = ui.clickable(  # the query, SP1's reason, the claims wrap
-        table[list(widths)],
+    # ids keep their line and short cells their words; the query, SP1's reason and the claims wrap in what is
+    # left of 1280 px beside the row markers
+    widths = {
+        "open": ui.OPEN_PX,
+        "run_id": min(130, ui.one_line_px(table["run_id"], 60)),
+        "item_id": min(90, ui.one_line_px(table["item_id"], 50)),
+        "position": 46,
+        "essential": 80,
+        "n_unsupported": 80,
+    }
+    room = ui.TABLE_PX - ui.MARKERS_PX - sum(widths.values())
+    widths |= {"query": room * 3 // 10, "sp1_detail": room * 4 // 10}
+    widths["claims"] = room - widths["query"] - widths["sp1_detail"]
+    order = ["open", "run_id", "item_id", "position", "essential", "query", "sp1_detail", "claims", "n_unsupported"]
+    row = ui.clickable(
+        table[order],
         "retrievals",
         widths,
         {
@@ -116,12 +128,13 @@ if source:
             # short headers that fit their columns, each named in full on hover
             "position": st.column_config.NumberColumn("rank", help="its position among the item's sources"),
             "sp1_detail": "SP1 detail",
-            "supports": st.column_config.NumberColumn("supports", help="claims it supports"),
-            "claims": "supported claims",
-            "n_unsupported": st.column_config.NumberColumn("✗ in item", help="unsupported claims in item"),
-            "n_unattributed": st.column_config.NumberColumn("source unknown", help="supported, source unknown"),
+            "claims": st.column_config.TextColumn("supports", help="the claims of its item that it supports"),
+            "n_unsupported": st.column_config.NumberColumn("✗ in item", help="unsupported claims in its item"),
         },
     )
+    items = found.drop_duplicates(["run_id", "item_id"])
+    if unknown := int(items["n_unattributed"].fillna(0).sum()):
+        st.caption(f"The judge named no source for {unknown} supported claim(s) of these items: none is listed here.")
     st.caption("Click a row to open its item on its sources. " + ATTRIBUTION)
     if row is not None:
         walk.open_item("sources", table["run_id"].iloc[row], table["item_id"].iloc[row], "Sources")

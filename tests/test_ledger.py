@@ -388,6 +388,12 @@ def test_sources_page_detail_opens_the_sources_items(served: Path) -> None:
     assert {m.label: m.value for m in at.metric}["Retrieved"] == "3"
     assert at.subheader[0].value == markup.md(B)  # its words, not its key
     assert any(c.value.endswith(f"text key {ledger.source_key(B)}") for c in at.caption)
+    # i2's supported claim came from an LLM judge's bare "1": its item's count, said once, not a row's
+    assert "The judge named no source for 1 supported claim(s) of these items: none is listed here." in [
+        c.value for c in at.caption]
+    alpha = _open(run=RUN, source=ledger.source_key(A))
+    assert list(alpha.dataframe[0].value["claims"]) == ["Alpha text one."]  # the claim it supports, by its words
+    assert not any("named no source" in c.value for c in alpha.caption)
     missing = _open(run=RUN, source="no-such-source")
     assert any("No source" in w.value for w in missing.warning)
 
