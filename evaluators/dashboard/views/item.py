@@ -117,9 +117,9 @@ def by_component(verdicts: Sequence[Record]) -> Judged:
 
 EVIDENCE_COLUMNS = ["metric", "component", "text", "target", "verdict", "value", "p", "p kind", "tier", "detail"]
 # Their widths at 1280 px (ui.sized), summing to ui.TABLE_PX less the row markers, so the table also fits
-# a rule's evidence expander: the component's text and the judge's reason wrap in their cells; every
+# a rule's evidence expander: the component's text and the judge's reason share the room left and wrap; every
 # other word fits its cell ("subquestion", "source_fact", "response", "unparsed", "calibrated").
-EVIDENCE_PX = dict(zip(EVIDENCE_COLUMNS, (50, 92, 130, 72, 75, 45, 55, 80, 60, 85)))
+EVIDENCE_PX = dict(zip(EVIDENCE_COLUMNS, (50, 92, 110, 72, 75, 45, 55, 80, 60, 105)))
 RULES_PX = {"rule": 55, "pattern": 150, "meaning": 220, "fix": 120, "scores": 220}
 
 
