@@ -194,8 +194,15 @@ st.dataframe(flipped.rollup, hide_index=True, key="flip_rollup", width="stretch"
 if not flipped.items.empty:
     flip_items = walk.flip_list(flipped)
     flip_items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in flip_items["item_id"]])
-    widths = {"open": 40, "item_id": 70, "cause": 130, "flips": 45, "lost": 45, "gained": 55, "metrics": 110}
-    row = ui.clickable(flip_items, "flip_items", widths | {"sources_removed": 125, "sources_added": 110}, ui.OPEN)
+    widths = {"open": ui.OPEN_PX, "item_id": 70, "cause": 126, "flips": 45, "lost": 45, "gained": 55, "metrics": 110}
+    moved = {  # named as the retriever's table below names them
+        "sources_removed": st.column_config.NumberColumn(
+            "sources dropped", help=f"retrieved in {markup.md(run_id)} only"
+        ),
+        "sources_added": st.column_config.NumberColumn("sources added", help=f"retrieved in {markup.md(other)} only"),
+    }
+    widths |= {"sources_removed": 125, "sources_added": 110}
+    row = ui.clickable(flip_items, "flip_items", widths, {**ui.OPEN, **moved})
     if row is not None:
         # walks this list: ▶ Next is the item with the next most flips
         walk.open_item("compare", other, flip_items["item_id"].iloc[row], "Verdicts", cl="flips")

@@ -334,7 +334,7 @@ def test_past_what_fits_the_sub_questions_sources_fold_into_one_column(page: Any
 # the keys of the table's URL state that Back must bring back.
 ITEM_TABLES = {
     "diagnosis": ("/Diagnosis?run=weak-retriever", "pattern", r"(?=.*from=diagnosis)(?=.*rule=T2\.\d)", ()),
-    "compare": ("/Compare?run=weak-retriever&other=better-retriever", "sources_added",
+    "compare": ("/Compare?run=weak-retriever&other=better-retriever", "sources added",
                 r"(?=.*from=compare)(?=.*run=better-retriever)(?=.*tab=Verdicts)(?=.*cl=flips)", ("other",)),
     "sources": ("source", "rank", r"(?=.*from=sources)(?=.*tab=Sources)(?=.*source=)", ("source",)),
     "trust": ("/Trust?run=weak-retriever&tab=Label+next", "reason", r"(?=.*from=trust)(?=.*ft=Label)", ("tab",)),
