@@ -22,12 +22,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Sequence
 
+import pandas as pd
+
 from data.demo_runs import DEMO, RUNS, RUNS_DIR
 from evaluators.core.records import Item
 from evaluators.metrics.diagnosis import COMPONENTS, RULES, TRIAGE_LABELS, diagnose
 from evaluators.metrics.registry import THELMA
 from evaluators.runs.ingest import load_items
 from evaluators.runs.labelling import load_labels
+from evaluators.runs.readers import file_rows
 from evaluators.storage import queries, store, writes
 
 METRICS = THELMA
@@ -80,51 +83,54 @@ def load_notes(db: Path, file: Path = NOTES) -> list[dict[str, str]]:
     bad line."""
     held = store.query(db, "SELECT run_id, item_id FROM items WHERE list_contains(?, run_id)", [list(RUNS)])
     items = set(zip(held["run_id"], held["item_id"]))
-    allowed = {"run_id": RUNS, "label": TRIAGE_LABELS, "component": COMPONENTS}
+    rows, problems = file_rows(file, (".jsonl",))  # UTF-8 and JSON, located as every input file is
     notes = []
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{file}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{where}: expected an object with {', '.join(NOTE_KEYS)}")
-        for key in NOTE_KEYS:
-            if not isinstance(row.get(key), str) or not row[key].strip():
-                raise ValueError(f"{where}: field {key}: missing or not a text")
-            if key in allowed and row[key] not in allowed[key]:
-                raise ValueError(f"{where}: field {key}: {row[key]!r} is not one of {', '.join(allowed[key])}")
-        extra = sorted(row.keys() - set(NOTE_KEYS))
-        if extra:  # a misspelt key must not pass unseen
-            raise ValueError(f"{where}: field {extra[0]}: unknown field; expected {', '.join(NOTE_KEYS)}")
-        if (row["run_id"], row["item_id"]) not in items:
-            raise ValueError(f"{where}: field item_id: run {row['run_id']!r} has no item {row['item_id']!r}")
-        notes.append({key: row[key] for key in NOTE_KEYS})
+    for line, where, row in rows:
+        if problem := _note_problem(row, where, items):
+            problems.append((line, problem))
+        else:
+            notes.append({key: row[key] for key in NOTE_KEYS})
+    if problems:
+        raise ValueError(min(problems)[1])  # the first bad line, on one line
     return notes
 
 
+def _note_problem(row: object, where: str, items: set[tuple[str, str]]) -> str | None:
+    """What is wrong with one line of the notes file, located at `where`, or None."""
+    if not isinstance(row, dict):
+        return f"{where}: expected an object with {', '.join(NOTE_KEYS)}"
+    allowed = {"run_id": RUNS, "label": TRIAGE_LABELS, "component": COMPONENTS}
+    for key in NOTE_KEYS:
+        if not isinstance(row.get(key), str) or not row[key].strip():
+            return f"{where}: field {key}: missing or not a text"
+        if key in allowed and row[key] not in allowed[key]:
+            return f"{where}: field {key}: {row[key]!r} is not one of {', '.join(allowed[key])}"
+    if extra := sorted(row.keys() - set(NOTE_KEYS)):  # a misspelt key must not pass unseen
+        return f"{where}: field {extra[0]}: unknown field; expected {', '.join(NOTE_KEYS)}"
+    if (row["run_id"], row["item_id"]) not in items:
+        return f"{where}: field item_id: run {row['run_id']!r} has no item {row['item_id']!r}"
+    return None
+
+
 def add_notes(db: Path, emit: Callable[[str], None] = print, file: Path = NOTES) -> int:
-    """Save the demo's triage notes in `db` as NOTES_AUTHOR, skipping those it holds already (same run,
-    item and note); every line is checked before the first is written, so a bad file writes none.
+    """Save the demo's triage notes in `db` as NOTES_AUTHOR, in one transaction, skipping those it holds
+    already (same run, item and note); every line is checked first, so a bad file writes none.
     Returns the notes written."""
     notes = load_notes(db, file)
     held = queries.items.triage_notes(db)
     held = held[held["author"] == NOTES_AUTHOR]
     have = set(zip(held["run_id"], held["item_id"], held["note"]))
-    written = 0
+    new = []
     for n in notes:
         key = (n["run_id"], n["item_id"], n["note"])
-        if key in have:
-            continue  # saved by an earlier build: a rebuild adds nothing
-        writes.add_triage(db, n["run_id"], n["item_id"], n["label"], n["component"], n["note"], NOTES_AUTHOR)
-        have.add(key)
-        written += 1
-    if written:
-        emit(f"{db}: added {written} demo triage notes")
-    return written
+        if key not in have:  # else saved by an earlier build: a rebuild adds nothing
+            have.add(key)
+            new.append(n)
+    if new:
+        frame = pd.DataFrame(new, columns=list(NOTE_KEYS)).assign(author=NOTES_AUTHOR, created_at=pd.Timestamp.now())
+        writes.write_frames(db, {"triage": frame})
+        emit(f"{db}: added {len(new)} demo triage notes")
+    return len(new)
 
 
 def run_items(folder: Path = RUNS_DIR) -> dict[str, list[Item]]:

@@ -268,7 +268,7 @@ BAD_LINES = {
     "item": (lambda n: {**n, "item_id": "q99"}, "field item_id: run 'weak_retriever' has no item 'q99'"),
     "missing": (lambda n: {k: v for k, v in n.items() if k != "note"}, "field note: missing"),
     "unknown key": (lambda n: {**n, "lable": "fixed"}, "field lable: unknown field"),
-    "json": (None, "not valid JSON"),
+    "json": (None, "malformed JSON"),
 }
 
 
