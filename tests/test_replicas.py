@@ -20,7 +20,7 @@ from test_runner import JUDGE, items, write_jsonl
 
 from evaluators import cli
 from evaluators.cli import evaluate as cli_evaluate
-from evaluators.core.records import JudgeCall, Status
+from evaluators.core.records import Answer, JudgeCall, Status
 from evaluators.dashboard import markup
 from evaluators.judges.llm import LLMJudge
 from evaluators.storage import queries, store, writes
@@ -115,13 +115,27 @@ def test_a_large_run_sends_its_calls_from_worker_processes_by_default(tmp_path: 
 
 
 def test_a_hanging_replica_times_out_once_then_is_passed_over(tmp_path: Path) -> None:
+    """The Router shuffles its replicas, so calls go one at a time until one has reached the hanging
+    replica A (each call has even odds: 20 misses in a row is one chance in a million). That call times
+    out and is answered by B; A then rests, and six more calls all go to B."""
     with OpenAIServer(hang_seconds=30) as a, OpenAIServer() as b:
         a.fail_when(lambda i, body: True, "hang")
         judge = LLMJudge(JUDGE, api_base=[a.base_url, b.base_url], api_key="x", timeout=1.0, concurrency=1)
-        answers = ask_all(judge, 6, "hang")
-        assert [x.status for x in answers] == [Status.OK] * 6
-        assert len(a.requests) == 1 and len(b.requests) == 6  # A rests after its timeout
-        assert judge.stats.endpoints == {b.base_url: 6} and judge.stats.failures == 0
+
+        async def ask(k: str) -> Answer:
+            return await judge.ask("groundedness", sources=SOURCES, claim=f"Claim hang {k}: sky is blue.")
+
+        async def go() -> list[Answer]:
+            first: list[Answer] = []
+            while not a.requests and len(first) < 20:
+                first.append(await ask(f"first {len(first)}"))
+            assert len(a.requests) == 1, "20 calls in a row went to B"
+            return first + list(await asyncio.gather(*(ask(str(k)) for k in range(6))))
+
+        answers = asyncio.run(go())
+        assert [x.status for x in answers] == [Status.OK] * len(answers)
+        assert len(a.requests) == 1 and len(b.requests) == len(answers)  # A rests after its timeout
+        assert judge.stats.endpoints == {b.base_url: len(answers)} and judge.stats.failures == 0
 
 
 def test_calls_are_spread_over_live_replicas(tmp_path: Path) -> None:
