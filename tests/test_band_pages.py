@@ -113,15 +113,15 @@ def test_runs_page_counts_unsure_items_apart(band_db: Path) -> None:
     at.query_params["run"] = RUN
     at.run()
     table = frame_with(at, "95% CI").set_index("metric")
-    assert table.loc["rqc", "n scored"] == "0 of 1"
-    assert table.loc["rqc", "unscored items"] == "1 unsure" and table.loc["rqc", "unsure verdicts"] == 1
-    assert table.loc["rqc", "failed verdicts"] == "none"  # an unsure verdict is not a failure
+    assert table.loc["RQC", "n scored"] == "0 of 1"
+    assert table.loc["RQC", "unscored items"] == "1 unsure" and table.loc["RQC", "unsure verdicts"] == 1
+    assert table.loc["RQC", "failed verdicts"] == "none"  # an unsure verdict is not a failure
     assert "n scored 0 of 1 · 1 unsure" in [c.value for c in at.caption]
     at = new_app()
     at.query_params.update({"run": RUN, "band": "0.5,0.6"})
     at.run()
     table = frame_with(at, "95% CI").set_index("metric")
-    assert table.loc["rqc", "n scored"] == "1 of 1" and table.loc["rqc", "unscored items"] == "none"
+    assert table.loc["RQC", "n scored"] == "1 of 1" and table.loc["RQC", "unscored items"] == "none"
 
 
 def test_a_score_s_expected_value_is_shown_beside_it_and_left_out_with_corrections(band_db: Path) -> None:

@@ -255,8 +255,8 @@ def test_runs_page_shows_runs_and_headlines(page: Any) -> None:
     gr = page.get_by_test_id("stMetric").filter(has_text="GR")
     assert re.fullmatch(r"0\.\d\d", gr.get_by_test_id("stMetricValue").inner_text().strip())
     table = {r["metric"]: r for r in grid(page, "95% CI")}
-    assert table["gr"]["unscored items"] == "1 empty, 1 error"
-    assert re.fullmatch(r"\[0\.\d\d, [01]\.\d\d\]", table["gr"]["95% CI"])
+    assert table["GR"]["unscored items"] == "1 empty, 1 error"
+    assert re.fullmatch(r"\[0\.\d\d, [01]\.\d\d\]", table["GR"]["95% CI"])
     expect(page.get_by_test_id("stPlotlyChart")).to_have_count(0)  # drawn on demand: no plotly script yet
     page.get_by_text("Histograms with threshold lines").click()
     charts_drawn(page, 1)
@@ -307,8 +307,8 @@ def test_compare_two_runs(page: Any) -> None:
     settle(page)
     expect(page.get_by_text("Different judges")).to_have_count(0)
     deltas = {r["metric"]: r for r in grid(page, "delta")}
-    assert set(deltas) >= {"sp1", "sqc", "rqc", "gr"}
-    assert float(deltas["sp1"]["delta"]) > 0 and float(deltas["rqc"]["delta"]) > 0  # q01 and q02 were fixed
+    assert set(deltas) >= {"SP1", "SQC", "RQC", "GR"}
+    assert float(deltas["SP1"]["delta"]) > 0 and float(deltas["RQC"]["delta"]) > 0  # q01 and q02 were fixed
     assert all(float(r["95% CI low"]) <= float(r["delta"]) <= float(r["95% CI high"]) for r in deltas.values())
     charts_drawn(page, 1)
     item_box = page.get_by_test_id("stTextInput").filter(has_text="Item id to diff").locator("input")

@@ -51,7 +51,7 @@ def test_a_flipped_claim_explains_itself_and_links_its_source(page: Any) -> None
     settle(page)
     mine = {r["text"]: r for r in grid(page, "p_before")}
     claim = mine["The ferry leaves at 9:00."]
-    assert (claim["metric"], claim["before"], claim["after"], claim["cause"]) == ("gr", "1", "0", flips.SOURCES)
+    assert (claim["metric"], claim["before"], claim["after"], claim["cause"]) == ("GR", "1", "0", flips.SOURCES)
 
     removed = page.get_by_role("link", name=SRC[0])
     key = ledger_key(SRC[0])

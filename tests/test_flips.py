@@ -183,7 +183,7 @@ def test_per_item_roll_up_and_changed_sources(pair_db: Path) -> None:
     items = result.items.set_index("item_id")
     assert items.loc["retr", "cause"] == flips.SOURCES
     assert (items.loc["retr", "flips"], items.loc["retr", "lost"], items.loc["retr", "gained"]) == (2, 2, 0)
-    assert items.loc["retr", "metrics"] == "gr 1, sqc 1"
+    assert items.loc["retr", "metrics"] == "GR 1, SQC 1"
     assert (items.loc["retr", "sources_removed"], items.loc["retr", "sources_added"]) == (1, 1)
     assert (items.loc["judge", "lost"], items.loc["judge", "gained"]) == (1, 1)
     assert items.loc["gen", "sources_removed"] == 0
@@ -248,12 +248,12 @@ def test_compare_shows_why_verdicts_flipped(pair_db: Path, monkeypatch: pytest.M
     texts = [m.value for m in at.markdown]
     assert "**5** verdicts flipped: **2** retriever or chunking · **1** prompt or generator · **2** judge" in texts
     rollup = _frame(at, flips.UNMATCHED).set_index("metric")
-    assert rollup.loc["gr", "flipped"] == 2 and rollup.loc["sqc", flips.UNDECIDED] == 1
+    assert rollup.loc["GR", "flipped"] == 2 and rollup.loc["SQC", flips.UNDECIDED] == 1
     items = _frame(at, "sources_added").set_index("item_id")
     assert items.loc["retr", "open"] == "Item?run=cand&item=retr&tab=Verdicts"  # opens on the verdicts
     assert items.loc["gen", "cause"] == flips.RESPONSE
     mine = _frame(at, "p_before")
-    assert set(mine["metric"]) == {"gr", "sqc"} and set(mine["cause"]) == {flips.SOURCES}
+    assert set(mine["metric"]) == {"GR", "SQC"} and set(mine["cause"]) == {flips.SOURCES}
     assert list(mine["base"]) == [1, 1] and list(mine["cand"]) == [0, 0]
     links = [t for t in texts if t.startswith("Source ")]
     key_a, key_b = ledger_key(SRC[0]), ledger_key("Ferries leave every hour.")

@@ -135,14 +135,14 @@ def test_home_explains_how_to_read_it(db: Path) -> None:
 def test_home_headline_counts_failures_apart_from_scores(db: Path) -> None:
     at = open_page("app.py", run="llm-judge")
     table = frame_with(at, "95% CI").set_index("metric")
-    assert table.loc["sqc", "n scored"] == "5 of 6"
-    assert table.loc["sqc", "unscored items"] == "1 timeout"
-    assert table.loc["sqc", "failed verdicts"] == "6 timeout" and table.loc["sqc", "unsure verdicts"] == 0
-    assert table.loc["gr", "unscored items"] == "1 empty, 1 error"
-    assert table.loc["rp", "failed verdicts"] == "1 unparsed"
+    assert table.loc["SQC", "n scored"] == "5 of 6"
+    assert table.loc["SQC", "unscored items"] == "1 timeout"
+    assert table.loc["SQC", "failed verdicts"] == "6 timeout" and table.loc["SQC", "unsure verdicts"] == 0
+    assert table.loc["GR", "unscored items"] == "1 empty, 1 error"
+    assert table.loc["RP", "failed verdicts"] == "1 unparsed"
     # The mean is over scored items only: q02's timed-out SQC is not a 0.
-    assert table.loc["sqc", "mean"] == pytest.approx(0.9)
-    low, high = (float(x) for x in table.loc["sqc", "95% CI"].strip("[]").split(","))
+    assert table.loc["SQC", "mean"] == pytest.approx(0.9)
+    low, high = (float(x) for x in table.loc["SQC", "95% CI"].strip("[]").split(","))
     assert low <= 0.9 <= high and high <= 1.0
     assert {m.label: m.value for m in at.metric}["SQC"] == "0.90"
 
@@ -150,13 +150,13 @@ def test_home_headline_counts_failures_apart_from_scores(db: Path) -> None:
 def test_home_threshold_change_is_written_to_url_and_read_back(db: Path) -> None:
     at = open_page("app.py", run="weak-retriever")
     # SP1 0, 1/3 and twice 1/2 are below 0.55 (half is not a majority); at 0.4 only 0 and 1/3 are.
-    assert frame_with(at, "95% CI").set_index("metric").loc["sp1", "below threshold"] == "4 (67%)"
+    assert frame_with(at, "95% CI").set_index("metric").loc["SP1", "below threshold"] == "4 (67%)"
     at.slider(key="th_sp1").set_value(0.4).run()
     assert at.query_params["th_sp1"] == "0.4"
-    assert frame_with(at, "95% CI").set_index("metric").loc["sp1", "below threshold"] == "2 (33%)"
+    assert frame_with(at, "95% CI").set_index("metric").loc["SP1", "below threshold"] == "2 (33%)"
     shared = open_page("app.py", run="weak-retriever", th_sp1="0.4")
     assert shared.slider(key="th_sp1").value == pytest.approx(0.4)
-    assert frame_with(shared, "95% CI").set_index("metric").loc["sp1", "below threshold"] == "2 (33%)"
+    assert frame_with(shared, "95% CI").set_index("metric").loc["SP1", "below threshold"] == "2 (33%)"
 
 
 def test_home_histograms_draw_threshold_lines(db: Path) -> None:
@@ -164,8 +164,8 @@ def test_home_histograms_draw_threshold_lines(db: Path) -> None:
     at = open_page("app.py", run="weak-retriever", th_gr="0.9")
     assert not at.get("plotly_chart")
     table = frame_with(at, "95% CI").set_index("metric")
-    n_scored = int(table.loc["gr", "n scored"].split(" of ")[0])
-    assert len(table.loc["gr", "distribution"]) == 10 and sum(table.loc["gr", "distribution"]) == n_scored
+    n_scored = int(table.loc["GR", "n scored"].split(" of ")[0])
+    assert len(table.loc["GR", "distribution"]) == 10 and sum(table.loc["GR", "distribution"]) == n_scored
     at.toggle(key="hist").set_value(True).run()
     assert at.query_params["hist"] == "True"
     at = open_page("app.py", run="weak-retriever", th_gr="0.9", hist="1")
@@ -365,8 +365,8 @@ def test_compare_warns_on_different_judge_and_prompts(db: Path) -> None:
 def test_compare_deltas_carry_paired_intervals(db: Path) -> None:
     at = open_page("pages/3_Compare.py", run="weak-retriever", other="better-retriever")
     table = frame_with(at, "ci_low").set_index("metric")
-    assert table.loc["sqc", "delta"] == pytest.approx(0.25)
-    assert table.loc["rp", "delta"] == 0 and table.loc["rp", "real"].startswith("noise")
+    assert table.loc["SQC", "delta"] == pytest.approx(0.25)
+    assert table.loc["RP", "delta"] == 0 and table.loc["RP", "real"].startswith("noise")
     for _, row in table.iterrows():
         assert row["ci_low"] <= row["delta"] <= row["ci_high"]
         assert row["real"].startswith("✓") == (row["ci_low"] > 0 or row["ci_high"] < 0)
@@ -376,7 +376,7 @@ def test_compare_deltas_carry_paired_intervals(db: Path) -> None:
 def test_compare_crossed_items_and_claim_diff(db: Path) -> None:
     at = open_page("pages/3_Compare.py", run="weak-retriever", other="better-retriever", xm="sqc", xd="better")
     crossed = frame_with(at, "fell below").set_index("metric")
-    assert crossed.loc["sqc", "rose above"] == 2 and crossed.loc["sqc", "fell below"] == 0
+    assert crossed.loc["SQC", "rose above"] == 2 and crossed.loc["SQC", "fell below"] == 0
     assert list(frame_with(at, "open")["item_id"]) == ["q02", "q01"]
     assert frame_with(at, "open")["open"].iloc[0] == "Item?run=better-retriever&item=q02&tab=Verdicts"
     at.text_input(key="item").set_value("q01").run()
@@ -411,10 +411,10 @@ def test_compare_preference_mode_agreement(db: Path) -> None:
     at = open_page("pages/3_Compare.py", run="weak-retriever", other="better-retriever", pref="1",
                    better="better-retriever")
     table = frame_with(at, "agreement").set_index("metric")
-    assert table.loc["sqc", "agree"] == 2 and table.loc["sqc", "ties"] == 4
-    assert table.loc["sqc", "agreement"] == pytest.approx(0.333)
+    assert table.loc["SQC", "agree"] == 2 and table.loc["SQC", "ties"] == 4
+    assert table.loc["SQC", "agreement"] == pytest.approx(0.333)
     at.radio(key="better").set_value("weak-retriever").run()
-    assert frame_with(at, "agreement").set_index("metric").loc["sqc", "disagree"] == 2
+    assert frame_with(at, "agreement").set_index("metric").loc["SQC", "disagree"] == 2
 
 
 # ---------------------------------------------------------------- Diagnosis

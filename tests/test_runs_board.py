@@ -93,11 +93,11 @@ def test_unsure_items_and_verdicts_are_counted_apart_from_failures(band_db: Path
     assert board(at).loc[UNSURE_RUN, "GR"] == ""  # the run has no GR: an empty cell
     assert board(at).loc[UNSURE_RUN, "top rule"] == board(at).loc[UNSURE_RUN, "evidence"] == ""  # none fires
     metrics = frame_with(at, "95% CI").set_index("metric")
-    assert metrics.loc["rqc", "unsure verdicts"] == 1 and metrics.loc["rqc", "failed verdicts"] == "none"
+    assert metrics.loc["RQC", "unsure verdicts"] == 1 and metrics.loc["RQC", "failed verdicts"] == "none"
     # the board reads the stored tables (each judge's default band); the run below follows the URL's band
     decided = open_page("app.py", run=UNSURE_RUN, band="0.5,0.5")
     assert board(decided).loc[UNSURE_RUN, "RQC"] == "– (0/1, 1 unsure)"
-    assert frame_with(decided, "95% CI").set_index("metric").loc["rqc", "n scored"] == "1 of 1"
+    assert frame_with(decided, "95% CI").set_index("metric").loc["RQC", "n scored"] == "1 of 1"
 
 
 def test_two_selected_runs_open_compare_older_before_newer(db: Path) -> None:

@@ -243,7 +243,7 @@ def _item_table(
     per_metric: dict[str, list[str]] = {}
     for key, n in components.groupby(["item_id", "metric"], sort=True).size().items():
         item, m = cast(tuple[str, str], key)
-        per_metric.setdefault(item, []).append(f"{m} {n}")
+        per_metric.setdefault(item, []).append(f"{m.upper()} {n}")  # as the pages name metrics
     return pd.DataFrame(
         {
             "item_id": counts.index,

@@ -114,7 +114,7 @@ def metric_table(
     rows: Sequence[Mapping[str, Any]], dist: pd.DataFrame, thresholds: Mapping[str, float]
 ) -> pd.DataFrame:
     """metric_rows()' table with each metric's threshold and the items below it (exact, from `dist`), without
-    the unsure items its cards show."""
+    the unsure items its cards show; a metric is named as every page names it (SP1, GR)."""
     table = []
     for r in rows:
         threshold = thresholds.get(r["metric"], 0.5)
@@ -122,7 +122,8 @@ def metric_table(
         # the unsure items are on the metric's card (and among the unscored items): the columns fit 1280 px
         shown = {k: v for k, v in r.items() if k not in ("distribution", "card", "scored", "items", "unsure items")}
         below = f"{n_below} ({n_below / scored:.0%})" if scored else "–"
-        table.append(shown | {"threshold": threshold, "below threshold": below, "distribution": r["distribution"]})
+        named = {"metric": r["metric"].upper(), "threshold": threshold, "below threshold": below}
+        table.append(shown | named | {"distribution": r["distribution"]})
     return pd.DataFrame(table)
 
 
