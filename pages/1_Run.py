@@ -15,7 +15,8 @@ ui.page("Run")
 run_id, metric_ids, th = ui.current_run()
 st.caption(
     f"Run **{markup.md(run_id)}**: items with their scores. An empty cell is an unscored metric; "
-    "its reason is in *failed metrics* (*unsure*: every verdict fell inside the uncertainty band)."
+    "*unscored or failed* gives its reason (*unsure*: every verdict fell inside the uncertainty band) and "
+    "counts the item's failed verdicts (a timeout, an error, a reply that could not be read)."
 )
 if not metric_ids:
     st.info("This run has no scores yet: its items are listed without metrics.")
@@ -65,7 +66,7 @@ sort = state.synced(
     "sort",
     "item_id",
     options=["item_id", *metric_ids, "n_failed"],
-    format_func=lambda s: s.upper() if s in metric_ids else s,
+    format_func=lambda s: s.upper() if s in metric_ids else {"item_id": "item id", "n_failed": "failed verdicts"}[s],
 )
 desc = state.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "True"))
 n_items = int(reads.runs().set_index("run_id").loc[run_id, "n_done"])
@@ -73,15 +74,18 @@ pages = max(1, -(-n_items // PAGE_SIZE))
 page_no = state.synced(c9.number_input, "Page", "page", 1, state.whole(1, pages), min_value=1, max_value=pages, step=1)
 frame, total = walk.run_rows(run_id, metric_ids, th, (page_no - 1) * PAGE_SIZE, PAGE_SIZE)
 first = (page_no - 1) * PAGE_SIZE
-st.markdown(f"**{total}** matching items" + (f"; rows {first + 1}–{first + len(frame)}" if len(frame) else ""))
+shown = f"row {first + 1}" if len(frame) == 1 else f"rows {first + 1}–{first + len(frame)}"
+st.markdown(f"**{total}** matching item{'' if total == 1 else 's'}" + (f"; {shown}" if len(frame) else ""))
 # With a rule filter the item opens onto that rule's evidence; with a filter on scores, onto its verdicts.
 tab = "Verdicts" if below or failed or levels else None
 frame.insert(0, "open", [ui.item_url(run_id, i, ",".join(rules), tab) for i in frame["item_id"]])
+unscored = [markup.unscored_text(f, int(n)) for f, n in zip(frame.pop("failed_metrics"), frame.pop("n_failed"))]
+frame.insert(len(frame.columns) - 1, "unscored", unscored)  # before the rules
 # the query and the reasons wrap; the widths fit 1280 px beside the row markers, each header whole; an id
 # keeps its line (up to 90 px), taken from the query's width
 id_px = min(90, ui.one_line_px(frame["item_id"], 55))
-widths = {"open": ui.OPEN_PX, "item_id": id_px, "query": 155 - id_px, **dict.fromkeys(metric_ids, 46), "n_failed": 96}
-widths |= {"failed_metrics": 92, "rules": 70}
+widths = {"open": ui.OPEN_PX, "item_id": id_px, "query": 217 - id_px, **dict.fromkeys(metric_ids, 46)}
+widths |= {"unscored": 126, "rules": 70}
 row = ui.clickable(
     frame,
     "items_table",
@@ -89,8 +93,11 @@ row = ui.clickable(
     {
         **ui.OPEN,
         **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
-        "n_failed": st.column_config.NumberColumn("failed verdicts"),
-        "failed_metrics": "failed metrics",
+        "unscored": st.column_config.TextColumn(
+            "unscored or failed",
+            help="The item's unscored metrics and why (unsure: every verdict inside the band; a failure's "
+            "status otherwise), then its failed verdicts. An unsure verdict is no failure.",
+        ),
     },
     placeholder="",
 )

@@ -342,7 +342,8 @@ def test_diagnosis_ranks_rules_with_components_to_fix(page: Any) -> None:
     page.get_by_role("link", name=re.compile(r"^T2\.2 · .*: \d+ items?$")).click()
     page.wait_for_url(re.compile(r"/Run\?.*rule=T2\.2"))
     check_page(page, "Run")
-    expect(page.get_by_text("matching items")).to_contain_text(f"{t22['items']} matching items")
+    n = int(t22["items"])
+    expect(page.get_by_text("matching item")).to_contain_text(f"{n} matching item{'' if n == 1 else 's'}")
     shot(page, "04b_rule_items")
 
 
@@ -464,7 +465,7 @@ def test_sidebar_titles_and_deep_links_under_their_url_paths(page: Any) -> None:
                      "Evaluate", "Robustness"]
     links = {
         "/?run=weak-retriever": ("Runs", "Run weak-retriever"),
-        "/Run?run=weak-retriever&rule=T2.2": ("Run", "1 matching items"),
+        "/Run?run=weak-retriever&rule=T2.2": ("Run", "1 matching item; row 1"),
         "/Item?run=weak-retriever&item=q02": ("Item", "item q02"),
         "/Compare?run=weak-retriever&other=better-retriever": ("Compare", "better-retriever − weak-retriever"),
         "/Diagnosis?run=weak-retriever": ("Diagnosis", "Run weak-retriever"),

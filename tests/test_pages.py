@@ -15,7 +15,7 @@ import streamlit as st
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
-from evaluators.dashboard import reads, ui
+from evaluators.dashboard import markup, reads, ui
 from evaluators.dashboard.views import item as item_view
 from evaluators.dashboard.views import runs as runs_view
 from evaluators.storage import ownership, queries, writes
@@ -228,9 +228,17 @@ def test_run_failure_filter_shows_failed_metrics(db: Path) -> None:
     at = open_page("pages/1_Run.py", run="llm-judge", failed="1")
     table = frame_with(at, "rules").set_index("item_id")
     assert list(table.index) == ["q01", "q02", "q03", "q06"]
-    assert "sqc:timeout" in table.loc["q02", "failed_metrics"]
+    assert "SQC timeout" in table.loc["q02", "unscored"]
     assert table.loc["q02", "sqc"] != table.loc["q02", "sqc"]  # NaN (unscored), not 0
-    assert table.loc["q01", "n_failed"] == 1
+    assert table.loc["q01", "unscored"] == "1 failed verdict"  # a verdict failed, every metric scored
+    everything = frame_with(open_page("pages/1_Run.py", run="llm-judge"), "rules").set_index("item_id")
+    assert (everything.loc[everything.index.difference(table.index), "unscored"] == "").all()  # empty, never "0"
+
+
+def test_unscored_text_names_each_metric_s_reason_and_counts_failed_verdicts() -> None:
+    assert markup.unscored_text("gr:timeout, sqc:unsure", 2) == "GR timeout, SQC unsure; 2 failed verdicts"
+    assert markup.unscored_text("rqc:unsure", 0) == "RQC unsure"  # unsure: unscored, and no failure
+    assert markup.unscored_text("", 1) == "1 failed verdict" and markup.unscored_text("", 0) == ""
 
 
 def test_run_sorting(db: Path) -> None:

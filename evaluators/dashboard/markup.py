@@ -99,6 +99,16 @@ def score_counts(n_scored: Any, n_total: Any, n_unsure: Any) -> str:
     return f"{int(n_scored)} scored of {int(n_total)}, {n_unsure} unsure"
 
 
+def unscored_text(failed_metrics: str, n_failed: int) -> str:
+    """A Run row's unscored metrics with their reason and its failed verdicts, '' when it has neither:
+    ('gr:timeout, sqc:unsure', 2) reads 'GR timeout, SQC unsure; 2 failed verdicts'. An unsure metric is
+    unscored, not failed."""
+    reasons = (part.partition(":") for part in failed_metrics.split(", ") if part)
+    metrics = ", ".join(f"{m.upper()} {why}" for m, _, why in reasons)
+    failed = f"{n_failed} failed verdict{'' if n_failed == 1 else 's'}" if n_failed else ""
+    return "; ".join(filter(None, (metrics, failed)))
+
+
 def rule_label(rule_id: str) -> str:
     """'T2.2 · SQC low, RQC low'; a rule of ours says so: 'X1 (ours) · SQC high, GR low'."""
     return f"{RULES[rule_id].name} · {RULES[rule_id].pattern}"
