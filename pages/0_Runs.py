@@ -57,7 +57,7 @@ means, tops = reads.read_all(
     reads.call(queries.diagnosis.rule_tops, ids, DEFAULT_THRESHOLDS),
 )
 heads = [{**m, **t} for m, t in zip(means, tops)]
-(scores, details), columns, rows = runs_view.board(
+(scores, details), columns, (score_rows, detail_rows) = runs_view.board(
     runs, heads, {r: reads.metrics(r) for r in ids}, th, (lambda r: ui.page_url("run", run=r), ui.item_url)
 )
 picked = st.dataframe(
@@ -69,7 +69,7 @@ picked = st.dataframe(
     on_select="rerun",
     selection_mode="multi-row",
     column_config=columns,
-    **rows,
+    **score_rows,
 )
 st.caption(runs_view.LEGEND)
 st.dataframe(
@@ -79,7 +79,7 @@ st.dataframe(
     width="stretch",
     placeholder="",
     column_config=columns,
-    **rows,
+    **detail_rows,
 )
 chosen = [ids[i] for i in sorted(picked["selection"]["rows"])]
 c1, c2 = st.columns(2)

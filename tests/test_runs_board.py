@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from evaluators.dashboard.views import runs as runs_view
 from evaluators.metrics import registry
@@ -120,3 +121,23 @@ def test_the_items_column_widens_for_six_digit_counts_and_the_board_keeps_its_wi
     assert ui.text_px("100000 of 100000") + ui.CELL_PAD_PX <= large["items"]  # a number's cell does not wrap
     details = [c for c in runs_view.DETAIL_COLUMNS if c != "run"]
     assert sum(large[c] for c in details) == sum(small[c] for c in details)
+
+
+
+def test_each_runs_table_is_as_tall_as_its_own_longest_text(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs whose prompts are many and long: the details' rows grow to hold their names, while the
+    scores' rows still hold only their own longest cell (one table's text does not make the other's
+    rows taller)."""
+    from evaluators.dashboard import ui
+
+    many = [f"a_prompt_with_a_long_name_{k}" for k in range(12)]
+    monkeypatch.setattr(runs_view, "prompt_names", lambda hashes: ([many for _ in hashes], "every prompt"))
+    at = open_page("app.py")
+    heights = {}
+    for column, names in (("top rule", runs_view.SCORE_COLUMNS), ("prompts", runs_view.DETAIL_COLUMNS)):
+        element = next(d for d in at.dataframe if column in d.value.columns)
+        texts = [(c, str(t)) for c in names if c not in ("run", "evidence", "created") for t in element.value[c]]
+        lines = max(4, *(ui.text_lines(t, runs_view.BOARD_PX[c] - ui.WRAP_SLACK_PX) for c, t in texts))
+        assert element.proto.row_height == ui.wrapped(len(element.value), lines=lines)["row_height"], column
+        heights[column] = element.proto.row_height
+    assert heights["top rule"] < heights["prompts"]

@@ -180,10 +180,10 @@ def board(
     present: Mapping[str, Sequence[str]],
     thresholds: Mapping[str, float],
     urls: tuple[Callable[[str], str], Callable[[str, str, str], str]],
-) -> tuple[tuple[Any, Any], dict[str, Any], dict[str, Any]]:
+) -> tuple[tuple[Any, Any], dict[str, Any], tuple[dict[str, Any], dict[str, Any]]]:
     """The home page's runs side by side, as two tables (SCORE_COLUMNS, then DETAIL_COLUMNS): a pandas Styler
-    for st.dataframe of each, their column config and the row_height and height that hold their longest text
-    wrapped (ui.fit(); both tables use them). A row
+    for st.dataframe of each, their column config, and each table's row_height and height that hold its own
+    longest text wrapped (ui.fit(): a long list of prompts below does not make the scores' rows taller). A row
     per run (as `runs` lists them, `heads` their queries.diagnosis.headline() rows, `present` each
     run's metric ids): a link to the run (urls[0](run)), THELMA's metrics as headline_cell() coloured
     against `thresholds`, the top rule and a link to its first item's evidence (urls[1](run, item, rule))."""
@@ -216,15 +216,15 @@ def board(
     )
     counts = [f"{done} of {total}" for done, total in zip(runs["n_done"], runs["n_items"])]
     widths = board_px(counts)
-    frame, rows = ui.fit(frame, widths)
-    colours = board_colours(heads, THELMA, thresholds).rename(columns=str.upper)
     # each table is sent with its own columns only: the page is drawn sooner than with the whole frame twice
-    scores = frame[SCORE_COLUMNS].style.apply(lambda _: colours, axis=None, subset=list(colours.columns))
-    details = frame[DETAIL_COLUMNS].style
+    (score_frame, score_rows), (detail_frame, detail_rows) = (ui.fit(frame[c], widths) for c in TABLES)
+    colours = board_colours(heads, THELMA, thresholds).rename(columns=str.upper)
+    scores = score_frame.style.apply(lambda _: colours, axis=None, subset=list(colours.columns))
+    details = detail_frame.style
     for i, count in enumerate(counts):
         # the items count sorts as a number and reads "done of total"
         details = details.format(_fixed(count), subset=pd.IndexSlice[[i], ["items"]])
-    return (scores.format(na_rep=""), details), _board_columns(prompt_help, widths), rows
+    return (scores.format(na_rep=""), details), _board_columns(prompt_help, widths), (score_rows, detail_rows)
 
 
 def _fixed(text: str) -> Callable[[Any], str]:
@@ -236,8 +236,10 @@ def _fixed(text: str) -> Callable[[Any], str]:
 # markers; a cell wraps onto a second line for its counts) and, below, each run's details.
 SCORE_COLUMNS = ["run", *(m.upper() for m in THELMA), "top rule", "evidence"]
 DETAIL_COLUMNS = ["run", "items", "judge", "status", "created", "who", "prompts"]
+TABLES = (SCORE_COLUMNS, DETAIL_COLUMNS)
 BOARD_PX = {"run": 126, **{m.upper(): 72 for m in THELMA}, "top rule": 104, "evidence": 40}
-BOARD_PX |= {"items": 70, "judge": 190, "status": 70, "created": 120, "who": 70, "prompts": 160}
+# the prompts' names are the details' longest text: they have the room a judge's name seldom needs
+BOARD_PX |= {"items": 70, "judge": 130, "status": 70, "created": 120, "who": 70, "prompts": 220}
 
 
 def board_px(counts: Sequence[str]) -> dict[str, int]:
