@@ -163,7 +163,10 @@ COLUMNS = {
         "id or key", help="Its metadata source id, else the first 12 hex digits of sha256 of its text"
     ),
     "n_retrieved": "retrieved",
-    "essential": "essential (SP1)",
+    "essential": st.column_config.TextColumn(
+        "essential (SP1)",
+        help="The share of its scored SP1 verdicts that found it essential (scored/retrieved, unsure, failed)",
+    ),
     # short headers that fit their columns, each named in full on hover
     "claims_supported": st.column_config.NumberColumn("supports", help="claims it supports"),
     "claims_source_unknown": st.column_config.NumberColumn(
@@ -177,14 +180,19 @@ LEDGER_PX = {"name": 150, "n_retrieved": 66, "essential": 100, "claims_supported
 LEDGER_PX |= {"claims_source_unknown": 110, "beside": 132, "source": 112, "open": ui.OPEN_PX}
 
 
+def essential_cell(share: float, scored: int, retrieved: int, unsure: int, failed: int) -> str:
+    """'18% (11/16, 5 unsure)', as the Runs page reads a mean: the share judged essential, its scored SP1
+    verdicts of its retrievals, and the unsure and failed ones when there are any; '–' when none is scored."""
+    counts = [f"{scored}/{retrieved}"] + [f"{n} {what}" for n, what in ((unsure, "unsure"), (failed, "failed")) if n]
+    return f"{f'{share:.0%}' if scored else '–'} ({', '.join(counts)})"
+
+
 def show(rows: pd.DataFrame, key: str) -> None:
     """One list of sources with their counts; a row's click (or its link) opens its text and retrievals."""
     shown = rows.assign(
         open=["Sources?" + urlencode(source_params(k)) for k in rows["source"]],
         essential=[
-            f"{s:.0%} · n scored {e + o} of {n}, {u} unsure, {f} failed"
-            if e + o
-            else f"– · n scored 0 of {n}, {u} unsure, {f} failed"
+            essential_cell(s, e + o, n, u, f)
             for s, e, o, n, u, f in zip(
                 rows["essential_share"],
                 rows["sp1_essential"],

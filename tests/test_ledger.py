@@ -358,7 +358,7 @@ def test_sources_page_lists_and_thresholds_from_the_url(served: Path) -> None:
     assert list(dead["source"]) == [ledger.source_key(B)]
     assert list(dead["name"]) == [B] and dead.columns[0] == "name"  # named by its words, the key beside
     assert dead["open"].iloc[0].startswith("Sources?") and f"source={ledger.source_key(B)}" in dead["open"].iloc[0]
-    assert "n scored 1 of 2" in dead["essential"].iloc[0]  # the failed verdict is not a 0
+    assert dead["essential"].iloc[0] == "0% (1/2, 1 failed)"  # 1 of 2 scored: the failed verdict is not a 0
     assert list(at.dataframe[1].value["source"]) == [ledger.source_key(B)]  # stale
     assert at.query_params["runs"] == RUN  # the run from a pasted ?run= link becomes the runs picked
     assert {m.label: m.value for m in _open(run=RUN).metric}["Dead weight"] == "0"  # nothing is retrieved 3 times
