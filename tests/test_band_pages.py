@@ -125,7 +125,7 @@ def test_runs_page_counts_unsure_items_apart(band_db: Path) -> None:
 
 
 def test_a_score_s_expected_value_is_shown_beside_it_and_left_out_with_corrections(band_db: Path) -> None:
-    expected = "expected 0.45 (p of 1 of 1)"  # RQC's one verdict, unsure at the default band
+    expected = "expected 0.45 (mean p of 1 of 1 verdicts)"  # RQC's one verdict, unsure at the default band
     raw = [c.value for c in open_page("item", item=ITEM).caption]
     assert expected in raw
     assert sum(c.startswith("expected") for c in raw) == 1  # SQC's coverage has none

@@ -242,8 +242,8 @@ def test_run_item_and_compare_pages_show_the_reference_metrics(gold_db: Path) ->
     assert {"REF_PRECISION", "REF_RECALL", "REF_F1"} <= {m.label for m in runs.metric}
     table = frame_with(runs, "n scored").set_index("metric")
     for m in REFERENCE:  # the item without a reference is not scored: n scored of N
-        assert table.loc[m, "n scored"] == "3 of 4" and "unsure" not in table.loc[m, "unscored items"]
-    assert table.loc["ref_precision", "mean"] < 1.0 and table.loc["ref_recall", "mean"] == 1.0
+        assert table.loc[m.upper(), "n scored"] == "3 of 4" and "unsure" not in table.loc[m.upper(), "unscored items"]
+    assert table.loc["REF_PRECISION", "mean"] < 1.0 and table.loc["REF_RECALL", "mean"] == 1.0
 
     items = frame_with(open_page("run", run="after"), "item_id").set_index("item_id")
     assert {"ref_precision", "ref_recall", "ref_f1"} <= set(items.columns)
@@ -258,7 +258,8 @@ def test_run_item_and_compare_pages_show_the_reference_metrics(gold_db: Path) ->
     assert (counts["REF_PRECISION"], counts["REF_RECALL"], counts["REF_F1"]) == (
         "4 scored of 4, 0 unsure", "3 scored of 3, 0 unsure", "7 scored of 7, 0 unsure")  # F1: both sides
     expected = [c for c in captions if c.startswith("expected")]  # under a card, after its counts
-    assert any(c.endswith("(p of 7 of 7)") for c in expected) and any(c.endswith("(p of 3 of 3)") for c in expected)
+    assert any(c.endswith("(mean p of 7 of 7 verdicts)") for c in expected)
+    assert any(c.endswith("(mean p of 3 of 3 verdicts)") for c in expected)
     assert "REF_PRECISION" in frame_with(item, "claim").columns
     reference = frame_with(item, "reference_claim")
     assert len(reference) == 3 and all(cell.startswith("✓ 1") for cell in reference["REF_RECALL"])
@@ -267,6 +268,6 @@ def test_run_item_and_compare_pages_show_the_reference_metrics(gold_db: Path) ->
     assert any(c.value.startswith("not applicable · ") for c in plain.caption)
 
     compare = frame_with(open_page("compare", run="before", other="after"), "delta").set_index("metric")
-    assert {"ref_precision", "ref_recall", "ref_f1"} <= set(compare.index)
-    assert compare.loc["ref_precision", "delta"] < 0 and compare.loc["ref_recall", "delta"] == 0
-    assert compare.loc["ref_precision", "items in both"] == 3
+    assert {"REF_PRECISION", "REF_RECALL", "REF_F1"} <= set(compare.index)
+    assert compare.loc["REF_PRECISION", "delta"] < 0 and compare.loc["REF_RECALL", "delta"] == 0
+    assert compare.loc["REF_PRECISION", "items in both"] == 3

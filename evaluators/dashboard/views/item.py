@@ -57,9 +57,9 @@ def item_scores(frame: pd.DataFrame) -> dict[str, Score]:
 
 def expected_captions(expected: pd.DataFrame) -> dict[str, str]:
     """By metric, its score's expected value (item_detail's `expected`: the mean of its verdicts' p, unsure
-    ones included) as a caption: "expected 0.79 (p of 3 of 3)"."""
+    ones included) as a caption: "expected 0.79 (mean p of 3 of 3 verdicts)"."""
     return {
-        r["metric"]: f"expected {r['value']:.2f} (p of {int(r['n_scored'])} of {int(r['n_total'])})"
+        r["metric"]: f"expected {r['value']:.2f} (mean p of {int(r['n_scored'])} of {int(r['n_total'])} verdicts)"
         for r in expected.to_dict("records")
     }
 
