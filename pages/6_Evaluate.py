@@ -105,6 +105,7 @@ metrics = st.multiselect(
     "Metrics",
     list(known),
     default=list(THELMA),
+    format_func=str.upper,  # as every page names a metric
     key="eval_metrics",
     help="THELMA's seven first; the RAGAS, Nvidia and DeepEval suites after them.",
 )
