@@ -84,9 +84,7 @@ if deltas.empty:
     st.info("The two runs share no scored items.")
     st.stop()
 st.dataframe(
-    deltas.assign(
-        metric=deltas["metric"].str.upper(), real=deltas["real"].map({True: "✓ real", False: "noise (CI spans 0)"})
-    ),
+    markup.named_metrics(deltas).assign(real=deltas["real"].map({True: "✓ real", False: "noise (CI spans 0)"})),
     hide_index=True,
     key="delta_table",
     width="stretch",
@@ -107,9 +105,7 @@ st.plotly_chart(charts.delta_chart(deltas), key="delta_chart", config=charts.PLO
 st.subheader("Items that crossed a threshold")
 crossed = summary.reset_index()[["metric", "n_worse", "n_better"]]
 st.dataframe(
-    crossed.assign(metric=crossed["metric"].str.upper()).rename(
-        columns={"n_worse": "fell below", "n_better": "rose above"}
-    ),
+    markup.named_metrics(crossed).rename(columns={"n_worse": "fell below", "n_better": "rose above"}),
     hide_index=True,
     key="crossed_table",
     width="stretch",
@@ -165,8 +161,9 @@ if state.synced(
     agree = reads.derived(queries.compare.preference_agreement, [better, worse], metric_ids)
     agree["agreement"] = (agree["agree"] / agree["n_pairs"]).round(3)
     agree["metric"] = pd.Categorical(agree["metric"], categories=metric_ids, ordered=True)
-    agree = agree.sort_values("metric").assign(metric=lambda f: f["metric"].astype(str).str.upper())
-    st.dataframe(agree, hide_index=True, key="preference_table", width="stretch")
+    st.dataframe(
+        markup.named_metrics(agree.sort_values("metric")), hide_index=True, key="preference_table", width="stretch"
+    )
     st.caption(
         f"Agreement: share of items where {markup.md(better)} scores strictly higher than {markup.md(worse)} "
         "(THELMA Table 1). Ties are counted apart."
@@ -195,12 +192,7 @@ st.caption(
     "found in one run only cannot flip: both are counted apart (sources found in one run only are listed below, "
     "as added or dropped by the retriever)."
 )
-st.dataframe(
-    flipped.rollup.assign(metric=flipped.rollup["metric"].str.upper()),
-    hide_index=True,
-    key="flip_rollup",
-    width="stretch",
-)
+st.dataframe(markup.named_metrics(flipped.rollup), hide_index=True, key="flip_rollup", width="stretch")
 if not flipped.items.empty:
     flip_items = walk.flip_list(flipped)
     flip_items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in flip_items["item_id"]])
@@ -220,8 +212,7 @@ if item_id:
     mine = flipped.for_item(item_id)
     st.markdown(f"**Flips of {markup.md(item_id)}**" + ("" if len(mine) else ": none"))
     if len(mine):
-        mine = mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other})
-        mine["metric"] = mine["metric"].str.upper()
+        mine = markup.named_metrics(mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other}))
         widths = {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 66, "p_after": 60}
         mine, rows = ui.fit(mine, widths)  # the flipped text wraps in its cell
         st.dataframe(

@@ -99,6 +99,11 @@ def score_counts(n_scored: Any, n_total: Any, n_unsure: Any) -> str:
     return f"{int(n_scored)} scored of {int(n_total)}, {n_unsure} unsure"
 
 
+def named_metrics(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its metric column as every page names a metric (SP1, GR: ids are lower-case in the store)."""
+    return frame.assign(metric=frame["metric"].astype(str).str.upper())
+
+
 def unscored_text(failed_metrics: str, n_failed: int) -> str:
     """A Run row's unscored metrics with their reason and its failed verdicts, '' when it has neither:
     ('gr:timeout, sqc:unsure', 2) reads 'GR timeout, SQC unsure; 2 failed verdicts'. An unsure metric is
