@@ -7,11 +7,13 @@ per item, so 2N sources per run: the ledger's worst case, every source its own r
 three, each read the Sources and Trends pages make, beside the Runs page's run_summary on the same
 run as the yardstick (ratios are measured in the same process, at the same load), and prints the load.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -50,12 +52,22 @@ def main() -> None:
         print(f"generated {args.items} items x 2 runs in {time.perf_counter() - start:.1f} s")
     db = args.db
     key = ledger.source_key("Source 1 text for item 7.")
+    # A threshold moved on the Sources page reads the grouped ledger's file (written by the first of the three
+    # calls); at these thresholds each of the three lists is full.
+    cache, full = Path(tempfile.mkdtemp()), ledger.Thresholds(1, 0.3, 0.5)
     cases = [
         ("Runs: run_summary (yardstick)", lambda: queries.runs.run_summary(db, "base")),
         ("Sources: ledger lists, 1 run", lambda: queries.ledger.source_ledger(db, ["base"])),
         ("Sources: ledger lists, 2 runs", lambda: queries.ledger.source_ledger(db, ["base", "candidate"])),
+        (
+            "Sources: lists moved, 2 runs (file)",
+            lambda: queries.ledger.source_ledger(db, ["base", "candidate"], full, cache=cache),
+        ),
         ("Sources: one source's retrievals", lambda: queries.ledger.source_retrievals(db, ["base", "candidate"], key)),
-        ("Sources: whole ledger (export), 2 runs", lambda: queries.ledger.source_ledger(db, ["base", "candidate"], limit=None)),
+        (
+            "Sources: whole ledger (export), 2 runs",
+            lambda: queries.ledger.source_ledger(db, ["base", "candidate"], limit=None),
+        ),
         ("Trends: 2 runs with a baseline", lambda: queries.trends.trend_scores(db, ["base", "candidate"], "base")),
     ]
     print(f"load average before: {os.getloadavg()}")

@@ -255,6 +255,28 @@ def test_sql_lists_equal_the_python_definitions_on_the_demo(demo_db: Path) -> No
     assert default["dead_weight"].any() and default["stale"].any()
 
 
+def test_each_list_is_the_whole_ledger_ranked_and_cut(demo_db: Path) -> None:
+    """The lists rank on counts and break ties by source key, as the whole ledger (the export) orders its
+    rows; each is that ledger's first rows of its kind, in that order, and the counts are the whole ledger's."""
+    th = ledger.Thresholds(2, 0.4, 0.25)
+    whole = queries.ledger.source_ledger(demo_db, list(RUNS), th, limit=None)
+    lists = queries.ledger.source_ledger(demo_db, list(RUNS), th, limit=7)
+    dead, stale = whole[whole["dead_weight"]], whole[whole["stale"]]
+    want = {
+        "retrieved": whole["source"],
+        "dead weight": dead.sort_values(["n_retrieved", "essential_share", "source"], ascending=[False, True, True],
+                                        kind="stable")["source"],
+        "stale": stale.sort_values(["beside_unsupported", "unsupported_share", "source"],
+                                   ascending=[False, False, True], kind="stable")["source"],
+    }
+    for name, sources in want.items():
+        assert list(lists.loc[lists["list"] == name, "source"]) == list(sources[:7]), name
+    assert len(whole) > 7 and whole["n_retrieved"][:7].duplicated().any() and len(dead) and len(stale)  # ties, cut
+    assert (lists["n_sources"].iloc[0], lists["n_dead"].iloc[0], lists["n_stale"].iloc[0]) == (
+        len(whole), len(dead), len(stale))
+    assert list(lists["list"].drop_duplicates()) == ["retrieved", "dead weight", "stale"]
+
+
 # ---------------------------------------------------------------- the grouped file the dashboard reads
 
 def test_lists_from_the_grouped_file_equal_the_grouping(demo_db: Path, tmp_path: Path) -> None:

@@ -134,17 +134,19 @@ def _ledger_flags(th: ledger.Thresholds) -> str:
 
 
 def _grouped_sql(band: Band | None) -> str:
-    """One row per source over the runs in $runs with its counts (_LEDGER_COLUMNS), before any threshold."""
+    """One row per source over the runs in $runs with its counts (_LEDGER_COLUMNS), before any threshold,
+    and its place in the order of their keys (source_order): the lists break ties on it, an integer."""
     return f"""{_ledger_rows_sql(band, keyed=False)}
         SELECT source, left(any_value(norm), {ledger.NAME_LENGTH + 1}) AS head, any_value(source_id) AS source_id,
-               any_value(text_key) AS text_key, left(any_value(text), 300) AS text, {_LEDGER_COLUMNS}
+               any_value(text_key) AS text_key, left(any_value(text), 300) AS text, {_LEDGER_COLUMNS},
+               row_number() OVER (ORDER BY source) AS source_order
         FROM rows GROUP BY source"""
 
 
-def _ledger_cte(grouped: str, th: ledger.Thresholds) -> str:
-    """`ledger`: each source of the relation `grouped` (_grouped_sql's rows) with its shares and list flags,
-    computed where each list reads it (a million sources' rows are not copied once more for six reads)."""
-    return f"""ledger AS NOT MATERIALIZED (
+def _ledger_cte(grouped: str, th: ledger.Thresholds, name: str = "ledger") -> str:
+    """`name` (`ledger`): each source of the relation `grouped` (_grouped_sql's rows) with its shares and list
+    flags, computed where each list reads it (a million sources' rows are not copied once more for six reads)."""
+    return f"""{name} AS NOT MATERIALIZED (
             SELECT *, sp1_essential / nullif(sp1_essential + sp1_not, 0) AS essential_share,
                    beside_unsupported / nullif(gr_decided, 0) AS unsupported_share, {_ledger_flags(th)}
             FROM {grouped})"""
@@ -222,26 +224,37 @@ def source_ledger(
     if limit is None:
         return read(
             f"""{start} {_ledger_cte(grouped, th)}
-            SELECT * EXCLUDE (head), {name_sql("head")} AS name FROM ledger ORDER BY n_retrieved DESC, source"""
+            SELECT * EXCLUDE (head, source_order), {name_sql("head")} AS name FROM ledger
+            ORDER BY n_retrieved DESC, source"""
         )
-    n = int(limit)
-    # The lists show each source's name and counts: its ids and text stay unread (a third of the time at 1M).
-    named = f"(SELECT * EXCLUDE (source_id, text_key, text) FROM {grouped})"
-    return read(
-        f"""{start} {_ledger_cte(named, th)},
-        lists AS (
-            (SELECT 'retrieved' AS list, * FROM ledger ORDER BY n_retrieved DESC, source LIMIT {n})
-            UNION ALL
-            (SELECT 'dead weight', * FROM ledger WHERE dead_weight
-             ORDER BY n_retrieved DESC, essential_share, source LIMIT {n})
-            UNION ALL
-            (SELECT 'stale', * FROM ledger WHERE stale
-             ORDER BY beside_unsupported DESC, unsupported_share DESC, source LIMIT {n}))
-        SELECT * EXCLUDE (head), {name_sql("head")} AS name, (SELECT count(*) FROM ledger) AS n_sources,
-               (SELECT count(*) FILTER (WHERE dead_weight) FROM ledger) AS n_dead,
-               (SELECT count(*) FILTER (WHERE stale) FROM ledger) AS n_stale
-        FROM lists"""
+    return read(f"{start} {_lists_sql(grouped, th, int(limit))}")
+
+
+def _lists_sql(grouped: str, th: ledger.Thresholds, n: int) -> str:
+    """After a WITH: source_ledger's three lists of at most n sources each over the relation `grouped`, with
+    the whole ledger's counts on every row. Each list is ranked on counts alone, its ties broken by
+    source_order: at a million sources, sorting their keys and carrying their names through three rankings
+    and three counts was most of a threshold move. Only the sources listed are then read whole (their ids
+    and text stay unread)."""
+    counts = (
+        f"(SELECT source_order, n_retrieved, sp1_essential, sp1_not, beside_unsupported, gr_decided FROM {grouped})"
     )
+    named = f"(SELECT * EXCLUDE (source_id, text_key, text) FROM {grouped})"
+    return f"""{_ledger_cte(counts, th)},
+        lists AS (
+            (SELECT 1 AS list_no, -n_retrieved AS k1, 0.0 AS k2, source_order FROM ledger ORDER BY ALL LIMIT {n})
+            UNION ALL
+            (SELECT 2, -n_retrieved, essential_share, source_order FROM ledger WHERE dead_weight ORDER BY ALL LIMIT {n})
+            UNION ALL
+            (SELECT 3, -beside_unsupported, -unsupported_share, source_order FROM ledger WHERE stale
+             ORDER BY ALL LIMIT {n})),
+        totals AS (SELECT count(*) AS n_sources, count(*) FILTER (WHERE dead_weight) AS n_dead,
+                          count(*) FILTER (WHERE stale) AS n_stale FROM ledger),
+        {_ledger_cte(named, th, "listed")}
+        SELECT ['retrieved', 'dead weight', 'stale'][list_no] AS list, listed.* EXCLUDE (head, source_order),
+               {name_sql("head")} AS name, totals.*
+        FROM lists JOIN listed USING (source_order), totals
+        ORDER BY list_no, k1, k2, source_order"""
 
 
 def source_retrievals(
