@@ -213,7 +213,9 @@ if item_id:
     st.markdown(f"**Flips of {markup.md(item_id)}**" + ("" if len(mine) else ": none"))
     if len(mine):
         mine = markup.named_metrics(mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other}))
-        widths = {"metric": 50, "what": 70, "text": 250, run_id: 90, other: 90, "p_before": 66, "p_after": 60}
+        # "what" keeps its word on one line ("sub-question"); the flipped text takes what is left
+        what = ui.one_line_px(mine["what"], 50)
+        widths = {"metric": 50, "what": what, "text": 320 - what, run_id: 90, other: 90, "p_before": 66, "p_after": 60}
         mine, rows = ui.fit(mine, widths)  # the flipped text wraps in its cell
         st.dataframe(
             mine,

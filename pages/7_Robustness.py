@@ -143,16 +143,19 @@ if not wrong.empty:
         retrieved=[", ".join(x) for x in wrong["retrieved_doc_ids"]],
         true=[", ".join(x) for x in wrong["true_doc_ids"]],
         open=[ui.item_url(run, i) for i in wrong["item_id"]],
-    )[["item_id", "group_id", "text_template", "attribution", "retrieved", "true", "retrieval_hit", "open"]]
+    )[["open", "group_id", "text_template", "attribution", "retrieved", "true", "retrieval_hit"]]
+    # An item is its group and text variant (its id is a link away): ids keep their line, header and all,
+    # and the document ids wrap between them in what is left.
+    widths = {"open": ui.OPEN_PX, "retrieval_hit": 92}
+    widths |= {c: min(200, ui.one_line_px([*table[c].astype(str), c], 50)) for c in table.columns[1:4]}
+    room = ui.TABLE_PX - sum(widths.values())
+    widths |= {"retrieved": room // 2, "true": room - room // 2}
+    shown, rows = ui.fit(table, widths)
     st.dataframe(
-        table,
+        shown,
         hide_index=True,
         key="blame",
         width="stretch",
-        **ui.wrapped(len(table)),
-        column_config=ui.sized(
-            {"open": st.column_config.LinkColumn("item", display_text="open item")},
-            {"item_id": 70, "group_id": 70, "text_template": 110, "attribution": 110, "retrieved": 130, "true": 110}
-            | {"retrieval_hit": 80, "open": 80},
-        ),
+        **rows,
+        column_config=ui.sized(ui.OPEN, widths),
     )

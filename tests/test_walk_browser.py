@@ -12,7 +12,14 @@ import pytest
 
 from evaluators.dashboard import ui
 from evaluators.storage import writes
-from tests.browser_util import CANVAS_TEXTS_JS, CHROMIUM, canvas_texts, chromium_tab, streamlit_server
+from tests.browser_util import (
+    CANVAS_TEXTS_JS,
+    CANVAS_TEXTS_READ,
+    CHROMIUM,
+    canvas_texts,
+    chromium_tab,
+    streamlit_server,
+)
 from tests.seed import seed
 from tests.test_browser import check_page, click_cell, click_row, grid, settle
 
@@ -165,20 +172,45 @@ CELL_VIEWS = [
     "/Triage",
 ]
 
-# A grid draws only the rows in view: bring each grid into view and scroll it through all its rows.
+# A grid draws only the rows in view: bring each grid into view and scroll it through all its rows. The grid
+# keeps the rows in view as a table for screen readers, each cell's whole text: those texts go to __cellTexts.
 DRAW_ALL_JS = "async () => { const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));" + \
+    "const cells = window.__cellTexts = new Set(), keep = (f) => f.querySelectorAll('td').forEach(td => cells.add(td.textContent));" + \
     f"for (const f of {VISIBLE}) {{" + """
         f.scrollIntoView(); await frame();
         for (let n = 0; n < 50 && !f.querySelector('.dvn-scroller'); n++) await frame();
         const s = f.querySelector('.dvn-scroller');
-        for (let y = 0; s && y < s.scrollHeight; y += s.clientHeight / 2) { s.scrollTop = y; await frame(); }
+        for (let y = 0; s && y < s.scrollHeight; y += s.clientHeight / 2) { s.scrollTop = y; await frame(); keep(f); }
+        keep(f);
     } }"""
+
+
+LINE_GAP_PX = 28  # a wrapped cell's lines are ui.LINE_PX apart; a row holding one line is 35 px or more high
+
+
+def broken_words(drawn: Sequence[dict[str, Any]], cells: Sequence[str]) -> list[tuple[dict[str, Any], str]]:
+    """The lines, of those a grid drew (CANVAS_TEXTS_READ, in drawing order), that end inside a word: a wrapped
+    cell draws its lines one after another at the same left edge, each a line lower; where the cell's whole text (one
+    of `cells`) holds two such lines with no space between them, the grid broke a word (it breaks one only
+    when the word alone is wider than the cell). Each with the word as broken ("retrie|ver")."""
+    found = []
+    for a, b in zip(drawn, drawn[1:]):
+        same_cell = (a["grid"] == b["grid"] and not a["header"] and not b["header"] and a["clip"] == b["clip"]
+                     and abs(a["box"][0] - b["box"][0]) < 3 and 0 < b["box"][1] - a["box"][1] < LINE_GAP_PX)
+        if not same_cell or not re.search(r"\w$", a["text"]) or not re.match(r"\w", b["text"]):
+            continue
+        if any(a["text"] + b["text"] in c for c in cells) and not any(
+                re.search(re.escape(a["text"]) + r"\s+" + re.escape(b["text"]), c) for c in cells):
+            word = re.search(r"\S+$", a["text"]).group() + "|" + re.match(r"\S+", b["text"]).group()
+            found.append((a, word))
+    return found
 
 
 def cut_cells(page: Any, view: str) -> list[str]:
     """The columns of the page's tables with a header or cell whose text the grid drew wider than the column
-    (its box beyond the column's clip), a cell taller (more wrapped lines than the row holds), or a cell that
-    reads "None": one line per column and fault, with its first such text; and the tables wider than their frame."""
+    (its box beyond the column's clip), a cell taller (more wrapped lines than the row holds), a word broken
+    across two lines (broken_words), or a cell that reads "None": one line per column and fault, with its first
+    such text; and the tables wider than their frame."""
     settle(page)
     page.evaluate(DRAW_ALL_JS)
     settle(page)
@@ -186,6 +218,7 @@ def cut_cells(page: Any, view: str) -> list[str]:
     texts = canvas_texts(page)
     # a column's name, by its grid and where it starts: the header row is clipped to each column too
     names = {(t["grid"], round(t["clip"][0])): t["text"] for t in texts if t["header"]}
+    broken = broken_words(page.evaluate(CANVAS_TEXTS_READ), page.evaluate("() => [...(window.__cellTexts || [])]"))
     found: dict[tuple[int, str, str], str] = {}
     for t in texts:
         (x0, _, x1, _), (c0, _, c1, _) = t["box"], t["clip"]
@@ -202,6 +235,10 @@ def cut_cells(page: Any, view: str) -> list[str]:
         column = names.get((t["grid"], round(c0)), "?")
         found.setdefault((t["grid"], column, kind),
                          f"{view}: table {t['grid']} ({' | '.join(t['columns'])}), column {column!r}: {fault}")
+    for t, word in broken:
+        column = names.get((t["grid"], round(t["clip"][0])), "?")
+        found.setdefault((t["grid"], column, "broken"), f"{view}: table {t['grid']} ({' | '.join(t['columns'])}), "
+                         f"column {column!r}: the word {word!r} is broken across two lines")
     cards = [f"{view}: the {label} card's value {value!r} is cut to its box" for label, value in page.evaluate(CUT_CARDS_JS)]
     # a grid wider than its frame hides its last columns' right edge, whatever each cell holds
     sideways = [f"{view}: table ({g['columns']}) scrolls sideways: {g['inside']} > {g['shown']} px"
@@ -248,7 +285,8 @@ def cut_in_views(
 
 def test_no_cell_is_cut_off_or_reads_none_at_1280(page: Any, base_url: str) -> None:
     """Each text a table draws on its canvas fits its cell: no wider than its column, no more lines than
-    its row holds; and no cell reads "None" (the seeded runs: failures, unsure verdicts, a triage note)."""
+    its row holds, no word broken across lines; and no cell reads "None" (the seeded runs: failures, unsure
+    verdicts, a triage note)."""
     found = cut_in_views(page, base_url, "weak-retriever", "better-retriever")
     assert not found, "cells cut off:\n" + "\n".join(found)
 

@@ -99,8 +99,9 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
     table["item"] = [ui.item_url(r, i, tab="Sources") for r, i in zip(where, changes["item_id"])]
     table["ledger"] = [ui.page_url("sources", run=r, source=k) for r, k in zip(where, changes["key"])]
     table["key"] = table.pop("key")  # last: the links come first
-    widths = {"item_id": 60, "change": 70, "source": 170, "its SP1": 55, **{m.upper(): 75 for m in metrics}}
-    widths |= {"item": 40, "ledger": 50, "key": 95}
+    key_px = ui.one_line_px(table["key"], 50)  # a key is one word: it keeps its line, the source's words wrap
+    widths = {"item_id": 60, "change": 70, "source": 265 - key_px, "its SP1": 55, **{m.upper(): 75 for m in metrics}}
+    widths |= {"item": 40, "ledger": 50, "key": key_px}
     row = ui.clickable(  # a source's first words wrap in their cell
         table,
         "retrieval_changes",
