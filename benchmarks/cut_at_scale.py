@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from tests import test_walk_browser as walk  # noqa: E402
-from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
+from tests.browser_util import CANVAS_TEXTS_JS, CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 
 # The scale runs have no triage notes, and their items are named i000000 on.
 ITEMS = {"q02": "i050000", "q04": "i050001"}
@@ -44,7 +44,7 @@ def main() -> int:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         with streamlit_server(args.db, args.db.with_suffix(".cut.log"), timeout_s=300) as base:
             page = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=base).new_page()
-            page.add_init_script(walk.CANVAS_TEXTS_JS)
+            page.add_init_script(CANVAS_TEXTS_JS)
             page.set_default_timeout(120_000)
             found = walk.cut_in_views(page, base, "base", "candidate", views=views)
     print(f"{args.db}: {len(views)} views of runs base and candidate at 1280 x 800")

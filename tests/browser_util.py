@@ -29,13 +29,15 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 @contextmanager
 def chromium_tab(base_url: str, timeout_ms: int = 45_000) -> Iterator[Any]:
     """A new tab of Debian's Chromium at 1400x1000 on base_url, with Playwright's action and `expect`
-    timeouts set (a loaded 2-core machine makes Streamlit slow to settle)."""
+    timeouts set (a loaded 2-core machine makes Streamlit slow to settle), recording what its tables draw
+    (CANVAS_TEXTS_JS: a row is clicked where its text is, whatever the rows' height)."""
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         tab = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url).new_page()
         tab.set_default_timeout(timeout_ms)
+        tab.add_init_script(CANVAS_TEXTS_JS)
         expect.set_options(timeout=timeout_ms)
         yield tab
         browser.close()

@@ -20,7 +20,7 @@ import pytest
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
 from evaluators.dashboard import ui
 from evaluators.storage import ownership, store, writes
-from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, ROOT, canvas_texts, outside, streamlit_server
+from tests.browser_util import CANVAS_TEXTS_JS, CHROMIUM, CHROMIUM_ARGS, ROOT, canvas_texts, outside, streamlit_server
 from tests.seed import INJECTION, seed
 
 pytestmark = [pytest.mark.browser,
@@ -104,6 +104,7 @@ def context(base_url: str, traffic: Traffic) -> Iterator[Any]:
         ctx.on("dialog", lambda dialog: traffic.dialogs.append(dialog.message))
         # An alert() that slipped through would be a script run: record it as one.
         ctx.add_init_script("window.alert = (m) => { window.__pwned = 'alert: ' + m; };")
+        ctx.add_init_script(CANVAS_TEXTS_JS)  # a row is clicked where its text is drawn (_click)
         expect.set_options(timeout=TIMEOUT_MS)
         yield ctx
         ctx.close()

@@ -137,7 +137,7 @@ def test_each_runs_table_is_as_tall_as_its_own_longest_text(db: Path, monkeypatc
     for column, names in (("top rule", runs_view.SCORE_COLUMNS), ("prompts", runs_view.DETAIL_COLUMNS)):
         element = next(d for d in at.dataframe if column in d.value.columns)
         texts = [(c, str(t)) for c in names if c not in ("run", "evidence", "created") for t in element.value[c]]
-        lines = max(4, *(ui.text_lines(t, runs_view.BOARD_PX[c] - ui.WRAP_SLACK_PX) for c, t in texts))
+        lines = max(1, *(ui.text_lines(t, runs_view.BOARD_PX[c] - ui.WRAP_SLACK_PX) for c, t in texts))
         assert element.proto.row_height == ui.wrapped(len(element.value), lines=lines)["row_height"], column
         heights[column] = element.proto.row_height
     assert heights["top rule"] < heights["prompts"]

@@ -13,7 +13,6 @@ import pytest
 from evaluators.dashboard import ui
 from evaluators.storage import writes
 from tests.browser_util import (
-    CANVAS_TEXTS_JS,
     CANVAS_TEXTS_READ,
     CHROMIUM,
     canvas_texts,
@@ -44,7 +43,6 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def page(base_url: str) -> Iterator[Any]:
     with chromium_tab(base_url) as tab:
         tab.set_viewport_size({"width": 1280, "height": 800})
-        tab.add_init_script(CANVAS_TEXTS_JS)  # what the grids draw: their cells are canvas
         yield tab
 
 

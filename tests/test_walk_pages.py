@@ -217,7 +217,8 @@ def test_fit_cuts_a_text_past_its_lines_at_a_word_and_never_a_link() -> None:
     assert shown["open"][0] == table["open"][0]  # a link column keeps its whole URL
     assert shown["text"][0].endswith("word…") and ui.text_lines(shown["text"][0], 120) == ui.MAX_LINES
     assert rows["row_height"] == ui.WRAP_PX + ui.LINE_PX * (ui.MAX_LINES - 4)
-    assert ui.fit(table[["short"]], {"short": 60})[1]["row_height"] == ui.WRAP_PX  # short text: rows as before
+    assert ui.fit(table[["short"]], {"short": 60})[1]["row_height"] == ui.ROW_PX  # one line each: the grid's rows
+    assert ui.fit(table[["short"]], {"short": 30})[1]["row_height"] == ui.WRAP_PX  # two lines: rows that wrap
 
 
 def test_the_evidence_table_fits_a_rule_expander_and_breaks_no_word_of_its_short_columns() -> None:

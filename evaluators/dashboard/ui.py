@@ -356,6 +356,7 @@ def clicked(event: Any, n_rows: int) -> int | None:
 # can be picked. Columns whose pixel widths sum to TABLE_PX fit it (a wider window stretches them), and
 # rows WRAP_PX high let a long text wrap onto three lines in its cell instead of widening the table.
 TABLE_PX, WRAP_PX = 780, 72
+ROW_PX = 35  # the grid's own row: one line, unwrapped
 MARKERS_PX = 36  # the row markers of a table whose rows can be picked (clickable())
 # The grid's 14 px font, measured in Chromium: each character's advance in px, rounded up by class (any
 # other character counts as 12 px). A cell's text wraps in its width less CELL_PAD_PX, its rows hold 4 lines
@@ -453,9 +454,10 @@ def _links(column: pd.Series) -> bool:
 def fit(table: pd.DataFrame, widths: Mapping[str, int], shown: int = 10) -> tuple[pd.DataFrame, dict[str, Any]]:
     """A table whose long text wraps, as it is drawn: each text of a column in `widths` (its pixels) that
     would wrap past MAX_LINES lines cut at a word, with '…' (its page shows it whole a click away), and
-    st.dataframe's row_height and height for the most lines left (wrapped())."""
+    st.dataframe's row_height and height for the most lines left (wrapped()): a table whose every text keeps
+    its line gets rows of one line."""
     table = table.copy()
-    lines = 4
+    lines = 1
     for name, px in widths.items():
         if name in table.columns and pd.api.types.is_string_dtype(table[name]) and not _links(table[name]):
             room = px - WRAP_SLACK_PX
@@ -467,8 +469,9 @@ def fit(table: pd.DataFrame, widths: Mapping[str, int], shown: int = 10) -> tupl
 def wrapped(n_rows: int, shown: int = 10, lines: int = 4) -> dict[str, Any]:
     """st.dataframe's row_height and height for a table whose long text wraps: rows that hold `lines`
     lines (fit(); MAX_LINES at most), as many in view as `shown` rows of WRAP_PX take (the rest
-    scroll, as in any table)."""
-    row = WRAP_PX + LINE_PX * (min(lines, MAX_LINES) - 4)
+    scroll, as in any table). One line takes the grid's own ROW_PX; the grid wraps text only in rows over
+    64 px, so any more take WRAP_PX at the least."""
+    row = ROW_PX if lines <= 1 else WRAP_PX + LINE_PX * (min(max(lines, 4), MAX_LINES) - 4)
     return {"row_height": row, "height": 38 + max(1, min(n_rows, shown * WRAP_PX // row)) * row}
 
 
