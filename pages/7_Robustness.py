@@ -66,24 +66,29 @@ st.subheader(f"Clusters by {cluster_by.replace('_', ' ')}")
 clusters, retrieval = view.cluster_tables(rep.clusters())
 share = {c: st.column_config.NumberColumn(c, format="%.2f") for c in ("lambda", "R", "Acc", *retrieval.columns[1:])}
 # Two tables whose columns fit 1280 px beside the sidebar, each header whole: the answers, then retrieval alone.
+# A cluster's name (a template's id) is one word: its column is as wide as the longest, up to 180 px (the
+# grid beside the sidebar is 818 px wide; the other columns' headers read whole in what is left).
+name_px = {"cluster": min(180, ui.one_line_px(clusters["cluster"].astype(str), view.CLUSTER_PX["cluster"]))}
+clusters, rows = ui.fit(clusters, view.CLUSTER_PX | name_px)
 st.dataframe(
     clusters,
     hide_index=True,
     key="clusters",
     width="stretch",
     placeholder="–",  # R and Acc of a cluster whose every item is in a gap group: not defined, never 0
-    **ui.wrapped(len(clusters)),
-    column_config=ui.sized(share, view.CLUSTER_PX),
+    **rows,
+    column_config=ui.sized(share, view.CLUSTER_PX | name_px),
 )
 st.caption("Retrieval alone, per cluster: R and Acc with LM shortfalls counted as right, and the retrieval hit.")
+retrieval, rows = ui.fit(retrieval, view.RETRIEVAL_PX | name_px)
 st.dataframe(
     retrieval,
     hide_index=True,
     key="retrieval",
     width="stretch",
     placeholder="–",
-    **ui.wrapped(len(retrieval)),
-    column_config=ui.sized(share, view.RETRIEVAL_PX),
+    **rows,
+    column_config=ui.sized(share, view.RETRIEVAL_PX | name_px),
 )
 
 st.subheader("Non-robust groups")
