@@ -152,7 +152,10 @@ if not wrong.empty:
     # An item is its group and text variant (its id is a link away): ids keep their line, header and all,
     # and the document ids wrap between them in what is left.
     widths = {"open": ui.OPEN_PX, "retrieval_hit": 92}
-    widths |= {c: min(200, ui.one_line_px([*table[c].astype(str), c], 50)) for c in table.columns[1:4]}
+    widths |= {
+        c: min(200, ui.one_line_px([*table[c].astype(str), c], 50))
+        for c in ("group_id", "text_template", "attribution")
+    }
     room = ui.TABLE_PX - sum(widths.values())
     widths |= {"retrieved": room // 2, "true": room - room // 2}
     shown, rows = ui.fit(table, widths)

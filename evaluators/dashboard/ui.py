@@ -354,7 +354,8 @@ def clicked(event: Any, n_rows: int) -> int | None:
 
 # At 1280 x 800 beside the open sidebar a table's grid is 818 px wide, less its row markers when rows
 # can be picked. Columns whose pixel widths sum to TABLE_PX fit it (a wider window stretches them), and
-# rows WRAP_PX high let a long text wrap onto three lines in its cell instead of widening the table.
+# rows WRAP_PX high, the least in which the grid wraps text, let a long text wrap in its cell instead of
+# widening the table.
 TABLE_PX, WRAP_PX = 780, 72
 ROW_PX = 35  # the grid's own row: one line, unwrapped
 MARKERS_PX = 36  # the row markers of a table whose rows can be picked (clickable())
@@ -463,10 +464,10 @@ def fit(table: pd.DataFrame, widths: Mapping[str, int], shown: int = 10) -> tupl
             room = px - WRAP_SLACK_PX
             table[name] = [_cut(v, room) if isinstance(v, str) else v for v in table[name]]
             lines = max([lines, *(text_lines(v, room) for v in table[name] if isinstance(v, str))])
-    return table, wrapped(len(table), shown, lines)
+    return table, wrapped(len(table), lines, shown)
 
 
-def wrapped(n_rows: int, shown: int = 10, lines: int = 4) -> dict[str, Any]:
+def wrapped(n_rows: int, lines: int, shown: int = 10) -> dict[str, Any]:
     """st.dataframe's row_height and height for a table whose long text wraps: rows that hold `lines`
     lines (fit(); MAX_LINES at most), as many in view as `shown` rows of WRAP_PX take (the rest
     scroll, as in any table). One line takes the grid's own ROW_PX; the grid wraps text only in rows over
