@@ -167,5 +167,10 @@ CANVAS_TEXTS_READ = """() => {
 def canvas_texts(page: Any) -> list[dict[str, Any]]:
     """The texts the page's dataframes drew since it loaded, each once (its last draw at that place):
     grid, columns, header, text, box, clip, tall (see CANVAS_TEXTS_JS; none when the tab has not added it)."""
-    last = {(t["grid"], t["text"], tuple(round(v) for v in t["box"])): t for t in page.evaluate(CANVAS_TEXTS_READ)}
+    return last_draws(page.evaluate(CANVAS_TEXTS_READ))
+
+
+def last_draws(drawn: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Texts drawn (CANVAS_TEXTS_READ, in drawing order), each once: its last draw at that place."""
+    last = {(t["grid"], t["text"], tuple(round(v) for v in t["box"])): t for t in drawn}
     return list(last.values())

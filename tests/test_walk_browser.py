@@ -17,6 +17,7 @@ from tests.browser_util import (
     CHROMIUM,
     canvas_texts,
     chromium_tab,
+    last_draws,
     streamlit_server,
 )
 from tests.seed import seed
@@ -213,10 +214,11 @@ def cut_cells(page: Any, view: str) -> list[str]:
     page.evaluate(DRAW_ALL_JS)
     settle(page)
     page.wait_for_timeout(500)  # the grids' last frames
-    texts = canvas_texts(page)
+    drawn = page.evaluate(CANVAS_TEXTS_READ)  # every draw, in order: broken_words reads a cell's lines in turn
+    texts = last_draws(drawn)
     # a column's name, by its grid and where it starts: the header row is clipped to each column too
     names = {(t["grid"], round(t["clip"][0])): t["text"] for t in texts if t["header"]}
-    broken = broken_words(page.evaluate(CANVAS_TEXTS_READ), page.evaluate("() => [...(window.__cellTexts || [])]"))
+    broken = broken_words(drawn, page.evaluate("() => [...(window.__cellTexts || [])]"))
     found: dict[tuple[int, str, str], str] = {}
     for t in texts:
         (x0, _, x1, _), (c0, _, c1, _) = t["box"], t["clip"]
