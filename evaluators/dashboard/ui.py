@@ -353,9 +353,8 @@ def clicked(event: Any, n_rows: int) -> int | None:
 
 
 # At 1280 x 800 beside the open sidebar a table's grid is 818 px wide, less its row markers when rows
-# can be picked. Columns whose pixel widths sum to TABLE_PX fit it (a wider window stretches them), and
-# rows WRAP_PX high, the least in which the grid wraps text, let a long text wrap in its cell instead of
-# widening the table.
+# can be picked. Columns whose pixel widths sum to TABLE_PX fit it (a wider window stretches them), and rows
+# WRAP_PX high (the least the grid wraps text in) let a long text wrap in its cell, not widen the table.
 TABLE_PX, WRAP_PX = 780, 72
 ROW_PX = 35  # the grid's own row: one line, unwrapped
 MARKERS_PX = 36  # the row markers of a table whose rows can be picked (clickable())
