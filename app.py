@@ -21,9 +21,9 @@ for p in ui.PAGES.values():
     )
 pg = st.navigation(sections)
 walk.returned(pg.url_path)  # Back from an item: the table's own URL again
-# A page's reads that miss the cache share one connection to the database, opened by the first of them:
-# at 1M items per run opening and closing the file costs more than most of those reads. Not on Evaluate,
-# whose engine writes from threads of its own while the page runs.
-shared = nullcontext() if pg.url_path == ui.PAGES["evaluate"].url_path else store.reading(reads.db_path())
+# A page's reads that miss the cache share one connection to the database, opened by the first of them
+# and parked for the next page run (store.KEEP_S): at 1M items per run opening and closing the file costs
+# more than most of those reads. Not on Evaluate, whose engine writes from threads of its own.
+shared = nullcontext() if pg.url_path == ui.PAGES["evaluate"].url_path else store.reading(reads.db_path(), keep=True)
 with timing.page_run(pg.url_path), shared:
     pg.run()

@@ -158,13 +158,13 @@ def test_catalog_lists_runs_and_their_metrics(tmp_path: Path) -> None:
 def test_reads_in_one_block_share_one_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = seed(tmp_path / "s.duckdb")
     opened = []
-    real = store.connect
+    real = store._open
 
-    def counting(*args, **kwargs):
-        opened.append(kwargs.get("read_only"))
-        return real(*args, **kwargs)
+    def counting(path, read_only, deadline_s):
+        opened.append(read_only)
+        return real(path, read_only, deadline_s)
 
-    monkeypatch.setattr(store, "connect", counting)
+    monkeypatch.setattr(store, "_open", counting)
     with store.reading(path):
         queries.runs.run_summary(path, "weak-retriever")
         queries.items.item_detail(path, "llm-judge", "q01")

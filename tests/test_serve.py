@@ -18,7 +18,7 @@ import pytest
 from evaluators import cli
 from evaluators.core.records import Run
 from evaluators.dashboard import serve, ui
-from evaluators.storage import ownership
+from evaluators.storage import ownership, store
 from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 from tests.seed import seed
 
@@ -86,7 +86,8 @@ def test_serve_opens_every_page_so_a_first_visit_reads_nothing(tmp_path: Path) -
         assert sorted(p for p, _ in warmed) == sorted(views)
         assert {outcome for _, outcome in warmed} <= {"ok", "stop"}, warmed
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        with duckdb.connect(str(db)):  # read-write: the file is locked against every other process
+        # read-write: the file is locked against every other process, once the server's parked reader closes
+        with store.connect(db):
             linked = ("Run?run=weak-retriever", "Diagnosis?run=weak-retriever", "Trust?run=weak-retriever",
                       "Sources?run=weak-retriever", "Compare?run=better-retriever&other=llm-judge")
             for path in ("", "Run", "Compare", "Diagnosis", *linked):
@@ -117,7 +118,8 @@ def test_serve_opens_the_views_again_once_a_new_run_is_written(tmp_path: Path) -
         _wait_for(log, "dashboard pages warmed again (the runs changed)", 60 + serve.REWARM_QUIET_S)
         assert "the Runs, Run, Diagnosis, Trust and Sources pages of 4 runs" in log.read_text()
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        with duckdb.connect(str(db)):  # read-write: the file is locked against every other process
+        # read-write: the file is locked against every other process, once the server's parked reader closes
+        with store.connect(db):
             page = browser.new_page()
             _run_heading(page, f"{base}/?run=late-run", "late-run")
             assert page.get_by_text(re.compile("busy|locked")).count() == 0

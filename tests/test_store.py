@@ -118,6 +118,64 @@ def test_a_write_inside_a_reading_block_closes_its_reader_and_the_next_read_sees
     assert store.query(db, count)["n"].iloc[0] == 1
 
 
+def _note_from_another_process(db: Path, deadline_s: float) -> subprocess.CompletedProcess:
+    code = ("import sys; from evaluators.storage import writes; writes.add_triage(sys.argv[1], 'r', 'b', "
+            "'confirmed', 'Retriever', 'note', 'me', deadline_s=float(sys.argv[2]))")
+    return subprocess.run([sys.executable, "-c", code, str(db), str(deadline_s)], cwd=ROOT, capture_output=True,
+                          text=True)
+
+
+def test_a_kept_reader_is_taken_by_the_next_block_and_frees_the_file_when_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page run's reader (reading(keep=True)) is parked when its block ends: the next block reads on it
+    without opening the file again. Parked, it holds the file's read lock, so a writer in another process
+    with a short deadline is refused; once it has been idle for KEEP_S it is closed and the writer gets in."""
+    monkeypatch.setattr(store, "KEEP_S", 4.0)
+    db = tmp_path / "s.duckdb"
+    store.migrate(db)
+    opened = []
+    monkeypatch.setattr(store, "_open", lambda *a, _open=store._open: opened.append(a) or _open(*a))
+    count = "SELECT count(*) AS n FROM triage"
+    with store.reading(db, keep=True):
+        assert store.query(db, count)["n"].iloc[0] == 0
+    with store.reading(db, keep=True):
+        assert store.query(db, count)["n"].iloc[0] == 0
+    idle = time.monotonic()
+    assert len(opened) == 1  # the second block took the first one's reader
+    refused = _note_from_another_process(db, 0.3)
+    assert refused.returncode != 0 and "StoreBusy" in refused.stderr
+    time.sleep(max(0.0, idle + store.KEEP_S + 0.5 - time.monotonic()))
+    written = _note_from_another_process(db, 0.3)
+    assert written.returncode == 0, written.stderr
+    assert store.query(db, count)["n"].iloc[0] == 1
+
+
+def test_a_writer_in_this_process_closes_the_parked_reader_and_the_next_block_sees_its_write(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.duckdb"
+    store.migrate(db)
+    count = "SELECT count(*) AS n FROM triage"
+    with store.reading(db, keep=True):
+        assert store.query(db, count)["n"].iloc[0] == 0
+    started = time.monotonic()
+    writes.add_triage(db, "r", "a", "confirmed", "Retriever", "note", "me", deadline_s=0.5)
+    assert time.monotonic() - started < 0.5  # the parked reader was closed, not waited for
+    with store.reading(db, keep=True):
+        assert store.query(db, count)["n"].iloc[0] == 1
+
+
+def test_a_block_where_duckdb_failed_closes_its_reader_instead_of_parking_it(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    store.migrate(db)
+    with pytest.raises(store.Error), store.reading(db, keep=True):
+        store.query(db, "SELECT count(*) FROM triage")
+        store.query(db, "SELECT * FROM no_such_table")
+    written = _note_from_another_process(db, 0.3)  # nothing holds the file
+    assert written.returncode == 0, written.stderr
+
+
 def test_reader_never_sees_a_half_written_item(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     store.migrate(db)

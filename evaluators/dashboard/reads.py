@@ -2,7 +2,8 @@
 evaluators/storage/queries/ through Streamlit's cache.
 
 Reads go through `read()`, cached on the read function, the DB path and the file's modification time,
-so a new run shows up without a restart and no connection is ever held open; computations over run
+so a new run shows up without a restart, and no connection is held open past a page's run by more than
+store.KEEP_S; computations over run
 tables go through `derived()`, at the URL's band, and those that read only scores and counts through
 `folded()`, over a run's profile. A busy database is said, never a crash.
 """

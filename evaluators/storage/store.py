@@ -1,7 +1,8 @@
 """The DuckDB store: the only module that imports duckdb.
 
 Connections are short-lived. DuckDB lets one read-write process lock the file, so writers open,
-write one batch from DataFrames in a single transaction, and close; readers open read-only.
+write one batch from DataFrames in a single transaction, and close; readers open read-only (the
+dashboard's reader is parked between page runs for at most KEEP_S seconds: reading()).
 Both retry lock errors with jitter until a deadline, then raise StoreBusy.
 
 This module holds the connections, transactions and the migrations' application; query() and
@@ -12,12 +13,13 @@ wide.py (each run's per-item score table).
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import threading
 import time
 from collections.abc import Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple, Sequence
@@ -60,6 +62,24 @@ def _is_busy(exc: Exception) -> bool:
     return ("lock" in text and ("could not set" in text or "conflicting" in text)) or "different configuration" in text
 
 
+def _open(path: str, read_only: bool, deadline_s: float) -> Any:
+    """A new connection, retrying DuckDB's file lock with jitter until `deadline_s`."""
+    give_up = time.monotonic() + deadline_s
+    delay = 0.02
+    while True:
+        if not read_only:  # this process's parked reader refuses a writer: close it on every try
+            _unpark(path)
+        try:
+            return duckdb.connect(path, read_only=read_only, config=_CONFIG)
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            if not _is_busy(exc):
+                raise
+            if time.monotonic() >= give_up:
+                raise StoreBusy(f"{path}: busy, another process is writing (gave up after {deadline_s:g} s)") from None
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+
+
 @contextmanager
 def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0) -> Iterator[Any]:
     """Open a short-lived connection, retrying DuckDB's file lock with jitter until `deadline_s`."""
@@ -68,19 +88,7 @@ def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0)
         raise StoreMissing(f"{path}: no such database file")
     if not read_only:
         _release_shared(path)
-    give_up = time.monotonic() + deadline_s
-    delay = 0.02
-    while True:
-        try:
-            con = duckdb.connect(path, read_only=read_only, config=_CONFIG)
-            break
-        except (duckdb.IOException, duckdb.ConnectionException) as exc:
-            if not _is_busy(exc):
-                raise
-            if time.monotonic() >= give_up:
-                raise StoreBusy(f"{path}: busy, another process is writing (gave up after {deadline_s:g} s)") from None
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.5)
+    con = _open(path, read_only, deadline_s)
     try:
         yield con
     finally:
@@ -130,23 +138,85 @@ FAILED_STATUSES = ("unparsed", "error", "timeout")  # a judge step that produced
 # ---------------------------------------------------------------- reads
 
 # Opening a DuckDB connection costs about 0.1 s here, more than most dashboard queries, so a page
-# reads its cache misses through one connection: reading() shares it within a block, then closes it.
+# reads its cache misses through one connection: reading() shares it within a block.
 _SHARED: ContextVar[dict[str, Any] | None] = ContextVar("shared_reader", default=None)
+
+# A page run's reader, parked when its block ends, is taken by the next block that keeps it: DuckDB
+# then neither loads the file's catalog again (30-100 ms at a million items) nor drops the blocks it
+# has read. Parked, it holds the file's read lock: a writer in another process waits (connect()
+# retries) at most KEEP_S longer than it would, and a writer in this process closes it first.
+KEEP_S = 2.0
+_PARKED: dict[str, tuple[Any, int, threading.Timer]] = {}
+_PARKED_LOCK = threading.Lock()
+
+
+def _take(path: str) -> Any | None:
+    """The reader parked on `path`, if the file is unchanged since it was parked (else it is closed)."""
+    with _PARKED_LOCK:
+        parked = _PARKED.pop(path, None)
+    if parked is None:
+        return None
+    con, parked_at, timer = parked
+    timer.cancel()
+    if parked_at == version(path):
+        return con
+    con.close()
+    return None
+
+
+def _park(path: str, con: Any) -> None:
+    """Park a reader on `path` for KEEP_S seconds; closed at once when one is parked there already."""
+    with _PARKED_LOCK:
+        if path not in _PARKED:
+            timer = threading.Timer(KEEP_S, _unpark, (path, con))
+            timer.daemon = True
+            _PARKED[path] = (con, version(path), timer)
+            timer.start()
+            return
+    con.close()
+
+
+def _unpark(path: str, con: Any = None) -> None:
+    """Close the reader parked on `path` (only if it is `con`, when given: a timer's own reader)."""
+    with _PARKED_LOCK:
+        parked = _PARKED.get(path)
+        if parked is None or (con is not None and parked[0] is not con):
+            return
+        del _PARKED[path]
+    parked[2].cancel()
+    parked[0].close()
+
+
+@atexit.register
+def _unpark_all() -> None:  # a process that ends within KEEP_S of a page run closes its reader itself
+    for path in list(_PARKED):
+        _unpark(path)
 
 
 @contextmanager
-def reading(path: str | Path) -> Iterator[None]:
-    """Let the reads of `path` inside this block share one read-only connection, opened on first use."""
+def reading(path: str | Path, keep: bool = False) -> Iterator[None]:
+    """Let the reads of `path` inside this block share one read-only connection, opened on first use
+    (or taken from where the last block that kept it parked it). With `keep` the connection is parked
+    when the block ends, however it ends (st.stop() and st.switch_page() end a page run by raising),
+    unless DuckDB raised in it: then it is closed. A block inside another on the same file is part of it."""
     outer = _SHARED.get()
     if outer is not None and outer["path"] == str(path):
         yield
         return
-    with ExitStack() as stack:
-        token = _SHARED.set({"path": str(path), "con": None, "stack": stack})
-        try:
-            yield
-        finally:
-            _SHARED.reset(token)
+    shared: dict[str, Any] = {"path": str(path), "con": None}
+    token = _SHARED.set(shared)
+    failed = False
+    try:
+        yield
+    except duckdb.Error:
+        failed = True  # a reader that failed a read is not handed on
+        raise
+    finally:
+        _SHARED.reset(token)
+        if shared["con"] is not None and keep and not failed:
+            _park(str(path), shared["con"])
+        elif shared["con"] is not None:
+            shared["con"].close()
 
 
 def _release_shared(path: str) -> None:
@@ -155,7 +225,7 @@ def _release_shared(path: str) -> None:
     wait for itself. The block's next read opens another."""
     shared = _SHARED.get()
     if shared is not None and shared["path"] == path and shared["con"] is not None:
-        shared["con"].close()  # the block's exit closes it again: a no-op
+        shared["con"].close()
         shared["con"] = None
 
 
@@ -165,7 +235,9 @@ def _reader(path: str | Path, deadline_s: float = 10.0) -> Iterator[Any]:
     shared = _SHARED.get()
     if shared is not None and shared["path"] == str(path):
         if shared["con"] is None:
-            shared["con"] = shared["stack"].enter_context(connect(path, read_only=True, deadline_s=deadline_s))
+            if not Path(path).exists():
+                raise StoreMissing(f"{path}: no such database file")
+            shared["con"] = _take(str(path)) or _open(str(path), True, deadline_s)
         yield shared["con"]
         return
     with connect(path, read_only=True, deadline_s=deadline_s) as con:
