@@ -151,9 +151,17 @@ if not wrong.empty:
     )[["open", "group_id", "text_template", "attribution", "retrieved", "true", "retrieval_hit"]]
     # An item is its group and text variant (its id is a link away): ids keep their line, header and all,
     # and the document ids wrap between them in what is left.
-    widths = {"open": ui.OPEN_PX, "retrieval_hit": 92}
+    labels = {
+        "group_id": "question group",
+        "text_template": "wording",
+        "attribution": "to blame",
+        "retrieved": "documents retrieved",
+        "true": "documents that answer",
+        "retrieval_hit": {"label": "all retrieved", "help": "every document that answers it was retrieved"},
+    }
+    widths = {"open": ui.OPEN_PX, "retrieval_hit": 100}
     widths |= {
-        c: min(200, ui.one_line_px([*table[c].astype(str), c], 50))
+        c: min(200, ui.one_line_px([*table[c].astype(str), str(labels[c])], 50))
         for c in ("group_id", "text_template", "attribution")
     }
     room = ui.TABLE_PX - sum(widths.values())
@@ -165,5 +173,5 @@ if not wrong.empty:
         key="blame",
         width="stretch",
         **rows,
-        column_config=ui.sized(ui.OPEN, widths),
+        column_config=ui.sized({**ui.OPEN, **labels}, widths),
     )
