@@ -123,6 +123,18 @@ def test_the_items_column_widens_for_six_digit_counts_and_the_board_keeps_its_wi
     assert sum(large[c] for c in details) == sum(small[c] for c in details)
 
 
+def test_the_judge_column_is_as_wide_as_its_longest_name_so_no_name_is_broken() -> None:
+    """A model's name is one word: the judge's column takes its width (up to JUDGE_MAX_PX) from the
+    prompts' column, whose names wrap at their commas."""
+    from evaluators.dashboard import ui
+
+    name = "openai/qwen2.5-coder-1.5b"
+    widths = runs_view.board_px(["100000 of 100000"], [name, "offline"])
+    assert ui.text_px(name) + ui.CELL_PAD_PX <= widths["judge"] <= runs_view.JUDGE_MAX_PX
+    details = [c for c in runs_view.DETAIL_COLUMNS if c != "run"]
+    assert sum(widths[c] for c in details) == sum(runs_view.BOARD_PX[c] for c in details)
+
+
 
 def test_each_runs_table_is_as_tall_as_its_own_longest_text(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs whose prompts are many and long: the details' rows grow to hold their names, while the
@@ -137,7 +149,8 @@ def test_each_runs_table_is_as_tall_as_its_own_longest_text(db: Path, monkeypatc
     for column, names in (("top rule", runs_view.SCORE_COLUMNS), ("prompts", runs_view.DETAIL_COLUMNS)):
         element = next(d for d in at.dataframe if column in d.value.columns)
         texts = [(c, str(t)) for c in names if c not in ("run", "evidence", "created") for t in element.value[c]]
-        lines = max(1, *(ui.text_lines(t, runs_view.BOARD_PX[c] - ui.WRAP_SLACK_PX) for c, t in texts))
+        widths = runs_view.board_px([], [t for c, t in texts if c == "judge"])  # the seeded counts fit 70 px
+        lines = max(1, *(ui.text_lines(t, widths[c] - ui.WRAP_SLACK_PX) for c, t in texts))
         assert element.proto.row_height == ui.wrapped(len(element.value), lines=lines)["row_height"], column
         heights[column] = element.proto.row_height
     assert heights["top rule"] < heights["prompts"]
