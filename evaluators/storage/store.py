@@ -63,7 +63,10 @@ def _is_busy(exc: Exception) -> bool:
 
 
 def _open(path: str, read_only: bool, deadline_s: float) -> Any:
-    """A new connection, retrying DuckDB's file lock with jitter until `deadline_s`."""
+    """A new connection, retrying DuckDB's file lock with jitter until `deadline_s` (a reader of a file
+    that does not exist raises StoreMissing: DuckDB would create it)."""
+    if read_only and not Path(path).exists():
+        raise StoreMissing(f"{path}: no such database file")
     give_up = time.monotonic() + deadline_s
     delay = 0.02
     while True:
@@ -84,8 +87,6 @@ def _open(path: str, read_only: bool, deadline_s: float) -> Any:
 def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0) -> Iterator[Any]:
     """Open a short-lived connection, retrying DuckDB's file lock with jitter until `deadline_s`."""
     path = str(path)
-    if read_only and not Path(path).exists():
-        raise StoreMissing(f"{path}: no such database file")
     if not read_only:
         _release_shared(path)
     con = _open(path, read_only, deadline_s)
@@ -213,10 +214,12 @@ def reading(path: str | Path, keep: bool = False) -> Iterator[None]:
         raise
     finally:
         _SHARED.reset(token)
-        if shared["con"] is not None and keep and not failed:
-            _park(str(path), shared["con"])
-        elif shared["con"] is not None:
-            shared["con"].close()
+        con = shared["con"]
+        if con is not None:
+            if keep and not failed:
+                _park(str(path), con)
+            else:
+                con.close()
 
 
 def _release_shared(path: str) -> None:
@@ -235,8 +238,6 @@ def _reader(path: str | Path, deadline_s: float = 10.0) -> Iterator[Any]:
     shared = _SHARED.get()
     if shared is not None and shared["path"] == str(path):
         if shared["con"] is None:
-            if not Path(path).exists():
-                raise StoreMissing(f"{path}: no such database file")
             shared["con"] = _take(str(path)) or _open(str(path), True, deadline_s)
         yield shared["con"]
         return
