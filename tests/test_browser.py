@@ -145,7 +145,7 @@ def _click(page: Any, column: str, row: int, cell: str | None, url: re.Pattern[s
     Where the grid drew its texts (canvas_texts, when the tab has CANVAS_TEXTS_JS) places the row, by the
     row-th text of `column`, and the cell's column, by its header; else rows of ui.WRAP_PX under a 35 px
     header are assumed."""
-    canvas = page.get_by_test_id("stDataFrame").filter(has_text=column).first.get_by_test_id("data-grid-canvas")
+    canvas = table_with(page, column).first.get_by_test_id("data-grid-canvas")
     for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
         settle(page)
         canvas.scroll_into_view_if_needed()
@@ -200,6 +200,11 @@ def shot(page: Any, name: str) -> None:
     page.set_viewport_size({"width": VIEWPORT["width"], "height": min(max(height, VIEWPORT["height"]), 8000)})
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     page.set_viewport_size(VIEWPORT)
+
+
+def table_with(page: Any, column: str) -> Any:
+    """The st.dataframes with a column headed exactly `column` (in the grid's accessible table)."""
+    return page.get_by_test_id("stDataFrame").filter(has=page.locator("th", has_text=re.compile(f"^{re.escape(column)}$")))
 
 
 def grid(page: Any, key_column: str) -> list[dict[str, str]]:
@@ -273,13 +278,9 @@ def test_drill_down_to_a_verdicts_raw_exchange(page: Any) -> None:
     page.wait_for_url(re.compile(r"/Run\?.*run=llm-judge"))
     check_page(page, "Run")
     expect(page.get_by_text("matching items")).to_contain_text("6 matching items")
-    assert grid(page, "item_id")[0]["item_id"] == "q01"
+    assert grid(page, "item")[0]["item"] == "q01"
     shot(page, "02a_run_items")
-    # The grid is a canvas: click the first row's selection marker (left column, below the header).
-    canvas = page.get_by_test_id("stDataFrame").filter(has_text="item_id").get_by_test_id("data-grid-canvas")
-    box = canvas.bounding_box()
-    page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)
-    page.wait_for_url(re.compile(r"/Item\?.*item=q01"))
+    click_row(page, "item", 0, re.compile(r"/Item\?.*item=q01"))  # the grid is a canvas: its row's marker
     check_page(page, "Item")
     expect(page.get_by_text(re.compile(r"Run llm-judge · item\s*q01"))).to_be_visible()
     page.get_by_role("tab", name="Response").click()
@@ -351,12 +352,9 @@ def test_diagnosis_ranks_rules_with_components_to_fix(page: Any) -> None:
 def test_a_fired_rule_opens_onto_its_evidence_from_the_item(page: Any) -> None:
     page.goto("/Run?run=weak-retriever&rule=T2.2")
     check_page(page, "Run")
-    first = grid(page, "item_id")[0]["item_id"]
-    canvas = page.get_by_test_id("stDataFrame").filter(has_text="item_id").get_by_test_id("data-grid-canvas")
-    box = canvas.bounding_box()
-    page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)
+    first = grid(page, "item")[0]["item"]
     # the item opens with the rule the list was filtered on: its evidence is open
-    page.wait_for_url(re.compile(rf"/Item\?.*item={first}.*rule=T2\.2|/Item\?.*rule=T2\.2.*item={first}"))
+    click_row(page, "item", 0, re.compile(rf"/Item\?.*item={first}.*rule=T2\.2|/Item\?.*rule=T2\.2.*item={first}"))
     check_page(page, "Item")
     evidence = page.get_by_test_id("stExpander").filter(has_text="Evidence for T2.2")
     expect(evidence.get_by_test_id("stExpanderDetails")).to_be_visible()
@@ -395,7 +393,7 @@ def test_triage_note_survives_a_reload_and_is_listed(page: Any) -> None:
     check_page(page, "Triage")
     expect(page.get_by_text(re.compile(r"\d+ triage notes"))).to_contain_text("1 triage notes")
     rows = grid(page, "note")
-    assert [(r["item_id"], r["label"], r["component"], r["note"], r["author"]) for r in rows] == [
+    assert [(r["item"], r["label"], r["component"], r["note"], r["author"]) for r in rows] == [
         ("q03", "false alarm", "Generator", note, "browser test")]
     with page.expect_download() as download:
         page.get_by_role("button", name="Download CSV").click()

@@ -41,7 +41,7 @@ def test_a_flipped_claim_explains_itself_and_links_its_source(page: Any) -> None
     expect(page.get_by_role("heading", name="Why verdicts flipped")).to_be_visible()
     expect(page.get_by_text("5 verdicts flipped: 2 retriever or chunking · 1 prompt or generator · 2 judge")
            ).to_be_visible()
-    causes = {r["item_id"]: r["cause"] for r in grid(page, "sources added")}
+    causes = {r["item"]: r["cause"] for r in grid(page, "sources added")}
     assert causes == {"retr": flips.SOURCES, "gen": flips.RESPONSE, "judge": flips.JUDGE}
 
     item_box = page.get_by_test_id("stTextInput").filter(has_text="Item id to diff").locator("input")
@@ -67,4 +67,4 @@ def test_a_flipped_claim_explains_itself_and_links_its_source(page: Any) -> None
     check_page(ledger, "Sources")
     expect(ledger.get_by_text(SRC[0]).first).to_be_visible()
     settle(ledger)
-    assert ("base", "retr") in {(r["run_id"], r["item_id"]) for r in grid(ledger, "item_id")}
+    assert ("base", "retr") in {(r["run"], r["item"]) for r in grid(ledger, "item")}

@@ -374,7 +374,7 @@ def test_compare_lists_the_retrievers_changes_beside_the_flips(retr_db: Path, mo
     a, b = _written(RETR_BASE["swap"], "sp1"), _written(RETR_CAND["swap"], "sp1")
     assert table["SP1"].iloc[1] == f"{a:.2f}→{b:.2f}"
     assert table["its SP1"].iloc[0] == "?"  # unsure
-    assert table["item"].iloc[1] == "Item?run=weak&item=swap&tab=Sources"  # the dropped source: in the run that had it
+    assert table["open"].iloc[1] == "Item?run=weak&item=swap&tab=Sources"  # the dropped source: in the run that had it
     assert table["ledger"].iloc[2].startswith("Sources?run=better&source=")
     at.session_state["retrieval_changes"] = {"selection": {"rows": [1], "columns": [], "cells": []}}
     at.run()

@@ -50,11 +50,11 @@ def test_dead_weight_opens_the_source_and_then_its_item(page: Any) -> None:
     click_row(page, "source", 0, re.compile(rf"/Sources\?.*source={KEY}"))  # one click, same tab
     check_page(page, "Sources")
     expect(page.get_by_role("heading", name=B)).to_be_visible()
-    rows = grid(page, "item_id")
-    assert [r["item_id"] for r in rows] == ["i1", "i2", "i3"]
+    rows = grid(page, "item")
+    assert [r["item"] for r in rows] == ["i1", "i2", "i3"]
     assert [r["essential"] for r in rows] == ["✗ not essential", "⚠ failed", "✗ not essential"]
     expect(page.get_by_test_id("stMetric").filter(has_text="Retrieved")).to_contain_text("3")
-    click_row(page, "item_id", 0, re.compile(r"/Item\?.*item=i1.*tab=Sources"))  # on its sources
+    click_row(page, "item", 0, re.compile(r"/Item\?.*item=i1.*tab=Sources"))  # on its sources
     check_page(page, "Item")
     expect(page.get_by_text("Bravo text two.").first).to_be_visible()
 
@@ -62,7 +62,7 @@ def test_dead_weight_opens_the_source_and_then_its_item(page: Any) -> None:
 def test_a_pasted_source_link_takes_the_id_or_the_text_key(page: Any) -> None:
     page.goto(f"/Sources?run={RUN}&source=doc-a")
     check_page(page, "Sources")
-    assert [r["item_id"] for r in grid(page, "item_id")] == ["i1"]
+    assert [r["item"] for r in grid(page, "item")] == ["i1"]
     expect(page.get_by_role("heading", name="Alpha text one. Alpha has more to say.")).to_be_visible()  # its name
     expect(page.get_by_text("Alpha text one. Alpha has more to say.")).to_have_count(2)  # and its full text
 

@@ -409,6 +409,31 @@ def test_compare_heads_each_run_s_columns_before_and_after_with_the_run_on_hover
         assert "better-retriever" in config["better-retriever"]["help"]
 
 
+FIELDS = ("item_id", "run_id", "source_fact")
+
+
+@pytest.mark.parametrize(
+    ("page", "params"),
+    [
+        ("pages/1_Run.py", {"run": "weak-retriever"}),
+        ("pages/3_Compare.py", {"run": "weak-retriever", "other": "better-retriever", "item": "q01"}),
+        ("pages/5_Triage.py", {}),
+        ("pages/8_Trust.py", {"run": "weak-retriever", "tab": "Label next"}),
+        ("pages/2_Item.py", {"run": "weak-retriever", "item": "q01", "tab": "Sources"}),
+    ],
+)
+def test_no_table_is_headed_by_a_field_name(db: Path, page: str, params: dict[str, str]) -> None:
+    """A column of items, runs or source facts is headed by what it holds (item, run, fact), not its field."""
+    writes.add_triage(db, "weak-retriever", "q01", "confirmed", "Retriever", "misses the refunds chunk", "a")
+    at = open_page(page, **params)
+    keyed = [e for e in at.dataframe if set(FIELDS) & set(e.value.columns)]
+    assert keyed, "no table with an item, run or fact column"
+    for element in keyed:
+        config = json.loads(element.proto.columns or "{}")
+        headers = [config.get(str(c), {}).get("label") or str(c) for c in element.value.columns]
+        assert not set(FIELDS) & set(headers), headers
+
+
 def test_compare_claim_verdict_change(db: Path) -> None:
     at = open_page("pages/3_Compare.py", run="weak-retriever", other="llm-judge", item="q01")
     diff = frame_with(at, "change").set_index("claim")

@@ -50,9 +50,9 @@ def page(base_url: str) -> Iterator[Any]:
 def test_a_click_opens_the_item_back_keeps_the_filter_and_next_walks_the_list(page: Any) -> None:
     page.goto("/Run?run=weak-retriever&below=gr,sp1&sort=gr&desc=1")
     check_page(page, "Run")
-    listed = [r["item_id"] for r in grid(page, "item_id")]
+    listed = [r["item"] for r in grid(page, "item")]
     assert len(listed) >= 3 and listed != sorted(listed)  # sorted by GR, not by id
-    click_row(page, "item_id", 1, re.compile(rf"/Item\?(?=.*item={listed[1]}(&|$))(?=.*from=run)(?=.*tab=Verdicts)"))
+    click_row(page, "item", 1, re.compile(rf"/Item\?(?=.*item={listed[1]}(&|$))(?=.*from=run)(?=.*tab=Verdicts)"))
     check_page(page, "Item")
     assert len(page.context.pages) == 1  # the same tab
     page.get_by_role("link", name="▶ Next").click()
@@ -64,7 +64,7 @@ def test_a_click_opens_the_item_back_keeps_the_filter_and_next_walks_the_list(pa
     page.get_by_role("link", name="Back to Run").click()
     page.wait_for_url(re.compile(r"/Run\?(?=.*below=gr%2Csp1)(?=.*sort=gr)(?=.*desc=1)"))
     check_page(page, "Run")
-    assert [r["item_id"] for r in grid(page, "item_id")] == listed
+    assert [r["item"] for r in grid(page, "item")] == listed
     assert "item=" not in page.url and "from=" not in page.url
     nav = page.get_by_test_id("stSidebarNav")
     expect(nav.get_by_text("Robustness tests", exact=True)).to_be_visible()  # the navigation's own section
@@ -74,15 +74,15 @@ def test_a_click_opens_the_item_back_keeps_the_filter_and_next_walks_the_list(pa
 def test_one_click_on_a_plain_cell_opens_the_item_on_the_tab_it_means(page: Any) -> None:
     page.goto("/Run?run=weak-retriever&below=gr,sp1&sort=gr&desc=1")
     check_page(page, "Run")
-    listed = [r["item_id"] for r in grid(page, "item_id")]
-    click_cell(page, "item_id", 1, re.compile(rf"/Item\?(?=.*item={listed[1]}(&|$))(?=.*from=run)(?=.*tab=Verdicts)"),
+    listed = [r["item"] for r in grid(page, "item")]
+    click_cell(page, "item", 1, re.compile(rf"/Item\?(?=.*item={listed[1]}(&|$))(?=.*from=run)(?=.*tab=Verdicts)"),
                cell="query")
     check_page(page, "Item")
     assert len(page.context.pages) == 1  # the same tab
     expect(page.get_by_role("link", name="▶ Next")).to_have_attribute("href", re.compile(rf"item={listed[2]}(&|$)"))
     page.go_back()  # the 🔎 link's cell too: one click, this tab, the list kept
     check_page(page, "Run")
-    click_cell(page, "item_id", 2, re.compile(rf"/Item\?(?=.*item={listed[2]}(&|$))(?=.*from=run)"), cell="open")
+    click_cell(page, "item", 2, re.compile(rf"/Item\?(?=.*item={listed[2]}(&|$))(?=.*from=run)"), cell="open")
     assert len(page.context.pages) == 1
 
 

@@ -420,9 +420,9 @@ def _cut_word(text: str, px: int) -> str:
     return text[:end] + "…"
 
 
-# The column config of an "open" column of item links (item_url()), drawn as an icon.
-OPEN = {"open": st.column_config.LinkColumn("open", display_text="🔎")}
+OPEN = {"open": st.column_config.LinkColumn("open", display_text="🔎")}  # item links (item_url()) as an icon
 OPEN_PX = 44  # its header whole: 29 px of text and the cell's padding
+HEADERS = {"item_id": "item", "run_id": "run", "source_fact": "fact"}  # headed by what it holds, not its field
 
 
 def clickable(
@@ -478,11 +478,11 @@ def wrapped(n_rows: int, lines: int, shown: int = 10) -> dict[str, Any]:
 def sized(config: Mapping[str, Any] | None, widths: Mapping[str, int]) -> dict[str, Any]:
     """A table's column config with each column in `widths` set to that many pixels (the widths of a
     table sum to at most TABLE_PX, less MARKERS_PX when its rows can be picked); a column
-    without help gets its label as help."""
+    without help gets its label as help, and a key column without one its HEADERS name."""
     out: dict[str, Any] = dict(config or {})
     for name, px in widths.items():
-        column = out.get(name)
-        label = column.get("label") or name if isinstance(column, dict) else column or name
+        column, default = out.get(name), HEADERS.get(name, name)
+        label = column.get("label") or default if isinstance(column, dict) else column or default
         # a header cut short by a narrow column reads whole on hover
         base = column if isinstance(column, dict) else {"label": label}
         out[name] = {**base, "help": base.get("help") or label, "width": px}

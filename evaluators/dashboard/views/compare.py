@@ -96,18 +96,18 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
     st.markdown(retrieval_summary(changes, metrics))
     where = [run_a if c == "dropped" else run_b for c in changes["change"]]
     table = retrieval_table(changes, metrics)
-    table["item"] = [ui.item_url(r, i, tab="Sources") for r, i in zip(where, changes["item_id"])]
+    table["open"] = [ui.item_url(r, i, tab="Sources") for r, i in zip(where, changes["item_id"])]
     table["ledger"] = [ui.page_url("sources", run=r, source=k) for r, k in zip(where, changes["key"])]
     table["key"] = table.pop("key")  # last: the links come first
     key_px = ui.one_line_px(table["key"], 50)  # a key is one word: it keeps its line, the source's words wrap
-    widths = {"item_id": 60, "change": 70, "source": 265 - key_px, "its SP1": 55, **{m.upper(): 75 for m in metrics}}
-    widths |= {"item": 40, "ledger": 50, "key": key_px}
+    widths = {"item_id": 60, "change": 70, "source": 261 - key_px, "its SP1": 55, **{m.upper(): 75 for m in metrics}}
+    widths |= {"open": ui.OPEN_PX, "ledger": 50, "key": key_px}
     row = ui.clickable(  # a source's first words wrap in their cell
         table,
         "retrieval_changes",
         widths,
         {
-            "item": st.column_config.LinkColumn("item", display_text="🔎"),
+            **ui.OPEN,
             "its SP1": st.column_config.TextColumn("its SP1", help=SP1_LEGEND),  # one mark
             "change": st.column_config.TextColumn(
                 "change", help=f"dropped: retrieved in {md(run_a)} only; added: retrieved in {md(run_b)} only"
