@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -164,6 +165,26 @@ def test_a_writer_in_this_process_closes_the_parked_reader_and_the_next_block_se
     assert time.monotonic() - started < 0.5  # the parked reader was closed, not waited for
     with store.reading(db, keep=True):
         assert store.query(db, count)["n"].iloc[0] == 1
+
+
+def test_a_parked_reader_of_a_file_since_replaced_is_closed_and_the_next_block_reads_the_new_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database replaced by another file (a rebuilt demo, a restored copy) while a reader is parked on the
+    old one: the next block opens the new file instead of reading the old one's blocks."""
+    db, replacement = tmp_path / "s.duckdb", tmp_path / "new.duckdb"
+    store.migrate(db)
+    shutil.copy(db, replacement)
+    writes.add_triage(replacement, "r", "a", "confirmed", "Retriever", "note", "me")
+    opened = []
+    monkeypatch.setattr(store, "_open", lambda *a, _open=store._open: opened.append(a) or _open(*a))
+    count = "SELECT count(*) AS n FROM triage"
+    with store.reading(db, keep=True):
+        assert store.query(db, count)["n"].iloc[0] == 0
+    os.replace(replacement, db)
+    with store.reading(db, keep=True):
+        assert store.query(db, count)["n"].iloc[0] == 1
+    assert len(opened) == 2  # the parked reader was not taken
 
 
 def test_a_block_where_duckdb_failed_closes_its_reader_instead_of_parking_it(tmp_path: Path) -> None:
