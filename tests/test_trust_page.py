@@ -56,6 +56,11 @@ def test_a_suggested_threshold_applies_with_one_link(db: Path) -> None:
     applied = open_page("pages/8_Trust.py", run=RUN, th_rp="0.65", th_sp1="0.5")
     after = _row(applied, "T2.5")
     assert before["agreement"] < 1.0 and after["agreement"] == 1.0
+    # one table of who made each call: at 0.65 the judge fires T2.5 on the three items people called
+    confusions = frame_with(applied, "judge only")
+    t25 = confusions[confusions["target"].str.startswith("T2.5")].iloc[0]
+    assert (t25["judge and people"], t25["judge only"], t25["people only"], t25["neither"]) == (3, 0, 0, 3)
+    assert len(applied.dataframe) == 2  # the agreement table and this one: no grid per target
     assert not [link for link in applied.get("page_link") if "Apply RP" in link.proto.label]
 
 

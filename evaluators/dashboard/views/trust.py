@@ -126,18 +126,32 @@ def _unsure(tallies: list[trust.Unsure]) -> None:
 
 
 def _confusions(labelled: list[Any]) -> None:
-    """One confusion matrix per labelled target, in an expander."""
-    for t in labelled:
-        with st.expander(f"Confusion matrix · {_name(t.target)} · {t.n_labelled} labels"):
-            call = "fired" if t.target in RULES else "low"
-            c = t.confusion
-            st.dataframe(
-                pd.DataFrame(
-                    {f"people: {call}": [c.tp, c.fn], f"people: not {call}": [c.fp, c.tn]},
-                    index=[f"judge: {call}", f"judge: not {call}"],
-                ),
-                key=f"confusion_{t.target}",
-            )
+    """The confusion counts of every labelled target, one row each, in an expander (one table: a grid per
+    target is slow to draw)."""
+    if not labelled:
+        return
+    with st.expander(f"Confusion counts · {len(labelled)} labelled targets"):
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "target": _name(t.target),
+                        "call": "fired" if t.target in RULES else "low verdict",
+                        "judge and people": t.confusion.tp,
+                        "judge only": t.confusion.fp,
+                        "people only": t.confusion.fn,
+                        "neither": t.confusion.tn,
+                    }
+                    for t in labelled
+                ]
+            ),
+            hide_index=True,
+            key="confusions",
+            column_config=ui.sized(None, {"target": TRUST_PX["target"]}),
+        )
+        st.caption(
+            "Labelled calls by who made the call (a fired rule, a low verdict): the judge, people, both or neither."
+        )
 
 
 def _disagreements(run_id: str, report: labelling.Report, labelled: bool) -> None:
