@@ -86,6 +86,8 @@ frame.insert(len(frame.columns) - 1, "unscored", unscored)  # before the rules
 id_px = min(90, ui.one_line_px(frame["item_id"], 55))
 widths = {"open": ui.OPEN_PX, "item_id": id_px, "query": 217 - id_px, **dict.fromkeys(metric_ids, 46)}
 widths |= {"unscored": 126, "rules": 70}
+# A query longer than a wrapping row's lines is cut (the item shows it whole): rows stay WRAP_PX high.
+frame, _ = ui.fit(frame, {"query": widths["query"]}, lines=ui.WRAP_LINES)
 row = ui.clickable(
     frame,
     "items_table",

@@ -219,6 +219,19 @@ def test_fit_cuts_a_text_past_its_lines_at_a_word_and_never_a_link() -> None:
     assert rows["row_height"] == ui.WRAP_PX + ui.LINE_PX * (ui.MAX_LINES - 4)
     assert ui.fit(table[["short"]], {"short": 60})[1]["row_height"] == ui.ROW_PX  # one line each: the grid's rows
     assert ui.fit(table[["short"]], {"short": 30})[1]["row_height"] == ui.WRAP_PX  # two lines: rows that wrap
+    cut, rows = ui.fit(table, {"text": 120}, lines=ui.WRAP_LINES)  # as few lines as a wrapping row holds
+    assert ui.text_lines(cut["text"][0], 120) == ui.WRAP_LINES and rows["row_height"] == ui.WRAP_PX
+
+
+def test_the_run_table_cuts_a_long_query_so_its_rows_stay_one_wrapping_row_high(db: Path) -> None:
+    with store.connect(db) as con:
+        for table in ("items", "run_wide"):  # the item, and the Run table's stored row of it
+            con.execute(f"UPDATE {table} SET query = repeat('how long may a refund take ', 30) WHERE item_id = 'q02'")
+    at = open_page("pages/1_Run.py", run="weak-retriever")
+    table = next(e for e in at.dataframe if "rules" in e.value.columns)
+    query = table.value.set_index("item_id").loc["q02", "query"]
+    assert query.startswith("how long may a refund take") and query.endswith("…")
+    assert table.proto.row_height == ui.WRAP_PX  # not the 8 lines the whole query would take
 
 
 def test_the_evidence_table_fits_a_rule_expander_and_breaks_no_word_of_its_short_columns() -> None:

@@ -359,13 +359,13 @@ TABLE_PX, WRAP_PX = 780, 72
 ROW_PX = 35  # the grid's own row: one line, unwrapped
 MARKERS_PX = 36  # the row markers of a table whose rows can be picked (clickable())
 # The grid's 14 px font, measured in Chromium: each character's advance in px, rounded up by class (any
-# other character counts as 12 px). A cell's text wraps in its width less CELL_PAD_PX, its rows hold 4 lines
-# at WRAP_PX and LINE_PX more a line after that, and a row holds MAX_LINES at most.
+# other character counts as 12 px). A cell's text wraps in its width less CELL_PAD_PX, its rows hold
+# WRAP_LINES lines at WRAP_PX and LINE_PX more a line after that, and a row holds MAX_LINES at most.
 _ADVANCE = {" \u00a0": 2.8, "ijlI'.,:;|": 3.7, "f()[]{}!-": 4.4, "rt/\\": 4.9, 'sz?"*': 6.0, "cxyvYJLFk": 6.8}
 _ADVANCE |= {"0123456789#$+<=>^~_aegXVESTZ`oA": 7.6, "bdpqhunPRC": 8.0, "BK&DG": 8.7, "HNUOQ": 9.3, "Mw": 10.2}
 _ADVANCE |= {"mW%@": 11.9}
 CHAR_PX = {ch: px for chars, px in _ADVANCE.items() for ch in chars}
-CELL_PAD_PX, LINE_PX, MAX_LINES = 16, 19, 8
+CELL_PAD_PX, LINE_PX, WRAP_LINES, MAX_LINES = 16, 19, 4, 8
 # The grid wraps a line before it is full: "ask about" (57 px drawn) went onto two lines in a cell with 60 px
 # of room. fit() counts a cell's lines as if it were this much narrower, so its row holds them all.
 WRAP_SLACK_PX = 4
@@ -399,21 +399,21 @@ def text_lines(text: str, px: int) -> int:
     return lines
 
 
-def _cut(text: str, px: int) -> str:
-    """`text` as it fits MAX_LINES lines of a cell `px` wide: whole, or cut at a word with '…'."""
-    if text_lines(text, px) <= MAX_LINES:
+def _cut(text: str, px: int, lines: int) -> str:
+    """`text` as it fits `lines` lines of a cell `px` wide: whole, or cut at a word with '…'."""
+    if text_lines(text, px) <= lines:
         return text
     words = text.split(" ")
     lo, hi = 0, len(words)  # the most words that still fit with '…', by halving
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if text_lines(" ".join(words[:mid]) + "…", px) <= MAX_LINES else (lo, mid - 1)
-    return " ".join(words[:lo]).rstrip() + "…" if lo else _cut_word(text, px)
+        lo, hi = (mid, hi) if text_lines(" ".join(words[:mid]) + "…", px) <= lines else (lo, mid - 1)
+    return " ".join(words[:lo]).rstrip() + "…" if lo else _cut_word(text, px, lines)
 
 
-def _cut_word(text: str, px: int) -> str:
-    """A text whose first word alone is longer than MAX_LINES lines: its start that fits, with '…'."""
-    room = (px - CELL_PAD_PX) * MAX_LINES - CHAR_PX.get("…", 12.0)
+def _cut_word(text: str, px: int, lines: int) -> str:
+    """A text whose first word alone is longer than `lines` lines: its start that fits, with '…'."""
+    room = (px - CELL_PAD_PX) * lines - CHAR_PX.get("…", 12.0)
     end, used = 0, 0.0
     while end < len(text) and used + CHAR_PX.get(text[end], 12.0) <= room:
         used, end = used + CHAR_PX.get(text[end], 12.0), end + 1
@@ -451,19 +451,18 @@ def _links(column: pd.Series) -> bool:
     return all(v.startswith(starts) for v in column if isinstance(v, str))
 
 
-def fit(table: pd.DataFrame, widths: Mapping[str, int], shown: int = 10) -> tuple[pd.DataFrame, dict[str, Any]]:
+def fit(table: pd.DataFrame, widths: Mapping[str, int], lines: int = MAX_LINES) -> tuple[pd.DataFrame, dict]:
     """A table whose long text wraps, as it is drawn: each text of a column in `widths` (its pixels) that
-    would wrap past MAX_LINES lines cut at a word, with '…' (its page shows it whole a click away), and
+    would wrap past `lines` lines cut at a word, with '…' (its page shows it whole a click away), and
     st.dataframe's row_height and height for the most lines left (wrapped()): a table whose every text keeps
     its line gets rows of one line."""
-    table = table.copy()
-    lines = 1
+    table, most = table.copy(), 1
     for name, px in widths.items():
         if name in table.columns and pd.api.types.is_string_dtype(table[name]) and not _links(table[name]):
             room = px - WRAP_SLACK_PX
-            table[name] = [_cut(v, room) if isinstance(v, str) else v for v in table[name]]
-            lines = max([lines, *(text_lines(v, room) for v in table[name] if isinstance(v, str))])
-    return table, wrapped(len(table), lines, shown)
+            table[name] = [_cut(v, room, lines) if isinstance(v, str) else v for v in table[name]]
+            most = max([most, *(text_lines(v, room) for v in table[name] if isinstance(v, str))])
+    return table, wrapped(len(table), most)
 
 
 def wrapped(n_rows: int, lines: int, shown: int = 10) -> dict[str, Any]:
@@ -471,7 +470,7 @@ def wrapped(n_rows: int, lines: int, shown: int = 10) -> dict[str, Any]:
     lines (fit(); MAX_LINES at most), as many in view as `shown` rows of WRAP_PX take (the rest
     scroll, as in any table). One line takes the grid's own ROW_PX; the grid wraps text only in rows over
     64 px, so any more take WRAP_PX at the least."""
-    row = ROW_PX if lines <= 1 else WRAP_PX + LINE_PX * (min(max(lines, 4), MAX_LINES) - 4)
+    row = ROW_PX if lines <= 1 else WRAP_PX + LINE_PX * (min(max(lines, WRAP_LINES), MAX_LINES) - WRAP_LINES)
     return {"row_height": row, "height": 38 + max(1, min(n_rows, shown * WRAP_PX // row)) * row}
 
 
