@@ -1,7 +1,8 @@
 """The house's rules, checked on the tree itself: the LLM judge loads no database or dashboard, no module
-is over 500 lines unless the README names it with its reason, no function is over 60 lines, and the
-README's "How the code is laid out" lists exactly the tree. (ruff, mypy and the import-linter contracts
-that write the layers down run in `make check`, part of `make test`.)"""
+is over 500 lines unless the README names it with its reason, no function is over 60 lines, the
+README's "How the code is laid out" lists exactly the tree, and no page relies on Streamlit's magic.
+(ruff, mypy and the import-linter contracts that write the layers down run in `make check`, part of
+`make test`.)"""
 from __future__ import annotations
 
 import ast
@@ -81,3 +82,16 @@ def test_the_readme_layout_lists_exactly_the_tree() -> None:
     tree.add("evaluators")
     listed = {p for p in _layout() if p.startswith("evaluators")}
     assert listed == tree, f"in the tree only: {sorted(tree - listed)}; in the README only: {sorted(listed - tree)}"
+
+
+def test_no_page_displays_a_value_by_magic_so_it_stays_off() -> None:
+    """.streamlit/config.toml turns Streamlit's magic off (it costs each page's compile a pass over its
+    syntax tree): no page or app.py may hold a bare expression that magic would have written to the page."""
+    from streamlit.runtime.scriptrunner import magic
+
+    assert re.search(r"^magicEnabled = false", (ROOT / ".streamlit" / "config.toml").read_text(), re.MULTILINE)
+    for path in [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]:
+        tree = magic.add_magic(path.read_text(encoding="utf-8"), str(path))
+        shown = [n.lineno for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "transparent_write"]
+        assert not shown, f"{path.name}: lines {shown} would be shown by magic"
