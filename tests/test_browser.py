@@ -204,7 +204,8 @@ def shot(page: Any, name: str) -> None:
 
 def table_with(page: Any, column: str) -> Any:
     """The st.dataframes with a column headed exactly `column` (in the grid's accessible table)."""
-    return page.get_by_test_id("stDataFrame").filter(has=page.locator("th", has_text=re.compile(f"^{re.escape(column)}$")))
+    header = page.locator("th", has_text=re.compile(f"^{re.escape(column)}$"))
+    return page.get_by_test_id("stDataFrame").filter(has=header)
 
 
 def grid(page: Any, key_column: str) -> list[dict[str, str]]:
