@@ -2,8 +2,8 @@
 
 Connections are short-lived. DuckDB lets one read-write process lock the file, so writers open,
 write one batch from DataFrames in a single transaction, and close; readers open read-only (the
-dashboard's reader is parked between page runs for at most KEEP_S seconds: reading()).
-Both retry lock errors with jitter until a deadline, then raise StoreBusy.
+dashboard's reader is parked between page runs, until a writer waits for the file or for KEEP_S
+seconds: reading()). Both retry lock errors with jitter until a deadline, then raise StoreBusy.
 
 This module holds the connections, transactions and the migrations' application; query() and
 frame_query() run the named reads of evaluators/storage/queries/. Beside it: writes.py (every
@@ -73,14 +73,20 @@ def _open(path: str, read_only: bool, deadline_s: float) -> Any:
         if not read_only:  # this process's parked reader refuses a writer: close it on every try
             _unpark(path)
         try:
-            return duckdb.connect(path, read_only=read_only, config=_CONFIG)
+            con = duckdb.connect(path, read_only=read_only, config=_CONFIG)
         except (duckdb.IOException, duckdb.ConnectionException) as exc:
             if not _is_busy(exc):
                 raise
             if time.monotonic() >= give_up:
                 raise StoreBusy(f"{path}: busy, another process is writing (gave up after {deadline_s:g} s)") from None
+            if not read_only:
+                _signal_waiting(path)  # another process's parked reader sees it and lets the file go
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.5)
+        else:
+            if not read_only:
+                _waiting_file(path).unlink(missing_ok=True)
+            return con
 
 
 @contextmanager
@@ -144,47 +150,82 @@ _SHARED: ContextVar[dict[str, Any] | None] = ContextVar("shared_reader", default
 
 # A page run's reader, parked when its block ends, is taken by the next block that keeps it: DuckDB
 # then neither loads the file's catalog again (30-100 ms at a million items) nor drops the blocks it
-# has read. Parked, it holds the file's read lock: a writer in another process waits (connect()
-# retries) at most KEEP_S longer than it would, and a writer in this process closes it first.
-KEEP_S = 2.0
-_PARKED: dict[str, tuple[Any, int, threading.Timer]] = {}
+# has read. Parked, it holds the file's read lock, so it lets the file go as soon as a writer waits for
+# it: a writer in this process closes it first, and one in another process, refused, touches the file's
+# waiting file (_signal_waiting), which the parked reader looks for every WAIT_POLL_S. Idle for KEEP_S,
+# it is closed anyway (a writer that is not ours waits that long at most).
+KEEP_S, WAIT_POLL_S = 60.0, 0.1
+_PARKED: dict[str, tuple[Any, int, int, threading.Event]] = {}  # reader, file version, when parked, stop
 _PARKED_LOCK = threading.Lock()
 
 
+def _waiting_file(path: str) -> Path:
+    """The file a refused writer touches beside the database (a dot file: the inbox skips it)."""
+    return Path(path).with_name(f".{Path(path).name}.writer-waiting")
+
+
+def _signal_waiting(path: str) -> None:
+    """Tell other processes' parked readers that a writer waits for `path` (best effort: a folder we
+    cannot write to leaves the writer to wait for their KEEP_S)."""
+    try:
+        _waiting_file(path).touch()
+    except OSError:
+        pass
+
+
+def _writer_waits(path: str, since_ns: int) -> bool:
+    """Whether a writer was refused `path` since `since_ns` (time.time_ns())."""
+    try:
+        return _waiting_file(path).stat().st_mtime_ns >= since_ns
+    except OSError:
+        return False
+
+
 def _take(path: str) -> Any | None:
-    """The reader parked on `path`, if the file is unchanged since it was parked (else it is closed)."""
+    """The reader parked on `path`, if the file is unchanged since it was parked and no writer waits for it
+    (else it is closed)."""
     with _PARKED_LOCK:
         parked = _PARKED.pop(path, None)
     if parked is None:
         return None
-    con, parked_at, timer = parked
-    timer.cancel()
-    if parked_at == version(path):
+    con, parked_version, parked_ns, stop = parked
+    stop.set()
+    if parked_version == version(path) and not _writer_waits(path, parked_ns):
         return con
     con.close()
     return None
 
 
 def _park(path: str, con: Any) -> None:
-    """Park a reader on `path` for KEEP_S seconds; closed at once when one is parked there already."""
+    """Park a reader on `path` until a writer waits for the file or it is idle for KEEP_S (_watch); closed at
+    once when one is parked there already."""
     with _PARKED_LOCK:
         if path not in _PARKED:
-            timer = threading.Timer(KEEP_S, _unpark, (path, con))
-            timer.daemon = True
-            _PARKED[path] = (con, version(path), timer)
-            timer.start()
+            now, stop = time.time_ns(), threading.Event()
+            _PARKED[path] = (con, version(path), now, stop)
+            threading.Thread(target=_watch, args=(path, con, stop, now), daemon=True).start()
             return
     con.close()
 
 
+def _watch(path: str, con: Any, stop: threading.Event, since_ns: int) -> None:
+    """Close the reader parked on `path` once a writer has waited for the file since `since_ns`, or after
+    KEEP_S; return when it is taken or closed first (`stop`)."""
+    idle_until = time.monotonic() + KEEP_S
+    while not stop.wait(WAIT_POLL_S):
+        if time.monotonic() >= idle_until or _writer_waits(path, since_ns):
+            _unpark(path, con)
+            return
+
+
 def _unpark(path: str, con: Any = None) -> None:
-    """Close the reader parked on `path` (only if it is `con`, when given: a timer's own reader)."""
+    """Close the reader parked on `path` (only if it is `con`, when given: a watcher's own reader)."""
     with _PARKED_LOCK:
         parked = _PARKED.get(path)
         if parked is None or (con is not None and parked[0] is not con):
             return
         del _PARKED[path]
-    parked[2].cancel()
+    parked[3].set()
     parked[0].close()
 
 
