@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/browser_scale.py [--items 100000] [--db /tmp/dashboard_scale.duckdb] [--reuse]
                                                  [--deep-links] [--no-warm-pages] [--warm-visits 1] [--no-cold]
+                                                 [--rounds 1] [--think 0]
     .venv/bin/python benchmarks/browser_scale.py --first-paint [--db data/demo.duckdb]
 
 Builds the scale DB of benchmarks/dashboard_scale.py (two runs of N items, ~20 verdicts each) unless
@@ -20,7 +21,10 @@ default and the newest runs' Runs pages (`--no-warm-pages` skips those views):
   (`--no-cold` skips it);
 - warm: the page opened again in a new tab of the first context (a new session: cached reads); with
   `--warm-visits N`, the median of N such tabs (a shared machine's wall times vary from tab to tab);
-- interaction: one widget change on the page, from the input until the rerun is notRunning;
+- interaction: one widget change on the page, from the input until the rerun is notRunning; with
+  `--think S`, S seconds after the page was ready, as a user who reads it first acts;
+- with `--rounds N` every page is measured N times, the pages in turn (fresh servers each time), and
+  the table gives each figure's median: one page's first visit varies by 0.5 s from run to run here;
 - Streamlit's floor, before and after the pages: an app whose page draws one line, served with the
   dashboard's config and opened as `first` opens a page (median of 3 tabs). No page can be ready sooner in
   this browser at this load; the 1.5 s target less the floor is what a page has for its own work.
@@ -78,10 +82,11 @@ def _settled_after(page: Any, before: int) -> float:
     return (done - start) / 1000
 
 
-def interact_s(page: Any, prepare: Callable[[Any], None], act: Callable[[Any], None]) -> float:
-    """prepare(page) (open an expander, focus a field: not timed), then act(page), timed until its rerun ends."""
+def interact_s(page: Any, prepare: Callable[[Any], None], act: Callable[[Any], None], think_s: float = 0.0) -> float:
+    """prepare(page) (open an expander, focus a field: not timed), then, `think_s` later (a user reading the
+    page first), act(page), timed until its rerun ends."""
     prepare(page)
-    page.wait_for_timeout(300)  # let a rerun the preparation caused (if any) finish and be recorded
+    page.wait_for_timeout(300 + 1000 * think_s)  # and a rerun the preparation caused (if any) is recorded
     page.wait_for_function("""() => {
         const a = document.querySelector('[data-testid=stApp]');
         return a && a.getAttribute('data-test-script-state') === 'notRunning'; }""", timeout=TIMEOUT_MS)
@@ -223,53 +228,78 @@ def floor_s(browser: Any, log: Path) -> float:
     return statistics.median(visits)
 
 
+Figures = tuple[float, float | None, float, float, tuple[float, float | None, float, float], str]
+
+
+def _measure(browser: Any, db: Path, log: Path, case: tuple, deep: bool, warm_pages: bool, warm_visits: int,
+             cold: bool, think_s: float) -> Figures:
+    """One page's first, cold, warm and interaction figures (see the module's docstring), its server's
+    CPU for each, and its script runs: the first visit on a freshly started server once it has finished
+    starting, the cold one on a second."""
+    name, url, _, (prepare, act) = case
+    url = case_url(url, deep)
+    with streamlit_server(db, log, timeout_s=120, warm_pages=warm_pages) as base:
+        port = int(base.rsplit(":", 1)[1])
+        started(log, warm_pages)
+        context = _context(browser)
+        ready_s(context.new_page(), base + ("/Triage" if name == "Runs" else "/"))  # the dashboard open
+        cpu = [server_cpu_s(port)]
+        first = ready_s(context.new_page(), base + url)
+        cpu.append(server_cpu_s(port))
+        warms = []
+        for _ in range(warm_visits):
+            page = context.new_page()
+            warms.append(ready_s(page, base + url))
+        cpu.append(server_cpu_s(port))
+        inter = interact_s(page, prepare, act, think_s)
+        cpu.append(server_cpu_s(port))
+        context.close()
+        server = ", ".join(re.findall(r"page=\S* ms=([\d.]+)", log.read_text()))
+    cold_s = cold_cpu = None
+    if cold:
+        with streamlit_server(db, log, timeout_s=120, warm_pages=warm_pages) as base:
+            port = int(base.rsplit(":", 1)[1])
+            started(log, warm_pages)
+            context = _context(browser)
+            before = server_cpu_s(port)
+            cold_s = ready_s(context.new_page(), base + url)
+            cold_cpu = server_cpu_s(port) - before
+            context.close()
+    used = (cpu[1] - cpu[0], cold_cpu, (cpu[2] - cpu[1]) / warm_visits, cpu[3] - cpu[2])  # warm: per visit
+    return first, cold_s, statistics.median(warms), inter, used, server
+
+
+def _median(figures: list[Any]) -> Any:
+    """The median of each figure over rounds (a figure not measured stays None)."""
+    if isinstance(figures[0], tuple):
+        return tuple(_median(list(column)) for column in zip(*figures))
+    return None if figures[0] is None else statistics.median(figures)
+
+
 def browse(db: Path, log: Path, pages: Sequence[str], deep: bool = False, warm_pages: bool = True,
-           warm_visits: int = 1, cold: bool = True) -> tuple[list[Row], tuple[float, float]]:
-    """Per page, its first, cold, warm and interaction figures (see the module's docstring), each first
-    visit on a freshly started server once it has finished starting; and Streamlit's floor (floor_s)
-    before and after the pages, in the same browser."""
+           warm_visits: int = 1, cold: bool = True, rounds: int = 1, think_s: float = 0.0
+           ) -> tuple[list[Row], tuple[float, float]]:
+    """Per page, the median over `rounds` of its figures (_measure; the rounds go over every page in turn,
+    so the machine's load falls on each alike); and Streamlit's floor (floor_s) before and after the pages,
+    in the same browser."""
     from playwright.sync_api import sync_playwright
 
-    rows = []
+    cases = [c for c in CASES if c[0] in pages]
+    taken: dict[str, list[Figures]] = {c[0]: [] for c in cases}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         floor_before = floor_s(browser, log)
-        for name, url, label, (prepare, act) in (c for c in CASES if c[0] in pages):
-            url = case_url(url, deep)
-            with streamlit_server(db, log, timeout_s=120, warm_pages=warm_pages) as base:
-                port = int(base.rsplit(":", 1)[1])
-                started(log, warm_pages)
-                context = _context(browser)
-                ready_s(context.new_page(), base + ("/Triage" if name == "Runs" else "/"))  # the dashboard open
-                cpu = [server_cpu_s(port)]
-                first = ready_s(context.new_page(), base + url)
-                cpu.append(server_cpu_s(port))
-                warms = []
-                for _ in range(warm_visits):
-                    page = context.new_page()
-                    warms.append(ready_s(page, base + url))
-                warm = statistics.median(warms)
-                cpu.append(server_cpu_s(port))
-                inter = interact_s(page, prepare, act)
-                cpu.append(server_cpu_s(port))
-                context.close()
-                server = ", ".join(re.findall(r"page=\S* ms=([\d.]+)", log.read_text()))
-            cold_s = cold_cpu = None
-            if cold:
-                with streamlit_server(db, log, timeout_s=120, warm_pages=warm_pages) as base:
-                    port = int(base.rsplit(":", 1)[1])
-                    started(log, warm_pages)
-                    context = _context(browser)
-                    before = server_cpu_s(port)
-                    cold_s = ready_s(context.new_page(), base + url)
-                    cold_cpu = server_cpu_s(port) - before
-                    context.close()
-            used = (cpu[1] - cpu[0], cold_cpu, (cpu[2] - cpu[1]) / warm_visits, cpu[3] - cpu[2])  # warm: per visit
-            rows.append((name, label, first, cold_s, warm, inter, used))
-            print(f"  {name}: first {first:.2f} s, cold {_s(cold_s)}, warm {warm:.2f} s, interaction {inter:.2f} s; "
-                  f"server CPU {' / '.join(_s(c) for c in used)}; its script runs (wall ms): {server}", flush=True)
+        for n in range(rounds):
+            for case in cases:
+                first, cold_s, warm, inter, used, server = _measure(browser, db, log, case, deep, warm_pages,
+                                                                    warm_visits, cold, think_s)
+                taken[case[0]].append((first, cold_s, warm, inter, used, server))
+                print(f"  {case[0]}{f' (round {n + 1})' if rounds > 1 else ''}: first {first:.2f} s, cold "
+                      f"{_s(cold_s)}, warm {warm:.2f} s, interaction {inter:.2f} s; server CPU "
+                      f"{' / '.join(_s(c) for c in used)}; its script runs (wall ms): {server}", flush=True)
         floor_after = floor_s(browser, log)
         browser.close()
+    rows = [(name, label, *_median([f[:5] for f in taken[name]])) for name, _, label, _ in cases]
     return rows, (floor_before, floor_after)
 
 
@@ -324,6 +354,10 @@ def main() -> None:
                         help='open the pages on run "base" (an older run) instead of the default run')
     parser.add_argument("--warm-visits", type=int, default=1,
                         help="new tabs opened for the warm figure, which is their median (default 1)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure every page this many times, in turn, and report the medians")
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="seconds between a page being ready and its interaction (a user reading it first)")
     parser.add_argument("--no-cold", dest="cold", action="store_false",
                         help="skip the cold visit (a new browser context on a second fresh server)")
     parser.add_argument("--no-warm-pages", dest="warm_pages", action="store_false",
@@ -346,10 +380,11 @@ def main() -> None:
     dashboard_scale.build(db, args.items, args.reuse)
     dashboard_scale.add_labels(db, args.labels, run="base" if args.deep_links else DEFAULT_RUN)
     load_before = os.getloadavg()
-    print(f"Chromium, one fresh server per page, pages on run {'base' if args.deep_links else DEFAULT_RUN}"
+    print(f"Chromium, one fresh server per page and round ({args.rounds} rounds, medians), pages on run "
+          f"{'base' if args.deep_links else DEFAULT_RUN}"
           + ("" if args.warm_pages else ", serve --no-warm-pages") + ":")
     rows, floor = browse(db, log, args.pages.split(","), args.deep_links, args.warm_pages, args.warm_visits,
-                         args.cold)
+                         args.cold, args.rounds, args.think)
     load_browser = os.getloadavg()
     apptest = {} if args.no_apptest else {(p, label): (first, inter)
                                           for p, label, first, inter in dashboard_scale.bench(db)}
