@@ -19,7 +19,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple, Sequence
@@ -68,7 +68,7 @@ def _open(path: str, read_only: bool, deadline_s: float) -> Any:
     if read_only and not Path(path).exists():
         raise StoreMissing(f"{path}: no such database file")
     give_up = time.monotonic() + deadline_s
-    delay = 0.02
+    delay, signalled = 0.02, False
     while True:
         if not read_only:  # this process's parked reader refuses a writer: close it on every try
             _unpark(path)
@@ -79,13 +79,14 @@ def _open(path: str, read_only: bool, deadline_s: float) -> Any:
                 raise
             if time.monotonic() >= give_up:
                 raise StoreBusy(f"{path}: busy, another process is writing (gave up after {deadline_s:g} s)") from None
-            if not read_only:
-                _signal_waiting(path)  # another process's parked reader sees it and lets the file go
+            if not read_only:  # another process's parked reader sees it and lets the file go
+                signalled = _signal_waiting(path) or signalled
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.5)
         else:
-            if not read_only:
-                _waiting_file(path).unlink(missing_ok=True)
+            if signalled:  # best effort, as the signal: a later writer's touch is newer than any reader
+                with suppress(OSError):
+                    _waiting_file(path).unlink()
             return con
 
 
@@ -155,7 +156,16 @@ _SHARED: ContextVar[dict[str, Any] | None] = ContextVar("shared_reader", default
 # waiting file (_signal_waiting), which the parked reader looks for every WAIT_POLL_S. Idle for KEEP_S,
 # it is closed anyway (a writer that is not ours waits that long at most).
 KEEP_S, WAIT_POLL_S = 60.0, 0.1
-_PARKED: dict[str, tuple[Any, int, int, threading.Event]] = {}  # reader, file version, when parked, stop
+
+
+class _Parked(NamedTuple):
+    con: Any
+    version: int  # the file's, when parked (version())
+    since_ns: int  # when parked (time.time_ns(), as a waiting file's mtime)
+    stop: threading.Event  # set when it is taken or closed: its watcher returns
+
+
+_PARKED: dict[str, _Parked] = {}
 _PARKED_LOCK = threading.Lock()
 
 
@@ -164,13 +174,14 @@ def _waiting_file(path: str) -> Path:
     return Path(path).with_name(f".{Path(path).name}.writer-waiting")
 
 
-def _signal_waiting(path: str) -> None:
-    """Tell other processes' parked readers that a writer waits for `path` (best effort: a folder we
-    cannot write to leaves the writer to wait for their KEEP_S)."""
+def _signal_waiting(path: str) -> bool:
+    """Tell other processes' parked readers that a writer waits for `path`; whether it could (best effort:
+    a folder we cannot write to leaves the writer to wait for their KEEP_S)."""
     try:
         _waiting_file(path).touch()
     except OSError:
-        pass
+        return False
+    return True
 
 
 def _writer_waits(path: str, since_ns: int) -> bool:
@@ -188,11 +199,10 @@ def _take(path: str) -> Any | None:
         parked = _PARKED.pop(path, None)
     if parked is None:
         return None
-    con, parked_version, parked_ns, stop = parked
-    stop.set()
-    if parked_version == version(path) and not _writer_waits(path, parked_ns):
-        return con
-    con.close()
+    parked.stop.set()
+    if parked.version == version(path) and not _writer_waits(path, parked.since_ns):
+        return parked.con
+    parked.con.close()
     return None
 
 
@@ -201,20 +211,19 @@ def _park(path: str, con: Any) -> None:
     once when one is parked there already."""
     with _PARKED_LOCK:
         if path not in _PARKED:
-            now, stop = time.time_ns(), threading.Event()
-            _PARKED[path] = (con, version(path), now, stop)
-            threading.Thread(target=_watch, args=(path, con, stop, now), daemon=True).start()
+            parked = _PARKED[path] = _Parked(con, version(path), time.time_ns(), threading.Event())
+            threading.Thread(target=_watch, args=(path, parked), daemon=True).start()
             return
     con.close()
 
 
-def _watch(path: str, con: Any, stop: threading.Event, since_ns: int) -> None:
-    """Close the reader parked on `path` once a writer has waited for the file since `since_ns`, or after
-    KEEP_S; return when it is taken or closed first (`stop`)."""
+def _watch(path: str, parked: _Parked) -> None:
+    """Close the reader parked on `path` once a writer has waited for the file since it was parked, or
+    after KEEP_S; return when it is taken or closed first (its `stop`)."""
     idle_until = time.monotonic() + KEEP_S
-    while not stop.wait(WAIT_POLL_S):
-        if time.monotonic() >= idle_until or _writer_waits(path, since_ns):
-            _unpark(path, con)
+    while not parked.stop.wait(WAIT_POLL_S):
+        if time.monotonic() >= idle_until or _writer_waits(path, parked.since_ns):
+            _unpark(path, parked.con)
             return
 
 
@@ -222,11 +231,11 @@ def _unpark(path: str, con: Any = None) -> None:
     """Close the reader parked on `path` (only if it is `con`, when given: a watcher's own reader)."""
     with _PARKED_LOCK:
         parked = _PARKED.get(path)
-        if parked is None or (con is not None and parked[0] is not con):
+        if parked is None or (con is not None and parked.con is not con):
             return
         del _PARKED[path]
-    parked[3].set()
-    parked[0].close()
+    parked.stop.set()
+    parked.con.close()
 
 
 @atexit.register
