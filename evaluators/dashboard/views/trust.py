@@ -27,6 +27,11 @@ def _name(target: str) -> str:
     return markup.rule_label(target) if target in RULES else target.upper()
 
 
+def _call(target: str) -> str:
+    """The judge's call a target's labels check: a rule that fired, a metric's low verdict."""
+    return "fired" if target in RULES else "low verdict"
+
+
 def _fmt(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}"
 
@@ -69,7 +74,7 @@ def agreement_tab(run_id: str, report: labelling.Report) -> None:
         [
             {
                 "target": _name(t.target),
-                "call": "fired" if t.target in RULES else "low verdict",
+                "call": _call(t.target),
                 "labelled": t.n_labelled,
                 "agreement": t.agreement,
                 "kappa": t.kappa,
@@ -136,7 +141,7 @@ def _confusions(labelled: list[Any]) -> None:
                 [
                     {
                         "target": _name(t.target),
-                        "call": "fired" if t.target in RULES else "low verdict",
+                        "call": _call(t.target),
                         "judge and people": t.confusion.tp,
                         "judge only": t.confusion.fp,
                         "people only": t.confusion.fn,
