@@ -291,9 +291,9 @@ def browse(db: Path, log: Path, pages: Sequence[str], deep: bool = False, warm_p
         floor_before = floor_s(browser, log)
         for n in range(rounds):
             for case in cases:
-                first, cold_s, warm, inter, used, server = _measure(browser, db, log, case, deep, warm_pages,
-                                                                    warm_visits, cold, think_s)
-                taken[case[0]].append((first, cold_s, warm, inter, used, server))
+                figures = _measure(browser, db, log, case, deep, warm_pages, warm_visits, cold, think_s)
+                taken[case[0]].append(figures)
+                first, cold_s, warm, inter, used, server = figures
                 print(f"  {case[0]}{f' (round {n + 1})' if rounds > 1 else ''}: first {first:.2f} s, cold "
                       f"{_s(cold_s)}, warm {warm:.2f} s, interaction {inter:.2f} s; server CPU "
                       f"{' / '.join(_s(c) for c in used)}; its script runs (wall ms): {server}", flush=True)
