@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard import charts, markup, reads, state, tables, ui
 from evaluators.dashboard.views import runs as runs_view
 from evaluators.metrics.diagnosis import DEFAULT_THRESHOLDS
 from evaluators.metrics.registry import THELMA, display_name, order_metrics
@@ -117,14 +117,14 @@ for col, r in zip(cards, rows):
 # when the histograms with threshold lines are asked for, so the page is whole sooner.
 widths = {"metric": 55, "mean": 50, "95% CI": 85, "n scored": 62, "unscored items": 104, "failed verdicts": 96}
 widths |= {"unsure verdicts": 104, "threshold": 68, "below threshold": 108, "distribution": 76}
-table, fitted = ui.fit(runs_view.metric_table(rows, dist, th), widths)  # the failures by status wrap in their cell
+table, fitted = tables.fit(runs_view.metric_table(rows, dist, th), widths)  # the failures by status wrap in their cell
 st.dataframe(
     table,
     hide_index=True,
     key="metric_table",
     width="stretch",
     **fitted,
-    column_config=ui.sized(
+    column_config=tables.sized(
         {
             "distribution": st.column_config.BarChartColumn(
                 "distribution", y_min=0, help="scored items per tenth of the score, from 0 to 1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard import charts, markup, reads, state, tables, ui
 from evaluators.dashboard.views import walk
 from evaluators.metrics.diagnosis import RULES
 from evaluators.storage import queries
@@ -83,17 +83,17 @@ unscored = [markup.unscored_text(f, int(n)) for f, n in zip(frame.pop("failed_me
 frame.insert(len(frame.columns) - 1, "unscored", unscored)  # before the rules
 # the query and the reasons wrap; the widths fit 1280 px beside the row markers, each header whole; an id
 # keeps its line (up to 90 px), taken from the query's width
-id_px = min(90, ui.one_line_px(frame["item_id"], 55))
-widths = {"open": ui.OPEN_PX, "item_id": id_px, "query": 217 - id_px, **dict.fromkeys(metric_ids, 46)}
+id_px = min(90, tables.one_line_px(frame["item_id"], 55))
+widths = {"open": tables.OPEN_PX, "item_id": id_px, "query": 217 - id_px, **dict.fromkeys(metric_ids, 46)}
 widths |= {"unscored": 126, "rules": 70}
 # A query longer than a wrapping row's lines is cut (the item shows it whole): rows stay WRAP_PX high.
-frame, _ = ui.fit(frame, {"query": widths["query"]}, lines=ui.WRAP_LINES)
-row = ui.clickable(
+frame, _ = tables.fit(frame, {"query": widths["query"]}, lines=tables.WRAP_LINES)
+row = tables.clickable(
     frame,
     "items_table",
     widths,
     {
-        **ui.OPEN,
+        **tables.OPEN,
         **{m: st.column_config.NumberColumn(m.upper(), format="%.2f") for m in metric_ids},
         "unscored": st.column_config.TextColumn(
             "unscored or failed",

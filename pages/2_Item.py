@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators.dashboard import markup, reads, state, ui
+from evaluators.dashboard import markup, reads, state, tables, ui
 from evaluators.dashboard.views import item as item_view
 from evaluators.dashboard.views import item_tabs, walk
 from evaluators.metrics.registry import display_name
@@ -77,14 +77,14 @@ if fired.empty:
     )
 else:
     st.markdown("**Table-2 rules that fire** (component to fix in *fix*)")
-    rules, rows = ui.fit(fired, item_view.RULES_PX)
+    rules, rows = tables.fit(fired, item_view.RULES_PX)
     st.dataframe(
         rules,
         hide_index=True,
         key="item_rules",
         width="stretch",
         **rows,
-        column_config=ui.sized(None, item_view.RULES_PX),
+        column_config=tables.sized(None, item_view.RULES_PX),
     )
     item_tabs.rule_evidence(found, shown)
 

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.core.stats import bootstrap_ci
-from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard import charts, markup, reads, state, tables, ui
 from evaluators.dashboard.views import compare as compare_view
 from evaluators.dashboard.views import walk
 from evaluators.metrics import ledger
@@ -119,8 +119,8 @@ if items.empty:
 else:
     items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in items["item_id"]])  # why it crossed
     widths = {"open": 40, "item_id": 160, run_id: 90, other: 90, "delta": 80}
-    config = ui.OPEN | by_run(f"its {cross_metric.upper()}")
-    row = ui.clickable(items.rename(columns={"a": run_id, "b": other}), "crossed_items", widths, config)
+    config = tables.OPEN | by_run(f"its {cross_metric.upper()}")
+    row = tables.clickable(items.rename(columns={"a": run_id, "b": other}), "crossed_items", widths, config)
     if row is not None:  # walks this list: ▶ Next is the next item that crossed
         walk.open_item(
             "compare", other, items["item_id"].iloc[row], "Verdicts", cl="crossed", xm=cross_metric, xd=direction
@@ -139,8 +139,10 @@ if item_id:
     counts = diff["change"].value_counts()
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
     widths = {"change": 110, "claim": 400, run_id: 130, other: 130}
-    diff, rows = ui.fit(diff.rename(columns={"before": run_id, "after": other}), widths)  # a claim wraps in its cell
-    config = ui.sized(by_run("its verdict"), widths)
+    diff, rows = tables.fit(
+        diff.rename(columns={"before": run_id, "after": other}), widths
+    )  # a claim wraps in its cell
+    config = tables.sized(by_run("its verdict"), widths)
     st.dataframe(diff, hide_index=True, key="claim_diff", width="stretch", **rows, column_config=config)
     ui.item_link(other, item_id, label=f"Open {markup.md(item_id)} in {markup.md(other)}", tab="Response")  # its claims
 
@@ -196,7 +198,15 @@ st.dataframe(markup.named_metrics(flipped.rollup), hide_index=True, key="flip_ro
 if not flipped.items.empty:
     flip_items = walk.flip_list(flipped)
     flip_items.insert(0, "open", [ui.item_url(other, i, tab="Verdicts") for i in flip_items["item_id"]])
-    widths = {"open": ui.OPEN_PX, "item_id": 70, "cause": 126, "flips": 45, "lost": 45, "gained": 55, "metrics": 110}
+    widths = {
+        "open": tables.OPEN_PX,
+        "item_id": 70,
+        "cause": 126,
+        "flips": 45,
+        "lost": 45,
+        "gained": 55,
+        "metrics": 110,
+    }
     moved = {  # named as the retriever's table below names them
         "sources_removed": st.column_config.NumberColumn(
             "sources dropped", help=f"retrieved in {markup.md(run_id)} only"
@@ -204,7 +214,7 @@ if not flipped.items.empty:
         "sources_added": st.column_config.NumberColumn("sources added", help=f"retrieved in {markup.md(other)} only"),
     }
     widths |= {"sources_removed": 125, "sources_added": 110}
-    row = ui.clickable(flip_items, "flip_items", widths, {**ui.OPEN, **moved})
+    row = tables.clickable(flip_items, "flip_items", widths, {**tables.OPEN, **moved})
     if row is not None:
         # walks this list: ▶ Next is the item with the next most flips
         walk.open_item("compare", other, flip_items["item_id"].iloc[row], "Verdicts", cl="flips")
@@ -214,9 +224,9 @@ if item_id:
     if len(mine):
         mine = markup.named_metrics(mine.drop(columns="item_id").rename(columns={"before": run_id, "after": other}))
         # "what" keeps its word on one line ("sub-question"); the flipped text takes what is left
-        what = ui.one_line_px(mine["what"], 50)
+        what = tables.one_line_px(mine["what"], 50)
         widths = {"metric": 50, "what": what, "text": 320 - what, run_id: 90, other: 90, "p_before": 66, "p_after": 60}
-        mine, rows = ui.fit(mine, widths)  # the flipped text wraps in its cell
+        mine, rows = tables.fit(mine, widths)  # the flipped text wraps in its cell
         st.dataframe(
             mine,
             hide_index=True,
@@ -224,7 +234,7 @@ if item_id:
             width="stretch",
             placeholder="",  # a verdict with no p
             **rows,
-            column_config=ui.sized(by_run("its verdict"), widths | {"cause": 110}),
+            column_config=tables.sized(by_run("its verdict"), widths | {"cause": 110}),
         )
         moved = flipped.source_changes[flipped.source_changes["item_id"] == item_id]
         for change in moved.itertuples(index=False):

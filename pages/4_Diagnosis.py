@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard import charts, markup, reads, state, tables, ui
 from evaluators.dashboard.views import diagnosis as diagnosis_view
 from evaluators.dashboard.views import walk
 from evaluators.metrics.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, QUADRANTS, RULES
@@ -45,7 +45,7 @@ for rid in RULES:
     )
 table = pd.DataFrame(rows).sort_values(["items", "rule"], ascending=[False, True])
 st.subheader("Rules, ranked by the items that fire them")
-row = ui.clickable(
+row = tables.clickable(
     table.drop(columns="id"),
     "rules_table",
     {"rule": 70, "pattern": 120, "meaning": 165, "fix": 110, "items": 60, "share": 80, "open": 80, "evidence": 70},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from evaluators.dashboard import reads, state, ui
+from evaluators.dashboard import reads, state, tables, ui
 from evaluators.dashboard.views import walk
 from evaluators.metrics.diagnosis import TRIAGE_LABELS
 
@@ -25,19 +25,19 @@ table = notes.assign(open=[ui.item_url(r, i) for r, i in zip(notes["run_id"], no
 # 1280 px beside the row markers
 widths = {
     "created_at": 130,
-    "run_id": min(140, ui.one_line_px(table["run_id"], 70)),
-    "item_id": min(90, ui.one_line_px(table["item_id"], 60)),
+    "run_id": min(140, tables.one_line_px(table["run_id"], 70)),
+    "item_id": min(90, tables.one_line_px(table["item_id"], 60)),
     "label": 75,
     "component": 80,
     "author": 55,
-    "open": ui.OPEN_PX,
+    "open": tables.OPEN_PX,
 }
-widths["note"] = ui.TABLE_PX - ui.MARKERS_PX - sum(widths.values())
-row = ui.clickable(
+widths["note"] = tables.TABLE_PX - tables.MARKERS_PX - sum(widths.values())
+row = tables.clickable(
     table,
     "triage_table",
     widths,
-    {**ui.OPEN, "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm")},
+    {**tables.OPEN, "created_at": st.column_config.DatetimeColumn("saved", format="YYYY-MM-DD HH:mm")},
 )
 st.caption("Click a row to open its item on its Triage tab; ▶ Next there walks these notes.")
 if row is not None:  # fr="": the notes of every run

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators import grammar
-from evaluators.dashboard import markup, reads, state, ui
+from evaluators.dashboard import markup, reads, state, tables, ui
 from evaluators.dashboard.views import robustness as view
 from evaluators.grammar import robustness
 from evaluators.storage import queries, store
@@ -68,8 +68,8 @@ share = {c: st.column_config.NumberColumn(c, format="%.2f") for c in ("lambda", 
 # Two tables whose columns fit 1280 px beside the sidebar, each header whole: the answers, then retrieval alone.
 # A cluster's name (a template's id) is one word: its column is as wide as the longest, up to 180 px (the
 # grid beside the sidebar is 818 px wide; the other columns' headers read whole in what is left).
-name_px = {"cluster": min(180, ui.one_line_px(clusters["cluster"].astype(str), view.CLUSTER_PX["cluster"]))}
-clusters, rows = ui.fit(clusters, view.CLUSTER_PX | name_px)
+name_px = {"cluster": min(180, tables.one_line_px(clusters["cluster"].astype(str), view.CLUSTER_PX["cluster"]))}
+clusters, rows = tables.fit(clusters, view.CLUSTER_PX | name_px)
 st.dataframe(
     clusters,
     hide_index=True,
@@ -77,10 +77,10 @@ st.dataframe(
     width="stretch",
     placeholder="–",  # R and Acc of a cluster whose every item is in a gap group: not defined, never 0
     **rows,
-    column_config=ui.sized(share, view.CLUSTER_PX | name_px),
+    column_config=tables.sized(share, view.CLUSTER_PX | name_px),
 )
 st.caption("Retrieval alone, per cluster: R and Acc with LM shortfalls counted as right, and the retrieval hit.")
-retrieval, rows = ui.fit(retrieval, view.RETRIEVAL_PX | name_px)
+retrieval, rows = tables.fit(retrieval, view.RETRIEVAL_PX | name_px)
 st.dataframe(
     retrieval,
     hide_index=True,
@@ -88,7 +88,7 @@ st.dataframe(
     width="stretch",
     placeholder="–",
     **rows,
-    column_config=ui.sized(share, view.RETRIEVAL_PX | name_px),
+    column_config=tables.sized(share, view.RETRIEVAL_PX | name_px),
 )
 
 st.subheader("Non-robust groups")
@@ -159,19 +159,19 @@ if not wrong.empty:
         "true": "documents that answer",
         "retrieval_hit": {"label": "all retrieved", "help": "every document that answers it was retrieved"},
     }
-    widths = {"open": ui.OPEN_PX, "retrieval_hit": 100}
+    widths = {"open": tables.OPEN_PX, "retrieval_hit": 100}
     widths |= {
-        c: min(200, ui.one_line_px([*table[c].astype(str), str(labels[c])], 50))
+        c: min(200, tables.one_line_px([*table[c].astype(str), str(labels[c])], 50))
         for c in ("group_id", "text_template", "attribution")
     }
-    room = ui.TABLE_PX - sum(widths.values())
+    room = tables.TABLE_PX - sum(widths.values())
     widths |= {"retrieved": room // 2, "true": room - room // 2}
-    shown, rows = ui.fit(table, widths)
+    shown, rows = tables.fit(table, widths)
     st.dataframe(
         shown,
         hide_index=True,
         key="blame",
         width="stretch",
         **rows,
-        column_config=ui.sized({**ui.OPEN, **labels}, widths),
+        column_config=tables.sized({**tables.OPEN, **labels}, widths),
     )

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from evaluators.dashboard import markup, reads, state, ui
+from evaluators.dashboard import markup, reads, state, tables, ui
 from evaluators.dashboard.views import walk
 from evaluators.metrics import ledger
 from evaluators.storage import queries
@@ -108,23 +108,23 @@ if source:
     # ids keep their line and short cells their words; the query, SP1's reason and the claims wrap in what is
     # left of 1280 px beside the row markers
     widths = {
-        "open": ui.OPEN_PX,
-        "run_id": min(130, ui.one_line_px(table["run_id"], 60)),
-        "item_id": min(90, ui.one_line_px(table["item_id"], 50)),
+        "open": tables.OPEN_PX,
+        "run_id": min(130, tables.one_line_px(table["run_id"], 60)),
+        "item_id": min(90, tables.one_line_px(table["item_id"], 50)),
         "position": 46,
         "essential": 80,
         "n_unsupported": 80,
     }
-    room = ui.TABLE_PX - ui.MARKERS_PX - sum(widths.values())
+    room = tables.TABLE_PX - tables.MARKERS_PX - sum(widths.values())
     widths |= {"query": room * 3 // 10, "sp1_detail": room * 4 // 10}
     widths["claims"] = room - widths["query"] - widths["sp1_detail"]
     order = ["open", "run_id", "item_id", "position", "essential", "query", "sp1_detail", "claims", "n_unsupported"]
-    row = ui.clickable(
+    row = tables.clickable(
         table[order],
         "retrievals",
         widths,
         {
-            **ui.OPEN,
+            **tables.OPEN,
             # short headers that fit their columns, each named in full on hover
             "position": st.column_config.NumberColumn("rank", help="its position among the item's sources"),
             "sp1_detail": "SP1 detail",
@@ -177,7 +177,7 @@ COLUMNS = {
 # The ledger's widths at 1280 px beside the row markers: its name and SP1's counts wrap in their cells, and
 # a hash id keeps one line.
 LEDGER_PX = {"name": 150, "n_retrieved": 66, "essential": 100, "claims_supported": 64}
-LEDGER_PX |= {"claims_source_unknown": 110, "beside": 132, "source": 112, "open": ui.OPEN_PX}
+LEDGER_PX |= {"claims_source_unknown": 110, "beside": 132, "source": 112, "open": tables.OPEN_PX}
 
 
 def essential_cell(share: float, scored: int, retrieved: int, unsure: int, failed: int) -> str:
@@ -204,7 +204,7 @@ def show(rows: pd.DataFrame, key: str) -> None:
         ],
         beside=[f"{b} of {d}" for b, d in zip(rows["beside_unsupported"], rows["gr_decided"])],
     )
-    if (row := ui.clickable(shown[list(LEDGER_PX)], key, LEDGER_PX, COLUMNS)) is not None:
+    if (row := tables.clickable(shown[list(LEDGER_PX)], key, LEDGER_PX, COLUMNS)) is not None:
         ui.switch_page("sources", source_params(rows["source"].iloc[row]))
 
 

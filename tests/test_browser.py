@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Status, Verdict
-from evaluators.dashboard import ui
+from evaluators.dashboard import tables
 from evaluators.storage import ownership, store, writes
 from tests.browser_util import CANVAS_TEXTS_JS, CHROMIUM, CHROMIUM_ARGS, ROOT, canvas_texts, outside, streamlit_server
 from tests.seed import INJECTION, seed
@@ -143,14 +143,14 @@ def click_cell(page: Any, column: str, row: int, url: re.Pattern[str], cell: str
 def _click(page: Any, column: str, row: int, cell: str | None, url: re.Pattern[str]) -> None:
     """Click a row (its marker, or its cell in the column headed `cell`) of the dataframe that has `column`.
     Where the grid drew its texts (canvas_texts, when the tab has CANVAS_TEXTS_JS) places the row, by the
-    row-th text of `column`, and the cell's column, by its header; else rows of ui.WRAP_PX under a 35 px
+    row-th text of `column`, and the cell's column, by its header; else rows of tables.WRAP_PX under a 35 px
     header are assumed."""
     canvas = table_with(page, column).first.get_by_test_id("data-grid-canvas")
     for attempt in range(3):  # a grid drawn a moment ago may not take its first click on a loaded machine
         settle(page)
         canvas.scroll_into_view_if_needed()
         box = canvas.bounding_box()
-        x, y = box["x"] + 15, box["y"] + 35 + ui.WRAP_PX * row + ui.WRAP_PX // 2
+        x, y = box["x"] + 15, box["y"] + 35 + tables.WRAP_PX * row + tables.WRAP_PX // 2
         texts = canvas_texts(page)
         first = min((t["grid"] for t in texts if t["header"] and column in t["columns"]), default=None)
         heads = {t["text"]: t for t in texts if t["header"] and t["grid"] == first}

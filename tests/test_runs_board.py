@@ -114,11 +114,11 @@ def test_two_selected_runs_open_compare_older_before_newer(db: Path) -> None:
 
 
 def test_the_items_column_widens_for_six_digit_counts_and_the_board_keeps_its_width() -> None:
-    from evaluators.dashboard import ui
+    from evaluators.dashboard import tables
 
     small, large = runs_view.board_px(["48 of 48"]), runs_view.board_px(["99999 of 100000", "100000 of 100000"])
     assert small == runs_view.BOARD_PX
-    assert ui.text_px("100000 of 100000") + ui.CELL_PAD_PX <= large["items"]  # a number's cell does not wrap
+    assert tables.text_px("100000 of 100000") + tables.CELL_PAD_PX <= large["items"]  # a number's cell does not wrap
     details = [c for c in runs_view.DETAIL_COLUMNS if c != "run"]
     assert sum(large[c] for c in details) == sum(small[c] for c in details)
 
@@ -126,11 +126,11 @@ def test_the_items_column_widens_for_six_digit_counts_and_the_board_keeps_its_wi
 def test_the_judge_column_is_as_wide_as_its_longest_name_so_no_name_is_broken() -> None:
     """A model's name is one word: the judge's column takes its width (up to JUDGE_MAX_PX) from the
     prompts' column, whose names wrap at their commas."""
-    from evaluators.dashboard import ui
+    from evaluators.dashboard import tables
 
     name = "openai/qwen2.5-coder-1.5b"
     widths = runs_view.board_px(["100000 of 100000"], [name, "offline"])
-    assert ui.text_px(name) + ui.CELL_PAD_PX <= widths["judge"] <= runs_view.JUDGE_MAX_PX
+    assert tables.text_px(name) + tables.CELL_PAD_PX <= widths["judge"] <= runs_view.JUDGE_MAX_PX
     details = [c for c in runs_view.DETAIL_COLUMNS if c != "run"]
     assert sum(widths[c] for c in details) == sum(runs_view.BOARD_PX[c] for c in details)
 
@@ -140,7 +140,7 @@ def test_each_runs_table_is_as_tall_as_its_own_longest_text(db: Path, monkeypatc
     """Runs whose prompts are many and long: the details' rows grow to hold their names, while the
     scores' rows still hold only their own longest cell (one table's text does not make the other's
     rows taller)."""
-    from evaluators.dashboard import ui
+    from evaluators.dashboard import tables
 
     many = [f"a_prompt_with_a_long_name_{k}" for k in range(12)]
     monkeypatch.setattr(runs_view, "prompt_names", lambda hashes: ([many for _ in hashes], "every prompt"))
@@ -150,7 +150,7 @@ def test_each_runs_table_is_as_tall_as_its_own_longest_text(db: Path, monkeypatc
         element = next(d for d in at.dataframe if column in d.value.columns)
         texts = [(c, str(t)) for c in names if c not in ("run", "evidence", "created") for t in element.value[c]]
         widths = runs_view.board_px([], [t for c, t in texts if c == "judge"])  # the seeded counts fit 70 px
-        lines = max(1, *(ui.text_lines(t, widths[c] - ui.WRAP_SLACK_PX) for c, t in texts))
-        assert element.proto.row_height == ui.wrapped(len(element.value), lines=lines)["row_height"], column
+        lines = max(1, *(tables.text_lines(t, widths[c] - tables.WRAP_SLACK_PX) for c, t in texts))
+        assert element.proto.row_height == tables.wrapped(len(element.value), lines=lines)["row_height"], column
         heights[column] = element.proto.row_height
     assert heights["top rule"] < heights["prompts"]

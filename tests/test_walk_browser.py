@@ -184,7 +184,7 @@ DRAW_ALL_JS = "async () => { const frame = () => new Promise(r => requestAnimati
     } }"""
 
 
-LINE_GAP_PX = 28  # a wrapped cell's lines are ui.LINE_PX apart; a row holding one line is 35 px or more high
+LINE_GAP_PX = 28  # a wrapped cell's lines are tables.LINE_PX apart; a row holding one line is 35 px or more high
 
 
 def broken_words(drawn: Sequence[dict[str, Any]], cells: Sequence[str]) -> list[tuple[dict[str, Any], str]]:

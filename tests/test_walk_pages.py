@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from evaluators.core.records import Label
-from evaluators.dashboard import ui
+from evaluators.dashboard import tables
 from evaluators.dashboard.views import walk
 from evaluators.storage import store, writes
 from tests.test_pages import frame_with, new_app, open_page
@@ -213,14 +213,14 @@ def test_a_click_on_a_plain_cell_opens_the_item_as_the_row_marker_does(db: Path)
 
 def test_fit_cuts_a_text_past_its_lines_at_a_word_and_never_a_link() -> None:
     table = pd.DataFrame({"open": ["Item?run=r&item=" + "x" * 300], "text": ["word " * 200], "short": ["a b"]})
-    shown, rows = ui.fit(table, {"open": 36, "text": 120, "short": 60})
+    shown, rows = tables.fit(table, {"open": 36, "text": 120, "short": 60})
     assert shown["open"][0] == table["open"][0]  # a link column keeps its whole URL
-    assert shown["text"][0].endswith("word…") and ui.text_lines(shown["text"][0], 120) == ui.MAX_LINES
-    assert rows["row_height"] == ui.WRAP_PX + ui.LINE_PX * (ui.MAX_LINES - 4)
-    assert ui.fit(table[["short"]], {"short": 60})[1]["row_height"] == ui.ROW_PX  # one line each: the grid's rows
-    assert ui.fit(table[["short"]], {"short": 30})[1]["row_height"] == ui.WRAP_PX  # two lines: rows that wrap
-    cut, rows = ui.fit(table, {"text": 120}, lines=ui.WRAP_LINES)  # as few lines as a wrapping row holds
-    assert ui.text_lines(cut["text"][0], 120) == ui.WRAP_LINES and rows["row_height"] == ui.WRAP_PX
+    assert shown["text"][0].endswith("word…") and tables.text_lines(shown["text"][0], 120) == tables.MAX_LINES
+    assert rows["row_height"] == tables.WRAP_PX + tables.LINE_PX * (tables.MAX_LINES - 4)
+    assert tables.fit(table[["short"]], {"short": 60})[1]["row_height"] == tables.ROW_PX  # one line each: the grid's rows
+    assert tables.fit(table[["short"]], {"short": 30})[1]["row_height"] == tables.WRAP_PX  # two lines: rows that wrap
+    cut, rows = tables.fit(table, {"text": 120}, lines=tables.WRAP_LINES)  # as few lines as a wrapping row holds
+    assert tables.text_lines(cut["text"][0], 120) == tables.WRAP_LINES and rows["row_height"] == tables.WRAP_PX
 
 
 def test_the_run_table_cuts_a_long_query_so_its_rows_stay_one_wrapping_row_high(db: Path) -> None:
@@ -231,14 +231,14 @@ def test_the_run_table_cuts_a_long_query_so_its_rows_stay_one_wrapping_row_high(
     table = next(e for e in at.dataframe if "rules" in e.value.columns)
     query = table.value.set_index("item_id").loc["q02", "query"]
     assert query.startswith("how long may a refund take") and query.endswith("…")
-    assert table.proto.row_height == ui.WRAP_PX  # not the 8 lines the whole query would take
+    assert table.proto.row_height == tables.WRAP_PX  # not the 8 lines the whole query would take
 
 
 def test_the_evidence_table_fits_a_rule_expander_and_breaks_no_word_of_its_short_columns() -> None:
     from evaluators.dashboard.views import item as item_view
 
     widths = item_view.EVIDENCE_PX
-    assert sum(widths.values()) <= ui.TABLE_PX - 36  # the row markers beside it, inside the expander's padding
+    assert sum(widths.values()) <= tables.TABLE_PX - 36  # the row markers beside it, inside the expander's padding
     words = {
         "component": ["subquestion", "source_fact", "sentence", "claim", "source"],
         "target": ["response", "sources", "source:", "query"],
@@ -246,15 +246,15 @@ def test_the_evidence_table_fits_a_rule_expander_and_breaks_no_word_of_its_short
         "p kind": ["calibrated", "logprob"],
         "tier": ["offline"],
     }
-    broken = [(c, w) for c, ws in words.items() for w in ws if ui.text_lines(w, widths[c]) > 1]
+    broken = [(c, w) for c, ws in words.items() for w in ws if tables.text_lines(w, widths[c]) > 1]
     assert not broken, broken
 
 
 def test_a_line_breaks_as_the_grid_breaks_it_at_spaces_and_newlines_not_at_a_no_break_space() -> None:
-    assert ui.text_lines("one\ntwo", 200) == 1  # the grid draws a newline as a space
+    assert tables.text_lines("one\ntwo", 200) == 1  # the grid draws a newline as a space
     joined = "\u00a0".join(["word"] * 12)
-    assert ui.text_lines(joined.replace("\u00a0", " "), 120) == 4
-    assert ui.text_lines(joined, 120) == ui.text_lines("word" * 12, 120)  # one word, broken where lines end
+    assert tables.text_lines(joined.replace("\u00a0", " "), 120) == 4
+    assert tables.text_lines(joined, 120) == tables.text_lines("word" * 12, 120)  # one word, broken where lines end
 
 
 def test_the_sub_question_table_of_three_sources_fits_and_breaks_no_word() -> None:
@@ -266,8 +266,8 @@ def test_the_sub_question_table_of_three_sources_fits_and_breaks_no_word() -> No
                           "RQC": ["⚠ timeout", "✓ 1 · p 0.96"]})
     shown, widths = item_tabs.subquestion_layout(table)
     assert shown is table  # a column per source
-    assert sum(widths.values()) <= ui.TABLE_PX and widths["sub-question"] >= item_tabs.SUBQUESTION_MIN_PX
-    broken = [v for c in table.columns[2:] for v in table[c] for w in str(v).split() if ui.text_lines(w, widths[c]) > 1]
+    assert sum(widths.values()) <= tables.TABLE_PX and widths["sub-question"] >= item_tabs.SUBQUESTION_MIN_PX
+    broken = [v for c in table.columns[2:] for v in table[c] for w in str(v).split() if tables.text_lines(w, widths[c]) > 1]
     assert not broken, broken  # a verdict wraps at its spaces, never inside a word
 
 
@@ -280,15 +280,15 @@ def test_past_what_fits_the_sources_fold_into_one_column_each_verdict_whole() ->
     table = pd.DataFrame({"#": [0, 1], "sub-question": ["How long is the crossing?"] * 2, **cells,
                           "whole set": ["✓ 1 · p 0.96"] * 2, "SQC covered": ["✓ yes", "? unsure"],
                           "RQC": ["⚠ timeout", "✓ 1 · p 0.96"]})
-    assert sum(item_tabs.subquestion_px(table).values()) > ui.TABLE_PX  # a column each would scroll sideways
+    assert sum(item_tabs.subquestion_px(table).values()) > tables.TABLE_PX  # a column each would scroll sideways
     shown, widths = item_tabs.subquestion_layout(table)
     assert list(shown.columns) == ["#", "sub-question", view.EACH_SOURCE, "whole set", "SQC covered", "RQC"]
     each = shown[view.EACH_SOURCE].iloc[0].split("; ")
     assert [s.replace("\u00a0", " ") for s in each] == [f"{j}: {v}" for j, v in enumerate(verdicts)]
-    assert sum(widths.values()) <= ui.TABLE_PX and widths["sub-question"] >= item_tabs.SUBQUESTION_MIN_PX
+    assert sum(widths.values()) <= tables.TABLE_PX and widths["sub-question"] >= item_tabs.SUBQUESTION_MIN_PX
     assert set(widths) == set(shown.columns)
     # a source's verdict keeps its line (the cell wraps between them), and no word of the others breaks
-    assert all(ui.text_lines(s, widths[view.EACH_SOURCE]) == 1 for s in each)
-    assert ui.text_lines(shown[view.EACH_SOURCE].iloc[0], widths[view.EACH_SOURCE]) < len(each)  # more than one a line
-    broken = [v for c in shown.columns[3:] for v in shown[c] for w in str(v).split() if ui.text_lines(w, widths[c]) > 1]
+    assert all(tables.text_lines(s, widths[view.EACH_SOURCE]) == 1 for s in each)
+    assert tables.text_lines(shown[view.EACH_SOURCE].iloc[0], widths[view.EACH_SOURCE]) < len(each)  # more than one a line
+    broken = [v for c in shown.columns[3:] for v in shown[c] for w in str(v).split() if tables.text_lines(w, widths[c]) > 1]
     assert not broken, broken

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence, cast
 import pandas as pd
 import streamlit as st
 
-from evaluators.dashboard import ui
+from evaluators.dashboard import tables, ui
 from evaluators.dashboard.markup import fmt_score, fmt_verdict, md
 from evaluators.dashboard.views import walk
 
@@ -99,15 +99,15 @@ def show_retrieval_changes(changes: pd.DataFrame, run_a: str, run_b: str, metric
     table["open"] = [ui.item_url(r, i, tab="Sources") for r, i in zip(where, changes["item_id"])]
     table["ledger"] = [ui.page_url("sources", run=r, source=k) for r, k in zip(where, changes["key"])]
     table["key"] = table.pop("key")  # last: the links come first
-    key_px = ui.one_line_px(table["key"], 50)  # a key is one word: it keeps its line, the source's words wrap
+    key_px = tables.one_line_px(table["key"], 50)  # a key is one word: it keeps its line, the source's words wrap
     widths = {"item_id": 60, "change": 70, "source": 261 - key_px, "its SP1": 55, **{m.upper(): 75 for m in metrics}}
-    widths |= {"open": ui.OPEN_PX, "ledger": 50, "key": key_px}
-    row = ui.clickable(  # a source's first words wrap in their cell
+    widths |= {"open": tables.OPEN_PX, "ledger": 50, "key": key_px}
+    row = tables.clickable(  # a source's first words wrap in their cell
         table,
         "retrieval_changes",
         widths,
         {
-            **ui.OPEN,
+            **tables.OPEN,
             "its SP1": st.column_config.TextColumn("its SP1", help=SP1_LEGEND),  # one mark
             "change": st.column_config.TextColumn(
                 "change", help=f"dropped: retrieved in {md(run_a)} only; added: retrieved in {md(run_b)} only"

@@ -116,7 +116,7 @@ def by_component(verdicts: Sequence[Record]) -> Judged:
 
 
 EVIDENCE_COLUMNS = ["metric", "component", "text", "target", "verdict", "value", "p", "p kind", "tier", "detail"]
-# Their widths at 1280 px (ui.sized), summing to ui.TABLE_PX less the row markers, so the table also fits
+# Their widths at 1280 px (tables.sized), summing to tables.TABLE_PX less the row markers, so the table also fits
 # a rule's evidence expander: the component's text and the judge's reason share the room left and wrap; every
 # other word fits its cell ("subquestion", "source_fact", "response", "unparsed", "calibrated").
 EVIDENCE_PX = dict(zip(EVIDENCE_COLUMNS, (50, 92, 110, 72, 75, 45, 55, 80, 60, 105)))

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from evaluators.core.records import Label
-from evaluators.dashboard import access, markup, reads, state, ui
+from evaluators.dashboard import access, markup, reads, state, tables, ui
 from evaluators.dashboard.markup import Record
 from evaluators.dashboard.views import item as view
 from evaluators.metrics.diagnosis import COMPONENTS, TRIAGE_LABELS, Fired
@@ -160,26 +160,26 @@ def sources_tab(shown: Shown) -> None:
 
 def subquestion_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
     """view.subquestion_table as it is drawn, with its widths: a column per source while they fit
-    ui.TABLE_PX, else the sources folded into one column (view.fold_sources), so it never scrolls sideways."""
+    tables.TABLE_PX, else the sources folded into one column (view.fold_sources), so it never scrolls sideways."""
     widths = subquestion_px(table)
-    if sum(widths.values()) <= ui.TABLE_PX:
+    if sum(widths.values()) <= tables.TABLE_PX:
         return table, widths
     folded = view.fold_sources(table)
     return folded, subquestion_px(folded)
 
 
 def subquestion_px(table: pd.DataFrame) -> dict[str, int]:
-    """Widths for view.subquestion_table (ui.sized): each verdict column as wide as its longest cell, at
+    """Widths for view.subquestion_table (tables.sized): each verdict column as wide as its longest cell, at
     most VERDICT_PX (a longer cell wraps at its spaces: "? unsure · p 0.50"), and never narrower than its
     header (a tenth wider: headers are drawn bold); the sub-question's text wraps in what is left of
-    ui.TABLE_PX, SUBQUESTION_MIN_PX at the least. With its sources folded (view.fold_sources) the
+    tables.TABLE_PX, SUBQUESTION_MIN_PX at the least. With its sources folded (view.fold_sources) the
     sub-question and the sources' column share what is left, half each."""
     widths = {"#": 40}
     for name in table.columns[2:]:
         if name != view.EACH_SOURCE:
-            cells = min(VERDICT_PX, ui.one_line_px(map(str, table[name]), 0))
-            widths[str(name)] = math.ceil(max(cells, ui.text_px(str(name)) * 1.1 + ui.CELL_PAD_PX))
-    rest = ui.TABLE_PX - sum(widths.values())
+            cells = min(VERDICT_PX, tables.one_line_px(map(str, table[name]), 0))
+            widths[str(name)] = math.ceil(max(cells, tables.text_px(str(name)) * 1.1 + tables.CELL_PAD_PX))
+    rest = tables.TABLE_PX - sum(widths.values())
     if view.EACH_SOURCE not in table:
         return {**widths, "sub-question": max(SUBQUESTION_MIN_PX, rest)}
     return {**widths, "sub-question": rest - rest // 2, view.EACH_SOURCE: rest // 2}
@@ -190,17 +190,23 @@ def _components(table: pd.DataFrame, key: str, widths: dict[str, int] | None = N
     in COMPONENT_PX (or the given `widths`); the other columns fit their content, and an SD pair without a
     similarity is empty."""
     widths = widths or {"#": 40, str(table.columns[1]): COMPONENT_PX}
-    table, rows = ui.fit(table, widths)
+    table, rows = tables.fit(table, widths)
     st.dataframe(
-        table, hide_index=True, key=key, width="stretch", placeholder="", **rows, column_config=ui.sized(None, widths)
+        table,
+        hide_index=True,
+        key=key,
+        width="stretch",
+        placeholder="",
+        **rows,
+        column_config=tables.sized(None, widths),
     )
 
 
 def _verdict_rows(table: pd.DataFrame, key: str) -> None:
     """Verdicts as rows (view.EVIDENCE_COLUMNS): the component's text and the judge's reason wrap in their
-    cells, cut with '…' past ui.MAX_LINES lines; a click on a row shows both whole below the table."""
+    cells, cut with '…' past tables.MAX_LINES lines; a click on a row shows both whole below the table."""
     p = {"p": st.column_config.NumberColumn("p", format="%.2f", help="the judge's probability that the verdict is 1")}
-    if (row := ui.clickable(table, key, view.EVIDENCE_PX, p, placeholder="")) is None:
+    if (row := tables.clickable(table, key, view.EVIDENCE_PX, p, placeholder="")) is None:
         st.caption("Click a row for its text and the judge's reason in full.")
         return
     v = table.iloc[row]

@@ -43,7 +43,7 @@ GLOSSARY = """
 
 
 GROUPS = "groups: gap · robust · non-robust"
-# Column widths in pixels (ui.sized): each header reads whole, and a table sums to at most ui.TABLE_PX.
+# Column widths in pixels (tables.sized): each header reads whole, and a table sums to at most tables.TABLE_PX.
 CLUSTER_PX = {"cluster": 140, "items": 50, "correct": 62, "gap items": 80, "lambda": 62, "R": 45, "Acc": 45}
 CLUSTER_PX |= {GROUPS: 210, "unscored": 80}
 RETRIEVAL_PX = {"cluster": 140, "R (retrieval)": 110, "Acc (retrieval)": 120, "retrieval hit": 100}

@@ -11,7 +11,7 @@ import streamlit as st
 
 from evaluators.core.confidence import Band
 from evaluators.core.stats import bootstrap_ci
-from evaluators.dashboard import charts, reads, ui
+from evaluators.dashboard import charts, reads, tables
 from evaluators.metrics.diagnosis import RULES
 from evaluators.metrics.registry import THELMA, display_name, lower_is_better
 from evaluators.storage import queries
@@ -183,7 +183,7 @@ def board(
 ) -> tuple[tuple[Any, Any], dict[str, Any], tuple[dict[str, Any], dict[str, Any]]]:
     """The home page's runs side by side, as two tables (SCORE_COLUMNS, then DETAIL_COLUMNS): a pandas Styler
     for st.dataframe of each, their column config, and each table's row_height and height that hold its own
-    longest text wrapped (ui.fit(): a long list of prompts below does not make the scores' rows taller). A row
+    longest text wrapped (tables.fit(): a long list of prompts below does not make the scores' rows taller). A row
     per run (as `runs` lists them, `heads` their queries.diagnosis.headline() rows, `present` each
     run's metric ids): a link to the run (urls[0](run)), THELMA's metrics as headline_cell() coloured
     against `thresholds`, the top rule and a link to its first item's evidence (urls[1](run, item, rule))."""
@@ -217,7 +217,7 @@ def board(
     counts = [f"{done} of {total}" for done, total in zip(runs["n_done"], runs["n_items"])]
     widths = board_px(counts, [str(j) for j in runs["judge"]])
     # each table is sent with its own columns only: the page is drawn sooner than with the whole frame twice
-    (score_frame, score_rows), (detail_frame, detail_rows) = (ui.fit(frame[c], widths) for c in TABLES)
+    (score_frame, score_rows), (detail_frame, detail_rows) = (tables.fit(frame[c], widths) for c in TABLES)
     colours = board_colours(heads, THELMA, thresholds).rename(columns=str.upper)
     scores = score_frame.style.apply(lambda _: colours, axis=None, subset=list(colours.columns))
     details = detail_frame.style
@@ -247,8 +247,8 @@ def board_px(counts: Sequence[str], judges: Sequence[str] = ()) -> dict[str, int
     """BOARD_PX, with the items column as wide as its longest "done of total" (a number's cell does not
     wrap: "100000 of 100000" takes 116 px) and the judge's as wide as its longest name, up to JUDGE_MAX_PX (a
     model's name is one word, which the grid would break), both taken from the prompts' column, whose names wrap."""
-    items = ui.one_line_px(counts, BOARD_PX["items"])
-    judge = min(JUDGE_MAX_PX, ui.one_line_px(judges, BOARD_PX["judge"]))
+    items = tables.one_line_px(counts, BOARD_PX["items"])
+    judge = min(JUDGE_MAX_PX, tables.one_line_px(judges, BOARD_PX["judge"]))
     wider = items - BOARD_PX["items"] + judge - BOARD_PX["judge"]
     return BOARD_PX | {"items": items, "judge": judge, "prompts": BOARD_PX["prompts"] - wider}
 
@@ -270,4 +270,4 @@ def _board_columns(prompt_help: str, widths: Mapping[str, int]) -> dict[str, Any
         ),
         "prompts": st.column_config.TextColumn("prompts", help=prompt_help),
     }
-    return ui.sized(config, widths)
+    return tables.sized(config, widths)

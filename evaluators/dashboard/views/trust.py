@@ -12,7 +12,7 @@ import streamlit as st
 
 from evaluators.core.confidence import Band
 from evaluators.core.records import Label
-from evaluators.dashboard import access, markup, reads, state, ui
+from evaluators.dashboard import access, markup, reads, state, tables, ui
 from evaluators.dashboard.views import walk
 from evaluators.metrics import trust
 from evaluators.metrics.diagnosis import RULES, diagnose
@@ -90,7 +90,7 @@ def agreement_tab(run_id: str, report: labelling.Report) -> None:
         key="trust_table",
         width="stretch",
         placeholder="",  # a figure not defined
-        column_config=ui.sized(
+        column_config=tables.sized(
             {
                 "agreement": st.column_config.NumberColumn(format="%.2f"),
                 "kappa": st.column_config.NumberColumn(format="%.2f"),
@@ -152,7 +152,7 @@ def _confusions(labelled: list[Any]) -> None:
             ),
             hide_index=True,
             key="confusions",
-            column_config=ui.sized(None, {"target": TRUST_PX["target"]}),
+            column_config=tables.sized(None, {"target": TRUST_PX["target"]}),
         )
         st.caption(
             "Labelled calls by who made the call (a fired rule, a low verdict): the judge, people, both or neither."
@@ -181,7 +181,7 @@ def _disagreements(run_id: str, report: labelling.Report, labelled: bool) -> Non
         # whole numbers with empty cells (a rule's pair names no component): a column Arrow takes as it is
         rows["component"] = rows["component"].astype("Int64")
         widths = {"target": 300, "item": 100, "component": 80, "judge": 80, "people": 80, "open": 40}
-        row = ui.clickable(rows, "disagreements", widths, ui.OPEN, placeholder="")  # a target wraps in its cell
+        row = tables.clickable(rows, "disagreements", widths, tables.OPEN, placeholder="")  # a target wraps in its cell
         if row is not None:
             walk.open_item("trust", run_id, rows["item"].iloc[row], "Verdicts")
 
@@ -249,7 +249,7 @@ def next_tab(path: Path, run_id: str, th: dict[str, float], band: Band | None, l
                     st.rerun()
         queue_view = queue.assign(open=[ui.item_url(run_id, i) for i in queue["item_id"]])
         widths = {"item_id": 100, "reason": 220, "detail": 340, "open": 40}
-        if (row := ui.clickable(queue_view, "queue_table", widths, ui.OPEN)) is not None:  # its detail wraps
+        if (row := tables.clickable(queue_view, "queue_table", widths, tables.OPEN)) is not None:  # its detail wraps
             walk.open_item("trust", run_id, queue_view["item_id"].iloc[row])
 
 
