@@ -110,6 +110,19 @@ def test_buckets_by_day_and_week_from_an_item_timestamp(trend_db: Path) -> None:
         queries.trends.trend_buckets(trend_db, "timed", "at", "month; DROP TABLE runs")
 
 
+def test_a_value_that_is_no_time_is_left_out_and_never_breaks_the_read(tmp_path: Path) -> None:
+    """Numbers past any timestamp (inf, nan, 1e400, 1e30) and words DuckDB would read as a time ("epoch",
+    "infinity") are items without a readable timestamp, counted apart; before, the numbers failed the
+    whole read with a conversion error."""
+    db = tmp_path / "odd.duckdb"
+    stamps: dict[str, object] = {"o1": "inf", "o2": "nan", "o3": "1e400", "o4": "1e30", "o5": "epoch",
+                                 "o6": "infinity", "o7": "-infinity", "o8": " 2026-01-05T08:00:00Z"}
+    _run(db, "odd", "2026-01-05 09:00", dict.fromkeys(stamps, 1.0), stamps)
+    days = queries.trends.trend_buckets(db, "odd", "at", "day")
+    assert dict(zip(days["totals"]["point"].fillna("none"), days["totals"]["n_items"])) == {"2026-01-05": 1, "none": 7}
+    assert list(days["dist"]["n"]) == [1]
+
+
 def test_trend_chart_marks_the_baseline_and_real_changes(trend_db: Path) -> None:
     frame = _points(trend_db, ["base", "fixed", "same"], "base").reset_index()
     fig = charts.trend_chart(frame, ["gr"], ["base", "fixed", "same"])

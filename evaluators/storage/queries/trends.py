@@ -58,12 +58,15 @@ def trend_scores(
 def _timestamp_sql(value: str) -> str:
     """A metadata value as a UTC TIMESTAMP: ISO text (an offset or Z converted to UTC, none read as is),
     or a number of seconds (milliseconds from 1e11 up) since the epoch; NULL otherwise. Numbers below
-    1e8 (before 1973) are counts, not timestamps."""
+    1e8 (before 1973) are counts, not timestamps, and past 1e15 no time at all (inf, nan, 1e400)."""
     number = f"TRY_CAST({value} AS DOUBLE)"
+    # A time starts with a digit: a word ('epoch', 'infinity', a topic) is refused before any cast, and a
+    # failed cast is what costs most over a million values.
     return (
-        f"CASE WHEN regexp_matches({value}, '(Z|[+-]\\d\\d:?\\d\\d)$') "
+        f"CASE WHEN NOT regexp_matches({value}, '^\\s*\\d') THEN NULL "
+        f"WHEN regexp_matches({value}, '(Z|[+-]\\d\\d:?\\d\\d)$') "
         f"THEN TRY_CAST({value} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' "
-        f"WHEN {number} >= 1e8 THEN make_timestamp((CASE WHEN {number} >= 1e11 THEN {number} * 1e3 "
+        f"WHEN {number} BETWEEN 1e8 AND 1e15 THEN make_timestamp((CASE WHEN {number} >= 1e11 THEN {number} * 1e3 "
         f"ELSE {number} * 1e6 END)::BIGINT) WHEN {number} IS NULL THEN TRY_CAST({value} AS TIMESTAMP) END"
     )
 
@@ -77,22 +80,22 @@ def trend_buckets(
     if unit not in ("day", "week"):
         raise ValueError(f"unit must be day or week, got {unit!r}")
     params = {"run": run_id, "key": json_pointer(key)}
-    buckets = f"""buckets AS (
-        SELECT item_id, strftime(date_trunc('{unit}', {_timestamp_sql("v")}), '%Y-%m-%d') AS point
-        FROM (SELECT item_id, json_extract_string(metadata, $key) AS v FROM items WHERE run_id = $run))"""
-    with store.reading(path):
-        dist = store.query(
-            path,
-            f"""WITH {buckets}
-            SELECT b.point, s.metric, s.value, count(*) AS n FROM {scores_sql(band)} s JOIN buckets b USING (item_id)
-            WHERE s.run_id = $run AND b.point IS NOT NULL AND s.value IS NOT NULL AND NOT isnan(s.value)
-            GROUP BY ALL ORDER BY b.point""",
-            params,
-        )
-        totals = store.query(
-            path,
-            f"""WITH {buckets}
-            SELECT point, count(*) AS n_items FROM buckets GROUP BY ALL ORDER BY point NULLS LAST""",
-            params,
-        )
-    return {"dist": dist, "totals": totals}
+    # One query, its buckets read once: reading every item's timestamp is most of its cost.
+    both = store.query(
+        path,
+        f"""WITH buckets AS MATERIALIZED (
+            SELECT item_id, strftime(date_trunc('{unit}', {_timestamp_sql("v")}), '%Y-%m-%d') AS point
+            FROM (SELECT item_id, json_extract_string(metadata, $key) AS v FROM items WHERE run_id = $run))
+        SELECT true AS dist, b.point, s.metric, s.value, count(*) AS n FROM {scores_sql(band)} s JOIN buckets b USING (item_id)
+        WHERE s.run_id = $run AND b.point IS NOT NULL AND s.value IS NOT NULL AND NOT isnan(s.value)
+        GROUP BY ALL
+        UNION ALL
+        SELECT false, point, NULL, NULL, count(*) FROM buckets GROUP BY ALL""",
+        params,
+    )
+    dist = both[both["dist"]].sort_values("point", kind="stable")[["point", "metric", "value", "n"]]
+    totals = both[~both["dist"]].sort_values("point", na_position="last")[["point", "n"]]
+    return {
+        "dist": dist.reset_index(drop=True),
+        "totals": totals.rename(columns={"n": "n_items"}).reset_index(drop=True),
+    }
