@@ -55,6 +55,12 @@ def generate(path: Path, run_id: str, n: int, quality: float, seed: int) -> None
     ownership.finish_run(path, run_id, "finished", {"calls": n_calls})
 
 
+def _stamps(numbers: np.ndarray) -> np.ndarray:
+    """An ISO time for each item number: day i % 28 of November 2026, at a time of day spread by i."""
+    start = np.datetime64("2026-11-01T00:00:00", "s")
+    return np.datetime_as_string(start + (numbers % 28) * 86400 + (numbers * 37) % 86400, unit="s")
+
+
 def _chunk(run_id: str, numbers: np.ndarray, quality: float, seed: int,
            rng: np.random.Generator) -> dict[str, pd.DataFrame]:
     """The rows of the items numbered `numbers`, as frames for writes.write_frames."""
@@ -67,7 +73,8 @@ def _chunk(run_id: str, numbers: np.ndarray, quality: float, seed: int,
         "sources": [[f"Source 0 text for item {i}.", f"Source 1 text for item {i}."] for i in numbers],
         "response": [f"Sentence 0 of response {i}. Sentence 1 of response {i}." for i in numbers],
         "reference": None,
-        "metadata": [json.dumps({"topic": t}) for t in topics[numbers % 4]],
+        # a topic, and a time over four weeks (what the Trends page buckets by day or week)
+        "metadata": [json.dumps({"topic": t, "ts": f"{s}Z"}) for t, s in zip(topics[numbers % 4], _stamps(numbers))],
     })
     comps = pd.concat([pd.DataFrame({
         "run_id": run_id, "item_id": np.repeat(ids, k), "kind": kind, "idx": np.tile(np.arange(k), n),
