@@ -23,6 +23,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,6 +33,9 @@ QUERIES = DEMO / "queries.jsonl"
 RUNS_DIR = DEMO / "runs"
 RUNS = ("weak_retriever", "better_retriever", "verbose_generator")
 KEYWORD_K = 3
+# When each query was asked, in the log the three pipelines replay: one every 6 hours from Monday 2
+# November 2026, twelve days in two weeks, so the Trends page has item times to bucket by day or week.
+ASKED_FROM, ASKED_EVERY = datetime(2026, 11, 2, 8, tzinfo=timezone.utc), timedelta(hours=6)
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.:,][0-9]+)*")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -215,7 +219,8 @@ def verbose(query: Query, got: list[Chunk], n: int) -> str:
 # ---------------------------------------------------------------- runs
 
 
-def _item(query: Query, got: list[Chunk], response: str, retriever: str, generator: str) -> dict[str, Any]:
+def _item(query: Query, got: list[Chunk], response: str, retriever: str, generator: str, n: int) -> dict[str, Any]:
+    """The item of query number `n` as a pipeline answered it."""
     return {
         "id": query.id,
         "query": query.text,
@@ -228,6 +233,7 @@ def _item(query: Query, got: list[Chunk], response: str, retriever: str, generat
             "gold_chunks": query.gold,
             "topic": query.topic,
             "parts": len(query.parts),
+            "asked_at": (ASKED_FROM + n * ASKED_EVERY).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     }
 
@@ -239,10 +245,10 @@ def build_runs(corpus: list[Chunk], queries: list[Query]) -> dict[str, list[dict
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in RUNS}
     for n, q in enumerate(queries):
         weak = keyword_retrieve(q.text, corpus)
-        runs["weak_retriever"].append(_item(q, weak, concise(q, weak, weak_misses), "keyword-top3", "concise"))
+        runs["weak_retriever"].append(_item(q, weak, concise(q, weak, weak_misses), "keyword-top3", "concise", n))
         good = gold_retrieve(q, corpus, extra=n % 2 == 0)
-        runs["better_retriever"].append(_item(q, good, concise(q, good, good_misses), "gold+neighbour", "concise"))
-        runs["verbose_generator"].append(_item(q, good, verbose(q, good, n), "gold+neighbour", "verbose"))
+        runs["better_retriever"].append(_item(q, good, concise(q, good, good_misses), "gold+neighbour", "concise", n))
+        runs["verbose_generator"].append(_item(q, good, verbose(q, good, n), "gold+neighbour", "verbose", n))
     return runs
 
 

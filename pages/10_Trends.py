@@ -54,7 +54,13 @@ else:
         st.info("This run's items carry no metadata: nothing to read a timestamp from.")
         st.stop()
     guess = next(
-        (k for k in keys if k.lower() in ("ts", "when") or any(w in k.lower() for w in ("time", "date", "created"))),
+        (
+            k
+            for k in keys
+            if k.lower() in ("ts", "when")
+            or k.lower().endswith("_at")
+            or any(w in k.lower() for w in ("time", "date", "created"))
+        ),
         keys[0],
     )
     c1, c2 = st.columns(2)
@@ -64,14 +70,17 @@ else:
     totals = read["totals"]
     untimed = int(totals.loc[totals["point"].isna(), "n_items"].sum())
     order = [p for p in totals["point"] if isinstance(p, str)]
+    if not order:
+        st.info(
+            f"No item of {markup.md(run_id)} has a readable timestamp in {markup.md(key)} (ISO text or seconds "
+            "since the epoch): pick another field."
+        )
+        st.stop()
     if untimed:
         st.caption(
             f"{untimed} of {int(totals['n_items'].sum())} items have no readable timestamp in "
             f"{markup.md(key)} (ISO text or seconds since the epoch) and are left out."
         )
-    if not order:
-        st.info(f"No item of {markup.md(run_id)} has a readable timestamp in {markup.md(key)}.")
-        st.stop()
     baseline = state.synced(st.selectbox, f"Baseline {unit}", "base", order[0], options=order)
     dates = {}
     metric_ids = reads.metrics(run_id)

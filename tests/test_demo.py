@@ -175,6 +175,25 @@ def test_trust_opens_on_the_demo_s_labels(demo: tuple[Path, dict], tmp_path: Pat
         assert any(text.startswith("**Labels on unsure verdicts:") for text in all_text(at))
 
 
+def test_trends_over_time_opens_on_the_demo_s_question_times(demo: tuple[Path, dict], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each demo item carries when its query was asked (two weeks of a log), and the Trends page's time
+    view picks that field by itself and buckets every item, none left out."""
+    from tests.conftest import app_db
+    from tests.test_pages import all_text, open_page
+
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(demo[0].read_bytes())
+    for _ in app_db(path, monkeypatch):
+        at = open_page("pages/10_Trends.py", by="time", unit="week")
+        assert at.selectbox(key="ts").value == "asked_at"
+        table = at.dataframe[0].value
+        assert list(dict.fromkeys(table["point"])) == ["2026-11-02", "2026-11-09"]
+        scored = table.loc[table["metric"] == "GR", "n scored"]
+        assert sum(int(s.split(" of ")[1]) for s in scored) == len(build_demo.run_items()["weak_retriever"])
+        assert not any("no readable timestamp" in text for text in all_text(at))
+
+
 def test_a_demo_built_before_it_shipped_labels_gets_them_without_judging(demo: tuple[Path, dict],
                                                                          tmp_path: Path) -> None:
     path = tmp_path / "demo.duckdb"
