@@ -30,15 +30,22 @@ from tests.browser_util import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa
 TARGET_S = 2.0
 BATCH = 25
 RUN = "bench"
-# Records every change of the app's script state with its time since navigation started.
+# Records every change of the app's script state with its time since navigation started. A script run
+# shorter than a frame sets "running" and "notRunning" before the observer is called: each record's
+# oldValue is the state before it, so the state it set is the next record's oldValue (the last: the
+# attribute now), and no run is missed.
 WATCH = """
 window.__states = [];
-new MutationObserver(() => {
+new MutationObserver((records) => {
   const app = document.querySelector('[data-testid=stApp]');
-  const state = app && app.getAttribute('data-test-script-state');
-  const last = window.__states[window.__states.length - 1];
-  if (state && (!last || last[1] !== state)) window.__states.push([performance.now(), state]);
-}).observe(document, {subtree: true, childList: true, attributes: true,
+  if (!app) return;
+  const now = performance.now(), changes = records.filter(r => r.target === app && r.attributeName);
+  const states = [...changes.slice(1).map(r => r.oldValue), app.getAttribute('data-test-script-state')];
+  for (const state of states) {
+    const last = window.__states[window.__states.length - 1];
+    if (state && (!last || last[1] !== state)) window.__states.push([now, state]);
+  }
+}).observe(document, {subtree: true, childList: true, attributes: true, attributeOldValue: true,
                       attributeFilter: ['data-test-script-state']});
 """
 
