@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from evaluators.dashboard import charts, markup, reads, state, ui
+from evaluators.dashboard import charts, markup, reads, state, tables, ui
 from evaluators.metrics import trends
 from evaluators.storage import queries
 
@@ -95,10 +95,11 @@ if frame.empty:
     st.info("No scored metric to show.")
     st.stop()
 st.plotly_chart(charts.trend_chart(frame, shown, order), key="trend_chart", config=charts.PLOT_CONFIG)
+st.caption(charts.TREND_KEY)
 table = pd.DataFrame(
     {
         "point": frame["point"],
-        "created": [dates.get(p) for p in frame["point"]],
+        "created": [f"{dates[p]:%Y-%m-%d %H:%M}" if p in dates else None for p in frame["point"]],
         "metric": frame["metric"].str.upper(),
         "mean": frame["mean"].round(3),
         "95% CI": ["–" if pd.isna(lo) else f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(frame["low"], frame["high"])],
@@ -114,8 +115,23 @@ table = pd.DataFrame(
         "test": frame["test"].fillna(""),
     }
 )
+# Widths that fit 1280 px beside the sidebar: a run's name and a count keep their line; a creation time, a
+# change with its interval and "noise (CI spans 0)" wrap onto two.
+widths = {"point": min(150, tables.one_line_px(table["point"], 60)), "created": 92, "metric": 60, "mean": 56}
+widths |= {"95% CI": 90, "n scored": tables.one_line_px(table["n scored"], 72), "real": 80, "test": 72}
+if by == "time":  # a bucket has no creation time
+    table = table.drop(columns="created")
+    del widths["created"]
+widths["change vs baseline"] = max(110, tables.TABLE_PX - sum(widths.values()))
+shown_table, rows = tables.fit(table, widths)
+change_help = "The change of the mean against the baseline point, with its 95% interval."
 st.dataframe(
-    table if by == "runs" else table.drop(columns="created"), hide_index=True, key="trend_table", width="stretch"
+    shown_table,
+    hide_index=True,
+    key="trend_table",
+    width="stretch",
+    **rows,
+    column_config=tables.sized({"change vs baseline": {"label": "change", "help": change_help}}, widths),
 )
 st.caption(
     "Means: percentile bootstrap over scored items (1000 resamples, fixed seed); unscored items are "

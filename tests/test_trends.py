@@ -157,6 +157,7 @@ def test_trends_page_over_runs_with_a_baseline_from_the_url(served: Path) -> Non
     assert list(table["real"]) == ["", "✓ real", "noise (CI spans 0)"]
     assert list(table["test"]) == ["", "paired", "paired"]
     assert any("unpaired" in c.value for c in at.caption)
+    assert charts.TREND_KEY in [c.value for c in at.caption]  # the markers' key beside the chart
     default = _open()
     assert list(default.dataframe[0].value["point"]) == ["base", "fixed", "other", "same", "timed"]
 

@@ -148,7 +148,7 @@ def test_no_table_scrolls_sideways_or_shows_none_at_1280(page: Any) -> None:
 
 
 # The views whose every cell and header must be readable at 1280 x 800 (issue: Run, Item, Compare and Sources;
-# and the runs board, Diagnosis's rules, Trust's tables and Triage's notes: every table that lists items), with RUN
+# and the runs board, Diagnosis's rules, Trust's tables, Triage's notes and Trends' points), with RUN
 # and OTHER for two runs of the same items; "source" is a source's retrievals, opened from the ledger. Compare
 # lists the items that crossed both ways (each run's name a header) and the items whose verdicts flipped.
 CELL_VIEWS = [
@@ -169,6 +169,7 @@ CELL_VIEWS = [
     "/Trust?run=RUN",
     "/Trust?run=RUN&tab=Label+next",
     "/Triage",
+    "/Trends?runs=RUN,OTHER",
 ]
 
 # A grid draws only the rows in view: bring each grid into view and scroll it through all its rows. The grid
@@ -317,6 +318,7 @@ def test_no_cell_of_the_demo_is_cut_off_or_reads_none_at_1280(page: Any, demo_ur
     drawn: set[str] = set()
     found = cut_in_views(page, demo_url, "weak_retriever", "better_retriever", drawn)
     found += cut_in_views(page, demo_url, "verbose_generator", "better_retriever", drawn)  # its long answers
+    found += cut_in_views(page, demo_url, "weak_retriever", "", views=["/Trends?by=time&run=RUN"])  # its days
     page.goto(f"{demo_url}/Robustness?run=grammar-dense")  # the newcomer's page: its cluster tables' headers
     check_page(page, "Robustness")
     expect(page.get_by_test_id("stDataFrame")).to_have_count(4)  # clusters, retrieval, groups, wrong answers

@@ -223,6 +223,13 @@ def quadrant_grid(
     )
 
 
+# What trend_chart()'s markers mean: the colours are the metrics, in its legend.
+TREND_KEY = (
+    "★ the baseline · ◆ a real change against it (its 95% interval excludes 0) · ● no real change; "
+    "bars: each mean's 95% interval."
+)
+
+
 def trend_chart(frame: pd.DataFrame, metric_ids: Sequence[str], order: Sequence[str]) -> go.Figure:
     """Metric means over trend points (runs in time order, or time buckets) with their 95% intervals as
     error bars; the baseline is a star, a real change against it a large diamond, and every point's
