@@ -177,7 +177,7 @@ def test_trust_opens_on_the_demo_s_labels(demo: tuple[Path, dict], tmp_path: Pat
 
 def test_trends_over_time_opens_on_the_demo_s_question_times(demo: tuple[Path, dict], tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each demo item carries when its query was asked (two weeks of a log), and the Trends page's time
+    """Each demo item carries when its query was asked (twelve days of a log), and the Trends page's time
     view picks that field by itself and buckets every item, none left out."""
     from tests.conftest import app_db
     from tests.test_pages import all_text, open_page
