@@ -123,16 +123,8 @@ if by == "time":  # a bucket has no creation time
     table = table.drop(columns="created")
     del widths["created"]
 widths["change vs baseline"] = max(110, tables.TABLE_PX - sum(widths.values()))
-shown_table, rows = tables.fit(table, widths)
 change_help = "The change of the mean against the baseline point, with its 95% interval."
-st.dataframe(
-    shown_table,
-    hide_index=True,
-    key="trend_table",
-    width="stretch",
-    **rows,
-    column_config=tables.sized({"change vs baseline": {"label": "change", "help": change_help}}, widths),
-)
+tables.fitted(table, "trend_table", widths, {"change vs baseline": {"label": "change", "help": change_help}})
 st.caption(
     "Means: percentile bootstrap over scored items (1000 resamples, fixed seed); unscored items are "
     "counted apart, never as 0. A change against the baseline is real when its 95% interval excludes 0. "

@@ -77,15 +77,7 @@ if fired.empty:
     )
 else:
     st.markdown("**Table-2 rules that fire** (component to fix in *fix*)")
-    rules, rows = tables.fit(fired, item_view.RULES_PX)
-    st.dataframe(
-        rules,
-        hide_index=True,
-        key="item_rules",
-        width="stretch",
-        **rows,
-        column_config=tables.sized(None, item_view.RULES_PX),
-    )
+    tables.fitted(fired, "item_rules", item_view.RULES_PX)
     item_tabs.rule_evidence(found, shown)
 
 # Bound to ?tab=: only the open tab's container is .open; the others are left empty, never sent.

@@ -139,11 +139,8 @@ if item_id:
     counts = diff["change"].value_counts()
     st.markdown(" · ".join(f"**{counts.get(k, 0)}** {k}" for k in ("changed verdict", "new", "gone", "same")))
     widths = {"change": 110, "claim": 400, run_id: 130, other: 130}
-    diff, rows = tables.fit(
-        diff.rename(columns={"before": run_id, "after": other}), widths
-    )  # a claim wraps in its cell
-    config = tables.sized(by_run("its verdict"), widths)
-    st.dataframe(diff, hide_index=True, key="claim_diff", width="stretch", **rows, column_config=config)
+    # a claim wraps in its cell
+    tables.fitted(diff.rename(columns={"before": run_id, "after": other}), "claim_diff", widths, by_run("its verdict"))
     ui.item_link(other, item_id, label=f"Open {markup.md(item_id)} in {markup.md(other)}", tab="Response")  # its claims
 
 st.subheader("Pairwise preference")

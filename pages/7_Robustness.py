@@ -69,27 +69,10 @@ share = {c: st.column_config.NumberColumn(c, format="%.2f") for c in ("lambda", 
 # A cluster's name (a template's id) is one word: its column is as wide as the longest, up to 180 px (the
 # grid beside the sidebar is 818 px wide; the other columns' headers read whole in what is left).
 name_px = {"cluster": min(180, tables.one_line_px(clusters["cluster"].astype(str), view.CLUSTER_PX["cluster"]))}
-clusters, rows = tables.fit(clusters, view.CLUSTER_PX | name_px)
-st.dataframe(
-    clusters,
-    hide_index=True,
-    key="clusters",
-    width="stretch",
-    placeholder="–",  # R and Acc of a cluster whose every item is in a gap group: not defined, never 0
-    **rows,
-    column_config=tables.sized(share, view.CLUSTER_PX | name_px),
-)
+# placeholder: R and Acc of a cluster whose every item is in a gap group are not defined, never 0
+tables.fitted(clusters, "clusters", view.CLUSTER_PX | name_px, share, placeholder="–")
 st.caption("Retrieval alone, per cluster: R and Acc with LM shortfalls counted as right, and the retrieval hit.")
-retrieval, rows = tables.fit(retrieval, view.RETRIEVAL_PX | name_px)
-st.dataframe(
-    retrieval,
-    hide_index=True,
-    key="retrieval",
-    width="stretch",
-    placeholder="–",
-    **rows,
-    column_config=tables.sized(share, view.RETRIEVAL_PX | name_px),
-)
+tables.fitted(retrieval, "retrieval", view.RETRIEVAL_PX | name_px, share, placeholder="–")
 
 st.subheader("Non-robust groups")
 nr = rep.non_robust
@@ -166,12 +149,4 @@ if not wrong.empty:
     }
     room = tables.TABLE_PX - sum(widths.values())
     widths |= {"retrieved": room // 2, "true": room - room // 2}
-    shown, rows = tables.fit(table, widths)
-    st.dataframe(
-        shown,
-        hide_index=True,
-        key="blame",
-        width="stretch",
-        **rows,
-        column_config=tables.sized({**tables.OPEN, **labels}, widths),
-    )
+    tables.fitted(table, "blame", widths, {**tables.OPEN, **labels})

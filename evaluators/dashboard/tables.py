@@ -99,23 +99,22 @@ OPEN_PX = 44  # its header whole: 29 px of text and the cell's padding
 HEADERS = {"item_id": "item", "run_id": "run", "source_fact": "fact"}  # headed by what it holds, not its field
 
 
+def fitted(
+    table: pd.DataFrame, key: str, widths: Mapping[str, int], config: Mapping[str, Any] | None = None, **kwargs: Any
+) -> Any:
+    """Draw a table across the page, its long text fitted to `widths` (fit(), sized()); `kwargs` go to
+    st.dataframe, whose value is returned."""
+    shown, rows = fit(table, widths)
+    return st.dataframe(
+        shown, hide_index=True, key=key, width="stretch", column_config=sized(config, widths), **rows, **kwargs
+    )
+
+
 def clickable(
     table: pd.DataFrame, key: str, widths: Mapping[str, int], config: Mapping[str, Any] | None = None, **kwargs: Any
 ) -> int | None:
-    """A table whose rows open something with one click (ONE_CLICK), its long text fitted to `widths` (fit(),
-    sized()); the row clicked, if any."""
-    shown, rows = fit(table, widths)
-    event = st.dataframe(
-        shown,
-        hide_index=True,
-        key=key,
-        on_select="rerun",
-        selection_mode=ONE_CLICK,
-        width="stretch",
-        column_config=sized(config, widths),
-        **rows,
-        **kwargs,
-    )
+    """A table whose rows open something with one click (ONE_CLICK), drawn by fitted(); the row clicked, if any."""
+    event = fitted(table, key, widths, config, on_select="rerun", selection_mode=ONE_CLICK, **kwargs)
     return clicked(event, len(table))
 
 

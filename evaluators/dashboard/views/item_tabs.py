@@ -190,16 +190,7 @@ def _components(table: pd.DataFrame, key: str, widths: dict[str, int] | None = N
     in COMPONENT_PX (or the given `widths`); the other columns fit their content, and an SD pair without a
     similarity is empty."""
     widths = widths or {"#": 40, str(table.columns[1]): COMPONENT_PX}
-    table, rows = tables.fit(table, widths)
-    st.dataframe(
-        table,
-        hide_index=True,
-        key=key,
-        width="stretch",
-        placeholder="",
-        **rows,
-        column_config=tables.sized(None, widths),
-    )
+    tables.fitted(table, key, widths, placeholder="")
 
 
 def _verdict_rows(table: pd.DataFrame, key: str) -> None:
