@@ -67,15 +67,24 @@ BAD = [
     ("model_list:\n  - model_name: j\n    litellm_params:\n      api_base: http://127.0.0.1:9/v1\n",
      3, "model_list[0].litellm_params.model", "must be a name"),
     ("model_list:\n  - model_name: j\n    litellm_params:\n      model: openai/x\n      api_key: sk-live-123\n",
-     5, "model_list[0].litellm_params.api_key", "os.environ/NAME"),
+     5, "model_list[0].litellm_params.api_key", "must be os.environ/NAME"),
     ("model_list:\n  - model_name: j\n    litellm_params: {model: openai/x, api_base: 'ftp://host/v1'}\n",
      3, "model_list[0].litellm_params.api_base", "http(s) URL"),
     ("model_list:\n  - model_name: j\n    litellm_params: {model: openai/x, rpm: -5}\n",
      3, "model_list[0].litellm_params.rpm", "0 or more"),
     ("model_list:\n  - model_name: j\n    litellm_params: {model: openai/x}\nrouter_settings:\n"
-     "  fallbacks:\n    - {j: [nope]}\n", 6, "router_settings.fallbacks[0]", "'nope' is no model_name"),
+     "  fallbacks:\n    - {j: [nope]}\n", 6, "router_settings.fallbacks[0]", "names 'nope', which is no model_name"),
     ("model_list:\n  - model_name: j\n    litellm_params: {model: openai/x}\nrouter_settings:\n"
-     "  cooldown: 3\n", 5, "router_settings.cooldown", "unknown field"),
+     "  cooldown: 3\n", 5, "router_settings.cooldown", "is a field this file does not read"),
+    # Fields litellm reads but this file never does: refused, not kept in silence.
+    ("model_list:\n  - model_name: j\n    litellm_params: {model: openai/x}\n    model_info:\n"
+     "      api_key: sk-live-123\n", 4, "model_list[0].model_info", "is a field this file does not read"),
+    # The CLI's name for its built-in judge: it would replace the file's model in silence.
+    ("model_list:\n  - model_name: offline\n    litellm_params: {model: openai/x}\n", 2,
+     "model_list[0].model_name", "must not be 'offline'"),
+    # A provider litellm sends to its own host whatever api_base it is given (the key would go there).
+    ("model_list:\n  - model_name: j\n    litellm_params: {model: replicate/x, api_base: 'http://127.0.0.1:9/v1', "
+     "api_key: os.environ/KEY_A}\n", 3, "model_list[0].litellm_params.model", "cannot be given an api_base"),
     ("model_list:\n  - model_name: j\n    litellm_params: {model: openai/x\n", 4, None, "not YAML"),
 ]
 
@@ -88,7 +97,7 @@ def test_a_malformed_judges_file_is_refused_in_one_line_naming_file_line_and_fie
     code, db = evaluate(tmp_path, path, "bad", judge="j")
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and not db.exists(), err
-    assert f"{path}:{line}: " in err and says in err and (field is None or f" {field}: " in err), err
+    assert f"{path}:{line}: " in err and says in err and (field is None or f" {field} " in err), err
     assert "sk-live-123" not in err
 
 
@@ -187,3 +196,54 @@ def test_api_base_flags_make_the_same_routes_as_a_file(tmp_path: Path) -> None:
         f"  - {{model_name: openai/m, litellm_params: {{model: openai/m, api_base: 'http://h:{p}/v1', "
         "api_key: os.environ/TEAM_KEY}}\n" for p in (1, 2))))
     assert flags.deployments == file.deployments and flags.fallbacks == file.fallbacks == {}
+
+
+# ---------------------------------------------------------------- a judges file is input from another team
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + k)}: &{chr(98 + k)} [{', '.join(['*' + chr(97 + k)] * 9)}]\n" for k in range(8)
+) + "model_list: [*i]\n"
+
+
+@pytest.mark.parametrize("make,says", [
+    (lambda d: write(d, ALIAS_BOMB), "once its aliases are expanded"),
+    (lambda d: write(d, "model_list:\n" + "  - {model_name: j, litellm_params: {model: openai/x}}\n" * 40_000),
+     "over the limit"),
+    (lambda d: Path("/dev/zero"), "not a regular file"),
+    (lambda d: write(d, "a: &a [*a]\nmodel_list: *a\n"), "refers to a node that holds it"),
+])
+def test_a_judges_file_is_read_within_bounds(tmp_path: Path, capsys: pytest.CaptureFixture[str], make, says: str
+                                             ) -> None:
+    """A 1 KB file of nine nested alias levels (3.4 GB and 38 s before), a 2 MB file, and a device that never ends are
+    each refused in one line, before anything is built from them."""
+    code, db = evaluate(tmp_path, make(tmp_path), "bounded", judge="j")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and says in err and not db.exists(), err
+
+
+def test_an_alias_within_bounds_is_still_read(tmp_path: Path) -> None:
+    """A shared block of parameters written once (an anchor and its aliases) is a judges file as before."""
+    file = routes.load(write(tmp_path, "model_list:\n  - model_name: j\n    litellm_params: &p {model: openai/m, "
+                                       "api_base: 'http://h:1/v1'}\n  - model_name: k\n    litellm_params: *p\n"))
+    assert [d.model_name for d in file.deployments] == ["j", "k"]
+
+
+def test_an_api_base_given_to_a_provider_that_ignores_it_is_refused_before_any_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], openai_server: OpenAIServer) -> None:
+    """replicate/ sends its calls, and the key, to api.replicate.com whatever api_base it is given."""
+    db, data = tmp_path / "j.duckdb", write_jsonl(tmp_path / "items.jsonl", items(2))
+    code = cli.main(["evaluate", str(data), "--db", str(db), "--run", "r", "--judge", "replicate/meta/llama",
+                     "--api-base", openai_server.base_url, "--metrics", "gr", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "replicate/ calls" in err and "openai/NAME" in err, err
+    assert not openai_server.requests
+
+
+def test_every_provider_listed_as_honouring_an_api_base_sends_its_call_there_and_nowhere_else() -> None:
+    """Through litellm itself, each listed provider's call reaches a loopback api_base, and no other host is
+    looked up (benchmarks/api_base_probe.py); replicate/ and huggingface/ do not."""
+    from benchmarks.api_base_probe import probe
+
+    found = {p.provider: p for p in probe([*sorted(routes.HONOURS_API_BASE), "replicate", "huggingface"])}
+    wrong = {name: p for name, p in found.items() if p.honours != (name in routes.HONOURS_API_BASE)}
+    assert not wrong, wrong

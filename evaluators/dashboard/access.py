@@ -228,8 +228,6 @@ def file_judges(path: Any) -> list[FileJudge]:
                 f"[judges] file: {path}: model_list[{k}] ({d.model_name}): the dashboard's judges need "
                 "litellm_params.api_base and api_key: os.environ/NAME"
             )
-    if {OFFLINE_LABEL, LOCAL_LABEL, OFFLINE, LOCAL} & set(judges.names):
-        raise ConfigError(f"[judges] file: {path}: model names must differ from the built-in judges'")
     return [FileJudge(name, name, judges.serving(name)) for name in judges.names]
 
 

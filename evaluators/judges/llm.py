@@ -84,6 +84,13 @@ def _check_deployment(deployment: routes.Deployment, key: str | None) -> None:
     import litellm
 
     model, base = deployment.model, deployment.api_base
+    if base is not None:
+        try:
+            provider = litellm.get_llm_provider(model, api_base=base)[1]
+        except Exception:
+            provider = model.split("/", 1)[0]  # unknown to litellm: judged by its prefix alone
+        if problem := routes.api_base_problem(provider):
+            raise JudgeUnavailable(f"judge {model} at an api_base: {problem}; nothing was judged")
     if deployment.key_env is not None:
         if needs := other_credentials(model, base):
             raise JudgeUnavailable(

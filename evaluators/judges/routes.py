@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,6 +35,29 @@ COOLDOWN_S = 10.0
 PARAMS = ("model", "api_base", "api_key", "rpm", "tpm")
 SETTINGS = ("fallbacks", "cooldown_time", "allowed_fails", "num_retries", "routing_strategy")
 STRATEGIES = ("simple-shuffle", "least-busy", "latency-based-routing", "usage-based-routing-v2")
+# A judges file is read whole and checked before use: a few deployments are a few hundred bytes, so
+# these bounds refuse only what is no judges file (a 1 KB alias bomb expands to billions of nodes).
+MAX_FILE_BYTES = 1 << 20
+MAX_NODES = 20_000  # YAML nodes with every alias expanded
+# The model names the CLI and the dashboard give to their built-in judges.
+RESERVED_NAMES = ("offline", "local")
+# litellm's providers that send a call to the api_base they are given, and to nowhere else: each was
+# called with an api_base on 127.0.0.1 and reached it, looking up no other host
+# (benchmarks/api_base_probe.py prints the list again). Others ignore the base and send the key to
+# their own host (replicate/), or reach another host first (huggingface/): a deployment with an
+# api_base must name one of these.
+HONOURS_API_BASE = frozenset(
+    """a2a ai21 ai21_chat aiml aiohttp_openai amazon_nova anthropic anthropic_text apertis assemblyai azure
+    azure_ai azure_text baseten bedrock_mantle cerebras charity_engine chutes cloudflare codestral cognition cohere
+    cohere_chat cometapi compactifai cortecs custom custom_openai darkbloom dashscope databricks datarobot deepinfra
+    deepseek docker_model_runner edenai empower featherless_ai fireworks_ai friendliai galadriel gemini github groq
+    helicone heroku hosted_vllm hyperbolic inception lambda_ai langflow langgraph lemonade libertai litellm_proxy
+    llamafile lm_studio maritalk meta meta_llama minimax mistral modelscope moonshot morph nadir nano-gpt nebius
+    neosantara nlp_cloud novita nscale nvidia_nim ollama ollama_chat oobabooga openai openrouter ovhcloud parasail
+    perplexity pinstripes poe prism publicai qwen_ai_platform qwencloud reka sail sambanova scaleway scx-ai snowflake
+    synthetic tencent tensormesh text-completion-inception text-completion-openai together_ai v0 vercel_ai_gateway
+    volcengine wandb xai xiaomi_mimo xinference zai""".split()
+)
 # Sent to an api_base when no key is configured: litellm's OpenAI client refuses to send none,
 # and a local server ignores it (one that needs a real key answers 401, which stops the run).
 NO_KEY = "no-key"
@@ -128,11 +152,24 @@ def from_flags(model: str, api_bases: str | Sequence[str] | None, key_env: str |
     return Routes(tuple(Deployment(model, model, base, key_env) for base in bases))
 
 
+def api_base_problem(provider: str) -> str | None:
+    """Why a deployment of litellm provider `provider` cannot be given an api_base ("..."), or None."""
+    if provider in HONOURS_API_BASE:
+        return None
+    return (
+        f"litellm does not send {provider}/ calls to an api_base alone, so its key could reach another host: "
+        "for a server of your own name an OpenAI-compatible model, such as openai/NAME or hosted_vllm/NAME"
+    )
+
+
 def load(path: str | Path) -> Routes:
-    """Read a judges file; RoutesError (one line: file, line, field) when it is malformed."""
+    """Read a judges file; RoutesError (one line: file, line, field) when it is malformed, too big, or
+    not a regular file."""
     text = _read(path)
     try:
-        data, lines = yaml.safe_load(text), _lines(yaml.compose(text, Loader=yaml.SafeLoader))
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_size(node, str(path))
+        data, lines = yaml.safe_load(text), _lines(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -141,10 +178,54 @@ def load(path: str | Path) -> Routes:
 
 
 def _read(path: str | Path) -> str:
+    """The file's text, read only from a regular file of at most MAX_FILE_BYTES (a device such as
+    /dev/zero or a pipe never ends)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise RoutesError(f"{path}: cannot read the judges file: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise RoutesError(
+                f"{path}: cannot read the judges file: {info.st_size:,} bytes, over the limit of {MAX_FILE_BYTES:,}"
+            )
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:  # grew since stat
+            raise RoutesError(f"{path}: cannot read the judges file: over the limit of {MAX_FILE_BYTES:,} bytes")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RoutesError(f"{path}: cannot read the judges file: {exc.__class__.__name__}: {exc}") from None
+
+
+def _check_size(root: yaml.Node | None, source: str) -> None:
+    """Refuse a document whose nodes, each alias expanded, number over MAX_NODES (an alias bomb), or an
+    alias inside itself; counted once per node, so the count costs what the file's length does."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node, open_: set[int]) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in open_:
+            raise RoutesError(f"{source}:{node.start_mark.line + 1}: an alias refers to a node that holds it")
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        open_.add(id(node))
+        total = 1
+        for child in children:
+            total += size(child, open_)
+            if total > MAX_NODES:
+                raise RoutesError(
+                    f"{source}:{node.start_mark.line + 1}: over {MAX_NODES:,} values once its aliases are expanded"
+                )
+        open_.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    if root is not None:
+        size(root, set())
 
 
 def _lines(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
@@ -170,15 +251,16 @@ class _Reader:
 
     def fail(self, path: tuple[Any, ...], problem: str) -> RoutesError:
         line = next((self.lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in self.lines), 1)
-        name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top)"
-        return RoutesError(f"{self.source}:{line}: {name}: {problem}")
+        name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "the file"
+        # "api_key must be ...", not "api_key: must be ...", which masking would read as a key.
+        return RoutesError(f"{self.source}:{line}: {name} {problem}")
 
     def mapping(self, value: Any, path: tuple[Any, ...], known: Sequence[str]) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.fail(path, f"must be a mapping of {', '.join(known)}")
         unknown = [k for k in value if k not in known]
         if unknown:
-            raise self.fail((*path, unknown[0]), f"unknown field; the fields read are {', '.join(known)}")
+            raise self.fail((*path, unknown[0]), f"is a field this file does not read; it reads {', '.join(known)}")
         return value
 
     def text(self, value: Any, path: tuple[Any, ...]) -> str:
@@ -210,14 +292,19 @@ class _Reader:
         return replace(routes, fallbacks=fallbacks, settings=settings)
 
     def deployment(self, entry: Any, path: tuple[Any, ...]) -> Deployment:
-        entry = self.mapping(entry, path, ("model_name", "litellm_params", "model_info"))
+        entry = self.mapping(entry, path, ("model_name", "litellm_params"))
         name = self.text(entry.get("model_name"), (*path, "model_name"))
+        if name in RESERVED_NAMES:
+            raise self.fail((*path, "model_name"), f"must not be {name!r}, the name of a built-in judge")
         where = (*path, "litellm_params")
         params = self.mapping(entry.get("litellm_params"), where, PARAMS)
         model = self.text(params.get("model"), (*where, "model"))
         base = params.get("api_base")
         if base is not None and (not isinstance(base, str) or url_problem(base)):
             raise self.fail((*where, "api_base"), url_problem(str(base)) or "must be a URL")
+        provider = model.split("/", 1)[0] if "/" in model else None  # a bare name: llm.py asks litellm
+        if base is not None and provider is not None and (problem := api_base_problem(provider)):
+            raise self.fail((*where, "model"), f"cannot be given an api_base: {problem}")
         key = params.get("api_key")
         key_env = None
         if key is not None:
@@ -246,7 +333,7 @@ class _Reader:
             others = [others] if isinstance(others, str) else others
             unknown = [n for n in [name, *(others if isinstance(others, list) else [None])] if n not in names]
             if unknown:
-                raise self.fail((*path, k), f"{unknown[0]!r} is no model_name of model_list")
+                raise self.fail((*path, k), f"names {unknown[0]!r}, which is no model_name of model_list")
             found[name] = tuple(others)
         return found
 
