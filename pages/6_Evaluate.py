@@ -48,9 +48,7 @@ if upload is not None:
     from evaluators.runs.ingest import detect_format
 
     with tempfile.TemporaryDirectory() as tmp:
-        peek = Path(tmp) / Path(upload.name).name
-        peek.write_bytes(upload.getvalue())
-        detected = detect_format(peek)
+        detected = detect_format(view.saved_upload(upload, Path(tmp)))
     fmt = st.selectbox(
         "Format",
         traces.FORMATS,
@@ -123,12 +121,11 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
     from evaluators.runs.ingest import InputError, load_items  # lazy: ingest may pull heavier readers
 
     with tempfile.TemporaryDirectory() as tmp:
-        file = Path(tmp) / Path(upload.name).name
-        file.write_bytes(upload.getvalue())
+        file = view.saved_upload(upload, Path(tmp))
         try:
             items = load_items(file, fmt)
         except InputError as exc:
-            st.error(f"{markup.md(upload.name)} cannot be evaluated:")
+            st.error(f"{markup.md(view.shown_name(upload))} cannot be evaluated:")
             st.code("\n".join(exc.problems) or str(exc), language=None, wrap_lines=True)
             st.stop()
 
@@ -149,7 +146,7 @@ if st.button("Evaluate", key="evaluate", type="primary", disabled=upload is None
             "an evaluation never adds to an existing run."
         )
         st.stop()
-    except (access.Refused, access.ConfigError) as exc:
+    except (access.Refused, access.ConfigError, access.LookAlike) as exc:
         st.error(markup.md(exc))
         st.stop()
     except store.StoreBusy:

@@ -49,7 +49,7 @@ def test_the_upload_refuses_a_taken_name_and_a_damaged_file_in_one_line(db: Path
     at = _import(run_file[: len(run_file) // 2], file="cut.duckdb")
     (error,) = at.error
     shown = error.value.replace("\\", "")  # markdown's escapes
-    assert shown.startswith("not a run file: cut.duckdb: a damaged database"), shown
+    assert shown.startswith("cut.duckdb: a damaged run file"), shown
     assert "\n" not in shown and "/tmp" not in shown
     assert len(queries.runs.runs(db)) == 3
 

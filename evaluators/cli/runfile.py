@@ -29,6 +29,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         metavar="NEW_NAME",
         help="the name to give the run here (default: its name in the file)",
     )
+    im.add_argument(
+        "--max-bytes",
+        type=options.count,
+        default=runfile.Limits.max_bytes,
+        help="refuse a larger file (default: %(default)s)",
+    )
+    im.add_argument(
+        "--max-seconds",
+        type=options.duration,
+        default=runfile.Limits.max_seconds,
+        help="stop checking the file after this long, importing nothing (default: %(default)s)",
+    )
     im.set_defaults(handler=import_run)
 
 
@@ -46,14 +58,16 @@ def export_run(args: argparse.Namespace) -> int:
 def import_run(args: argparse.Namespace) -> int:
     """import-run: the run added with its rows, or that it was already there (a no-op)."""
     try:
-        done = runfile.import_run(args.file, args.db, args.name)
+        done = runfile.import_run(
+            args.file, args.db, args.name, limits=runfile.Limits(args.max_bytes, args.max_seconds)
+        )
     except runfile.RunFileError as exc:
         return fail(str(exc))
-    who = f", sent by {done.started_by}" if done.started_by else ""
+    who = f" (the file says it was sent by {done.claimed_by})" if done.claimed_by else ""
     if not done.added:
         print(f"run {done.run_id} is already in {args.db}, the same evaluation: nothing imported")
     else:
-        print(f"imported run {done.run_id} into {args.db}{who}: {_rows(done.rows)}")
+        print(f"imported run {done.run_id} into {args.db}: {_rows(done.rows)}{who}")
     return 0
 
 

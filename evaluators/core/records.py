@@ -7,13 +7,14 @@ so the dashboard can show why a score is what it is. A judge's parsed reply is a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Iterable, NamedTuple, Protocol
 
 
 class Status(str, Enum):
@@ -189,6 +190,46 @@ def run_name_problem(name: str) -> str | None:
     return None
 
 
+@functools.cache
+def _look_alike() -> dict[str, str]:
+    """Each character that looks like another, mapped to one character of its class: Unicode's confusables
+    (as confusable-homoglyphs ships them), joined into classes. Among ASCII only l, I, 1 and | share one,
+    and O and 0."""
+    from confusable_homoglyphs.confusables import confusables_data  # a 1 MB table, read when first asked
+
+    parent: dict[str, str] = {}
+
+    def root(c: str) -> str:
+        while parent.setdefault(c, c) != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    for char, glyphs in confusables_data.items():
+        for glyph in (g["c"] for g in glyphs):
+            if len(char) == 1 and len(glyph) == 1:
+                parent[root(char)] = root(glyph)
+    return {c: root(c) for c in parent}
+
+
+def looks_like(name: str, others: Iterable[str]) -> str | None:
+    """The first of `others` that is another name but looks the same as `name` ('weak-rеtriever' with a
+    Cyrillic е, 'weak-retriever'), or None."""
+    table = _look_alike()
+
+    def skeleton(text: str) -> str:
+        return "".join(table.get(c, c) for c in unicodedata.normalize("NFKC", text))
+
+    mine = skeleton(name)
+    return next((other for other in others if other != name and skeleton(other) == mine), None)
+
+
+def one_line(text: str) -> str:
+    """`text` on one line as a log or a message shows it: control and other invisible characters escaped
+    ('\\n', '\\x1b'), so a name from elsewhere cannot forge a line of its own."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def check_run_name(name: str) -> str:
     """`name`, or ValueError (one line) when it cannot name a new run (see run_name_problem)."""
     problem = run_name_problem(name)
@@ -242,6 +283,9 @@ class Judge(Protocol):
     name: str
 
     async def ask(self, prompt: str, **variables: Any) -> Answer: ...
+
+
+LABEL_ORIGINS = ("review", "import", "triage")  # where a Label came from (see Label.origin)
 
 
 @dataclass(frozen=True)

@@ -38,13 +38,14 @@ This module holds no Streamlit code: dashboard/ui.py hands it the secrets and th
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from evaluators.core.records import Item, Label, check_run_name
 from evaluators.judges import routes
 from evaluators.judges.factory import LOCAL, OFFLINE, JudgeConfig
 from evaluators.judges.routes import ENV_NAME, url_problem
-from evaluators.storage import ownership, queries, writes
+from evaluators.storage import ownership, queries, runfile, writes
 
 VIEWER, TRIAGER, EVALUATOR, ADMIN = ROLES = ("viewer", "triager", "evaluator", "admin")
 # The [roles] lists in secrets.toml, one per role; any other key is a typo that would grant nothing.
@@ -282,6 +283,9 @@ class RunExists(ValueError):
     """A new evaluation was given the name of a run the database already holds."""
 
 
+LookAlike = ownership.LookAlike  # a new evaluation's name looks like an existing run's
+
+
 def save_note(
     user: User,
     db: str,
@@ -353,6 +357,13 @@ def start_evaluation(
             return evaluate(items, db, run, options=options, on_progress=on_progress)
         except JudgeUnavailable as exc:  # found before any call: the listed judge is what is wrong
             raise ConfigError(f"judge {getattr(judge, 'label', judge)!r} cannot run: {exc}") from None
+
+
+def import_run(user: User, db: str, file: Path, name: str | None) -> runfile.Imported:
+    """Add the run of an uploaded run file as this user (an evaluator or above), recording them as the one
+    who imported it; raises Refused, or what runfile.import_run raises."""
+    require(user, EVALUATOR, "upload files or run judges")
+    return runfile.import_run(file, db, name, imported_by=user.email or ownership.os_user(), via="upload")
 
 
 def delete_run(user: User, db: str, run_id: str) -> dict[str, int]:

@@ -34,10 +34,10 @@ from evaluators.metrics import thelma as metrics_mod
 from evaluators.metrics.registry import REFERENCE, THELMA
 from evaluators.runs.writer import BUSY_TRY_S, Writer, patiently
 from evaluators.storage import ownership, queries, store
+from evaluators.storage.ownership import FAILED, FINISHED, FINISHED_WITH_FAILURES
 
 WAIT_TICK_S = 5.0  # how often the progress line is redrawn while the judge waits out a rate limit
 HEARTBEAT_S = 20.0  # the longest pause between a run's writes; RAG_TRIAGE_HEARTBEAT_S overrides it
-FINISHED, FINISHED_WITH_FAILURES, FAILED = "finished", "finished with failures", "failed"
 
 
 def check_metrics(names: Iterable[str]) -> list[str]:

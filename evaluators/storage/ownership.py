@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Verdict, check_run_name
+from evaluators.core.records import Component, Item, JudgeCall, Run, Score, Verdict, check_run_name, looks_like
 from evaluators.storage.store import FAILED_STATUSES, connect, migrate, transaction
 from evaluators.storage.wide import refresh_wide, written_ids
 from evaluators.storage.writes import ITEM_TABLES, batch_frames, insert
@@ -75,6 +75,13 @@ def finish_run(
         )
 
 
+# What runs.status holds; readers show a running run whose owner stopped beating as interrupted.
+RUN_STATUSES = RUNNING, FINISHED, FINISHED_WITH_FAILURES, FAILED = (
+    "running",
+    "finished",
+    "finished with failures",
+    "failed",
+)
 STALE_BEATS = 3  # a running run whose owner missed this many heartbeats was interrupted
 
 
@@ -85,6 +92,14 @@ RUN_STATUS_SQL = (
     f"now()::TIMESTAMP - to_seconds({STALE_BEATS} * coalesce(r.heartbeat_s, 0))) "
     "THEN 'interrupted' ELSE r.status END"
 )
+
+
+class LookAlike(ValueError):
+    """A new run's name looks the same as another run's ('weak-rеtriever' with a Cyrillic е)."""
+
+    def __init__(self, run: str, twin: str) -> None:
+        super().__init__(f"run name {run!r} looks like that of the run {twin!r} already here: choose another name")
+        self.run, self.twin = run, twin
 
 
 class RunBusy(ValueError):
@@ -225,6 +240,9 @@ def _claim(
 
 def _insert_run(con: Any, run: Run, n_items: int) -> None:
     check_run_name(run.name)  # every way into a new run: the CLI and the Evaluate page check it first
+    twin = twin_of(con, run.name)
+    if twin is not None:
+        raise LookAlike(run.name, twin)
     con.execute(
         """INSERT INTO runs (run_id, judge, params, prompt_hashes, status, n_items, created_at, started_by)
                    VALUES (?, ?, ?, ?, 'running', ?, now()::TIMESTAMP, ?)""",
@@ -237,6 +255,11 @@ def _insert_run(con: Any, run: Run, n_items: int) -> None:
             _STARTED_BY.get() or os_user(),
         ],
     )
+
+
+def twin_of(con: Any, name: str) -> str | None:
+    """The run of the database on `con` whose name looks the same as `name` but is another, or None."""
+    return looks_like(name, (r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()))
 
 
 def _check_same_run(run: Run, row: Sequence[Any]) -> None:

@@ -4,14 +4,20 @@ import_run() adds such a file's run to another database in one transaction.
 
 Every table with a run_id column travels (a table a later migration adds too), with the judge calls behind
 the run's components, verdicts and GRAMMAR rows. run_wide, the per-item score table, is rebuilt on both
-sides by refresh_wide(), as every write does. A file of an older schema is upgraded on a copy by the
-store's own migrations; a newer one is refused.
+sides by refresh_wide(), as every write does.
+
+A run file comes from another machine, so it is input, never trusted: runfile_check.stage() reads it as
+data on a sealed connection, checks every row and copies the run into a database of our own before the
+import takes the write lock. What the file says of people (who sent it, the authors of its notes and
+labels) is kept as its claim ("written as ... in the file"); who imported it, when, how and from which
+file is recorded in run_imports. Its judge calls come under keys of their own, marked as imported, so
+they never answer this database's own evaluations.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,42 +26,37 @@ from pathlib import Path
 from typing import Any
 
 from evaluators.core.records import run_name_problem
-from evaluators.storage import health
-from evaluators.storage.ownership import os_user
+from evaluators.storage.ownership import os_user, twin_of
+from evaluators.storage.runfile_check import (
+    META,
+    META_DDL,
+    NOT_CARRIED,
+    Limits,
+    RunFileError,
+    RunFileInfo,
+    read_info,
+    stage,
+)
 from evaluators.storage.schema import MIGRATIONS
-from evaluators.storage.store import Error, NotADatabase, StoreMissing, connect, migrate, transaction
+from evaluators.storage.store import Error, connect, migrate, transaction
 from evaluators.storage.wide import refresh_wide
 
-META = "run_file"  # the file's own table: one row saying which run it holds, from what and whom
-REBUILT = ("run_wide", META)  # per-run tables not copied: rebuilt (run_wide) or the file's own
+__all__ = ["Imported", "Limits", "RunFileError", "RunFileInfo", "export_run", "import_run", "read_info"]
+
 # The runs row's fields that tell one evaluation from another: equal, a second import changes nothing.
 SAME_RUN = ("judge", "params", "prompt_hashes", "status", "n_items", "created_at", "finished_at", "stats")
-
-
-class RunFileError(ValueError):
-    """A file that is not a run file this version imports, or a run name already taken: one line."""
-
-
-@dataclass(frozen=True)
-class RunFileInfo:
-    """What a run file's run_file row says."""
-
-    run_id: str
-    schema_version: int
-    tool_version: str
-    exported_at: datetime
-    started_by: str
+VIA = ("cli", "upload", "inbox")  # how a run file reached this database
 
 
 @dataclass(frozen=True)
 class Imported:
     """What import_run() did: the run's name here, whether it was added (False: already here, a no-op),
-    the rows added per table and who sent it."""
+    the rows added per table, and who the file says sent it (its claim, not a fact)."""
 
     run_id: str
     added: bool
     rows: dict[str, int]
-    started_by: str
+    claimed_by: str
 
 
 def tool_version() -> str:
@@ -67,7 +68,8 @@ def tool_version() -> str:
 
 
 def _run_tables(con: Any, database: str) -> list[str]:
-    """The base tables of a database (attached under `database`) with a run_id column, but REBUILT."""
+    """The base tables of a database (attached under `database`) with a run_id column, but those a run
+    file does not carry."""
     return [
         t
         for (t,) in con.execute(
@@ -75,7 +77,7 @@ def _run_tables(con: Any, database: str) -> list[str]:
                WHERE database_name = ? AND schema_name = 'main' AND column_name = 'run_id' ORDER BY table_name""",
             [database],
         ).fetchall()
-        if t not in REBUILT
+        if t not in NOT_CARRIED
     ]
 
 
@@ -95,6 +97,7 @@ def export_run(db: str | Path, run_id: str, out: str | Path) -> dict[str, int]:
     does not exist; the source is only read, through a read-only connection that waits out a writer.
     """
     out = Path(out)
+    _check_out(Path(db), out)
     part = out.with_name(f".{out.name}.part")
     part.unlink(missing_ok=True)
     try:
@@ -105,8 +108,7 @@ def export_run(db: str | Path, run_id: str, out: str | Path) -> dict[str, int]:
                 refresh_wide(con, run_id)
                 who = con.execute("SELECT started_by FROM runs").fetchone()[0] or os_user()
                 con.execute("UPDATE runs SET started_by = ?", [who])  # who sent it, where the run named nobody
-                con.execute(f"""CREATE TABLE {META} (run_id VARCHAR NOT NULL, schema_version INTEGER NOT NULL,
-                                tool_version VARCHAR NOT NULL, exported_at TIMESTAMP NOT NULL, started_by VARCHAR NOT NULL)""")
+                con.execute(META_DDL)
                 con.execute(
                     f"INSERT INTO {META} VALUES (?, ?, ?, ?, ?)",
                     [run_id, len(MIGRATIONS), tool_version(), datetime.now(timezone.utc).replace(tzinfo=None), who],
@@ -148,93 +150,119 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def read_info(file: str | Path) -> RunFileInfo:
-    """What run file `file` holds, checked: a DuckDB file, not damaged, a RAG Triage database of this
-    schema or an older one, with a run_file row naming a run it holds. Raises RunFileError (one line
-    naming the file) for anything else; StoreBusy when it is held past the store's deadline."""
-    file = Path(file)
-    state = health.check_database(file)
-    if state.state == "newer":
-        raise RunFileError(
-            f"{file}: a run file from a newer version of RAG Triage (schema {state.version}, this version "
-            f"reads {len(MIGRATIONS)}): upgrade RAG Triage here to import it"
-        )
-    if state.state not in ("ok", "older"):
-        try:
-            health.require_database(file)
-        except (StoreMissing, NotADatabase) as exc:
-            raise RunFileError(f"not a run file: {exc}") from None
+def _check_out(db: Path, out: Path) -> None:
+    """Refuse to write over the database itself, or over any file that is not a run file."""
+    if not out.exists():
+        return
+    if db.exists() and os.path.samefile(db, out):
+        raise RunFileError(f"{out}: is the database {db} itself: export the run to another file")
     try:
-        with connect(file, read_only=True) as con:
-            has_meta = con.execute(
-                "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?", [META]
-            ).fetchone()[0]
-            if not has_meta:
-                raise RunFileError(f"{file}: not a run file (a RAG Triage database without its {META} table)")
-            meta = con.execute(f"SELECT run_id, tool_version, exported_at, started_by FROM {META}").fetchall()
-            version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
-            held = meta and con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [meta[0][0]]).fetchone()[0]
-    except Error as exc:
-        raise RunFileError(f"{file}: a damaged run file ({str(exc).splitlines()[0][:200]})") from None
-    if len(meta) != 1 or not held:
-        raise RunFileError(f"{file}: a damaged run file (its {META} table names no run it holds)")
-    run_id, tool, exported_at, who = meta[0]
-    return RunFileInfo(run_id, int(version), tool, exported_at, who)
+        read_info(out)
+    except RunFileError:
+        raise RunFileError(
+            f"{out}: exists and is not a run file: export-run writes a new file, or over a run file"
+        ) from None
 
 
-def import_run(file: str | Path, db: str | Path, name: str | None = None) -> Imported:
+def import_run(
+    file: str | Path,
+    db: str | Path,
+    name: str | None = None,
+    imported_by: str | None = None,
+    via: str = "cli",
+    limits: Limits = Limits(),
+) -> Imported:
     """Add the run of run file `file` to database `db` (created or upgraded first) in ONE transaction,
-    under its own name or `name`. A run of that name that is the same evaluation (the runs row's
-    SAME_RUN fields) makes this a no-op; any other refuses it with RunFileError. A file of an older
-    schema is upgraded on a copy first, the file itself untouched."""
-    info = read_info(file)
-    name = name or info.run_id
-    problem = run_name_problem(name)
-    if problem:  # a file from elsewhere may name its run anything
-        raise RunFileError(f"{file}: its run's name {problem}: import it under another name with --as NEW_NAME")
-    migrate(db)
+    under its own name or `name`, recording who imported it (`imported_by`, by default this OS user),
+    `via` what and from which file. The file is checked whole as data first (runfile_check.stage(),
+    within `limits`), outside the write lock. A run of that name that is the same evaluation (the runs
+    row's SAME_RUN fields) makes this a no-op; any other, or a name that looks like another run's, refuses
+    it with RunFileError, as does anything wrong with the file; nothing is written then."""
+    if via not in VIA:
+        raise ValueError(f"via must be one of {', '.join(VIA)}, got {via!r}")
+    file = Path(file)
     with tempfile.TemporaryDirectory(prefix="run-file-") as tmp:
-        source = Path(file)
-        if info.schema_version < len(MIGRATIONS):
-            source = Path(tmp) / "upgraded.duckdb"
-            shutil.copyfile(file, source)
-            migrate(source)
+        staged = stage(file, Path(tmp), limits)
+        info = staged.info
+        name = name or info.run_id
+        problem = run_name_problem(name)
+        if problem:  # a file from elsewhere may name its run anything
+            raise RunFileError(f"{file}: its run's name {problem}: import it under another name with --as NEW_NAME")
+        record = (imported_by or os_user(), via, file.name, _sha256(file), info.started_by)
+        migrate(db)
         try:
-            return _copy_in(source, db, info, name)
+            return _copy_in(staged.path, db, info, name, record)
         except Error as exc:  # rolled back: the database is as it was
             raise RunFileError(f"{file}: cannot be imported ({str(exc).splitlines()[0][:200]})") from None
 
 
-def _copy_in(source: Path, db: str | Path, info: RunFileInfo, name: str) -> Imported:
+def _sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _copy_in(staged: Path, db: str | Path, info: RunFileInfo, name: str, record: tuple[str, ...]) -> Imported:
+    """Copy the staged run into `db` as `name`, in one transaction (see import_run)."""
     with connect(db) as con:
-        con.execute("ATTACH ? AS _run_file (READ_ONLY)", [str(source)])
+        con.execute("ATTACH ? AS _run_file (READ_ONLY)", [str(staged)])
         try:
             with transaction(con):
                 if con.execute("SELECT count(*) FROM main.runs WHERE run_id = ?", [name]).fetchone()[0]:
                     same = " AND ".join(f"m.{c} IS NOT DISTINCT FROM f.{c}" for c in SAME_RUN)
                     if con.execute(
-                        f"SELECT count(*) FROM main.runs m, _run_file.runs f WHERE m.run_id = ? AND f.run_id = ? AND {same}",
-                        [name, info.run_id],
+                        f"SELECT count(*) FROM main.runs m, _run_file.runs f WHERE m.run_id = ? AND {same}", [name]
                     ).fetchone()[0]:
                         return Imported(name, False, {}, info.started_by)
                     raise RunFileError(
                         f"{db}: a different run is already named {name!r}: import it under another name with --as NEW_NAME"
                     )
-                mine = con.execute("SELECT current_database()").fetchone()[0]
-                theirs = set(_run_tables(con, "_run_file"))
-                rows = {
-                    t: con.execute(
-                        f'INSERT INTO main."{t}" BY NAME SELECT * REPLACE (? AS run_id) FROM _run_file."{t}" WHERE run_id = ?',
-                        [name, info.run_id],
-                    ).fetchone()[0]
-                    for t in _run_tables(con, mine)
-                    if t in theirs
-                }
-                # A judge call is a cache entry keyed by its request: one already here is the same call.
-                rows["judge_calls"] = con.execute(
-                    f"INSERT INTO main.judge_calls BY NAME {_calls_sql('_run_file', '_run_file')} ON CONFLICT (key) DO NOTHING"
-                ).fetchone()[0]
+                twin = twin_of(con, name)
+                if twin is not None:
+                    raise RunFileError(
+                        f"{db}: the name {name!r} looks like that of the run {twin!r} already here: import it under "
+                        "another name with --as NEW_NAME"
+                    )
+                rows = _insert_rows(con, name)
+                con.execute("INSERT INTO main.run_imports VALUES (?, ?, now()::TIMESTAMP, ?, ?, ?, ?)", [name, *record])
                 refresh_wide(con, name)
         finally:
             con.execute("DETACH _run_file")
     return Imported(name, True, rows, info.started_by)
+
+
+def _insert_rows(con: Any, name: str) -> dict[str, int]:
+    """Insert the staged run's rows as run `name`, with its people as claims, no owner here, and its judge
+    calls under keys of this run's own (sha256 of the name and the key) marked as imported for it."""
+    mine = con.execute("SELECT current_database()").fetchone()[0]
+    prefix = f"{name}\n"
+    rows: dict[str, int] = {}
+    for table in _run_tables(con, mine):
+        columns = {
+            c
+            for (c,) in con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND table_name = ?", [mine, table]
+            ).fetchall()
+        }
+        replace, params = ["? AS run_id"], [name]
+        if "call_key" in columns:
+            replace.append("CASE WHEN call_key IS NOT NULL THEN sha256(? || call_key) END AS call_key")
+            params.append(prefix)
+        for who in {"author", "started_by"} & columns:
+            replace.append(f"CASE WHEN {who} <> '' THEN 'written as ' || {who} || ' in the file' ELSE '' END AS {who}")
+        if table == "runs":  # evaluated elsewhere: no process here owns it
+            replace.extend(f"NULL AS {c}" for c in ("owner", "owner_pid", "owner_host", "heartbeat_at"))
+        rows[table] = con.execute(
+            f'INSERT INTO main."{table}" BY NAME SELECT * REPLACE ({", ".join(replace)}) FROM _run_file."{table}"',
+            params,
+        ).fetchone()[0]
+    # Left by a run of this name deleted before: its calls go with it.
+    con.execute("DELETE FROM main.judge_calls WHERE imported_for = ?", [name])
+    rows["judge_calls"] = con.execute(
+        """INSERT INTO main.judge_calls BY NAME
+           SELECT * REPLACE (sha256(? || key) AS key, ? AS imported_for) FROM _run_file.judge_calls""",
+        [prefix, name],
+    ).fetchone()[0]
+    return rows

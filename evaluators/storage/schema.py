@@ -189,4 +189,19 @@ MIGRATIONS: list[str] = [
         failed_metrics VARCHAR NOT NULL   -- the unscored metrics with their status: 'gr:timeout, sqc:unsure'
     );
     """,
+    # 11: a run imported from a run file (storage/runfile.py): who imported it, when, how and from which
+    # file, beside who the file says sent it (a claim, never a fact); and the judge calls it brought, kept
+    # out of the request cache: imported_for names the run they came with, NULL marks this database's own.
+    """
+    ALTER TABLE judge_calls ADD COLUMN imported_for VARCHAR;
+    CREATE TABLE run_imports (
+        run_id VARCHAR PRIMARY KEY,
+        imported_by VARCHAR NOT NULL,     -- the login email, else the OS user of the CLI or the server
+        imported_at TIMESTAMP NOT NULL,
+        via VARCHAR NOT NULL,             -- cli | upload | inbox
+        file_name VARCHAR NOT NULL,
+        file_sha256 VARCHAR NOT NULL,
+        claimed_by VARCHAR NOT NULL       -- who the file says sent it: its run_file.started_by
+    );
+    """,
 ]

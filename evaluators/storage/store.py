@@ -39,6 +39,11 @@ _CONFIG: dict[str, str | bool | int | float | list[str]] = {
 }
 
 
+# A database from another machine is opened with no access to this machine's files, so that a view, macro
+# or generated column in it cannot read them; the configuration is locked so that nothing turns it back on.
+_SEALED: dict[str, str | bool | int | float | list[str]] = {"enable_external_access": False, "lock_configuration": True}
+
+
 class StoreBusy(RuntimeError):
     """Another process holds the DuckDB file past our deadline."""
 
@@ -55,6 +60,10 @@ class NotADatabase(ValueError):
 Error = duckdb.Error
 
 
+class TimeUp(RuntimeError):
+    """A sealed() connection's time ran out: the statement running was interrupted."""
+
+
 def _is_busy(exc: Exception) -> bool:
     """Another process holds the file lock, or (in this process) a read-only and a read-write
     connection to one file refuse each other: both pass when the other side closes."""
@@ -62,9 +71,9 @@ def _is_busy(exc: Exception) -> bool:
     return ("lock" in text and ("could not set" in text or "conflicting" in text)) or "different configuration" in text
 
 
-def _open(path: str, read_only: bool, deadline_s: float) -> Any:
+def _open(path: str, read_only: bool, deadline_s: float, sealed: bool = False) -> Any:
     """A new connection, retrying DuckDB's file lock with jitter until `deadline_s` (a reader of a file
-    that does not exist raises StoreMissing: DuckDB would create it)."""
+    that does not exist raises StoreMissing: DuckDB would create it); `sealed`: with no file access."""
     if read_only and not Path(path).exists():
         raise StoreMissing(f"{path}: no such database file")
     give_up = time.monotonic() + deadline_s
@@ -73,7 +82,7 @@ def _open(path: str, read_only: bool, deadline_s: float) -> Any:
         if not read_only:  # this process's parked reader refuses a writer: close it on every try
             _unpark(path)
         try:
-            con = duckdb.connect(path, read_only=read_only, config=_CONFIG)
+            con = duckdb.connect(path, read_only=read_only, config={**_CONFIG, **(_SEALED if sealed else {})})
         except (duckdb.IOException, duckdb.ConnectionException) as exc:
             if not _is_busy(exc):
                 raise
@@ -91,16 +100,59 @@ def _open(path: str, read_only: bool, deadline_s: float) -> Any:
 
 
 @contextmanager
-def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0) -> Iterator[Any]:
-    """Open a short-lived connection, retrying DuckDB's file lock with jitter until `deadline_s`."""
+def connect(path: str | Path, read_only: bool = False, deadline_s: float = 20.0, sealed: bool = False) -> Iterator[Any]:
+    """Open a short-lived connection, retrying DuckDB's file lock with jitter until `deadline_s`. `sealed`:
+    a database from another machine, opened with no access to any other file."""
     path = str(path)
     if not read_only:
         _release_shared(path)
-    con = _open(path, read_only, deadline_s)
+    con = _open(path, read_only, deadline_s, sealed)
     try:
         yield con
     finally:
         con.close()
+
+
+@contextmanager
+def sealed(attach: Mapping[str, tuple[str | Path, bool]], seconds: float) -> Iterator[Sealed]:
+    """An in-memory connection with each database of `attach` ({alias: (path, writable)}) attached, then
+    sealed: no access to any other file, the configuration locked. Past `seconds` the statement running
+    is interrupted and raises TimeUp, as does every later one."""
+    con = duckdb.connect(":memory:", config=_CONFIG)
+    timed = Sealed(con, seconds)
+    timer = threading.Timer(max(seconds, 0.0), timed.stop)
+    try:
+        for alias, (path, writable) in attach.items():
+            con.execute(f"ATTACH ? AS {alias} ({'READ_WRITE' if writable else 'READ_ONLY'})", [str(path)])
+        for name, value in _SEALED.items():  # after ATTACH, which opens a file itself
+            con.execute(f"SET {name} = {str(value).lower()}")
+        timer.start()
+        yield timed
+    finally:
+        timer.cancel()
+        con.close()
+
+
+class Sealed:
+    """A sealed() connection whose time may run out: execute() raises TimeUp once it has."""
+
+    def __init__(self, con: Any, seconds: float) -> None:
+        self._con, self.seconds, self._up = con, seconds, threading.Event()
+
+    def stop(self) -> None:
+        """The time is up: interrupt the statement running, refuse every later one."""
+        self._up.set()
+        self._con.interrupt()
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        """As DuckDB's execute(), or TimeUp."""
+        try:
+            if not self._up.is_set():
+                return self._con.execute(sql, params) if params is not None else self._con.execute(sql)
+        except duckdb.InterruptException:
+            if not self._up.is_set():
+                raise
+        raise TimeUp(f"stopped after {self.seconds:g} s")
 
 
 @contextmanager
@@ -115,9 +167,10 @@ def transaction(con: Any) -> Iterator[Any]:
         raise
 
 
-def migrate(path: str | Path) -> int:
-    """Create or upgrade the schema; returns the schema version."""
-    with connect(path) as con:
+def migrate(path: str | Path, sealed: bool = False) -> int:
+    """Create or upgrade the schema; returns the schema version. `sealed`: a database from another machine
+    (see connect)."""
+    with connect(path, sealed=sealed) as con:
         con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         row = con.execute("SELECT max(version) FROM schema_version").fetchone()
         current = row[0] or 0

@@ -205,9 +205,11 @@ def add_labels(path: str | Path, run_id: str, labels: Sequence[Label], deadline_
 
 def delete_run(path: str | Path, run_id: str, deadline_s: float = 20.0) -> dict[str, int]:
     """Delete a run and every row that belongs to it (items, verdicts, scores, triage notes...) in ONE
-    transaction; returns the rows deleted per table. Judge calls stay: they are a cache shared by runs.
+    transaction; returns the rows deleted per table. This database's own judge calls stay: they are a
+    cache shared by runs; those imported with the run go with it. Rows of the name left without their
+    runs row (a half import by an older version) are deleted too.
 
-    Raises StoreMissing for a missing file and KeyError when the run does not exist.
+    Raises StoreMissing for a missing file and KeyError when nothing of the run exists.
     """
     if not Path(path).exists():
         raise StoreMissing(f"{path}: no such database file")
@@ -224,9 +226,12 @@ def delete_run(path: str | Path, run_id: str, deadline_s: float = 20.0) -> dict[
         if "runs" not in tables:
             raise NotADatabase(f"{path}: not a RAG Triage database (no runs table)")
         with transaction(con):
-            if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] == 0:
-                raise KeyError(run_id)
             counts = {t: con.execute(f'DELETE FROM "{t}" WHERE run_id = ?', [run_id]).fetchone()[0] for t in tables}
+            counts["judge_calls"] = con.execute("DELETE FROM judge_calls WHERE imported_for = ?", [run_id]).fetchone()[
+                0
+            ]
+            if not any(counts.values()):
+                raise KeyError(run_id)
     return counts
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
-from evaluators.core.records import run_name_problem
+from evaluators.core.records import one_line, run_name_problem
 from evaluators.dashboard import access, markup, reads, ui
 from evaluators.storage import queries, runfile, store
 
@@ -42,6 +43,24 @@ TEMPLATE_ITEMS = (
 TEMPLATE = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in TEMPLATE_ITEMS)
 
 
+def saved_upload(upload: Any, folder: Path) -> Path:
+    """The uploaded file written into `folder` under its own name (what messages name, its suffix what tells
+    its format) when that is a plain file name, else as 'upload' with its suffix: a name from the browser
+    may be '..' or '.', or run to 300 characters."""
+    name = Path(upload.name).name
+    if name in ("", ".", "..") or len(name.encode("utf-8", "replace")) > 200 or not name.isprintable():
+        suffix = Path(name).suffix.lower()
+        name = f"upload{suffix if suffix[1:].isalnum() and len(suffix) <= 10 else ''}"
+    file = folder / name
+    file.write_bytes(upload.getvalue())
+    return file
+
+
+def shown_name(upload: Any) -> str:
+    """The uploaded file's name as a message shows it: one line, at most 120 characters."""
+    return one_line(upload.name)[:120] or "the upload"
+
+
 def input_format() -> None:
     """An example of the input and a three-line template to download."""
     st.caption(
@@ -71,12 +90,14 @@ def upload_run_file(path: Path) -> None:
         if not st.button("Import run", key="import_run", disabled=upload is None or bool(bad_name)) or upload is None:
             return
         with tempfile.TemporaryDirectory() as tmp:
-            file = Path(tmp) / Path(upload.name).name
-            file.write_bytes(upload.getvalue())
+            file, shown = saved_upload(upload, Path(tmp)), shown_name(upload)
             try:
-                done = runfile.import_run(file, path, name or None)
+                done = access.import_run(ui.user(), str(path), file, name or None)
+            except access.Refused as exc:
+                st.error(markup.md(exc))
+                return
             except runfile.RunFileError as exc:  # its message names the copy: name the upload instead
-                st.error(markup.md(str(exc).replace(str(file), upload.name).replace("--as NEW_NAME", "Name here")))
+                st.error(markup.md(str(exc).replace(str(file), shown).replace("--as NEW_NAME", "Name here")))
                 return
             except store.StoreBusy:
                 st.warning("The database is busy (a run or a save is writing), try again in a moment.")
@@ -84,8 +105,8 @@ def upload_run_file(path: Path) -> None:
         if not done.added:
             st.info(f"Run {markup.md(done.run_id)} is already here, the same evaluation: nothing imported.")
         else:
-            who = f", sent by {markup.md(done.started_by)}" if done.started_by else ""
-            st.success(f"Imported run {markup.md(done.run_id)}{who}: {done.rows.get('items', 0)} items.")
+            who = f" The file says it was sent by {markup.md(done.claimed_by)}." if done.claimed_by else ""
+            st.success(f"Imported run {markup.md(done.run_id)}: {done.rows.get('items', 0)} items.{who}")
         ui.page_link("runs", f"Open run {markup.md(done.run_id)}", {"run": done.run_id}, icon="📊")
 
 

@@ -210,7 +210,7 @@ def board(
             "judge": list(runs["judge"]),
             "status": list(runs["status"]),
             "created": list(runs["created_at"]),
-            "who": [w or "" for w in runs["started_by"]],
+            "who": [w or "" for w in runs["who"]],
             "prompts": [", ".join(names) for names in prompts],  # a list's bubbles would not wrap in their cell
         }
     )

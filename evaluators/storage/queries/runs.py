@@ -22,14 +22,19 @@ from evaluators.storage.wide import NOT_FAILED
 
 
 def runs(path: str | Path) -> pd.DataFrame:
-    """All runs with their item counts, newest first; a run whose process died reads `interrupted`."""
+    """All runs with their item counts, newest first; a run whose process died reads `interrupted`. `who`:
+    who started it, or for a run imported from a run file who imported it and when, beside what the file
+    claims ("imported by ana@example.com on 2026-12-07 19:02; written as ci@example.com in the file")."""
     return store.query(
         path,
         f"""
         SELECT r.run_id, r.judge, {RUN_STATUS_SQL} AS status, r.n_items,
                (SELECT count(*) FROM items i WHERE i.run_id = r.run_id) AS n_done,
-               r.created_at, r.finished_at, r.prompt_hashes, r.params, r.stats, r.error, r.started_by
-        FROM runs r ORDER BY r.created_at DESC""",
+               r.created_at, r.finished_at, r.prompt_hashes, r.params, r.stats, r.error, r.started_by,
+               CASE WHEN m.run_id IS NULL THEN r.started_by
+                    ELSE concat_ws('; ', 'imported by ' || m.imported_by || ' on ' || strftime(m.imported_at, '%Y-%m-%d %H:%M'),
+                                   nullif(r.started_by, '')) END AS who
+        FROM runs r LEFT JOIN run_imports m USING (run_id) ORDER BY r.created_at DESC""",
     )
 
 
@@ -266,7 +271,8 @@ def verdicts_by_tier(path: str | Path, run_id: str) -> dict[str, int]:
 
 
 def load_cache(path: str | Path, model: str) -> dict[str, JudgeCall]:
-    """Every stored call of `model` that got a reply: the request cache, keyed by call key."""
+    """Every call of `model` this database made that got a reply: the request cache, keyed by call key.
+    Calls imported with a run file are not in it: a file from elsewhere never answers our evaluations."""
     if not Path(path).exists():
         return {}
     frame = store.query(
@@ -274,7 +280,7 @@ def load_cache(path: str | Path, model: str) -> dict[str, JudgeCall]:
         """
         SELECT key, model, prompt_name, prompt_hash, params, reply, status,
                prompt_tokens, completion_tokens, cost, latency_ms, error
-        FROM judge_calls WHERE model = ? AND reply IS NOT NULL""",
+        FROM judge_calls WHERE model = ? AND reply IS NOT NULL AND imported_for IS NULL""",
         [model],
     )
     cache: dict[str, JudgeCall] = {}
