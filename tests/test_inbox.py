@@ -46,7 +46,8 @@ def test_a_half_written_file_is_ignored_until_renamed(exported: Path, tmp_path: 
     (box / f"{RUN}.duckdb.part").write_bytes(exported.read_bytes())  # the write ends,
     (box / f"{RUN}.duckdb.part").rename(box / f"{RUN}.duckdb")  # then the rename
     (line,) = inbox.scan(box, db)
-    assert line == f"inbox: imported run {RUN} from {RUN}.duckdb, sent by {runfile.read_info(exported).started_by}"
+    sender = runfile.read_info(exported).started_by
+    assert line == f"inbox: imported run {RUN} from {RUN}.duckdb (the file says it was sent by {sender})"
     assert _runs(db) == {RUN}
     (moved,) = (box / inbox.IMPORTED).iterdir()
     assert moved.name.endswith(f"-{RUN}.duckdb") and not (box / f"{RUN}.duckdb").exists()
