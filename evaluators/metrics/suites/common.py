@@ -10,9 +10,29 @@ import asyncio
 from typing import Any, Sequence
 
 from evaluators.core.records import Answer, Component, Status, Verdict
+from evaluators.core.steering import without_steering
 from evaluators.metrics.thelma import BATCH, ItemWork, left_out, read_elements, split_elements
 
 # ---------------------------------------------------------------- shared judge steps
+
+
+def unsteered(variables: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A whole-text rating's variables with the sentences of their texts addressed to the judge left out
+    (core/steering.py), and what a verdict says of them ("" when none was)."""
+    dropped: list[str] = []
+
+    def clean(text: Any) -> Any:
+        if not isinstance(text, str):
+            return text
+        kept, gone = without_steering(text)
+        dropped.extend(gone)
+        return kept
+
+    cleaned = {k: [clean(t) for t in v] if isinstance(v, list) else clean(v) for k, v in variables.items()}
+    if not dropped:
+        return variables, ""
+    first = dropped[0] if len(dropped[0]) <= 80 else dropped[0][:79] + "…"
+    return cleaned, f"; left out {len(dropped)} sentence{'s' * (len(dropped) > 1)} addressed to the judge: {first!r}"
 
 
 async def decompose(work: ItemWork, name: str, kind: str, prompt: str, **variables: Any) -> list[Component] | Answer:

@@ -22,7 +22,7 @@ from evaluators.core.records import SOURCE, Answer, Component, Score, Status, Ve
 from evaluators.core.text import has_content
 from evaluators.judges.peers.common import CONTRADICTS, NOT_CONTRADICTED, YES_NO
 from evaluators.judges.peers.deepeval import GEVAL_SCALE
-from evaluators.metrics.suites.common import decompose, judge_lines
+from evaluators.metrics.suites.common import decompose, judge_lines, unsteered
 from evaluators.metrics.suites.ragas import answer_relevance
 from evaluators.metrics.thelma import ItemWork, Metric, failure_status
 
@@ -231,15 +231,13 @@ def geval(criteria: str = DEFAULT_CRITERIA, metric: str = "de_geval") -> Metric:
             return work.decompose_failure(metric, EVALUATION_STEP, steps)
         if not steps:
             return []
-        answer = await work.judge.ask(
-            "de_geval_score",
-            criteria=criteria,
-            steps="\n".join(f"{s.idx + 1}. {s.text}" for s in steps),
-            query=work.item.query,
-            sources=list(work.item.sources),
-            response=work.item.response,
+        texts, left = unsteered(
+            dict(query=work.item.query, sources=list(work.item.sources), response=work.item.response)
         )
-        return [_geval_verdict(work, metric, answer)]
+        answer = await work.judge.ask(
+            "de_geval_score", criteria=criteria, steps="\n".join(f"{s.idx + 1}. {s.text}" for s in steps), **texts
+        )
+        return [_geval_verdict(work, metric, answer, left)]
 
     return Metric(
         metric,
@@ -251,8 +249,9 @@ def geval(criteria: str = DEFAULT_CRITERIA, metric: str = "de_geval") -> Metric:
     )
 
 
-def _geval_verdict(work: ItemWork, metric: str, answer: Answer) -> Verdict:
-    """The G-Eval verdict: value (score - 1) / 4, the (weighted) 1-5 score kept as the verdict's evidence."""
+def _geval_verdict(work: ItemWork, metric: str, answer: Answer, left: str = "") -> Verdict:
+    """The G-Eval verdict: value (score - 1) / 4, the (weighted) 1-5 score kept as the verdict's evidence;
+    `left` says which sentences addressed to the judge the score was read without."""
     if answer.status is not Status.OK:
         return work.verdict(metric, CRITERION, 0, "response", answer)
     low, high = GEVAL_SCALE[0], GEVAL_SCALE[-1]
@@ -267,7 +266,7 @@ def _geval_verdict(work: ItemWork, metric: str, answer: Answer) -> Verdict:
     else:
         score, detail = float(answer.value), f"score {answer.value} of {high}"
     return work.verdict(
-        metric, CRITERION, 0, "response", answer, value=(score - low) / (high - low), prob=score, detail=detail
+        metric, CRITERION, 0, "response", answer, value=(score - low) / (high - low), prob=score, detail=detail + left
     )
 
 

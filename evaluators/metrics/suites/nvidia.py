@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from evaluators.core.records import Status, Verdict
 from evaluators.judges.prompts import BARE_REPLY
+from evaluators.metrics.suites.common import unsteered
 from evaluators.metrics.thelma import ItemWork, Metric
 
 RATING = "rating"  # component kind of one template's rating (verdicts only)
@@ -26,12 +27,15 @@ def normalise_rating(rating: float, top: int) -> float:
 async def _dual_rating(
     work: ItemWork, metric: str, top: int, asks: Sequence[tuple[str, dict[str, Any], str]]
 ) -> list[Verdict]:
-    """One verdict per template, value = rating / top, the raw rating kept as the evidence."""
-    answers = await asyncio.gather(*(work.judge.ask(prompt, **variables) for prompt, variables, _ in asks))
+    """One verdict per template, value = rating / top, the raw rating kept as the evidence; each template
+    reads the texts with their sentences addressed to the judge left out (common.unsteered)."""
+    cleaned = [unsteered(variables) for _, variables, _ in asks]
+    answers = await asyncio.gather(*(work.judge.ask(prompt, **v) for (prompt, _, _), (v, _) in zip(asks, cleaned)))
     out: list[Verdict] = []
-    for k, ((_, _, what), answer) in enumerate(zip(asks, answers)):
+    for k, ((_, _, what), answer, (_, left)) in enumerate(zip(asks, answers, cleaned)):
         if answer.status is Status.OK:
             bare = f"; {BARE_REPLY}" if answer.detail == BARE_REPLY else ""
+            bare += left
             out.append(
                 work.verdict(
                     metric,
