@@ -160,9 +160,9 @@ def test_reads_in_one_block_share_one_connection(tmp_path: Path, monkeypatch: py
     opened = []
     real = store._open
 
-    def counting(path, read_only, deadline_s):
+    def counting(path, read_only, deadline_s, *sealed):
         opened.append(read_only)
-        return real(path, read_only, deadline_s)
+        return real(path, read_only, deadline_s, *sealed)
 
     monkeypatch.setattr(store, "_open", counting)
     with store.reading(path):
