@@ -143,6 +143,18 @@ def test_the_judge_column_is_as_wide_as_its_longest_name_so_no_name_is_broken() 
 
 
 
+def test_the_run_column_is_as_wide_as_its_longest_name_so_no_name_is_broken() -> None:
+    """A run's name is one word, now plain text a click opens: its column takes its width (up to RUN_MAX_PX, an
+    upload's default name) from the top rule's above and the prompts' below, so each table keeps its width."""
+    from evaluators.dashboard import tables
+
+    names = ["verbose_generator", "upload-20261207-1930"]
+    widths = runs_view.board_px(["48 of 48"], ["offline"], names)
+    assert max(tables.text_px(n) + tables.CELL_PAD_PX for n in names) <= widths["run"] <= runs_view.RUN_MAX_PX
+    for columns in (runs_view.SCORE_COLUMNS, runs_view.DETAIL_COLUMNS):
+        assert sum(widths[c] for c in columns) == sum(runs_view.BOARD_PX[c] for c in columns)
+
+
 def test_each_runs_table_is_as_tall_as_its_own_longest_text(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs whose prompts are many and long: the details' rows grow to hold their names, while the
     scores' rows still hold only their own longest cell (one table's text does not make the other's

@@ -245,7 +245,7 @@ def board(
         }
     )
     counts = [f"{done} of {total}" for done, total in zip(runs["n_done"], runs["n_items"])]
-    widths = board_px(counts, [str(j) for j in runs["judge"]])
+    widths = board_px(counts, [str(j) for j in runs["judge"]], ids)
     # each table is sent with its own columns only: the page is drawn sooner than with the whole frame twice
     (score_frame, score_rows), (detail_frame, detail_rows) = (tables.fit(frame[c], widths) for c in TABLES)
     colours = board_colours(heads, THELMA, thresholds).rename(columns=str.upper)
@@ -271,16 +271,26 @@ BOARD_PX = {"run": 126, **{m.upper(): 72 for m in THELMA}, "top rule": 104, "evi
 # the prompts' names are the details' longest text: they have the room a judge's name seldom needs
 BOARD_PX |= {"items": 70, "judge": 130, "status": 70, "created": 120, "who": 70, "prompts": 220}
 JUDGE_MAX_PX = 200
+RUN_MAX_PX = 160  # "upload-20261207-1930", the Evaluate page's default name, takes 159 px
 
 
-def board_px(counts: Sequence[str], judges: Sequence[str] = ()) -> dict[str, int]:
+def board_px(counts: Sequence[str], judges: Sequence[str] = (), runs: Sequence[str] = ()) -> dict[str, int]:
     """BOARD_PX, with the items column as wide as its longest "done of total" (a number's cell does not
     wrap: "100000 of 100000" takes 116 px) and the judge's as wide as its longest name, up to JUDGE_MAX_PX (a
-    model's name is one word, which the grid would break), both taken from the prompts' column, whose names wrap."""
+    model's name is one word, which the grid would break), both taken from the prompts' column, whose names wrap;
+    and the run's as wide as its longest name, up to RUN_MAX_PX (an upload's default name), taken from the
+    prompts' column below and from the top rule's, which wraps, above."""
     items = tables.one_line_px(counts, BOARD_PX["items"])
     judge = min(JUDGE_MAX_PX, tables.one_line_px(judges, BOARD_PX["judge"]))
-    wider = items - BOARD_PX["items"] + judge - BOARD_PX["judge"]
-    return BOARD_PX | {"items": items, "judge": judge, "prompts": BOARD_PX["prompts"] - wider}
+    run = min(RUN_MAX_PX, tables.one_line_px(runs, BOARD_PX["run"]))
+    wider = items - BOARD_PX["items"] + judge - BOARD_PX["judge"] + run - BOARD_PX["run"]
+    return BOARD_PX | {
+        "run": run,
+        "items": items,
+        "judge": judge,
+        "prompts": BOARD_PX["prompts"] - wider,
+        "top rule": BOARD_PX["top rule"] - (run - BOARD_PX["run"]),
+    }
 
 
 def _board_columns(prompt_help: str, widths: Mapping[str, int]) -> dict[str, Any]:
