@@ -24,9 +24,14 @@ if len(runs) < 2:
     st.info("Comparing needs at least two runs.")
     st.stop()
 ids = list(runs["run_id"])
-if state.remembered("other") is None:
-    # No pair asked for: the run in view (else the newest) against the run before it, of two runs that share
-    # items, as the Runs page's link pairs them. A run that shares items with none is said, not compared.
+named = st.query_params.get("run")
+if state.remembered("other") is None and named in ids:
+    # A link that names one run (the Runs page's "Compare with another run"): it is the run before, against the
+    # newest run that shares its items.
+    st.query_params["other"] = ui.partner(ids, named) or ui.default_run(ids, named)
+elif state.remembered("other") is None:
+    # No pair asked for (the sidebar): the run in view (else the newest) against the run before it, of two runs
+    # that share items, as the Runs page's link pairs them. A run that shares items with none is said, not compared.
     asked = state.remembered("run")
     before, after = ui.default_pair(ids, asked)
     st.query_params["run"], st.query_params["other"] = before, after

@@ -105,6 +105,12 @@ def test_compare_from_the_sidebar_opens_on_the_pair_the_home_page_links(db: Path
         parse_qs(linked)["run"][0], parse_qs(linked)["other"][0]) == ("better-retriever", "llm-judge")
 
 
+def test_a_link_that_names_one_run_compares_it_with_the_newest_run_that_shares_its_items(db: Path) -> None:
+    copy_run(db, "weak-retriever", "upload-1")  # newer, but none of its items are weak-retriever's
+    at = open_page(COMPARE, run="weak-retriever")
+    assert (at.query_params["run"], at.query_params["other"]) == ("weak-retriever", "llm-judge")
+
+
 @pytest.mark.parametrize("before, after", [("weak-retriever", "better-retriever"), ("better-retriever", "llm-judge")])
 def test_compare_opens_on_a_direction_that_has_crossed_items(db: Path, before: str, after: str) -> None:
     at = open_page(COMPARE, run=before, other=after)

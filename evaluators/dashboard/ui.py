@@ -221,18 +221,25 @@ def default_run(ids: Sequence[str], skip: str | None = None) -> str:
     return next((r for r in ids if r != skip and r in thelma), next((r for r in ids if r != skip), ids[0]))
 
 
+def partner(ids: Sequence[str], run: str, older: bool = False) -> str | None:
+    """The newest run (THELMA runs first, as default_run() orders them) that holds some of `run`'s items, and
+    with `older` was made before it; None when no run shares an item with it. `ids` lists runs newest first."""
+    thelma = set(read(queries.runs.thelma_runs))
+    shared = set(read(queries.runs.sharing_items, run))
+    order = [r for r in ids if r in thelma] + [r for r in ids if r not in thelma]
+    return next((r for r in order if r in shared and (not older or ids.index(r) > ids.index(run))), None)
+
+
 def default_pair(ids: Sequence[str], after: str | None = None) -> tuple[str, str]:
     """The two runs Compare opens on, (before, after), of two runs that share items: `after` (default:
-    default_run(), the newest THELMA run) against the newest older run that holds some of its items, else
-    a newer one; when `after` shares items with no run, the newest such pair (as default_run() orders the
-    runs). Two runs that share nothing only when no two runs do. `ids` lists at least two runs, newest first."""
+    default_run(), the newest THELMA run) against its partner() made before it, else a newer one; when `after`
+    shares items with no run, the newest such pair (as default_run() orders the runs). Two runs that share
+    nothing only when no two runs do. `ids` lists at least two runs, newest first."""
     thelma = set(read(queries.runs.thelma_runs))
     order = [r for r in ids if r in thelma] + [r for r in ids if r not in thelma]
     first = after if after is not None and after in ids else order[0]
     for candidate in [first, *(r for r in order if r != first)]:
-        shared = set(read(queries.runs.sharing_items, candidate))
-        older = [r for r in order if r in shared and ids.index(r) > ids.index(candidate)]
-        before = next(iter(older), next((r for r in order if r in shared), None))
+        before = partner(ids, candidate, older=True) or partner(ids, candidate)
         if before is not None:
             return before, candidate
     return default_run(ids, first), first
