@@ -299,8 +299,10 @@ def test_a_model_that_needs_more_than_its_key_env_is_refused_before_any_call(tmp
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEAM_KEY", "team-key-0123456789")
     monkeypatch.delenv("AZURE_API_VERSION", raising=False)
-    for model, needs in (("azure/gpt-4o", "AZURE_API_VERSION"), ("bedrock/anthropic.claude-v2", "bedrock")):
-        with pytest.raises(JudgeUnavailable, match=f"its key comes from TEAM_KEY alone, but it would also need .*{needs}"):
+    # bedrock/ takes the AWS SDK's own credentials, and no api_base: it is refused for the base first
+    for model, says in (("azure/gpt-4o", "its key comes from TEAM_KEY alone, but it would also need .*AZURE_API_VERSION"),
+                        ("bedrock/anthropic.claude-v2", "does not send bedrock/ calls to an api_base")):
+        with pytest.raises(JudgeUnavailable, match=says):
             runner.evaluate([ITEM], tmp_path / "e.duckdb", "r", model, api_base=openai_server.base_url,
                             key_env="TEAM_KEY", metrics=["gr"])
     assert openai_server.requests == []
