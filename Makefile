@@ -1,9 +1,11 @@
 # Two commands for a fresh machine: `make run` (demo dashboard) and `make test` (the whole suite).
+# `make docs` serves the docs site (mkdocs.yml) on http://127.0.0.1:$(DOCS_PORT).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 DB ?= data/demo.duckdb
 PORT ?= 8501
+DOCS_PORT ?= 8000
 
 # Offline and quiet: no price-list fetch, no model hub, no telemetry (also set in evaluators/__init__.py).
 export LITELLM_LOCAL_MODEL_COST_MAP := True
@@ -14,12 +16,14 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 export RAG_TRIAGE_DB := $(DB)
 
-.PHONY: setup run test check demo browser local
+.PHONY: setup run test check demo browser local docs
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# The checkout itself is installed in editable mode, so `.venv/bin/rag-triage` is the CLI of this checkout.
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 setup: $(VENV)/.installed
@@ -55,3 +59,7 @@ $(VENV)/.local-installed: $(VENV)/.installed requirements-local.txt
 	touch $@
 
 local: $(VENV)/.local-installed
+
+# The docs site, served locally with live reload; tests/test_docs.py builds it with --strict (offline).
+docs: setup
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)

@@ -1,4 +1,5 @@
-"""The README's screenshots of the five main pages, taken from the demo in Debian's Chromium.
+"""The screenshots of the five main pages (docs/guides/triage-session.md; the README shows the first), taken
+from the demo in Debian's Chromium.
 
     .venv/bin/python docs/screenshots.py [--db DEMO.duckdb] [--out docs/screenshots] [--chromium /usr/bin/chromium]
 

@@ -51,50 +51,68 @@ corrected = state.scores_control()
 # Runs side by side, from each run's stored per-item table at the default band (no regrouping of its
 # scores or verdicts), read once per database version: the top rules at the metrics' default thresholds,
 # so moving a threshold rescans no run (at a million items a rescan costs about half a second a run).
-ids = list(runs["run_id"])
-means, tops = reads.read_all(
-    reads.call(queries.diagnosis.headline, ids, THELMA),
-    reads.call(queries.diagnosis.rule_tops, ids, DEFAULT_THRESHOLDS),
-)
-heads = [{**m, **t} for m, t in zip(means, tops)]
-(scores, details), columns, (score_rows, detail_rows) = runs_view.board(
-    runs, heads, {r: reads.metrics(r) for r in ids}, th, (lambda r: ui.page_url("run", run=r), ui.item_url)
-)
-picked = st.dataframe(
-    scores,
-    hide_index=True,
-    key="runs_table",
-    width="stretch",
-    placeholder="",
-    on_select="rerun",
-    selection_mode="multi-row",
-    column_config=columns,
-    **score_rows,
-)
-st.caption(runs_view.LEGEND)
-st.dataframe(
-    details,
-    hide_index=True,
-    key="runs_details",
-    width="stretch",
-    placeholder="",
-    column_config=columns,
-    **detail_rows,
-)
-chosen = [ids[i] for i in sorted(picked["selection"]["rows"])]
-c1, c2 = st.columns(2)
-if len(ids) > 1:
-    before, after = (chosen[1], chosen[0]) if len(chosen) == 2 else ui.default_pair(ids)
-    ui.page_link(
-        "compare",
-        f"Compare {markup.md(before)} → {markup.md(after)}",
-        ui.link(run=before, other=after),
-        icon="⚖️",
-        where=c1,
+# GRAMMAR's robustness runs are listed apart, below: their THELMA means answer another question.
+robustness = reads.read(queries.runs.robustness_runs)
+board_runs = runs[~runs["run_id"].isin(robustness)]
+ids = list(board_runs["run_id"])
+if ids:
+    means, tops = reads.read_all(
+        reads.call(queries.diagnosis.headline, ids, THELMA),
+        reads.call(queries.diagnosis.rule_tops, ids, DEFAULT_THRESHOLDS),
     )
-ui.page_link(
-    "trends", "Trends over runs", ui.link(runs=",".join(chosen) if len(chosen) > 1 else None), icon="📈", where=c2
-)
+    heads = [{**m, **t} for m, t in zip(means, tops)]
+    (scores, details), columns, (score_rows, detail_rows) = runs_view.board(
+        board_runs, heads, {r: reads.metrics(r) for r in ids}, th
+    )
+    # Rows are picked by their markers (two to compare); a click on a run or on 🔎 opens it in this tab, as
+    # every other table opens what it lists.
+    picked = st.dataframe(
+        scores,
+        hide_index=True,
+        key="runs_table",
+        width="stretch",
+        placeholder="",
+        on_select="rerun",
+        selection_mode=["multi-row", "single-cell"],
+        column_config=columns,
+        **score_rows,
+    )
+    runs_view.open_clicked(picked, ids, heads)
+    st.caption(runs_view.LEGEND)
+    st.dataframe(
+        details,
+        hide_index=True,
+        key="runs_details",
+        width="stretch",
+        placeholder="",
+        column_config=columns,
+        **detail_rows,
+    )
+    chosen = [ids[i] for i in sorted(picked["selection"]["rows"])]
+    c1, c2 = st.columns(2)
+    if len(ids) > 1:
+        before, after = (chosen[1], chosen[0]) if len(chosen) == 2 else ui.default_pair(ids)
+        ui.page_link(
+            "compare",
+            f"Compare {markup.md(before)} → {markup.md(after)}",
+            ui.link(run=before, other=after),
+            icon="⚖️",
+            where=c1,
+        )
+    ui.page_link(
+        "trends",
+        "Trends over runs",
+        ui.link(runs=",".join(chosen) if len(chosen) > 1 else None),
+        icon="📈",
+        where=c2,
+    )
+if robustness:
+    st.markdown(
+        "**Robustness runs (GRAMMAR)** · apart from the runs above: they ask whether answers stay right "
+        "when a question is reworded, on the Robustness page"
+    )
+    for r, c in zip(robustness, st.columns(min(len(robustness), 4)) * len(robustness)):
+        ui.page_link("robustness", markup.md(r), ui.link(run=r), icon="🧪", where=c)
 
 info = runs[runs["run_id"] == run_id].iloc[0]
 st.header(f"Run {markup.md(run_id)}")
@@ -112,7 +130,8 @@ rows, dist = reads.view(runs_view.metric_rows, run_id, band, corrected)
 cards = st.columns(len(metric_ids))
 for col, r in zip(cards, rows):
     col.metric(r["metric"].upper(), r["card"], help=display_name(r["metric"]))
-    col.caption(f"n scored {r['scored']} of {r['items']} · {r['unsure items']} unsure")  # one element, not two
+    loose = "" if not r["scored"] or runs_view.settled(r["scored"], r["items"]) else " · not settled: under half scored"
+    col.caption(f"n scored {r['scored']} of {r['items']} · {r['unsure items']} unsure{loose}")  # one element, not two
 # The distribution column is drawn by the table itself: plotly's script (megabytes) is only fetched
 # when the histograms with threshold lines are asked for, so the page is whole sooner.
 widths = {"metric": 55, "mean": 50, "95% CI": 85, "n scored": 62, "unscored items": 104, "failed verdicts": 96}

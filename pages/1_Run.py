@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from evaluators.dashboard import charts, markup, reads, state, tables, ui
+from evaluators.dashboard.views import runs as runs_view
 from evaluators.dashboard.views import walk
 from evaluators.metrics.diagnosis import RULES
 from evaluators.storage import queries
@@ -73,6 +74,10 @@ n_items = int(reads.runs().set_index("run_id").loc[run_id, "n_done"])
 pages = max(1, -(-n_items // PAGE_SIZE))
 page_no = state.synced(c9.number_input, "Page", "page", 1, state.whole(1, pages), min_value=1, max_value=pages, step=1)
 frame, total = walk.run_rows(run_id, metric_ids, th, (page_no - 1) * PAGE_SIZE, PAGE_SIZE)
+# Scores coloured against their thresholds as the Runs page colours a run's mean; a score decided from too few
+# confident verdicts (more than half unsure) is not coloured, as Table 2 does not read it.
+colours = runs_view.score_colours(frame, metric_ids, th)
+frame = frame.drop(columns=[c for c in frame.columns if c.startswith("settled:") or c == "_"])
 first = (page_no - 1) * PAGE_SIZE
 shown = f"row {first + 1}" if len(frame) == 1 else f"rows {first + 1}–{first + len(frame)}"
 st.markdown(f"**{total}** matching item{'' if total == 1 else 's'}" + (f"; {shown}" if len(frame) else ""))
@@ -102,6 +107,11 @@ row = tables.clickable(
         ),
     },
     placeholder="",
+    style=lambda shown: shown.style.apply(lambda _: colours, axis=None, subset=list(colours.columns)),
+)
+st.caption(
+    ":green-background[green] passes its threshold (sidebar), :red-background[red] does not; a score decided "
+    "from too few confident verdicts (more than half unsure) has no colour. Click a row to open its item."
 )
 if row is not None:
     walk.open_item("run", run_id, frame["item_id"].iloc[row], tab)

@@ -23,6 +23,23 @@ runs = reads.runs()
 if len(runs) < 2:
     st.info("Comparing needs at least two runs.")
     st.stop()
+ids = list(runs["run_id"])
+named = st.query_params.get("run")
+if state.remembered("other") is None and named in ids:
+    # A link that names one run (the Runs page's "Compare with another run"): it is the run before, against the
+    # newest run that shares its items.
+    st.query_params["other"] = ui.partner(ids, named) or ui.default_run(ids, named)
+elif state.remembered("other") is None:
+    # No pair asked for (the sidebar): the run in view (else the newest) against the run before it, of two runs
+    # that share items, as the Runs page's link pairs them. A run that shares items with none is said, not compared.
+    asked = state.remembered("run")
+    before, after = ui.default_pair(ids, asked)
+    st.query_params["run"], st.query_params["other"] = before, after
+    if after != (asked if asked in ids else ui.default_run(ids)):
+        st.info(
+            f"{markup.md(asked or ui.default_run(ids))} shares no item with another run: comparing "
+            f"{markup.md(before)} → {markup.md(after)}, the newest runs that share items."
+        )
 run_id = ui.pick_run(runs, label="Run (before)")
 other = ui.pick_run(runs, key="other", label="Other run (after)", skip=run_id)
 if other == run_id:
@@ -111,8 +128,11 @@ st.dataframe(
     width="stretch",
 )
 c1, c2 = st.columns(2)
-cross_metric = state.synced(c1.selectbox, "Metric", "xm", metric_ids[0], options=metric_ids, format_func=str.upper)
-direction = state.synced(c2.radio, "Direction", "xd", "worse", options=["worse", "better"], horizontal=True)
+# Opens on the first metric with items that fell below its threshold, else on one with items that rose above it.
+moved = [(m, d) for d in ("worse", "better") for m in metric_ids if m in summary.index and summary.loc[m, f"n_{d}"]]
+first_xm, first_xd = next(iter(moved), (metric_ids[0], "worse"))
+cross_metric = state.synced(c1.selectbox, "Metric", "xm", first_xm, options=metric_ids, format_func=str.upper)
+direction = state.synced(c2.radio, "Direction", "xd", first_xd, options=["worse", "better"], horizontal=True)
 items = walk.crossed(run_id, other, cross_metric, th.get(cross_metric, 0.5), direction)
 if items.empty:
     st.caption("No item crossed in that direction.")
@@ -239,7 +259,8 @@ if item_id:
             verb = f"removed (was in {markup.md(run_id)})" if change.run == "a" else f"added (in {markup.md(other)})"
             st.markdown(
                 f"Source {verb}: [{markup.md(ledger.source_name(change.text))}](Sources?{urlencode({'run': run, 'source': change.key})}) "
-                f"`{change.key}`"
+                f"`{change.key}`",
+                help=f"`{change.key}` is its text key: {markup.TERMS['text key']}",
             )
 compare_view.show_retrieval_changes(
     reads.read(queries.compare.retrieval_changes, run_id, other, band, state.corrected()),

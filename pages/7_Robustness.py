@@ -71,7 +71,10 @@ share = {c: st.column_config.NumberColumn(c, format="%.2f") for c in ("lambda", 
 name_px = {"cluster": min(180, tables.one_line_px(clusters["cluster"].astype(str), view.CLUSTER_PX["cluster"]))}
 # placeholder: R and Acc of a cluster whose every item is in a gap group are not defined, never 0
 tables.fitted(clusters, "clusters", view.CLUSTER_PX | name_px, share, placeholder="–")
-st.caption("Retrieval alone, per cluster: R and Acc with LM shortfalls counted as right, and the retrieval hit.")
+st.caption(
+    "Retrieval alone, per cluster: R and Acc with LM shortfalls counted as right, and the retrieval hit.",
+    help=f"LM shortfall: {markup.TERMS['LM shortfall']}",
+)
 tables.fitted(retrieval, "retrieval", view.RETRIEVAL_PX | name_px, share, placeholder="–")
 
 st.subheader("Non-robust groups")
@@ -111,14 +114,16 @@ else:
                 grammar.UNKNOWN: "no retrieved ids",
             }.get(row["attribution"], "")
             st.caption(
-                f"retrieved: {markup.md(', '.join(row['retrieved_doc_ids'])) or '–'}" + (f" · {blame}" if blame else "")
+                f"retrieved: {markup.md(', '.join(row['retrieved_doc_ids'])) or '–'}"
+                + (f" · {blame}" if blame else ""),
+                help=markup.TERMS["LM shortfall"] if blame == "LM shortfall" else None,
             )
             st.markdown(f"[open item]({ui.item_url(run, row['item_id'])})")  # every URL character is %-encoded
 
 st.subheader("Who is to blame: context comparison")
 counts = rep.attribution()
 left, mid, right = st.columns(3)
-left.metric("LM shortfall", counts[grammar.LM], help="the same documents gave a right answer to a sibling")
+left.metric("LM shortfall", counts[grammar.LM], help=markup.TERMS["LM shortfall"])
 mid.metric(
     "Possible retrieval failure",
     counts[grammar.RETRIEVAL],
@@ -137,14 +142,18 @@ if not wrong.empty:
     labels = {
         "group_id": "question group",
         "text_template": "wording",
-        "attribution": "to blame",
+        "attribution": {
+            "label": "to blame",
+            "help": f"LM shortfall: {markup.TERMS['LM shortfall']}; possible retrieval failure: no right wording "
+            "saw these documents",
+        },
         "retrieved": "documents retrieved",
         "true": "documents that answer",
         "retrieval_hit": {"label": "all retrieved", "help": "every document that answers it was retrieved"},
     }
     widths = {"open": tables.OPEN_PX, "retrieval_hit": 100}
     widths |= {
-        c: min(200, tables.one_line_px([*table[c].astype(str), str(labels[c])], 50))
+        c: min(200, tables.one_line_px([*table[c].astype(str), str(tables.label(labels[c]))], 50))
         for c in ("group_id", "text_template", "attribution")
     }
     room = tables.TABLE_PX - sum(widths.values())

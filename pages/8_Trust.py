@@ -19,15 +19,15 @@ st.caption(
     "the Item page, imported files, and confirmed / false-alarm triage notes."
 )
 
-can_label = view.can_label()
+refused = view.label_refusal()  # each labelling form says why it is not there
 # Bound to ?tab=: only the open tab is drawn (and its reads made), the others are never sent.
 tab_agree, tab_next, tab_import, tab_pairs = st.tabs(
     ["Agreement", "Label next", "Import labels", "Pairs"], key="tab", bind="query-params"
 )
 for tab, draw in (
     (tab_agree, lambda: view.agreement_tab(run_id, report)),
-    (tab_next, lambda: view.next_tab(path, run_id, th, band, can_label)),
-    (tab_import, lambda: view.import_tab(path, run_id, can_label)),
+    (tab_next, lambda: view.next_tab(path, run_id, th, band, refused)),
+    (tab_import, lambda: view.import_tab(path, run_id, refused)),
     (tab_pairs, lambda: view.pairs_tab(run_id)),
 ):
     if tab.open:

@@ -80,7 +80,8 @@ if source:
     st.subheader(markup.md(first["name"]))
     has_id = first["source_id"] is not None and not pd.isna(first["source_id"])
     st.caption(
-        (f"id {markup.md(first['source_id'])} · " if has_id else "") + f"text key {markup.md(first['text_key'])}"
+        (f"id {markup.md(first['source_id'])} · " if has_id else "") + f"text key {markup.md(first['text_key'])}",
+        help=f"Text key: {markup.TERMS['text key']}",
     )
     markup.plain(str(first["text"]))
     n, sp1 = int(first["n_match"]), found["sp1"].value_counts()

@@ -21,6 +21,7 @@ from evaluators.core.records import Run
 from evaluators.dashboard import access, ui
 from evaluators.judges import local_llm
 from evaluators.storage import ownership, queries, store, writes
+from evaluators.storage.ownership import os_user
 from tests.openai_server import completion, format_aware
 from tests.seed import RUNS
 
@@ -117,7 +118,8 @@ def test_malformed_roles_are_refused_not_guessed(roles: dict[str, Any]) -> None:
 def test_current_user_login_local_read_only_and_unverified_email() -> None:
     roles = {"admins": ["boss@example.com"]}
     boss = {"email": "boss@example.com", "email_verified": True}
-    assert access.current_user(None, roles, read_only=False) == access.User(None, access.ADMIN)
+    # without login the one local user signs as the server's OS user: no name is asked
+    assert access.current_user(None, roles, read_only=False) == access.User(None, access.ADMIN, local_name=os_user())
     assert access.current_user(None, roles, read_only=True).role == access.VIEWER
     assert access.current_user(boss, roles, read_only=False) == access.User("boss@example.com", access.ADMIN)
     assert access.current_user(boss, roles, read_only=True).role == access.VIEWER
@@ -233,7 +235,18 @@ def test_without_login_the_local_user_has_every_role(db: Path) -> None:
     at = run(app(EVALUATE))
     assert at.get("file_uploader") and [b for b in at.button if b.key == "delete_run"]
     item = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
-    assert "triage_author" in [t.key for t in item.text_input]  # no login: the page asks for a name
+    # no login: the one local user is the server's OS user, who signs the note; no name is asked
+    assert "triage_author" not in [t.key for t in item.text_input]
+    assert f"Signed as {os_user()}." in [c.value for c in item.caption]
+    item.text_area(key="triage_note").set_value("signed without typing")
+    click(item, "Save triage note")
+    assert notes(db) == [("weak-retriever", "q01", "signed without typing", os_user())]
+
+
+@pytest.fixture
+def nameless(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server whose OS user has no name (a container user without a passwd entry): forms ask for one."""
+    monkeypatch.setattr(access.ownership, "os_user", lambda: "")
 
 
 def test_malformed_roles_stop_every_page_with_the_reason(db: Path) -> None:
@@ -277,7 +290,8 @@ def test_a_role_lost_after_the_form_was_drawn_is_refused_at_save(db: Path) -> No
     assert notes(db) == []
 
 
-def test_read_only_refuses_saves_even_from_a_drawn_form(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_only_refuses_saves_even_from_a_drawn_form(db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        nameless: None) -> None:
     at = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     monkeypatch.setenv("RAG_TRIAGE_READ_ONLY", "on")
     at.text_area(key="triage_note").set_value("too late")
@@ -288,7 +302,7 @@ def test_read_only_refuses_saves_even_from_a_drawn_form(db: Path, monkeypatch: p
 
 # ---------------------------------------------------------------- a failed save keeps what was typed
 
-def test_triage_save_without_a_name_keeps_the_note(db: Path) -> None:
+def test_triage_save_without_a_name_keeps_the_note(db: Path, nameless: None) -> None:
     at = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     at.selectbox(key="triage_label").set_value("false alarm")
     at.text_area(key="triage_note").set_value("a long careful note")
@@ -302,7 +316,8 @@ def test_triage_save_without_a_name_keeps_the_note(db: Path) -> None:
     assert at.text_area(key="triage_note").value == ""
 
 
-def test_triage_save_on_a_busy_database_keeps_the_note(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_triage_save_on_a_busy_database_keeps_the_note(db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       nameless: None) -> None:
     at = run(app(ITEM, run="weak-retriever", item="q01", tab="Triage"))
     monkeypatch.setattr(ui, "SAVE_DEADLINE_S", 0.3)
     code = ("import sys, time; from evaluators.storage import store\n"

@@ -20,6 +20,8 @@ from evaluators.metrics.diagnosis import RULES, TRIAGE_LABELS  # noqa: E402
 from evaluators.runs import runner
 from evaluators.storage import queries, store  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
@@ -311,3 +313,21 @@ def test_a_malformed_notes_file_names_file_line_and_field_and_writes_nothing(dem
     text[2] = json.dumps(lines[2])  # the same file, mended, imports whole
     bad.write_text("\n".join(text) + "\n", encoding="utf-8")
     assert build_demo.add_notes(path, emit=lambda _: None, file=bad) == 4
+
+
+def test_the_docs_figure_for_the_retrievers_moved_sources_is_what_compare_computes(demo: tuple[Path, dict]) -> None:
+    """The triage guide quotes Compare's line on the sources the retriever added or dropped, weak → better
+    retriever; the figure is the one the page computes on the demo (the README once read SP1 +0.26 where the
+    page showed +0.28)."""
+    from evaluators.dashboard.views import compare
+
+    db, _ = demo
+    changes = queries.compare.retrieval_changes(db, "weak_retriever", "better_retriever", None, False)
+    line = compare.retrieval_summary(changes, queries.compare.RETRIEVAL_METRICS)
+    first = changes.iloc[0]
+    quoted = re.search(r"retriever: (\d+) items, (\d+) dropped, (\d+) added, SP1 ([+-][\d.]+), SQC ([+-][\d.]+), "
+                       r"GR ([+-][\d.]+)", (ROOT / "docs" / "guides" / "triage-session.md").read_text(encoding="utf-8"))
+    assert quoted, "the guide's figure is gone"
+    assert quoted.groups() == (str(int(first["n_items"])), str(int(first["n_dropped"])), str(int(first["n_added"])),
+                               *(f"{float(first[f'{m}_mean_delta']):+.2f}" for m in ("sp1", "sqc", "gr")))
+    assert f"SP1 {quoted.group(4)}" in line

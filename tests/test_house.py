@@ -1,6 +1,6 @@
 """The house's rules, checked on the tree itself: the LLM judge loads no database or dashboard, no module
-is over 500 lines unless the README names it with its reason, no function is over 60 lines, the
-README's "How the code is laid out" lists exactly the tree, and no page relies on Streamlit's magic.
+is over 500 lines unless the architecture page (docs/architecture/index.md) names it with its reason, no function
+is over 60 lines, that page's "How the code is laid out" lists exactly the tree, and no page relies on Streamlit's magic.
 (ruff, mypy and the import-linter contracts that write the layers down run in `make check`, part of
 `make test`.)"""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "evaluators"
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+ARCHITECTURE = (ROOT / "docs" / "architecture" / "index.md").read_text(encoding="utf-8")
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 60
 
 
@@ -24,10 +24,10 @@ def _code() -> list[Path]:
 
 
 def _section(title: str) -> str:
-    """The README's section under `## title`, up to the next section of that level."""
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start:end if end >= 0 else len(README)]
+    """The architecture page's section under `## title`, up to the next section of that level."""
+    start = ARCHITECTURE.index(f"\n## {title}\n")
+    end = ARCHITECTURE.find("\n## ", start + 1)
+    return ARCHITECTURE[start:end if end >= 0 else len(ARCHITECTURE)]
 
 
 def test_importing_the_llm_judge_loads_no_database_and_no_dashboard() -> None:
@@ -38,12 +38,12 @@ def test_importing_the_llm_judge_loads_no_database_and_no_dashboard() -> None:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
 
-def test_a_module_over_500_lines_is_named_in_the_readme_with_its_reason() -> None:
+def test_a_module_over_500_lines_is_named_on_the_architecture_page_with_its_reason() -> None:
     # "Modules over 500 lines: `evaluators/x.py` (N lines): why; ..." in the layout section
     named = re.findall(r"`(evaluators/[\w/]+\.py)`\s+\(\d+\s+lines\):\s+[^;.]+", _section("How the code is laid out"))
     long = {str(p.relative_to(ROOT)) for p in _code()
             if len(p.read_text(encoding="utf-8").splitlines()) > MAX_MODULE_LINES}
-    assert long == set(named), f"over {MAX_MODULE_LINES} lines: {sorted(long)}; named in the README: {sorted(named)}"
+    assert long == set(named), f"over {MAX_MODULE_LINES} lines: {sorted(long)}; named on the architecture page: {sorted(named)}"
 
 
 def test_no_function_is_over_60_lines() -> None:
@@ -58,7 +58,7 @@ def test_no_function_is_over_60_lines() -> None:
 
 
 def _layout() -> set[str]:
-    """The packages and modules the README's layout block lists, as paths ("evaluators/core/text.py")."""
+    """The packages and modules the architecture page's layout block lists, as paths ("evaluators/core/text.py")."""
     block = _section("How the code is laid out").split("```")[1]
     found: set[str] = set()
     stack: list[tuple[int, str]] = []
@@ -76,12 +76,12 @@ def _layout() -> set[str]:
     return found
 
 
-def test_the_readme_layout_lists_exactly_the_tree() -> None:
+def test_the_architecture_page_lists_exactly_the_tree() -> None:
     tree = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*") if "__pycache__" not in p.parts
             and (p.is_dir() or (p.suffix in (".py", ".json") and p.name not in ("__init__.py", "__main__.py")))}
     tree.add("evaluators")
     listed = {p for p in _layout() if p.startswith("evaluators")}
-    assert listed == tree, f"in the tree only: {sorted(tree - listed)}; in the README only: {sorted(listed - tree)}"
+    assert listed == tree, f"in the tree only: {sorted(tree - listed)}; on the page only: {sorted(listed - tree)}"
 
 
 def test_no_page_displays_a_value_by_magic_so_it_stays_off() -> None:

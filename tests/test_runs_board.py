@@ -1,6 +1,6 @@
 """The home page's runs side by side (AppTest) against a DuckDB built here: each THELMA metric as
 "mean (scored/items, unsure)" read back from the database, coloured against its threshold, the top
-rule with a link to its evidence, unsure verdicts apart from failed ones, and the compare link."""
+rule with its evidence a click away, unsure verdicts apart from failed ones, and the compare link."""
 from __future__ import annotations
 
 import re
@@ -24,7 +24,7 @@ THELMA = registry.THELMA
 def board(at) -> pd.DataFrame:
     """The runs tables as shown (scores, then details), one row per run id."""
     table = shown(at, "top rule").merge(shown(at, "judge"), on="run")
-    return table.set_index(table["run"].str.extract(r"run=([^&]*)")[0])
+    return table.set_index("run", drop=False)
 
 
 def expected_cell(db: Path, run: str, metric: str) -> str:
@@ -62,7 +62,7 @@ def test_a_mean_is_coloured_against_its_threshold_from_the_url(db: Path) -> None
     table = frame_with(at, "judge")
     means = {
         (i, m.upper()): queries.runs.run_summary(db, run)[0].set_index("metric").loc[m, "mean"]
-        for i, run in enumerate(table["run"].str.extract(r"run=([^&]*)")[0])
+        for i, run in enumerate(table["run"])
         for m in THELMA
     }
     assert red_cells(at) == {k for k, v in means.items() if v < registry.threshold(k[1].lower())}
@@ -74,8 +74,9 @@ def test_a_mean_is_coloured_against_its_threshold_from_the_url(db: Path) -> None
     assert any("passes its threshold" in c.value for c in at.caption)  # the colours' legend
 
 
-def test_the_top_rule_is_the_most_frequent_and_links_to_its_evidence(db: Path) -> None:
-    table = board(open_page("app.py"))
+def test_the_top_rule_is_the_most_frequent_and_opens_its_evidence(db: Path) -> None:
+    at = open_page("app.py")
+    table = board(at)
     for run in RUNS:
         combos = queries.diagnosis.rule_counts(
             queries.diagnosis.profile(queries.runs.stored_table(db, run, THELMA)), DEFAULT_THRESHOLDS
@@ -84,7 +85,13 @@ def test_the_top_rule_is_the_most_frequent_and_links_to_its_evidence(db: Path) -
         top = max(counts, key=lambda r: counts[r])
         assert table.loc[run, "top rule"].startswith(f"{top}: {counts[top]} of 6 items, fix ")
         first = queries.diagnosis.first_items(combos)[top]
-        assert table.loc[run, "evidence"] == f"Item?run={run}&item={first}&rule={top}"
+        assert table.loc[run, "evidence"] == "🔎"  # a click on it opens the first item, on its evidence, here
+        opened = open_page("app.py")
+        opened.session_state["runs_table"] = {
+            "selection": {"rows": [], "columns": [], "cells": [(list(table["run"]).index(run), "evidence")]}}
+        opened.run()
+        assert (opened.title[0].value, opened.query_params["run"], opened.query_params["item"],
+                opened.query_params["rule"]) == ("Item", run, first, top)
 
 
 def test_unsure_items_and_verdicts_are_counted_apart_from_failures(band_db: Path) -> None:  # noqa: F811
@@ -134,6 +141,18 @@ def test_the_judge_column_is_as_wide_as_its_longest_name_so_no_name_is_broken() 
     details = [c for c in runs_view.DETAIL_COLUMNS if c != "run"]
     assert sum(widths[c] for c in details) == sum(runs_view.BOARD_PX[c] for c in details)
 
+
+
+def test_the_run_column_is_as_wide_as_its_longest_name_so_no_name_is_broken() -> None:
+    """A run's name is one word, now plain text a click opens: its column takes its width (up to RUN_MAX_PX, an
+    upload's default name) from the top rule's above and the prompts' below, so each table keeps its width."""
+    from evaluators.dashboard import tables
+
+    names = ["verbose_generator", "upload-20261207-1930"]
+    widths = runs_view.board_px(["48 of 48"], ["offline"], names)
+    assert max(tables.text_px(n) + tables.CELL_PAD_PX for n in names) <= widths["run"] <= runs_view.RUN_MAX_PX
+    for columns in (runs_view.SCORE_COLUMNS, runs_view.DETAIL_COLUMNS):
+        assert sum(widths[c] for c in columns) == sum(runs_view.BOARD_PX[c] for c in columns)
 
 
 def test_each_runs_table_is_as_tall_as_its_own_longest_text(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,6 @@
-"""docs/screenshots.py, without a browser: its shots are the five main pages on their deep links, the
-README shows exactly the PNGs it writes (committed, 1280 x 800, small), and without Chromium it stops
-with one line before building or writing anything."""
+"""docs/screenshots.py, without a browser: its shots are the five main pages on their deep links, the triage
+guide shows exactly the PNGs it writes (committed, 1280 x 800, small) and the README the first, and without
+Chromium it stops with one line before building or writing anything."""
 from __future__ import annotations
 
 import importlib.util
@@ -33,16 +33,16 @@ def test_the_shots_are_the_five_main_pages_on_their_deep_links() -> None:
     assert all("run=weak_retriever" in s.link for s in shots)  # a demo run, not the newest by chance
 
 
-def test_the_readme_shows_exactly_the_committed_screenshots() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("\n### Screenshots\n"):]
-    section = section[:section.index("\n#", 1)]
-    shown = re.findall(r"!\[[^\]]*\]\((docs/screenshots/[\w-]+\.png)\)", section)
-    assert shown == [f"docs/screenshots/{s.name}.png" for s in _script().SHOTS]
-    assert "docs/screenshots.py" in section  # the command that makes them again
+def test_the_triage_guide_shows_exactly_the_committed_screenshots_and_the_readme_one() -> None:
+    guide = (ROOT / "docs" / "guides" / "triage-session.md").read_text(encoding="utf-8")
+    shown = re.findall(r"!\[[^\]]*\]\(\.\./(screenshots/[\w-]+\.png)\)", guide)
+    assert sorted(shown) == sorted(f"screenshots/{s.name}.png" for s in _script().SHOTS)  # each once, in the walk's order
+    assert "docs/screenshots.py" in guide  # the command that makes them again
+    readme = re.findall(r"!\[[^\]]*\]\((docs/screenshots/[\w-]+\.png)\)", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert readme == ["docs/screenshots/runs.png"]
     total = 0
     for path in shown:
-        data = (ROOT / path).read_bytes()
+        data = (ROOT / "docs" / path).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         assert struct.unpack(">II", data[16:24]) == (1280, 800), path
         total += len(data)

@@ -153,3 +153,35 @@ def test_plain_streamlit_run_still_serves_the_app(tmp_path: Path) -> None:
         _run_heading(page, f"{base}/?run=weak-retriever", "weak-retriever")
         browser.close()
     assert "dashboard cache warmed" not in log.read_text()  # nothing of the launcher ran
+
+
+def test_behind_login_serve_warms_the_pages_and_a_forged_warmup_header_still_meets_the_login(tmp_path: Path) -> None:
+    """With login configured, serve's start-up views pass the login gate as a viewer (before, each stopped at
+    it and read nothing, so the first visitor behind login met cold pages), while a visit that sends the
+    warm-up header itself, without the server's secret, is an ordinary logged-out visit."""
+    import asyncio
+
+    from evaluators.dashboard.timing import WARMUP_HEADER
+
+    db = seed(tmp_path / "seed.duckdb")
+    log = tmp_path / "serve.log"
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text('[auth]\nredirect_uri = "http://127.0.0.1:1/oauth2callback"\n'
+                       'cookie_secret = "a-test-cookie-secret-that-is-long-enough-0123456789"\n'
+                       'client_id = "c"\nclient_secret = "s"\n'
+                       'server_metadata_url = "http://127.0.0.1:1/.well-known/openid-configuration"\n')
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STREAMLIT_SECRETS_FILES", str(secrets))
+        with streamlit_server(db, log, warm_pages=True) as base:
+            _wait_for(log, "dashboard pages warmed in")
+            warmed = dict(re.findall(r"page=(/\S*) ms=[\d.]+ session=warmup outcome=(\S+)", log.read_text()))
+            assert {warmed[p] for p in ("/", "/Run", "/Diagnosis", "/Compare", "/Sources")} == {"ok"}, warmed
+
+            async def forged() -> list[str]:
+                texts = []
+                async for msg in serve.view_messages(base, "Run", "run=weak-retriever", {WARMUP_HEADER: "1"}):
+                    texts.append(str(msg))
+                return texts
+
+            assert any("Log in to see the evaluation runs" in t for t in asyncio.run(forged()))
+    assert re.search(r"page=/Run ms=[\d.]+ session=[0-9a-f]{8} outcome=stop", log.read_text())  # not warmup

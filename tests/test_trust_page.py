@@ -28,7 +28,6 @@ def test_labelling_the_next_item_moves_the_trust_figures(db: Path) -> None:
     for radio in at.radio:
         if radio.key and radio.key.startswith("q_T2"):
             radio.set_value("wrong")
-    at.text_input(key="q_author").set_value("Ana")
     at.button(key="queue_save").click()
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -72,7 +71,6 @@ def test_a_correction_changes_the_corrected_score_and_never_the_raw_one(db: Path
                                AND metric = 'gr' AND status = 'ok' AND value = 0 LIMIT 1""", [RUN]).values.tolist()
     at.selectbox(key="fix_component").set_value(("gr", "claim", int(gr[0])))
     at.radio(key="fix_value").set_value("1")
-    at.text_input(key="fix_author").set_value("Ana")
     at.button(key="FormSubmitter:fix_form-Save correction").click().run()
     assert any("Correction saved" in s.value for s in at.success), [w.value for w in at.warning]
     raw = store.query(db, "SELECT value FROM scores WHERE run_id = ? AND item_id = 'q01' AND metric = 'gr'", [RUN])

@@ -409,3 +409,22 @@ def test_one_click_on_a_row_opens_its_item_and_back_returns_to_the_table(page: A
     assert page.evaluate("history.length") == entries  # Back left no new entry behind: Forward is the item
     check_page(page, title)
     expect(page.get_by_test_id("stDataFrame").filter(has_text=column).first).to_be_visible()
+
+
+def test_the_home_pages_evidence_opens_in_this_tab_and_both_backs_return_to_the_board(page: Any) -> None:
+    """The board's 🔎 (its top rule's first item) opened a new tab, where Back led to the Run page; it opens the
+    item in this tab now, as every other table does, and the Item page's Back and the browser's return to the board."""
+    page.goto("/")
+    check_page(page, "Runs")
+    click_cell(page, "run", 0, re.compile(r"/Item\?(?=.*from=runs)(?=.*rule=)"), cell="item")
+    check_page(page, "Item")
+    assert len(page.context.pages) == 1  # the same tab
+    page.get_by_role("link", name="Back to Runs").click()
+    page.wait_for_url(re.compile(r"/(\?(?!.*item=).*)?$"))
+    check_page(page, "Runs")
+    click_cell(page, "run", 0, re.compile(r"/Item\?(?=.*from=runs)"), cell="item")
+    check_page(page, "Item")
+    page.go_back()
+    page.wait_for_url(re.compile(r"/(\?(?!.*item=).*)?$"))
+    check_page(page, "Runs")
+    assert len(page.context.pages) == 1

@@ -227,7 +227,7 @@ def looks_like(name: str, others: Iterable[str]) -> str | None:
     return next((other for other in others if other != name and skeleton(other) == mine), None)
 
 
-def one_line(text: str) -> str:
+def printable(text: str) -> str:
     """`text` on one line as a log or a message shows it: control and other invisible characters escaped
     ('\\n', '\\x1b'), so a name from elsewhere cannot forge a line of its own."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -110,11 +110,19 @@ def role_for(email: str | None, roles: Mapping[str, Any]) -> str:
 @dataclass(frozen=True)
 class User:
     """The person a dashboard session acts for: their login email (None without login or unverified),
-    their role, and why their login grants no role when it does not (shown to them)."""
+    their role, why their login grants no role when it does not (shown to them), and without login the
+    local user's name (the server's OS user), which signs their notes and labels."""
 
     email: str | None
     role: str
     notice: str = ""
+    local_name: str = ""
+
+    @property
+    def signature(self) -> str:
+        """Who this user's notes and labels are signed as without asking: the login email, else the local
+        user's name; '' when neither is known (a form then asks for a name)."""
+        return self.email or self.local_name
 
     def can(self, role: str) -> bool:
         """Whether this user has `role` or a higher one."""
@@ -135,8 +143,8 @@ def current_user(
             f"[auth] {MISSING_VERIFIED_SETTING} must be {' or '.join(map(repr, MISSING_VERIFIED))}, "
             f"got {missing_verified!r}"
         )
-    if claims is None:
-        return User(None, VIEWER if read_only else ADMIN)
+    if claims is None:  # no login: the one local user, who is the server's OS user
+        return User(None, VIEWER if read_only else ADMIN, local_name=ownership.os_user())
     email = str(claims.get("email") or "").strip() or None
     verified = claims.get("email_verified")
     notice = ""
@@ -299,11 +307,12 @@ def save_note(
 ) -> str:
     """Save one triage note as this user (a triager or above); returns the author recorded.
 
-    The author is the login email when there is one, else the name typed. Raises Refused, ValueError
+    The author is the login email, else the local user's name (User.signature), else the name typed. Raises
+    Refused, ValueError
     (no name) or store.StoreBusy; the caller keeps what the user typed on any of them.
     """
     require(user, TRIAGER, "save triage notes")
-    author = user.email or author.strip()
+    author = user.signature or author.strip()
     if not author:
         raise ValueError("Enter your name so the team knows who triaged this item.")
     writes.add_triage(db, run_id, item_id, label, component, note, author, deadline_s=deadline_s)
@@ -316,7 +325,7 @@ def save_labels(user: User, db: str, run_id: str, labels: Sequence[Label], autho
     Raises Refused, ValueError (no name) or store.StoreBusy, like save_note.
     """
     require(user, TRIAGER, "label the judge's verdicts")
-    author = user.email or author.strip()
+    author = user.signature or author.strip()
     if not author:
         raise ValueError("Enter your name so the team knows who labelled this.")
     writes.add_labels(db, run_id, [replace(label, author=author) for label in labels], deadline_s=deadline_s)

@@ -25,6 +25,29 @@ UNSURE, UNSURE_COLOUR = Status.UNSURE.value, "#fdf1c7"
 COLOUR_LEGEND = "green a 1, red a 0, pale amber unsure (left out of its score), grey a judge failure"
 
 
+# The words a page shows without saying what they are, each with what it means: a column of that name gets it
+# as its tooltip (tables.sized), and a caption or line that shows the term gets it as its help.
+TERMS = {
+    "p": "the judge's probability that the verdict is 1",
+    "p kind": "how p was obtained: calibrated (the offline judge's models, calibrated on development data), "
+    "logprob (the local judge's first-token probability, calibrated), label (an LLM's 0 or 1: never unsure)",
+    "tier": "the judge that decided the verdict: in a cascade (offline>local) each tier decides what it is sure "
+    "of and passes the rest on",
+    "kappa": "Cohen's kappa: agreement between the judge and people beyond chance; 1 perfect, 0 chance, below 0 "
+    "worse than chance",
+    "kappa 95% interval": "a seeded bootstrap 95% interval of kappa over the labelled calls",
+    "lambda": "λ: the share of items in gap groups (questions no wording answered right)",
+    "R": "robustness: right answers ÷ (items − items in gap groups), how often the answer is right when the "
+    "system can know it",
+    "Acc": "accuracy: R × (1 − λ), the same as right answers ÷ items",
+    "R (retrieval)": "R with LM shortfalls counted as right: the retriever alone",
+    "Acc (retrieval)": "Acc with LM shortfalls counted as right: the retriever alone",
+    "LM shortfall": "a wrong answer whose documents gave a sibling wording of the same question a right answer: "
+    "the generator failed, not retrieval",
+    "text key": "a source's key: the first 12 hex digits of the sha256 of its text, whitespace collapsed, so one "
+    "chunk retrieved by many items is one source",
+}
+
 # The item page works on plain records (lists of dicts), its verdicts joined to their components
 # once (by_component), and draws its long lists a page at a time: an item may carry 200 sources or
 # 10,000 claims, and a scan of every verdict per component, or a widget per row, would not finish.

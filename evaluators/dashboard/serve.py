@@ -194,7 +194,7 @@ def _open_views(port: int, run_ids: list[str], again: bool) -> None:
 async def _visit_pages(port: int, views: list[tuple[str, str]], connect_s: float = 60.0, view_s: float = 600.0) -> None:
     """Open each view (a page's URL path and query string) in turn, as view_messages() does, until its
     script run ends. The server may still be binding its port: connecting is retried for `connect_s`."""
-    from evaluators.dashboard.timing import WARMUP_HEADER
+    from evaluators.dashboard.timing import WARMUP_HEADER, WARMUP_TOKEN
 
     deadline = time.monotonic() + connect_s
     while True:
@@ -208,7 +208,7 @@ async def _visit_pages(port: int, views: list[tuple[str, str]], connect_s: float
             await asyncio.sleep(0.1)
     for url_path, query in views:
         async with asyncio.timeout(view_s):
-            async for _ in view_messages(f"http://127.0.0.1:{port}", url_path, query, {WARMUP_HEADER: "1"}):
+            async for _ in view_messages(f"http://127.0.0.1:{port}", url_path, query, {WARMUP_HEADER: WARMUP_TOKEN}):
                 pass
 
 

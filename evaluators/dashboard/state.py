@@ -21,6 +21,11 @@ def _ctx() -> dict[str, str]:
     return st.session_state.setdefault("_url_ctx", {})
 
 
+def remembered(key: str) -> str | None:
+    """A view setting as the URL gives it, else as this session last set it (what url_value() would read)."""
+    return st.query_params.get(key) or _ctx().get(key)
+
+
 def url_value(key: str, default: Any, parse: Callable[[str], Any] = str, remember: bool = True) -> Any:
     """A view setting from the URL (the source of truth), else this session's last one, else default."""
     raw = st.query_params.get(key)

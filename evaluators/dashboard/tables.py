@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping
 
 import pandas as pd
 import streamlit as st
 
+from evaluators.dashboard.markup import TERMS
 from evaluators.dashboard.ui import PAGES
 
 # A table whose rows open something takes one click anywhere on a row: its marker selects the row, any
@@ -100,21 +101,37 @@ HEADERS = {"item_id": "item", "run_id": "run", "source_fact": "fact"}  # headed 
 
 
 def fitted(
-    table: pd.DataFrame, key: str, widths: Mapping[str, int], config: Mapping[str, Any] | None = None, **kwargs: Any
+    table: pd.DataFrame,
+    key: str,
+    widths: Mapping[str, int],
+    config: Mapping[str, Any] | None = None,
+    style: Callable[[pd.DataFrame], Any] | None = None,
+    **kwargs: Any,
 ) -> Any:
-    """Draw a table across the page, its long text fitted to `widths` (fit(), sized()); `kwargs` go to
-    st.dataframe, whose value is returned."""
+    """Draw a table across the page, its long text fitted to `widths` (fit(), sized()), styled by `style` (the
+    fitted frame to a pandas Styler) if given; `kwargs` go to st.dataframe, whose value is returned."""
     shown, rows = fit(table, widths)
     return st.dataframe(
-        shown, hide_index=True, key=key, width="stretch", column_config=sized(config, widths), **rows, **kwargs
+        shown if style is None else style(shown),
+        hide_index=True,
+        key=key,
+        width="stretch",
+        column_config=sized(config, widths),
+        **rows,
+        **kwargs,
     )
 
 
 def clickable(
-    table: pd.DataFrame, key: str, widths: Mapping[str, int], config: Mapping[str, Any] | None = None, **kwargs: Any
+    table: pd.DataFrame,
+    key: str,
+    widths: Mapping[str, int],
+    config: Mapping[str, Any] | None = None,
+    style: Callable[[pd.DataFrame], Any] | None = None,
+    **kwargs: Any,
 ) -> int | None:
     """A table whose rows open something with one click (ONE_CLICK), drawn by fitted(); the row clicked, if any."""
-    event = fitted(table, key, widths, config, on_select="rerun", selection_mode=ONE_CLICK, **kwargs)
+    event = fitted(table, key, widths, config, style, on_select="rerun", selection_mode=ONE_CLICK, **kwargs)
     return clicked(event, len(table))
 
 
@@ -147,15 +164,21 @@ def wrapped(n_rows: int, lines: int, shown: int = 10) -> dict[str, Any]:
     return {"row_height": row, "height": 38 + max(1, min(n_rows, shown * WRAP_PX // row)) * row}
 
 
+def label(column: Any) -> Any:
+    """A column config's header: its label, or the config itself when it is a plain header."""
+    return column.get("label") if isinstance(column, dict) else column
+
+
 def sized(config: Mapping[str, Any] | None, widths: Mapping[str, int]) -> dict[str, Any]:
     """A table's column config with each column in `widths` set to that many pixels (the widths of a
     table sum to at most TABLE_PX, less MARKERS_PX when its rows can be picked); a column
-    without help gets its label as help, and a key column without one its HEADERS name."""
+    without help gets what the term means (markup.TERMS: p kind, tier, kappa, λ, R, Acc) or else its label as
+    help, and a key column without one its HEADERS name."""
     out: dict[str, Any] = dict(config or {})
     for name, px in widths.items():
         column, default = out.get(name), HEADERS.get(name, name)
         label = column.get("label") or default if isinstance(column, dict) else column or default
         # a header cut short by a narrow column reads whole on hover
         base = column if isinstance(column, dict) else {"label": label}
-        out[name] = {**base, "help": base.get("help") or label, "width": px}
+        out[name] = {**base, "help": base.get("help") or TERMS.get(str(name)) or label, "width": px}
     return out

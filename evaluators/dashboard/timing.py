@@ -6,7 +6,8 @@
 `outcome` is `ok`, `stop` (st.stop), `rerun` (st.rerun or st.switch_page cut the run short) or the
 class name of the exception the page raised. The session is a short hash of Streamlit's session id:
 enough to follow one session through the log without printing the id itself; `session=warmup` marks
-the views `python -m evaluators serve` opens itself at start (evaluators/dashboard/serve.py).
+the views `python -m evaluators serve` opens itself at start (evaluators/dashboard/serve.py), which pass
+the login gate as a viewer would, so behind login the first visitor finds them read too.
 
 A deep link that is a fresh server's first request is served from the pages/ folder without app.py;
 ui.page() hands it over to app.py, so it is logged too, once (tests/test_deep_links.py).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import time
 from contextlib import contextmanager
 from typing import Iterator
@@ -25,6 +27,9 @@ from streamlit.runtime.scriptrunner import RerunException, StopException, get_sc
 
 LOGGER_NAME = "rag_triage.pages"
 WARMUP_HEADER = "X-Rag-Triage-Warmup"  # sent by serve's own start-up views, so the log tells them apart
+# Its value: a secret of this process, which serve's views send to the server they run in. No client can know
+# it, so a header sent from outside is an ordinary visit (behind login, a logged-out one).
+WARMUP_TOKEN = secrets.token_urlsafe(24)
 LOG = logging.getLogger(LOGGER_NAME)
 LOG.setLevel(logging.INFO)
 # `streamlit run` configures no root handler, so without one of our own the line would be dropped
@@ -42,9 +47,16 @@ def session_tag() -> str:
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None:
         return "-"
-    if st.context.headers.get(WARMUP_HEADER):
+    if warming():
         return "warmup"
     return hashlib.sha256(ctx.session_id.encode()).hexdigest()[:8]
+
+
+def warming() -> bool:
+    """Whether this page run is one of serve's own start-up views (its header carries WARMUP_TOKEN)."""
+    return get_script_run_ctx(suppress_warning=True) is not None and secrets.compare_digest(
+        st.context.headers.get(WARMUP_HEADER) or "", WARMUP_TOKEN
+    )
 
 
 @contextmanager

@@ -17,7 +17,7 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from evaluators.dashboard import access, reads
+from evaluators.dashboard import access, reads, timing
 from evaluators.dashboard.markup import md
 from evaluators.dashboard.reads import db_path, metrics, read, runs
 from evaluators.dashboard.state import band_control, csv_list, scores_control, synced, thresholds
@@ -102,7 +102,9 @@ def page(title: str, need_db: bool = True) -> Path:
     hint when there is no database."""
     _hand_over_to_app()
     st.set_page_config(page_title=f"{title} · RAG Triage", layout="wide")
-    if _auth_configured() and not st.user.get("is_logged_in", False):
+    # serve's own start-up views (timing.warming) pass the gate as a viewer: behind login too, the first visitor
+    # finds the pages read
+    if _auth_configured() and not st.user.get("is_logged_in", False) and not timing.warming():
         st.title("RAG Triage")
         st.info("Log in to see the evaluation runs.")
         st.html(REMEMBER_LINK_JS, unsafe_allow_javascript=True)
@@ -219,11 +221,28 @@ def default_run(ids: Sequence[str], skip: str | None = None) -> str:
     return next((r for r in ids if r != skip and r in thelma), next((r for r in ids if r != skip), ids[0]))
 
 
-def default_pair(ids: Sequence[str]) -> tuple[str, str]:
-    """The two runs the Runs page compares when none are picked: the run before the newest, then the
-    newest (both as default_run() picks them). `ids` lists at least two runs, newest first."""
-    newest = default_run(ids)
-    return default_run(ids, newest), newest
+def partner(ids: Sequence[str], run: str, older: bool = False) -> str | None:
+    """The newest run (THELMA runs first, as default_run() orders them) that holds some of `run`'s items, and
+    with `older` was made before it; None when no run shares an item with it. `ids` lists runs newest first."""
+    thelma = set(read(queries.runs.thelma_runs))
+    shared = set(read(queries.runs.sharing_items, run))
+    order = [r for r in ids if r in thelma] + [r for r in ids if r not in thelma]
+    return next((r for r in order if r in shared and (not older or ids.index(r) > ids.index(run))), None)
+
+
+def default_pair(ids: Sequence[str], after: str | None = None) -> tuple[str, str]:
+    """The two runs Compare opens on, (before, after), of two runs that share items: `after` (default:
+    default_run(), the newest THELMA run) against its partner() made before it, else a newer one; when `after`
+    shares items with no run, the newest such pair (as default_run() orders the runs). Two runs that share
+    nothing only when no two runs do. `ids` lists at least two runs, newest first."""
+    thelma = set(read(queries.runs.thelma_runs))
+    order = [r for r in ids if r in thelma] + [r for r in ids if r not in thelma]
+    first = after if after is not None and after in ids else order[0]
+    for candidate in [first, *(r for r in order if r != first)]:
+        before = partner(ids, candidate, older=True) or partner(ids, candidate)
+        if before is not None:
+            return before, candidate
+    return default_run(ids, first), first
 
 
 def pick_run(
@@ -260,6 +279,15 @@ def current_run() -> tuple[str, list[str], dict[str, float]]:
     band_control()
     scores_control()
     return run_id, metric_ids, th
+
+
+def write_refusal(role: str, doing: str, what: str) -> str | None:
+    """Why this user may not write here, said where the form would be ("You are a viewer: correcting a verdict
+    needs the triager role"), or None when they may: read-only mode, or a role below `role`."""
+    if read_only():
+        return f"Read-only mode: {what} cannot be saved here."
+    me = user()
+    return None if me.can(role) else f"You are a {me.role}: {doing} needs the {role} role (ask an admin)."
 
 
 def save(outcome_key: str, write: Callable[[], Any], busy: str, done: str) -> bool:

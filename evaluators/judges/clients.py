@@ -9,7 +9,8 @@ import multiprocessing
 import signal
 from typing import Any
 
-from evaluators.judges.llm import Failure, load_litellm, send
+from evaluators.judges.llm import load_litellm, send
+from evaluators.judges.replies import Failure
 
 
 class ClientPool:

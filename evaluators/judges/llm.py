@@ -23,9 +23,8 @@ from typing import Any, Callable, Protocol, Sequence
 import evaluators  # noqa: F401  (sets the offline environment before litellm is imported)
 from evaluators.core.masking import mask_secrets, url_secrets
 from evaluators.core.records import Answer, JudgeCall, Status
-from evaluators.judges import prompts, registry, routes
+from evaluators.judges import prompts, registry, replies, routes
 from evaluators.judges.local_calibration import LocalCurves
-from evaluators.judges.replies import BadReply, deployment, logprob_answer, one_line, reply_data, shown, tried_base
 from evaluators.judges.routes import NO_KEY, JudgeUnavailable
 from evaluators.judges.traffic import AdaptiveLimit, CallStats, backoff, call_key, retry_after_s
 
@@ -48,21 +47,18 @@ class Sender(Protocol):
     """Where a judge's calls go out instead of this process's event loop (clients.ClientPool)."""
 
     async def send(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """As llm.send: one attempt, the reply as plain data, or raise Failure."""
+        """As llm.send: one attempt, the reply as plain data, or raise replies.Failure."""
         ...
 
 
-class Failure(Exception):
-    """One attempt failed. kind: refused (this request only), fatal (every request), rate, timeout, server,
-    resting (no deployment was free to take it).
+def _provider(model: str, api_base: str | None = None) -> str | None:
+    """The litellm provider of `model` (at `api_base`), or None for a model litellm does not know."""
+    import litellm
 
-    Plain data, so a ClientPool's worker process can send it back; `message` is not masked yet.
-    """
-
-    def __init__(self, kind: str, message: str, retry_after: float = 0.0, endpoint: str | None = None) -> None:
-        super().__init__(message)
-        self.kind, self.message, self.retry_after = kind, message, retry_after
-        self.endpoint = endpoint  # the api base tried last, where known
+    try:
+        return str(litellm.get_llm_provider(model, api_base=api_base)[1])
+    except Exception:
+        return None
 
 
 def other_credentials(model: str, api_base: str | None) -> str:
@@ -70,9 +66,8 @@ def other_credentials(model: str, api_base: str | None) -> str:
     litellm still misses with a key and the base given, or the ambient credentials of AWS and Google."""
     import litellm
 
-    try:
-        provider = litellm.get_llm_provider(model)[1]
-    except Exception:
+    provider = _provider(model)
+    if provider is None:
         return ""  # an unknown model: its first call fails as a refused request
     if provider.startswith(_AMBIENT_CREDENTIALS):
         return f"the {provider} SDK's own credentials"
@@ -84,13 +79,9 @@ def _check_deployment(deployment: routes.Deployment, key: str | None) -> None:
     import litellm
 
     model, base = deployment.model, deployment.api_base
-    if base is not None:
-        try:
-            provider = litellm.get_llm_provider(model, api_base=base)[1]
-        except Exception:
-            provider = model.split("/", 1)[0]  # unknown to litellm: judged by its prefix alone
-        if problem := routes.api_base_problem(provider):
-            raise JudgeUnavailable(f"judge {model} at an api_base: {problem}; nothing was judged")
+    # A model litellm does not know is judged by its prefix alone.
+    if base is not None and (problem := routes.api_base_problem(_provider(model, base) or model.split("/")[0])):
+        raise JudgeUnavailable(f"judge {model} at an api_base: {problem}; nothing was judged")
     if deployment.key_env is not None:
         if needs := other_credentials(model, base):
             raise JudgeUnavailable(
@@ -98,13 +89,9 @@ def _check_deployment(deployment: routes.Deployment, key: str | None) -> None:
                 f"also need {needs}; nothing was judged"
             )
         return
-    if key is not None:  # given, or NO_KEY to an api_base
-        return
-    try:
-        provider = litellm.get_llm_provider(model)[1]
-    except Exception:
-        return  # an unknown model: its first call fails as a refused request
-    if provider.startswith(_AMBIENT_CREDENTIALS):
+    provider = _provider(model)
+    # given, or NO_KEY to an api_base; an unknown model's first call fails as a refused request
+    if key is not None or provider is None or provider.startswith(_AMBIENT_CREDENTIALS):
         return
     # Only keys and endpoints: other names (API versions, projects) have defaults or fail at the call.
     missing = [
@@ -187,7 +174,7 @@ class LLMJudge:
         if call.status is not Status.OK:
             return Answer(None, call.status, call.key, call.reply, detail=call.error)
         if prefill and (prompt in registry.BINARY_PROMPTS or prompt in registry.LABEL_PROMPTS):
-            answer = logprob_answer(call, self.name, registry.LABEL_PROMPTS.get(prompt, ("1", "0")))
+            answer = replies.logprob_answer(call, self.name, registry.LABEL_PROMPTS.get(prompt, ("1", "0")))
             return self.curves.answer(prompt, variables, answer) if self.curves else answer
         if prefill:  # a scale prompt: the first-token distribution is the answer
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
@@ -288,7 +275,7 @@ class LLMJudge:
                 self.limit.succeeded()
                 self._limited_since = None
                 return self._record(key, spec, messages, params, reply, (time.monotonic() - t0) * 1000)
-            except Failure as failure:
+            except replies.Failure as failure:
                 endpoint = failure.endpoint or endpoint
                 step, error, status = self._failed(failure, attempt)
             if step == "stop":
@@ -308,16 +295,16 @@ class LLMJudge:
             status=status,
             latency_ms=(time.monotonic() - started) * 1000,
             error=f"{error} (after {attempt} attempts)",
-            endpoint=shown(endpoint),
+            endpoint=replies.shown(endpoint),
         )
 
-    def _failed(self, failure: Failure, attempt: int) -> tuple[str, str, Status]:
+    def _failed(self, failure: replies.Failure, attempt: int) -> tuple[str, str, Status]:
         """What a failed attempt (the Router's pass over the deployments and fallbacks) leads to: "stop"
         (the call failed), "again" (at once: the rate limit's hold), "rest" (every deployment rests: again
         after a short hold, not counted as an attempt) or "wait" (back off, then again);
         with the error and status it leaves. Raises JudgeFatal when the endpoint refuses every request
         or the rate limit outlasts the patience."""
-        text = one_line(mask_secrets(failure.message, *self._secrets))
+        text = replies.one_line(mask_secrets(failure.message, *self._secrets))
         if failure.kind == "refused":
             # A 400 about this one request (too long, refused content): fail it, not the run.
             return "stop", text, Status.ERROR
@@ -375,7 +362,7 @@ class LLMJudge:
 
     def _describe(self, exc: BaseException) -> str:
         """The exception as one line, with this judge's key and any other credential masked."""
-        return one_line(mask_secrets(str(exc), *self._secrets))
+        return replies.one_line(mask_secrets(str(exc), *self._secrets))
 
     def _check_alive(self) -> None:
         """A dead judge server fails the run at once instead of every call after its retries."""
@@ -441,7 +428,7 @@ def _router(config: dict[str, Any]) -> tuple[Any, frozenset[str]]:
 
 async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
     """One attempt through the judge's Router (kwargs["router"], see router_config): the reply as plain
-    data, or raise Failure.
+    data, or raise replies.Failure.
 
     The reply: {"reply", "prompt_tokens", "completion_tokens", "cost", "api_base", "model_name",
     "retries"}; with logprobs asked, `reply` is JSON of the sampled token and its top alternatives.
@@ -454,31 +441,34 @@ async def send(kwargs: dict[str, Any]) -> dict[str, Any]:
     try:
         router, priced = _router(config)
         response = await asyncio.wait_for(router.acompletion(**kwargs), timeout=config["timeout"])
-        return {**reply_data(response, bool(kwargs.get("logprobs"))), **deployment(response, config, priced)}
+        return {
+            **replies.reply_data(response, bool(kwargs.get("logprobs"))),
+            **replies.deployment(response, config, priced),
+        }
     except (litellm.ContextWindowExceededError, litellm.ContentPolicyViolationError) as exc:
-        raise Failure("refused", str(exc)) from None
+        raise replies.Failure("refused", str(exc)) from None
     except (
         litellm.BadRequestError,
         litellm.AuthenticationError,
         litellm.NotFoundError,
         litellm.PermissionDeniedError,
     ) as exc:
-        raise Failure("fatal", str(exc)) from None
+        raise replies.Failure("fatal", str(exc)) from None
     except litellm.RateLimitError as exc:
-        raise Failure("rate", str(exc), retry_after_s(exc), tried_base(exc)) from None
+        raise replies.Failure("rate", str(exc), retry_after_s(exc), replies.tried_base(exc)) from None
     except (litellm.Timeout, asyncio.TimeoutError) as exc:
-        raise Failure("timeout", str(exc), 0.0, tried_base(exc)) from None
+        raise replies.Failure("timeout", str(exc), 0.0, replies.tried_base(exc)) from None
     except (
         litellm.APIConnectionError,
         litellm.InternalServerError,
         litellm.ServiceUnavailableError,
         litellm.APIError,
-        BadReply,
+        replies.BadReply,
     ) as exc:
-        raise Failure("server", str(exc), retry_after_s(exc), tried_base(exc)) from None
+        raise replies.Failure("server", str(exc), retry_after_s(exc), replies.tried_base(exc)) from None
     except litellm.types.router.RouterRateLimitError as exc:
         # Every deployment rests (cooldown) or is at its rpm/tpm: nothing went out; wait and ask again.
-        raise Failure("resting", str(exc), min(REST_POLL_S, exc.cooldown_time)) from None
+        raise replies.Failure("resting", str(exc), min(REST_POLL_S, exc.cooldown_time)) from None
 
 
 def count_tokens(model: str, text: str) -> int:

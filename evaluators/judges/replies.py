@@ -17,6 +17,19 @@ class BadReply(Exception):
     """A 200 reply with no message to read: a failed call, retried like a server error, never a verdict."""
 
 
+class Failure(Exception):
+    """One attempt failed. kind: refused (this request only), fatal (every request), rate, timeout, server,
+    resting (no deployment was free to take it).
+
+    Plain data, so a ClientPool's worker process can send it back; `message` is not masked yet.
+    """
+
+    def __init__(self, kind: str, message: str, retry_after: float = 0.0, endpoint: str | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.retry_after = kind, message, retry_after
+        self.endpoint = endpoint  # the api base tried last, where known
+
+
 def reply_data(response: Any, logprobs: bool) -> dict[str, Any]:
     """A chat completion as {"reply", "prompt_tokens", "completion_tokens", "cost"}; with `logprobs`, the
     reply is JSON of the sampled token and its top alternatives. BadReply when there is no message."""

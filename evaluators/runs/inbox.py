@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from evaluators.core.records import one_line
+from evaluators.core.records import printable
 from evaluators.storage import runfile
 from evaluators.storage.store import StoreBusy
 
@@ -65,7 +65,7 @@ class Inbox:
                 else:
                     self.stuck[name] = seen
                     line = f"inbox: {name}: left in place, it cannot be moved ({exc.strerror or exc})"
-            done.append(one_line(line))
+            done.append(printable(line))
         return done
 
     def _waiting(self) -> list[tuple[str, tuple[int, int]]]:
@@ -112,7 +112,7 @@ class Inbox:
         try:
             fd = os.open(moved + REASON, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(one_line(reason) + "\n")
+                out.write(printable(reason) + "\n")
         finally:
             os.close(folder)
         return f"inbox: rejected {name}: {reason}"
@@ -126,7 +126,9 @@ class Inbox:
                 lines = self.scan()
                 self.failure = ""
             except Exception as exc:  # the folder itself: gone, unreadable; the next look tries again
-                failure = one_line(f"inbox: a look at {self.folder} failed ({type(exc).__name__}: {exc}); trying again")
+                failure = printable(
+                    f"inbox: a look at {self.folder} failed ({type(exc).__name__}: {exc}); trying again"
+                )
                 lines = [failure] if failure != self.failure else []
                 self.failure = failure
             for line in lines:

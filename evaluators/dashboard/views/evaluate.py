@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from evaluators.core.records import one_line, run_name_problem
+from evaluators.core.records import printable, run_name_problem
 from evaluators.dashboard import access, markup, reads, ui
 from evaluators.storage import queries, runfile, store
 
@@ -58,7 +58,7 @@ def saved_upload(upload: Any, folder: Path) -> Path:
 
 def shown_name(upload: Any) -> str:
     """The uploaded file's name as a message shows it: one line, at most 120 characters."""
-    return one_line(upload.name)[:120] or "the upload"
+    return printable(upload.name)[:120] or "the upload"
 
 
 def input_format() -> None:

@@ -322,7 +322,9 @@ def verdicts_tab(shown: Shown, db: str, item_id: str) -> None:
             if v["metric"] in THELMA and int(v["component_idx"]) >= 0
         }
     )
-    if parts and not ui.read_only() and ui.user().can(access.TRIAGER):
+    if parts and (refused := ui.write_refusal(access.TRIAGER, "correcting a verdict", "corrections")):
+        st.info(refused)  # where the form would be: a viewer sees why there is none
+    elif parts:
         with st.expander("Correct a verdict"):
             with st.form("fix_form"):
                 st.selectbox(
@@ -341,9 +343,17 @@ def verdicts_tab(shown: Shown, db: str, item_id: str) -> None:
                     help="1: supported / essential / covered / distinct; 0: not.",
                 )
                 st.text_input("Why the judge was wrong", key="fix_note")
-                if not ui.user().email:
-                    st.text_input("Your name", key="fix_author")
+                author("fix_author")
                 st.form_submit_button("Save correction", on_click=_save_correction, args=(db, shown.run_id, item_id))
+
+
+def author(key: str) -> str:
+    """Inside a form: who the note or label is signed as (the login email, or without login the server's OS
+    user, User.signature), said in a caption; a name field only when neither is known."""
+    if signed := ui.user().signature:
+        st.caption(f"Signed as {markup.md(signed)}.")
+        return signed
+    return st.text_input("Your name", key=key)
 
 
 def _save_note(db: str, run: str, item: str) -> None:
@@ -371,12 +381,9 @@ def _save_note(db: str, run: str, item: str) -> None:
 
 def triage_tab(shown: Shown, fired: pd.DataFrame, notes: pd.DataFrame, db: str, item_id: str) -> None:
     """The triage form (the component the first fired rule names, suggested) and the item's notes."""
-    me = ui.user()
     outcome = ui.show_outcome("triage_outcome")
-    if ui.read_only():
-        st.info("Read-only mode: triage notes cannot be saved here.")
-    elif not me.can(access.TRIAGER):
-        st.info(f"You are a {me.role}: saving triage notes needs the triager role (ask an admin).")
+    if refused := ui.write_refusal(access.TRIAGER, "saving triage notes", "triage notes"):
+        st.info(refused)
     else:
         suggested = fired["fix"].iloc[0].split(" or ")[0] if len(fired) else COMPONENTS[-1]
         with st.form("triage_form"):
@@ -388,8 +395,7 @@ def triage_tab(shown: Shown, fired: pd.DataFrame, notes: pd.DataFrame, db: str, 
                 index=COMPONENTS.index(suggested) if suggested in COMPONENTS else 0,
             )
             st.text_area("Note", key="triage_note")
-            if not me.email:  # with login the author is the login email
-                st.text_input("Your name", key="triage_author")
+            author("triage_author")
             st.form_submit_button("Save triage note", on_click=_save_note, args=(db, shown.run_id, item_id))
     if outcome and outcome[0] == "success":  # the notes read above predate this save
         notes = reads.read(queries.items.triage_notes, shown.run_id, item_id)

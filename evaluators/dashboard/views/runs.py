@@ -11,7 +11,8 @@ import streamlit as st
 
 from evaluators.core.confidence import Band
 from evaluators.core.stats import bootstrap_ci
-from evaluators.dashboard import charts, reads, tables
+from evaluators.dashboard import charts, reads, tables, ui
+from evaluators.dashboard.views import walk
 from evaluators.metrics.diagnosis import RULES
 from evaluators.metrics.registry import THELMA, display_name, lower_is_better
 from evaluators.storage import queries
@@ -128,25 +129,36 @@ def metric_table(
 
 
 PASS_COLOUR, FAIL_COLOUR = "background-color: #d3f2dc", "background-color: #fbd9d7"
+SETTLED_SHARE = 0.5  # a run's mean over fewer of its items than this share is not settled: it passes or fails nothing
 LEGEND = (
     "Each metric reads **mean (items scored/items, items unsure)**, the unsure only when there are any: the "
     "mean over scored items at each "
     "judge's default uncertainty band; unsure and failed items are left out, never counted as 0. "
-    ":green-background[green] passes its threshold (sidebar), :red-background[red] does not; an empty cell: "
+    ":green-background[green] passes its threshold (sidebar), :red-background[red] does not; a mean over fewer "
+    "than half of the run's items is **not settled** and has no colour; an empty cell: "
     "the run has no such metric. **Top rule**: the Table-2 rule that fires on the most items at the metrics' "
-    "default thresholds (the Diagnosis page reads the sidebar's). Select two rows to compare them (the two "
-    "newest runs otherwise)."
+    "default thresholds (the Diagnosis page reads the sidebar's). A click on a run or on 🔎 opens it here. "
+    "Select two rows to compare them (the newest pair of runs that share items otherwise)."
 )
+
+
+def settled(scored: int, items: int) -> bool:
+    """Whether a mean over `scored` of `items` items may pass or fail its threshold: it stands on at least
+    SETTLED_SHARE of them (GRAMMAR's runs read GR over 21 of 72 items: not settled)."""
+    return scored > 0 and scored >= SETTLED_SHARE * items
 
 
 def headline_cell(row: Mapping[str, Any], metric: str) -> str:
     """'0.62 (40/48, 3 unsure)' from a queries.diagnosis.headline() row: the mean, items scored of
     items, and the items left unsure when there are any ('0.62 (48/48)'); '– (0/48, 48 unsure)' when
-    nothing is scored. Short, so seven metrics fit a screen's width. The mean comes first with two
+    nothing is scored; ', not settled' closes a mean over fewer than half of the items (settled()). Short, so seven
+    metrics fit a screen's width. The mean comes first with two
     decimals, so sorting the text sorts the means (every metric lies in [0, 1]; '–' sorts after digits)."""
     mean, unsure = row[f"mean:{metric}"], int(row[f"unsure:{metric}"])
+    scored, items = int(row[f"scored:{metric}"]), int(row["n_items"])
     shown = "–" if mean is None or pd.isna(mean) else f"{mean:.2f}"
-    return f"{shown} ({int(row[f'scored:{metric}'])}/{int(row['n_items'])}{f', {unsure} unsure' if unsure else ''})"
+    loose = ", not settled" if scored and not settled(scored, items) else ""
+    return f"{shown} ({scored}/{items}{f', {unsure} unsure' if unsure else ''}{loose})"
 
 
 def passes(mean: float, metric: str, threshold: float) -> bool:
@@ -158,12 +170,12 @@ def board_colours(
     heads: Sequence[Mapping[str, Any]], metrics: Sequence[str], thresholds: Mapping[str, float]
 ) -> pd.DataFrame:
     """Per run (rows as `heads`) and metric, the cell's CSS: pass or fail against its threshold, none when
-    nothing is scored."""
+    nothing is scored or the mean is not settled."""
     return pd.DataFrame(
         [
             {
                 m: ""
-                if pd.isna(h[f"mean:{m}"])
+                if pd.isna(h[f"mean:{m}"]) or not settled(int(h[f"scored:{m}"]), int(h["n_items"]))
                 else PASS_COLOUR
                 if passes(float(h[f"mean:{m}"]), m, thresholds[m])
                 else FAIL_COLOUR
@@ -174,25 +186,45 @@ def board_colours(
     )
 
 
+def score_colours(frame: pd.DataFrame, metrics: Sequence[str], thresholds: Mapping[str, float]) -> pd.DataFrame:
+    """The Run page's item scores (a metric's column, and its "settled:" flag: queries.diagnosis.filter_items)
+    coloured as the board colours a run's mean: pass or fail against the threshold, none when unscored or not
+    settled (decided from too few confident verdicts, as Table 2 reads it)."""
+    return pd.DataFrame(
+        {
+            m: [
+                ""
+                if pd.isna(v) or not ok
+                else PASS_COLOUR
+                if passes(float(v), m, thresholds.get(m, 0.5))
+                else FAIL_COLOUR
+                for v, ok in zip(frame[m], frame[f"settled:{m}"])
+            ]
+            for m in metrics
+        },
+        index=frame.index,
+    )
+
+
 def board(
     runs: pd.DataFrame,
     heads: Sequence[Mapping[str, Any]],
     present: Mapping[str, Sequence[str]],
     thresholds: Mapping[str, float],
-    urls: tuple[Callable[[str], str], Callable[[str, str, str], str]],
 ) -> tuple[tuple[Any, Any], dict[str, Any], tuple[dict[str, Any], dict[str, Any]]]:
     """The home page's runs side by side, as two tables (SCORE_COLUMNS, then DETAIL_COLUMNS): a pandas Styler
     for st.dataframe of each, their column config, and each table's row_height and height that hold its own
     longest text wrapped (tables.fit(): a long list of prompts below does not make the scores' rows taller). A row
     per run (as `runs` lists them, `heads` their queries.diagnosis.headline() rows, `present` each
-    run's metric ids): a link to the run (urls[0](run)), THELMA's metrics as headline_cell() coloured
-    against `thresholds`, the top rule and a link to its first item's evidence (urls[1](run, item, rule))."""
+    run's metric ids): the run's name, THELMA's metrics as headline_cell() coloured against `thresholds`, the top
+    rule and a 🔎 for its first item's evidence. The run and the 🔎 are plain cells that a click opens in this tab
+    (open_clicked()): a link cell opened a new tab, and on a board shown again, opened it on the first click."""
     ids = list(runs["run_id"])
     tops = [top_rule(h) for h in heads]
     prompts, prompt_help = prompt_names(list(runs["prompt_hashes"]))
     frame = pd.DataFrame(
         {
-            "run": [urls[0](r) for r in ids],
+            "run": ids,
             **{
                 m.upper(): [headline_cell(h, m) if m in present.get(r, ()) else "" for h, r in zip(heads, ids)]
                 for m in THELMA
@@ -203,9 +235,7 @@ def board(
                 else f"{RULES[t[0]].name}: {t[1]} of {int(h['n_items'])} items, fix {RULES[t[0]].components}"
                 for h, t in zip(heads, tops)
             ],
-            "evidence": [
-                None if t is None else urls[1](r, h[f"first:{t[0]}"], t[0]) for r, h, t in zip(ids, heads, tops)
-            ],
+            "evidence": ["" if t is None else "🔎" for t in tops],
             "items": list(runs["n_done"]),
             "judge": list(runs["judge"]),
             "status": list(runs["status"]),
@@ -215,7 +245,7 @@ def board(
         }
     )
     counts = [f"{done} of {total}" for done, total in zip(runs["n_done"], runs["n_items"])]
-    widths = board_px(counts, [str(j) for j in runs["judge"]])
+    widths = board_px(counts, [str(j) for j in runs["judge"]], ids)
     # each table is sent with its own columns only: the page is drawn sooner than with the whole frame twice
     (score_frame, score_rows), (detail_frame, detail_rows) = (tables.fit(frame[c], widths) for c in TABLES)
     colours = board_colours(heads, THELMA, thresholds).rename(columns=str.upper)
@@ -241,33 +271,52 @@ BOARD_PX = {"run": 126, **{m.upper(): 72 for m in THELMA}, "top rule": 104, "evi
 # the prompts' names are the details' longest text: they have the room a judge's name seldom needs
 BOARD_PX |= {"items": 70, "judge": 130, "status": 70, "created": 120, "who": 70, "prompts": 220}
 JUDGE_MAX_PX = 200
+RUN_MAX_PX = 160  # "upload-20261207-1930", the Evaluate page's default name, takes 159 px
 
 
-def board_px(counts: Sequence[str], judges: Sequence[str] = ()) -> dict[str, int]:
+def board_px(counts: Sequence[str], judges: Sequence[str] = (), runs: Sequence[str] = ()) -> dict[str, int]:
     """BOARD_PX, with the items column as wide as its longest "done of total" (a number's cell does not
     wrap: "100000 of 100000" takes 116 px) and the judge's as wide as its longest name, up to JUDGE_MAX_PX (a
-    model's name is one word, which the grid would break), both taken from the prompts' column, whose names wrap."""
+    model's name is one word, which the grid would break), both taken from the prompts' column, whose names wrap;
+    and the run's as wide as its longest name, up to RUN_MAX_PX (an upload's default name), taken from the
+    prompts' column below and from the top rule's, which wraps, above."""
     items = tables.one_line_px(counts, BOARD_PX["items"])
     judge = min(JUDGE_MAX_PX, tables.one_line_px(judges, BOARD_PX["judge"]))
-    wider = items - BOARD_PX["items"] + judge - BOARD_PX["judge"]
-    return BOARD_PX | {"items": items, "judge": judge, "prompts": BOARD_PX["prompts"] - wider}
+    run = min(RUN_MAX_PX, tables.one_line_px(runs, BOARD_PX["run"]))
+    wider = items - BOARD_PX["items"] + judge - BOARD_PX["judge"] + run - BOARD_PX["run"]
+    return BOARD_PX | {
+        "run": run,
+        "items": items,
+        "judge": judge,
+        "prompts": BOARD_PX["prompts"] - wider,
+        "top rule": BOARD_PX["top rule"] - (run - BOARD_PX["run"]),
+    }
 
 
 def _board_columns(prompt_help: str, widths: Mapping[str, int]) -> dict[str, Any]:
-    """board()'s column config: links, dates, a tooltip per metric, and widths that fit 1280 px."""
+    """board()'s column config: dates, a tooltip per metric, and widths that fit 1280 px."""
     config = {
-        "run": st.column_config.LinkColumn(
-            "run", display_text=r"[?&]run=([^&]*)", help="open the run's items", pinned=True
-        ),
+        "run": st.column_config.TextColumn("run", help="a click opens the run's items", pinned=True),
         "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
         "who": st.column_config.TextColumn("who", help="who started the run"),
         **{
             m.upper(): st.column_config.TextColumn(m.upper(), help=f"{display_name(m)}: mean (scored/items, unsure)")
             for m in THELMA
         },
-        "evidence": st.column_config.LinkColumn(
-            "item", display_text="🔎", help="the top rule's first item, on its evidence"
+        "evidence": st.column_config.TextColumn(
+            "item", help="a click on 🔎 opens the top rule's first item, on its evidence"
         ),
         "prompts": st.column_config.TextColumn("prompts", help=prompt_help),
     }
     return tables.sized(config, widths)
+
+
+def open_clicked(event: Any, ids: Sequence[str], heads: Sequence[Mapping[str, Any]]) -> None:
+    """Open what a click on the board's cell names, in this tab: a run's cell its Run page, a 🔎 the first
+    item its top rule fires on, on the rule's evidence (the Item page's Back returns to the board)."""
+    for row, column in (event["selection"].get("cells") or []) if event else []:
+        top = top_rule(heads[row])
+        if column == "run":
+            ui.switch_page("run", ui.link(run=ids[row]))
+        if column == "evidence" and top is not None:
+            walk.open_item("runs", ids[row], heads[row][f"first:{top[0]}"], rule=top[0])

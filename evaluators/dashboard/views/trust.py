@@ -13,7 +13,7 @@ import streamlit as st
 from evaluators.core.confidence import Band
 from evaluators.core.records import Label
 from evaluators.dashboard import access, markup, reads, state, tables, ui
-from evaluators.dashboard.views import walk
+from evaluators.dashboard.views import item_tabs, walk
 from evaluators.metrics import trust
 from evaluators.metrics.diagnosis import RULES, diagnose
 from evaluators.metrics.registry import THELMA
@@ -46,21 +46,9 @@ def _save(path: Path, run_id: str, labels: list[Label], author: str, outcome_key
     )
 
 
-def can_label() -> bool:
-    """Whether this user may save labels here; says why not."""
-    me = ui.user()
-    if ui.read_only():
-        st.info("Read-only mode: labels cannot be saved here.")
-        return False
-    if not me.can(access.TRIAGER):
-        st.info(f"You are a {me.role}: saving labels needs the triager role (ask an admin).")
-        return False
-    return True
-
-
-def _author(key: str) -> str:
-    """Inside a form: the author's name field, unless the login email names them."""
-    return "" if ui.user().email else st.text_input("Your name", key=key)
+def label_refusal() -> str | None:
+    """Why this user may not save labels here (ui.write_refusal), shown where each labelling form would be."""
+    return ui.write_refusal(access.TRIAGER, "saving labels", "labels")
 
 
 # The agreement table's widths at 1280 px: each header and target (a rule and its pattern) whole on one line.
@@ -202,7 +190,7 @@ def _suggestions(report: labelling.Report) -> None:
         )
 
 
-def next_tab(path: Path, run_id: str, th: dict[str, float], band: Band | None, labelling_allowed: bool) -> None:
+def next_tab(path: Path, run_id: str, th: dict[str, float], band: Band | None, refused: str | None) -> None:
     """The review queue's next item, with a form to label its rules."""
     ui.show_outcome("queue_outcome")
     queue = reads.read(labelling.review_queue, run_id, th, band)
@@ -216,7 +204,9 @@ def next_tab(path: Path, run_id: str, th: dict[str, float], band: Band | None, l
         st.markdown(f"**Next: item {markup.md(item_id)}** ({reason}{': ' + markup.md(detail) if detail else ''})")
         st.caption(markup.md(row["query"]))
         ui.item_link(run_id, item_id, "Open the item to read its sources, claims and verdicts")
-        if labelling_allowed:
+        if refused:
+            st.info(refused)
+        else:
             with st.form("queue_form"):
                 verdicts = {
                     rid: st.radio(
@@ -235,7 +225,7 @@ def next_tab(path: Path, run_id: str, th: dict[str, float], band: Band | None, l
                     key="q_missed",
                 )
                 note = st.text_input("Note", key="q_note")
-                author = _author("q_author")
+                author = item_tabs.author("q_author")
                 if st.form_submit_button("Save and show the next item", key="queue_save"):
                     labels = [
                         Label(item_id, int(v == "right"), rule=rid, note=note)
@@ -253,7 +243,7 @@ def next_tab(path: Path, run_id: str, th: dict[str, float], band: Band | None, l
             walk.open_item("trust", run_id, queue_view["item_id"].iloc[row])
 
 
-def import_tab(path: Path, run_id: str, labelling_allowed: bool) -> None:
+def import_tab(path: Path, run_id: str, refused: str | None) -> None:
     """Import a labelling team's JSONL or CSV: all rows or none."""
     ui.show_outcome("import_outcome")
     st.caption(
@@ -261,10 +251,12 @@ def import_tab(path: Path, run_id: str, labelling_allowed: bool) -> None:
         "label` (label 1 or 0, component the component's index), optional `note`. All rows or none are "
         "saved."
     )
-    if labelling_allowed:
+    if refused:
+        st.info(refused)
+    else:
         with st.form("import_form"):
             upload = st.file_uploader("Labels file", type=["jsonl", "csv"], key="labels_file")
-            author = _author("import_author")
+            author = item_tabs.author("import_author")
             send = st.form_submit_button("Import", key="import_labels")
         if upload is not None and send:
             items, components = reads.read(queries.trust.label_targets, run_id)

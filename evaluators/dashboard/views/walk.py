@@ -26,6 +26,7 @@ PAGE_SIZE = 200  # the Run page's rows per page
 # Each page whose tables open items, with the URL keys that make up its list (its filters, sort and
 # page) and that Back restores; the Item page's own keys (item, tab) are never among them.
 KEYS: dict[str, tuple[str, ...]] = {
+    "runs": ("hist",),
     "run": ("below", "rule", "failed", "q", "mk", "mv", "quad", "sort", "desc", "page"),
     "diagnosis": ("rule", "page", "plots"),
     "compare": ("other", "xm", "xd", "pref", "better", "why", "cl"),

@@ -111,7 +111,8 @@ def filter_items(
 
     below: below threshold on ANY of these metrics; rules: firing ANY of these rules; levels:
     {metric: 'low'|'high'} that must ALL hold (a quadrant); failed_only: items with a failed verdict
-    or an unscored metric; ids: only these item ids (a search_ids() result).
+    or an unscored metric; ids: only these item ids (a search_ids() result). Each metric's "settled:<metric>"
+    says whether its score rests on enough confident verdicts for Table 2 to read it (decided_sql()).
     """
     frames = {"wide": table}
     where = ["TRUE"]
@@ -136,7 +137,8 @@ def filter_items(
     page = store.frame_query(f"SELECT item_id FROM ({match}) {ordered} LIMIT {int(limit)} OFFSET {int(offset)}", frames)
     frame = store.frame_query(
         f"""{_rules_cte(thresholds)}
-        SELECT item_id, query, {"".join(f"{column(m)}, " for m in metrics)} n_failed, failed_metrics, rules
+        SELECT item_id, query, {"".join(f"{column(m)}, " for m in metrics)} n_failed, failed_metrics, rules,
+               {", ".join(f'coalesce({decided_sql(m)}, FALSE) AS "settled:{m}"' for m in metrics) or "NULL AS _"}
         FROM base WHERE item_id IN (SELECT item_id FROM page) {ordered}""",
         {"wide": table, "page": page},
     )

@@ -163,27 +163,54 @@ def metadata_values(path: str | Path, run_id: str, key: str, limit: int = 200) -
     )
 
 
+def _grammar_cte(path: str | Path) -> str:
+    """`grammar`: the GRAMMAR robustness runs, whose items carry `grammar_group` or which have GRAMMAR
+    correctness stored (a file written before that table has none of the latter)."""
+    has_grammar = store.query(
+        path, "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = 'grammar_correctness'"
+    )["n"].iloc[0]
+    return f"""WITH grammar AS (
+        SELECT run_id FROM (SELECT run_id, any_value(metadata) AS m FROM items GROUP BY run_id)
+        WHERE json_exists(m, '$.grammar_group')
+        {"UNION SELECT run_id FROM grammar_correctness" if has_grammar else ""})"""
+
+
 def thelma_runs(path: str | Path) -> list[str]:
-    """Runs with THELMA scores that are not GRAMMAR robustness runs (whose items carry `grammar_group`,
-    or which have GRAMMAR correctness stored), newest first: where a first visit should land."""
+    """Runs with THELMA scores that are not GRAMMAR robustness runs (_grammar_cte), newest first: where a
+    first visit should land."""
     with store.reading(path):
-        has_grammar = store.query(
-            path,
-            """SELECT count(*) AS n FROM information_schema.tables
-                                           WHERE table_name = 'grammar_correctness'""",
-        )["n"].iloc[0]
         frame = store.query(
             path,
-            f"""
-            WITH grammar AS (
-                SELECT run_id FROM (SELECT run_id, any_value(metadata) AS m FROM items GROUP BY run_id)
-                WHERE json_exists(m, '$.grammar_group')
-                {"UNION SELECT run_id FROM grammar_correctness" if has_grammar else ""})
+            f"""{_grammar_cte(path)}
             SELECT r.run_id FROM runs r
             WHERE r.run_id IN (SELECT run_id FROM scores WHERE metric IN {ids_sql(THELMA)})
               AND r.run_id NOT IN (SELECT run_id FROM grammar)
             ORDER BY r.created_at DESC, r.run_id""",
         )
+    return list(frame["run_id"])
+
+
+def robustness_runs(path: str | Path) -> list[str]:
+    """The GRAMMAR robustness runs (_grammar_cte), newest first: the home page lists them apart."""
+    with store.reading(path):
+        frame = store.query(
+            path,
+            f"""{_grammar_cte(path)}
+            SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM grammar) ORDER BY created_at DESC, run_id""",
+        )
+    return list(frame["run_id"])
+
+
+def sharing_items(path: str | Path, run_id: str) -> list[str]:
+    """The other runs that hold an item id of `run_id`'s, newest first: a comparison needs shared items."""
+    frame = store.query(
+        path,
+        """SELECT run_id FROM runs WHERE run_id <> $run
+             AND run_id IN (SELECT DISTINCT run_id FROM items
+                            WHERE item_id IN (SELECT item_id FROM items WHERE run_id = $run))
+           ORDER BY created_at DESC, run_id""",
+        {"run": run_id},
+    )
     return list(frame["run_id"])
 
 
