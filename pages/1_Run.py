@@ -60,14 +60,18 @@ if levels:
         del st.query_params["quad"]
         st.rerun()
 
+SORT_NAMES = dict(zip(walk.SORTS, ("worst first (expected value)", "item id", "failed verdicts")))
 c7, c8, c9 = st.columns([2, 1, 1])
 sort = state.synced(
     c7.selectbox,
     "Sort by",
     "sort",
-    "item_id",
-    options=["item_id", *metric_ids, "n_failed"],
-    format_func=lambda s: s.upper() if s in metric_ids else {"item_id": "item id", "n_failed": "failed verdicts"}[s],
+    walk.SORTS[0],
+    options=[*walk.SORTS, *metric_ids],
+    format_func=lambda s: s.upper() if s in metric_ids else SORT_NAMES[s],
+    help="A metric sorts by its expected value (the judge's p read as a share) where the item has one, then by "
+    "its score: among items of equal score the ones the judge is surest are bad come first. Worst first: each "
+    "item's lowest of those, over the run's metrics.",
 )
 desc = state.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "True"))
 n_items = int(reads.runs().set_index("run_id").loc[run_id, "n_done"])

@@ -222,6 +222,7 @@ if not flipped.items.empty:
         "flips": 45,
         "lost": 45,
         "gained": 55,
+        "moved": 55,
         "metrics": 110,
     }
     moved = {  # named as the retriever's table below names them
@@ -231,9 +232,15 @@ if not flipped.items.empty:
         "sources_added": st.column_config.NumberColumn("sources added", help=f"retrieved in {markup.md(other)} only"),
     }
     widths |= {"sources_removed": 125, "sources_added": 110}
+    moved["moved"] = st.column_config.NumberColumn(
+        "moved",
+        format="%.2f",
+        help="how far the judge's expectation moved: the sum of its flips' |p after − p before|; the list opens "
+        "on the largest",
+    )
     row = tables.clickable(flip_items, "flip_items", widths, {**tables.OPEN, **moved})
     if row is not None:
-        # walks this list: ▶ Next is the item with the next most flips
+        # walks this list: ▶ Next is the item whose expectation moved next most
         walk.open_item("compare", other, flip_items["item_id"].iloc[row], "Verdicts", cl="flips")
 if item_id:
     mine = flipped.for_item(item_id)

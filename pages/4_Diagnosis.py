@@ -9,7 +9,7 @@ import streamlit as st
 from evaluators.dashboard import charts, markup, reads, state, tables, ui
 from evaluators.dashboard.views import diagnosis as diagnosis_view
 from evaluators.dashboard.views import walk
-from evaluators.metrics.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, QUADRANTS, RULES
+from evaluators.metrics.diagnosis import MAX_UNSURE_SHARE, MIN_SCORED, QUADRANTS, RULES, SHARED_CLAIMS
 from evaluators.storage import queries
 
 ui.page("Diagnosis")
@@ -66,6 +66,25 @@ for rid, n in zip(table["id"], table["items"]):
         ui.page_link(
             "run", f"{markup.rule_label(rid)}: {markup.n_items(int(n))}", ui.link(run=run_id, rule=rid), icon="📋"
         )
+
+# Two rules, one item: which explains it is told by its claims (diagnosis.SHARED_CLAIMS). The count is free;
+# the claims are read when asked (every RP and GR verdict of those items).
+x1, t25 = SHARED_CLAIMS
+n_both = int(combos.loc[combos[x1] & combos[t25], "n"].sum())
+if n_both:
+    label = f"{RULES[x1].name} and {RULES[t25].name} fire together on {markup.n_items(n_both)}: which explains them"
+    with st.expander(label, key="shared_open", on_change="rerun") as shared:
+        if shared.open:
+            split = reads.derived(
+                queries.diagnosis.shared_claims, [run_id], str(reads.db_path()), run_id, th, state.band()
+            )
+            st.markdown(diagnosis_view.shared_claims_text(split))
+            st.caption(
+                "Among each item's claims that RP reads as not essential to the query: when GR finds most of them "
+                f"unsupported by the sources, the generator made them up ({RULES[x1].name}, fix the generator); "
+                f"when GR finds them supported, they are grounded but off the question ({RULES[t25].name}, "
+                "fix the prompt or the chunking). Unsure verdicts are left out."
+            )
 
 st.subheader("Fix this first")
 fixes: dict[str, list[str]] = {}

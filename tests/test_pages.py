@@ -206,7 +206,7 @@ def test_run_deep_link_filters_by_rule(db: Path) -> None:
 
 
 def test_run_filters_below_threshold_search_metadata_and_quadrant(db: Path) -> None:
-    at = open_page("pages/1_Run.py", run="weak-retriever")
+    at = open_page("pages/1_Run.py", run="weak-retriever", sort="item_id")  # the filters, in id order
     assert len(ids(at)) == 6
     at.multiselect(key="below").set_value(["gr"]).run()
     assert ids(at) == ["q01", "q02", "q05"] and at.query_params["below"] == "gr"
@@ -220,12 +220,12 @@ def test_run_filters_below_threshold_search_metadata_and_quadrant(db: Path) -> N
     at.selectbox(key="mv").set_value("billing").run()
     assert ids(at) == ["q01", "q05"] and at.query_params["mv"] == "billing"
     assert frame_with(at, "rules")["open"].iloc[0] == "Item?run=weak-retriever&item=q01"  # a search: its query
-    quad = open_page("pages/1_Run.py", run="weak-retriever", quad="sqc:low,rqc:low")
+    quad = open_page("pages/1_Run.py", run="weak-retriever", quad="sqc:low,rqc:low", sort="item_id")
     assert ids(quad) == ["q02"]
 
 
 def test_run_failure_filter_shows_failed_metrics(db: Path) -> None:
-    at = open_page("pages/1_Run.py", run="llm-judge", failed="1")
+    at = open_page("pages/1_Run.py", run="llm-judge", failed="1", sort="item_id")
     table = frame_with(at, "rules").set_index("item_id")
     assert list(table.index) == ["q01", "q02", "q03", "q06"]
     assert "SQC timeout" in table.loc["q02", "unscored"]
@@ -256,7 +256,7 @@ def test_run_row_click_opens_the_item(db: Path) -> None:
     assert at.title[0].value == "Item"
     assert at.query_params["item"] == "q05" and at.query_params["run"] == "weak-retriever"
     assert "tab" not in at.query_params  # a rule's evidence is above the tabs
-    below = open_page("pages/1_Run.py", run="weak-retriever", below="gr")
+    below = open_page("pages/1_Run.py", run="weak-retriever", below="gr", sort="item_id")
     below.session_state["items_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
     below.run()
     assert below.query_params["item"] == "q01" and below.query_params["tab"] == "Verdicts"

@@ -149,6 +149,7 @@ def test_a_file_of_an_older_schema_is_upgraded_on_a_copy(source: Path, exported:
     with store.connect(older) as con:  # as schema 8 wrote it: no endpoint column, no run_wide, no record of imports
         con.execute("ALTER TABLE judge_calls DROP COLUMN endpoint")
         con.execute("ALTER TABLE judge_calls DROP COLUMN imported_for")
+        con.execute("ALTER TABLE scores DROP COLUMN expected")
         con.execute("DROP TABLE run_wide")
         con.execute("DROP TABLE run_imports")
         con.execute("DELETE FROM schema_version WHERE version > 8")

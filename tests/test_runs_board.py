@@ -12,7 +12,7 @@ import pytest
 from evaluators.dashboard.views import runs as runs_view
 from evaluators.metrics import registry
 from evaluators.metrics.diagnosis import CONDITIONS, DEFAULT_THRESHOLDS
-from evaluators.storage import queries
+from evaluators.storage import queries, store
 from tests.seed import RUNS
 from tests.test_band_pages import RUN as UNSURE_RUN
 from tests.test_band_pages import band_db  # noqa: F401  (a fixture)
@@ -74,16 +74,18 @@ def test_a_mean_is_coloured_against_its_threshold_from_the_url(db: Path) -> None
     assert any("passes its threshold" in c.value for c in at.caption)  # the colours' legend
 
 
-def test_the_top_rule_is_the_most_frequent_and_opens_its_evidence(db: Path) -> None:
+def test_the_top_rule_explains_the_most_items_no_other_rule_does_and_opens_its_evidence(db: Path) -> None:
     at = open_page("app.py")
     table = board(at)
     for run in RUNS:
         combos = queries.diagnosis.rule_counts(
             queries.diagnosis.profile(queries.runs.stored_table(db, run, THELMA)), DEFAULT_THRESHOLDS
         )
+        fired = combos[list(CONDITIONS)]
         counts = {r: int(combos.loc[combos[r], "n"].sum()) for r in CONDITIONS}
-        top = max(counts, key=lambda r: counts[r])
-        assert table.loc[run, "top rule"].startswith(f"{top}: {counts[top]} of 6 items, fix ")
+        alone = {r: int(combos.loc[combos[r] & (fired.sum(axis=1) == 1), "n"].sum()) for r in CONDITIONS}
+        top = max(CONDITIONS, key=lambda r: (alone[r], counts[r]))  # Table 2's order on a tie
+        assert table.loc[run, "top rule"].startswith(f"{top}: {counts[top]} of 6 items ({alone[top]} only it explains)")
         first = queries.diagnosis.first_items(combos)[top]
         assert table.loc[run, "evidence"] == "🔎"  # a click on it opens the first item, on its evidence, here
         opened = open_page("app.py")
@@ -96,7 +98,10 @@ def test_the_top_rule_is_the_most_frequent_and_opens_its_evidence(db: Path) -> N
 
 def test_unsure_items_and_verdicts_are_counted_apart_from_failures(band_db: Path) -> None:  # noqa: F811
     at = open_page("app.py", run=UNSURE_RUN)
-    assert board(at).loc[UNSURE_RUN, "RQC"] == "– (0/1, 1 unsure)"
+    # unscored, but the judge's p still says what it expects: the unsure item has an expected value
+    ev = store.query(band_db, "SELECT expected FROM scores WHERE run_id = ? AND metric = 'rqc'", [UNSURE_RUN])
+    rqc = f"– (0/1, 1 unsure) · ev {ev['expected'].iloc[0]:.2f} (1/1)"
+    assert board(at).loc[UNSURE_RUN, "RQC"] == rqc
     assert board(at).loc[UNSURE_RUN, "SQC"] == "0.00 (1/1)"
     assert board(at).loc[UNSURE_RUN, "GR"] == ""  # the run has no GR: an empty cell
     assert board(at).loc[UNSURE_RUN, "top rule"] == board(at).loc[UNSURE_RUN, "evidence"] == ""  # none fires
@@ -104,7 +109,7 @@ def test_unsure_items_and_verdicts_are_counted_apart_from_failures(band_db: Path
     assert metrics.loc["RQC", "unsure verdicts"] == 1 and metrics.loc["RQC", "failed verdicts"] == "none"
     # the board reads the stored tables (each judge's default band); the run below follows the URL's band
     decided = open_page("app.py", run=UNSURE_RUN, band="0.5,0.5")
-    assert board(decided).loc[UNSURE_RUN, "RQC"] == "– (0/1, 1 unsure)"
+    assert board(decided).loc[UNSURE_RUN, "RQC"] == rqc
     assert frame_with(decided, "95% CI").set_index("metric").loc["RQC", "n scored"] == "1 of 1"
 
 

@@ -136,6 +136,9 @@ class Score:
     n_total: int
     status: Status
     n_unsure: int = 0  # OK verdicts left out because their p fell inside the uncertainty band
+    # The score the judge expects: the mean of its verdicts' p, unsure ones included (metrics.thelma.
+    # expected_of); None for a metric with no such mean (a rating, SQC's coverage) or with no p to read.
+    expected: float | None = None
 
 
 @dataclass(frozen=True)

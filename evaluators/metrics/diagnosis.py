@@ -114,6 +114,20 @@ RULES: dict[str, Rule] = {
     ]
 }
 
+# X1 and T2.5 fire together where a response holds claims RP reads as extraneous and GR as unsupported: which
+# one explains such an item is told by those claims. When the extraneous claims are mostly unsupported, the
+# generator made them up (X1); when the sources support them, they are grounded but off the question (T2.5).
+SHARED_CLAIMS = ("X1", "T2.5")
+
+
+def explained_by(unsupported: int, supported: int) -> str | None:
+    """Which of SHARED_CLAIMS explains an item both fire on, from its claims RP decides are extraneous: X1 when
+    GR decides at least as many of them unsupported as supported, T2.5 when fewer; None when GR decided none."""
+    if not unsupported and not supported:
+        return None
+    return SHARED_CLAIMS[0] if unsupported >= supported else SHARED_CLAIMS[1]
+
+
 # Each rule's conditions by id; a condition may name a reading (READINGS) instead of a metric.
 CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {r.id: r.conditions for r in RULES.values()}
 

@@ -20,33 +20,24 @@ _JUDGED = (Status.OK, Status.UNSURE)  # the judge answered; a failure has no p
 
 
 def expected(item_id: str, metric: str, verdicts: Sequence[Verdict]) -> Score | None:
-    """The mean of the verdicts' p, for a metric whose aggregate is a mean (ref_f1: the F1 of its two
-    sides' expected values); None for any other metric, or when a verdict the judge answered has no p
-    (a rating, a label without probability). n_scored counts the verdicts whose p was read; a score
-    with none reads their failure status, as the score does."""
+    """The expected value as a Score (thelma.expected_of), with the verdicts whose p it read as n_scored; None
+    for a metric with none, or when a verdict the judge answered has no p (a rating, a label without
+    probability). A score with nothing to read (ref_f1: a side with nothing) reads a failure status, as
+    the score does."""
     spec = registry.METRICS.get(metric)
-    if spec is None or spec.aggregate not in (thelma.aggregate_mean, reference.aggregate_f1):
+    if spec is None or (spec.expected is None and spec.aggregate is not thelma.aggregate_mean):
         return None
     judged = [v for v in verdicts if v.status in _JUDGED]
     if any(v.p is None or v.value not in (0.0, 1.0, None) for v in judged):  # None: unsure (thelma.with_band)
         return None
-    sides = [verdicts]
-    if spec.aggregate is reference.aggregate_f1:
-        sides = [
-            [v for v in verdicts if (v.component_kind in reference.RECALL_KINDS) is recall] for recall in (False, True)
-        ]
-    means = [_mean_p([v for v in side if v.status in _JUDGED]) for side in sides]
-    missing = [side for side, mean in zip(sides, means) if mean is None]
-    if missing:  # a side with no p reads its failure, as the score does
-        return Score(item_id, metric, None, 0, len(verdicts), thelma.failure_status(missing[0]))
-    read = [mean for mean in means if mean is not None]
-    value = read[0] if len(read) == 1 else reference.f1(*read)
-    return Score(item_id, metric, value, len(judged), len(verdicts), Status.OK)
-
-
-def _mean_p(verdicts: Sequence[Verdict]) -> float | None:
-    ps = [v.p for v in verdicts if v.p is not None]
-    return sum(ps) / len(ps) if ps else None
+    value = thelma.expected_of(spec, verdicts)
+    if value is None:  # a side with no p reads its failure, as the score does
+        sides = [verdicts]
+        if spec.expected is reference.expected_f1:
+            sides = [[v for v in verdicts if (v.component_kind in reference.RECALL_KINDS) is r] for r in (False, True)]
+        missing = next(side for side in sides if not any(v.status in _JUDGED for v in side))
+        return Score(item_id, metric, None, 0, len(verdicts), thelma.failure_status(missing))
+    return Score(item_id, metric, value, len(judged), len(verdicts), Status.OK, expected=value)
 
 
 def expected_scores(verdicts: Sequence[Verdict]) -> dict[tuple[str, str], Score]:

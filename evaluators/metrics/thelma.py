@@ -125,8 +125,28 @@ def aggregate(
     metric: Metric, item_id: str, metric_id: str, verdicts: Sequence[Verdict], band: Band | None = None
 ) -> Score:
     """One item's score for a metric from its verdicts, with the unsure ones left out at `band`
-    (None: each p kind's default band, what the runner stores)."""
-    return metric.aggregate(item_id, metric_id, with_band(verdicts, band))
+    (None: each p kind's default band, what the runner stores), and its expected value (any band)."""
+    return replace(
+        metric.aggregate(item_id, metric_id, with_band(verdicts, band)), expected=expected_of(metric, verdicts)
+    )
+
+
+def expected_mean(verdicts: Sequence[Verdict]) -> float | None:
+    """The share of 1s the judge expects: the mean of the p of the verdicts it answered, unsure ones
+    included, failures left out; None when none was answered or one answered has no p or is no 0/1
+    match (a rating, a bare label)."""
+    judged = [v for v in verdicts if v.status in (Status.OK, Status.UNSURE)]
+    if not judged or any(v.p is None or v.value not in (0.0, 1.0, None) for v in judged):
+        return None
+    return sum(v.p for v in judged if v.p is not None) / len(judged)
+
+
+def expected_of(metric: Metric, verdicts: Sequence[Verdict]) -> float | None:
+    """A score's expected value (ours, beside the score, never in it): the metric's own `expected`, else
+    the mean of the verdicts' p for a metric whose score is a mean; None for any other."""
+    if metric.expected is not None:
+        return metric.expected(verdicts)
+    return expected_mean(verdicts) if metric.aggregate is aggregate_mean else None
 
 
 def rescore(
@@ -669,6 +689,9 @@ class Metric:
     # The component kinds it gives one verdict each (a claim, a sub-question, a source): what a flip
     # between two runs or a regression suite's expectation can name.
     components: tuple[str, ...] = ()
+    # Its expected value from its verdicts, where its score is no plain mean (ref_f1's F1 of two means);
+    # None: expected_mean() for a mean, nothing for any other aggregate.
+    expected: Callable[[Sequence[Verdict]], float | None] | None = None
 
 
 _CLAIMS = ("claims", "claims_batch")

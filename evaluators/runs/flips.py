@@ -88,8 +88,9 @@ class Flips:
 
     components: one row per flip: item_id, metric, what (claim, sub-question, source), text, before,
       after (1 or 0), p_before, p_after, cause.
-    items: one row per item with a flip: item_id, cause, flips, lost (1 to 0), gained (0 to 1),
-      metrics ('gr 2, rp 1'), sources_removed and sources_added (texts; with keys in source_changes).
+    items: one row per item with a flip: item_id, cause, flips, lost (1 to 0), gained (0 to 1), moved (how far
+      the judge's expectation moved: the sum of |p after - p before|), metrics ('gr 2, rp 1'),
+      sources_removed and sources_added (texts; with keys in source_changes).
     rollup: one row per metric: compared (matched components), the flips per cause, unchanged,
       unsure or failed (no flip: an unsure or failed verdict in either run), in one run only.
     source_changes: per item with a flip caused by its sources, every source present in one run
@@ -235,11 +236,15 @@ def _source_changes(
 def _item_table(
     components: pd.DataFrame, item_cause: dict[str, str], moved: dict[str, tuple[int, int]]
 ) -> pd.DataFrame:
-    """One row per item with flips: its cause, flips lost and gained, per metric, and the sources moved."""
+    """One row per item with flips: its cause, flips lost and gained, how far the judge's expectation moved
+    (the sum of its flips' |p after - p before|; a flip without p counts 1), per metric, and the sources moved."""
+    shift = (components["p_after"] - components["p_before"]).abs().fillna(1.0)
     per_item = components.assign(
-        lost=components["after"] < components["before"], gained=components["after"] > components["before"]
+        lost=components["after"] < components["before"], gained=components["after"] > components["before"], shift=shift
     ).groupby("item_id", sort=True)
-    counts = per_item.agg(flips=("metric", "size"), lost=("lost", "sum"), gained=("gained", "sum"))
+    counts = per_item.agg(
+        flips=("metric", "size"), lost=("lost", "sum"), gained=("gained", "sum"), shift=("shift", "sum")
+    )
     per_metric: dict[str, list[str]] = {}
     for key, n in components.groupby(["item_id", "metric"], sort=True).size().items():
         item, m = cast(tuple[str, str], key)
@@ -251,6 +256,7 @@ def _item_table(
             "flips": counts["flips"].to_numpy(),
             "lost": counts["lost"].astype(int).to_numpy(),
             "gained": counts["gained"].astype(int).to_numpy(),
+            "moved": counts["shift"].astype(float).round(2).to_numpy(),
             "metrics": [", ".join(per_metric[i]) for i in counts.index],
             "sources_removed": [moved.get(i, (0, 0))[0] for i in counts.index],
             "sources_added": [moved.get(i, (0, 0))[1] for i in counts.index],

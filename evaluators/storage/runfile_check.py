@@ -152,6 +152,7 @@ ROWS: dict[str, list[tuple[str, str, str]]] = {
         ("n_total", "n_total >= 0", "0 or more"),
         ("n_scored", "n_scored BETWEEN 0 AND n_total", "between 0 and n_total"),
         ("n_unsure", _nullable("n_unsure", "n_unsure BETWEEN 0 AND n_total"), "between 0 and n_total"),
+        ("expected", _nullable("expected", _share("expected")), "empty or in [0, 1]"),
     ],
     "imported_scores": [
         ("origin", _ID.format("origin"), "a peer tool's name (a lower-case word)"),

@@ -204,4 +204,10 @@ MIGRATIONS: list[str] = [
         claimed_by VARCHAR NOT NULL       -- who the file says sent it: its run_file.started_by
     );
     """,
+    # 12: each score's expected value (metrics/thelma.expected_of: the mean of its verdicts' p, unsure ones
+    # included; the same at every band), NULL for a metric without one and for scores written before it;
+    # run_wide carries it per metric as "m:ev" (store.migrate adds the columns for the metrics it has).
+    """
+    ALTER TABLE scores ADD COLUMN expected DOUBLE;
+    """,
 ]

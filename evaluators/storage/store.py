@@ -28,7 +28,7 @@ import duckdb
 import pandas as pd
 
 from evaluators.storage.schema import MIGRATIONS
-from evaluators.storage.wide import column, count_column, refresh_wide
+from evaluators.storage.wide import add_columns, metric_columns, refresh_wide, wide_metrics
 
 # Replacement scans off: a table missing from the file is an error, not a lookup of a Python
 # variable of that name (a missing runs table would find this module's runs() function).
@@ -176,13 +176,21 @@ def migrate(path: str | Path, sealed: bool = False) -> int:
         current = row[0] or 0
         for version in range(current + 1, len(MIGRATIONS) + 1):
             with transaction(con):
-                had_wide = has_table(con, "run_wide")
                 con.execute(MIGRATIONS[version - 1])
-                if not had_wide and has_table(con, "run_wide"):  # the runs written before it
-                    for (run_id,) in con.execute("SELECT DISTINCT run_id FROM items").fetchall():
-                        refresh_wide(con, run_id)
+                if version == len(MIGRATIONS) and has_table(con, "run_wide"):
+                    _complete_wide(con)
                 con.execute("INSERT INTO schema_version VALUES (?)", [version])
         return len(MIGRATIONS)
+
+
+def _complete_wide(con: Any) -> None:
+    """Once the schema is whole: run_wide gets the columns a later migration adds for the metrics it holds,
+    and the rows of the runs written before it (queries written for this schema, so only at its end)."""
+    add_columns(con, wide_metrics(con))
+    for (run_id,) in con.execute(
+        "SELECT DISTINCT run_id FROM items EXCEPT SELECT DISTINCT run_id FROM run_wide"
+    ).fetchall():
+        refresh_wide(con, run_id)
 
 
 def has_table(con: Any, table: str) -> bool:
@@ -404,8 +412,8 @@ _MEMORY_LOCK = threading.Lock()
 
 class StoredRun(NamedTuple):
     """A run's stored per-item score table (run_wide) in a database file, as a relation frame_query()
-    reads where it lies, with a score column and its two count columns for each of these metrics (the
-    caller names them all, in order: queries.runs.stored_table())."""
+    reads where it lies, with a score column, its two count columns and its expected value for each of
+    these metrics (the caller names them all, in order: queries.runs.stored_table())."""
 
     path: str
     run_id: str
@@ -417,13 +425,7 @@ def _stored_view(con: Any, name: str, run: StoredRun) -> None:
     metric no run has (so the run tables of one view have the same columns)."""
     stored = {d[0] for d in con.execute("SELECT * FROM run_wide LIMIT 0").description}
     cols = ", ".join(
-        c if c.strip('"') in stored else f"NULL::{kind} AS {c}"
-        for m in run.metrics
-        for c, kind in (
-            (column(m), "DOUBLE"),
-            (count_column(m, "scored"), "INTEGER"),
-            (count_column(m, "unsure"), "INTEGER"),
-        )
+        c if c.strip('"') in stored else f"NULL::{kind} AS {c}" for m in run.metrics for c, kind in metric_columns(m)
     )
     con.execute(f"""CREATE OR REPLACE TEMP VIEW {name} AS SELECT item_id, query, {cols}, n_failed, failed_metrics
                     FROM run_wide WHERE run_id = {literal(run.run_id)}""")

@@ -1,6 +1,7 @@
 """Each run's per-item score table (run_wide, migration 10): one row per item, one column per metric with
-its two count columns, rewritten for the items of every write, so the dashboard reads a run of a
-million items without regrouping its scores. Metric ids become SQL identifiers only through column().
+its two count columns and its expected value ("gr:ev", migration 12), rewritten for the items of every
+write, so the dashboard reads a run of a million items without regrouping its scores. Metric ids become
+SQL identifiers only through column().
 """
 
 from __future__ import annotations
@@ -27,6 +28,45 @@ def count_column(metric: str, count: str) -> str:
     return f'"{column(metric)[1:-1]}:{count}"'
 
 
+def ev_column(metric: str) -> str:
+    """The quoted name of a run table's expected-value column: '"gr:ev"' (checked metric id)."""
+    return f'"{column(metric)[1:-1]}:ev"'
+
+
+# A metric's columns in run_wide, with their types: its score, its two counts and its expected value.
+def metric_columns(metric: str) -> list[tuple[str, str]]:
+    """The quoted names and types of one metric's run_wide columns."""
+    return [
+        (column(metric), "DOUBLE"),
+        (count_column(metric, "scored"), "INTEGER"),
+        (count_column(metric, "unsure"), "INTEGER"),
+        (ev_column(metric), "DOUBLE"),
+    ]
+
+
+def add_columns(con: Any, metrics: Sequence[str]) -> None:
+    """Give run_wide the columns of these metrics that it lacks (empty for the rows it holds)."""
+    present = {
+        c
+        for (c,) in con.execute("""SELECT column_name FROM duckdb_columns() WHERE database_name = current_database()
+                                   AND schema_name = 'main' AND table_name = 'run_wide'""").fetchall()
+    }
+    for m in metrics:
+        for name, kind in metric_columns(m):
+            if name.strip('"') not in present:
+                con.execute(f"ALTER TABLE run_wide ADD COLUMN {name} {kind}")
+
+
+def wide_metrics(con: Any) -> list[str]:
+    """The metrics run_wide has columns for."""
+    names = [
+        c
+        for (c,) in con.execute("""SELECT column_name FROM duckdb_columns() WHERE database_name = current_database()
+                                   AND schema_name = 'main' AND table_name = 'run_wide'""").fetchall()
+    ]
+    return [c for c in names if ":" not in c and c not in _WIDE_FIXED]
+
+
 def is_metric_id(metric: str) -> bool:
     """Whether a stored metric id can become a column: a file from elsewhere may hold anything."""
     try:
@@ -42,7 +82,8 @@ def wide_sql(metrics: Sequence[str], scores: str, items: str = "") -> str:
     cols = ",\n".join(
         f"max(value) FILTER (WHERE metric = '{m}' AND NOT isnan(value)) AS {column(m)}, "  # ids checked
         f"max(n_scored) FILTER (WHERE metric = '{m}') AS {count_column(m, 'scored')}, "
-        f"max(coalesce(n_unsure, 0)) FILTER (WHERE metric = '{m}') AS {count_column(m, 'unsure')}"
+        f"max(coalesce(n_unsure, 0)) FILTER (WHERE metric = '{m}') AS {count_column(m, 'unsure')}, "
+        f"max(expected) FILTER (WHERE metric = '{m}' AND NOT isnan(expected)) AS {ev_column(m)}"
         for m in metrics
     )
     mine, theirs = items.format(id="item_id"), items.format(id="i.item_id")
@@ -100,20 +141,7 @@ def refresh_wide(con: Any, run_id: str, item_ids: Sequence[str] | None = None) -
             for (m,) in con.execute(f"SELECT DISTINCT metric FROM scores WHERE run_id = $run {mine}", params).fetchall()
         ]
         metrics = [m for m in found if is_metric_id(m) and m not in _WIDE_FIXED]
-        present = {
-            c
-            for (c,) in con.execute("""SELECT column_name FROM duckdb_columns()
-                                               WHERE database_name = current_database() AND schema_name = 'main'
-                                               AND table_name = 'run_wide'""").fetchall()
-        }
-        for m in metrics:
-            for name, kind in (
-                (column(m), "DOUBLE"),
-                (count_column(m, "scored"), "INTEGER"),
-                (count_column(m, "unsure"), "INTEGER"),
-            ):
-                if name.strip('"') not in present:
-                    con.execute(f"ALTER TABLE run_wide ADD COLUMN {name} {kind}")
+        add_columns(con, metrics)
         con.execute(f"DELETE FROM run_wide WHERE run_id = $run {mine}", params)
         rows = wide_sql(metrics, "scores", items)
         con.execute(f"INSERT INTO run_wide BY NAME SELECT $run AS run_id, * FROM ({rows})", params)

@@ -154,7 +154,8 @@ def batch_frames(
         (
             "scores",
             _with_run(
-                run_id, _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status", "n_unsure"])
+                run_id,
+                _frame(scores, ["item_id", "metric", "value", "n_scored", "n_total", "status", "n_unsure", "expected"]),
             ),
         ),
         ("imported_scores", imported_frame(run_id, items)),

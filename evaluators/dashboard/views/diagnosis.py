@@ -6,7 +6,7 @@ from typing import cast
 
 import pandas as pd
 
-from evaluators.metrics.diagnosis import READINGS, RULES
+from evaluators.metrics.diagnosis import READINGS, RULES, SHARED_CLAIMS, explained_by
 
 
 def quadrant_counts(combos: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
@@ -26,3 +26,21 @@ def quadrant_rules(x: str, y: str) -> dict[tuple[bool, bool], str]:
         if rule.plot == (x, y) and x in levels and y in levels:
             found.setdefault((levels[x] == "low", levels[y] == "low"), []).append(rule.name)
     return {quad: ", ".join(names) for quad, names in found.items()}
+
+
+def shared_claims_text(split: pd.DataFrame) -> str:
+    """'X1 (ours) explains 9 of the 12 items, T2.5 3; 0 cannot be told (GR decided none of their extraneous
+    claims)' from queries.diagnosis.shared_claims()."""
+    told = [explained_by(int(u), int(s)) for u, s in zip(split["unsupported"], split["supported"])]
+    x1, t25 = SHARED_CLAIMS
+    counts = {r: told.count(r) for r in SHARED_CLAIMS}
+    more = max(SHARED_CLAIMS, key=lambda r: counts[r])
+    lead = (
+        f"**{RULES[more].name} explains more of them**"
+        if counts[x1] != counts[t25]
+        else "**Neither explains more of them**"
+    )
+    return (
+        f"{lead}: {RULES[x1].name} {counts[x1]} of the {len(told)} items, {RULES[t25].name} "
+        f"{counts[t25]}; {told.count(None)} cannot be told (GR decided none of their extraneous claims)."
+    )

@@ -149,16 +149,20 @@ def settled(scored: int, items: int) -> bool:
 
 
 def headline_cell(row: Mapping[str, Any], metric: str) -> str:
-    """'0.62 (40/48, 3 unsure)' from a queries.diagnosis.headline() row: the mean, items scored of
-    items, and the items left unsure when there are any ('0.62 (48/48)'); '– (0/48, 48 unsure)' when
-    nothing is scored; ', not settled' closes a mean over fewer than half of the items (settled()). Short, so seven
+    """'0.62 (40/48, 3 unsure) · ev 0.58 (46/48)' from a queries.diagnosis.headline() row: the mean, items
+    scored of items, and the items left unsure when there are any ('0.62 (48/48)'); '– (0/48, 48 unsure)'
+    when nothing is scored; ', not settled' closes a mean over fewer than half of the items (settled());
+    then the mean of the items' expected values (the judge's p read as a share, unsure items included), over
+    the items that have one, where the metric has one. Short, so seven
     metrics fit a screen's width. The mean comes first with two
     decimals, so sorting the text sorts the means (every metric lies in [0, 1]; '–' sorts after digits)."""
     mean, unsure = row[f"mean:{metric}"], int(row[f"unsure:{metric}"])
     scored, items = int(row[f"scored:{metric}"]), int(row["n_items"])
     shown = "–" if mean is None or pd.isna(mean) else f"{mean:.2f}"
     loose = ", not settled" if scored and not settled(scored, items) else ""
-    return f"{shown} ({scored}/{items}{f', {unsure} unsure' if unsure else ''}{loose})"
+    ev, n_ev = row.get(f"ev:{metric}"), int(row.get(f"ev_n:{metric}") or 0)
+    expected = f" · ev {ev:.2f} ({n_ev}/{items})" if n_ev and ev is not None and not pd.isna(ev) else ""
+    return f"{shown} ({scored}/{items}{f', {unsure} unsure' if unsure else ''}{loose}){expected}"
 
 
 def passes(mean: float, metric: str, threshold: float) -> bool:
@@ -232,7 +236,8 @@ def board(
             "top rule": [
                 ""
                 if t is None
-                else f"{RULES[t[0]].name}: {t[1]} of {int(h['n_items'])} items, fix {RULES[t[0]].components}"
+                else f"{RULES[t[0]].name}: {t[1]} of {int(h['n_items'])} items ({t[2]} only it explains), "
+                f"fix {RULES[t[0]].components}"
                 for h, t in zip(heads, tops)
             ],
             "evidence": ["" if t is None else "🔎" for t in tops],
@@ -298,11 +303,18 @@ def _board_columns(prompt_help: str, widths: Mapping[str, int]) -> dict[str, Any
     config = {
         "run": st.column_config.TextColumn("run", help="a click opens the run's items", pinned=True),
         "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
-        "who": st.column_config.TextColumn("who", help="who started the run"),
+        "who": st.column_config.TextColumn("who", help="who started the run, or who imported it"),
         **{
-            m.upper(): st.column_config.TextColumn(m.upper(), help=f"{display_name(m)}: mean (scored/items, unsure)")
+            m.upper(): st.column_config.TextColumn(
+                m.upper(),
+                help=f"{display_name(m)}: mean (scored/items, unsure) · ev: the mean expected value, the judge's "
+                "p read as a share (items that have one)",
+            )
             for m in THELMA
         },
+        "top rule": st.column_config.TextColumn(
+            "top rule", help="the rule with the most items that no other rule explains; a click on its 🔎 opens one"
+        ),
         "evidence": st.column_config.TextColumn(
             "item", help="a click on 🔎 opens the top rule's first item, on its evidence"
         ),

@@ -19,6 +19,7 @@ from evaluators.metrics import registry
 from evaluators.metrics.diagnosis import RULES
 from evaluators.runs import flips, labelling
 from evaluators.storage import queries
+from evaluators.storage.queries.diagnosis import WORST
 
 PAGE_SIZE = 200  # the Run page's rows per page
 
@@ -61,12 +62,16 @@ def open_item(origin: str, run_id: str, item_id: str, tab: str | None = None, **
     ui.switch_page("item", params)
 
 
+# The Run table's orders beside its metrics': worst first (queries.diagnosis.WORST), by item id, by failures.
+SORTS = (WORST, "item_id", "n_failed")
+
+
 def run_filter(run_id: str, metric_ids: Sequence[str]) -> dict[str, Any]:
     """The Run page's filter and sort, read from the URL, as queries.diagnosis.filter_items' keywords."""
     q = st.query_params
     levels = dict(p.split(":", 1) for p in csv_list(q.get("quad", "")) if ":" in p)
     search, meta = q.get("q", ""), (q.get("mk", ""), q.get("mv", ""))
-    sort = q.get("sort", "item_id")
+    sort = q.get("sort", WORST)
     return {
         "below": [m for m in csv_list(q.get("below", "")) if m in metric_ids],
         "rules": [r for r in csv_list(q.get("rule", "")) if r in RULES],
@@ -75,7 +80,7 @@ def run_filter(run_id: str, metric_ids: Sequence[str]) -> dict[str, Any]:
         "ids": reads.read(queries.items.search_ids, run_id, search, meta if all(meta) else None)
         if search or all(meta)
         else None,
-        "sort": sort if sort in ("item_id", *metric_ids, "n_failed") else "item_id",
+        "sort": sort if sort in SORTS or sort in metric_ids else WORST,
         "descending": flag(q.get("desc")),
     }
 
@@ -185,8 +190,9 @@ def flipped(base: str, other: str) -> flips.Flips:
 
 
 def flip_list(found: flips.Flips) -> pd.DataFrame:
-    """Compare's items whose verdicts flipped, in the order its table lists them: most flips first."""
-    return found.items.sort_values(["flips", "item_id"], ascending=[False, True])
+    """Compare's items whose verdicts flipped, in the order its table lists them: the judge's expectation moved
+    most first (a flip between two sure verdicts before one across the band's edge), then most flips."""
+    return found.items.sort_values(["moved", "flips", "item_id"], ascending=[False, False, True])
 
 
 def _compare_steps(run_id: str, item_id: str, th: Mapping[str, float]) -> list[dict | None]:

@@ -27,7 +27,7 @@ from typing import Sequence
 
 from evaluators.core.records import CLAIM, Score, Status, Verdict
 from evaluators.metrics.suites.common import decompose
-from evaluators.metrics.thelma import ItemWork, Metric, aggregate_mean, judge_support
+from evaluators.metrics.thelma import ItemWork, Metric, aggregate_mean, expected_mean, judge_support
 
 PRECISION, RECALL, F1 = "ref_precision", "ref_recall", "ref_f1"  # the ids
 REFERENCE_CLAIM = "reference_claim"  # B.1 claims of the reference (component kind)
@@ -61,6 +61,14 @@ def aggregate_f1(item_id: str, metric: str, verdicts: Sequence[Verdict]) -> Scor
     missing = [s.status for s in sides if s.value is None]
     status = Status.UNSURE if Status.UNSURE in missing else missing[0]
     return Score(item_id, metric, None, n_scored, len(verdicts), status, n_unsure)
+
+
+def expected_f1(verdicts: Sequence[Verdict]) -> float | None:
+    """ref_f1's expected value: the F1 of its two sides' expected values; None when a side has none."""
+    recall = [v for v in verdicts if v.component_kind in RECALL_KINDS]
+    precision = [v for v in verdicts if v.component_kind not in RECALL_KINDS]
+    p, r = expected_mean(precision), expected_mean(recall)
+    return None if p is None or r is None else f1(p, r)
 
 
 # ---------------------------------------------------------------- match steps
@@ -123,6 +131,7 @@ REF_F1 = Metric(
     "Reference F1 of precision and recall (ours)",
     match_f1,
     aggregate_f1,
+    expected=expected_f1,
     needs_reference=True,
     prompts=_PROMPTS,
     reads=_READS,

@@ -14,13 +14,14 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from evaluators.core.records import Score, Status
-from evaluators.metrics.diagnosis import CONDITIONS, LEVELS, READINGS, RULES
+from evaluators.core.confidence import Band
+from evaluators.core.records import CLAIM, Score, Status
+from evaluators.metrics.diagnosis import CONDITIONS, LEVELS, READINGS, RULES, SHARED_CLAIMS
 from evaluators.metrics.registry import THELMA
 from evaluators.storage import store
 from evaluators.storage.queries.runs import stored_table
-from evaluators.storage.queries.sql import SQL_OPERATORS, RunTable, decided_sql, threshold_sql
-from evaluators.storage.wide import column, count_column
+from evaluators.storage.queries.sql import SQL_OPERATORS, RunTable, decided_sql, threshold_sql, unsure_sql
+from evaluators.storage.wide import column, count_column, ev_column
 
 
 def wide_score(row: Mapping[Any, Any], metric: str) -> Score | None:
@@ -92,6 +93,22 @@ def _rules_cte(thresholds: Mapping[str, float]) -> str:
     )
 
 
+WORST = "worst"  # the Run table's default order: each item's lowest expected value first
+
+
+def sort_sql(sort: str, metrics: Sequence[str]) -> str:
+    """The Run table's ORDER BY key: a metric sorts by its expected value where the item has one, else by
+    its score ("m:ev", then "m": items a judge is surer are bad come first among equal scores); WORST by
+    the item's lowest of those over `metrics`; "item_id" and "n_failed" as they are."""
+    if sort in ("item_id", "n_failed"):
+        return sort
+    if sort == WORST:
+        return (
+            f"least({', '.join(f'coalesce({ev_column(m)}, {column(m)})' for m in metrics)})" if metrics else "item_id"
+        )
+    return f"coalesce({ev_column(sort)}, {column(sort)})"
+
+
 def filter_items(
     table: RunTable,
     metrics: Sequence[str],
@@ -128,7 +145,7 @@ def filter_items(
     if ids is not None:
         frames["ids"] = ids
         where.append("item_id IN (SELECT item_id FROM ids)")
-    order = "item_id" if sort == "item_id" else ("n_failed" if sort == "n_failed" else column(sort))
+    order = sort_sql(sort, metrics)
     # The count, the page's ids (a top-N that computes no rule flags unless a rule filter needs them),
     # then the rules fired by the page's rows alone: a million items cost a scan, not a million flags.
     match = f"{_rules_cte(thresholds)} SELECT * FROM base WHERE {' AND '.join(where)}"
@@ -185,11 +202,12 @@ def rule_counts(
 def headline(path: str | Path, run_ids: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
     """Per run (the home page's row of it), from its stored per-item table at the default band in one
     pass: n_items, and per metric its mean over the scored items ("mean:m", None when none), items
-    scored ("scored:m") and items left unscored as unsure ("unsure:m")."""
+    scored ("scored:m"), items left unscored as unsure ("unsure:m"), and the mean of its expected values
+    ("ev:m", over the "ev_n:m" items that have one: unsure ones too)."""
     cols = "".join(
         f', avg({column(m)}) AS "mean:{m}", count({column(m)}) AS "scored:{m}", '
         f"count(*) FILTER (WHERE list_contains(string_split(failed_metrics, ', '), '{column(m)[1:-1]}:unsure')) "
-        f'AS "unsure:{m}"'
+        f'AS "unsure:{m}", avg({ev_column(m)}) AS "ev:{m}", count({ev_column(m)}) AS "ev_n:{m}"'
         for m in metrics
     )
     return _per_run(path, run_ids, metrics, f"SELECT count(*) AS n_items{cols} FROM wide")
@@ -197,10 +215,16 @@ def headline(path: str | Path, run_ids: Sequence[str], metrics: Sequence[str]) -
 
 def rule_tops(path: str | Path, run_ids: Sequence[str], thresholds: Mapping[str, float]) -> list[dict[str, Any]]:
     """Per run, from its stored per-item table at the default band in one pass: per Table-2 rule the
-    items it fires on ("rule:T2.1", ...) and the first of them in id order ("first:T2.1", where its
-    evidence shows; None when it fires on none)."""
+    items it fires on ("rule:T2.1", ...), those where no other rule fires ("alone:T2.1": only it explains
+    them) and the first of them in id order ("first:T2.1", where its evidence shows; None when it fires
+    on none)."""
+
+    def alone(r: str) -> str:
+        return " AND ".join([f'"{r}"', *(f'NOT "{o}"' for o in CONDITIONS if o != r)])
+
     rules = ", ".join(
-        f'count(*) FILTER (WHERE "{r}") AS "rule:{r}", min(item_id) FILTER (WHERE "{r}") AS "first:{r}"'
+        f'count(*) FILTER (WHERE "{r}") AS "rule:{r}", min(item_id) FILTER (WHERE "{r}") AS "first:{r}", '
+        f'count(*) FILTER (WHERE {alone(r)}) AS "alone:{r}"'
         for r in CONDITIONS
     )
     return _per_run(path, run_ids, THELMA, f"{_rules_cte(thresholds)} SELECT {rules} FROM base")
@@ -215,12 +239,37 @@ def _per_run(path: str | Path, run_ids: Sequence[str], metrics: Sequence[str], s
         ]
 
 
-def top_rule(row: Mapping[str, Any]) -> tuple[str, int] | None:
-    """The Table-2 rule that fires on the most items of a rule_tops() row and on how many (the first in
-    Table 2's order on a tie), or None when no rule fires."""
-    counts = {r: int(row[f"rule:{r}"]) for r in CONDITIONS}
+def top_rule(row: Mapping[str, Any]) -> tuple[str, int, int] | None:
+    """The rule of a rule_tops() row with the most items that no other rule explains, then the most items
+    (the first in Table 2's order on a tie): (rule, items it fires on, of them those only it explains), or
+    None when no rule fires."""
+    counts = {r: (int(row[f"alone:{r}"]), int(row[f"rule:{r}"])) for r in CONDITIONS}
     best = max(counts, key=lambda r: counts[r])
-    return (best, counts[best]) if counts[best] else None
+    return (best, counts[best][1], counts[best][0]) if counts[best][1] else None
+
+
+def shared_claims(
+    table: RunTable, path: str | Path, run_id: str, thresholds: Mapping[str, float], band: Band | None
+) -> pd.DataFrame:
+    """Per item of run table `table` (run `run_id` of `path`) that both rules of diagnosis.SHARED_CLAIMS fire on
+    (X1 and T2.5): of its claims RP decides are not essential (0), how many GR decides are unsupported (0) and
+    supported (1), unsure verdicts (at `band`) left out. Columns: item_id, unsupported, supported."""
+    both = " AND ".join(f'"{r}"' for r in SHARED_CLAIMS)
+    ids = store.frame_query(f"{_rules_cte(thresholds)} SELECT item_id FROM base WHERE {both}", {"wide": table})
+    decided = f"status = 'ok' AND NOT {unsure_sql(band)}"
+    return store.query(
+        path,
+        f"""WITH ids AS (SELECT unnest($ids) AS item_id),
+            rp AS (SELECT item_id, component_idx FROM verdicts WHERE run_id = $run AND metric = 'rp' AND value = 0
+                   AND {decided} AND item_id IN (SELECT item_id FROM ids)),
+            gr AS (SELECT item_id, component_idx, value FROM verdicts WHERE run_id = $run AND metric = 'gr'
+                   AND component_kind = '{CLAIM}' AND {decided} AND item_id IN (SELECT item_id FROM ids))
+            SELECT i.item_id, count(*) FILTER (WHERE gr.value = 0) AS unsupported,
+                   count(*) FILTER (WHERE gr.value = 1) AS supported
+            FROM ids i LEFT JOIN rp USING (item_id) LEFT JOIN gr USING (item_id, component_idx)
+            GROUP BY i.item_id ORDER BY i.item_id""",
+        {"ids": list(ids["item_id"]), "run": run_id},
+    )
 
 
 def first_items(combos: pd.DataFrame) -> dict[str, str | None]:

@@ -109,7 +109,8 @@ def scores_sql(band: Band | None = None, corrected: bool = False, one_item: bool
                CASE WHEN b.metric IS NULL THEN s.n_scored ELSE b.n_scored END::INTEGER AS n_scored,
                CASE WHEN b.metric IS NULL THEN s.n_total ELSE b.n_total END::INTEGER AS n_total,
                CASE WHEN b.metric IS NULL THEN s.status ELSE b.status END AS status,
-               CASE WHEN b.metric IS NULL THEN coalesce(s.n_unsure, 0) ELSE b.n_unsure END::INTEGER AS n_unsure
+               CASE WHEN b.metric IS NULL THEN coalesce(s.n_unsure, 0) ELSE b.n_unsure END::INTEGER AS n_unsure,
+               s.expected  -- the same at every band
         FROM scores s LEFT JOIN banded b ON b.item_id = s.item_id AND b.metric = s.metric
         WHERE s.run_id = $run{" AND s.item_id = $item" if one_item else ""}) AS banded_scores"""
 
