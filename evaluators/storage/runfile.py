@@ -30,11 +30,12 @@ from evaluators.storage.ownership import os_user, twin_of
 from evaluators.storage.runfile_check import (
     META,
     META_DDL,
-    NOT_CARRIED,
     Limits,
     RunFileError,
     RunFileInfo,
+    calls_sql,
     read_info,
+    run_tables,
     stage,
 )
 from evaluators.storage.schema import MIGRATIONS
@@ -65,28 +66,6 @@ def tool_version() -> str:
         return metadata.version("rag-triage")
     except metadata.PackageNotFoundError:
         return "checkout"
-
-
-def _run_tables(con: Any, database: str) -> list[str]:
-    """The base tables of a database (attached under `database`) with a run_id column, but those a run
-    file does not carry."""
-    return [
-        t
-        for (t,) in con.execute(
-            """SELECT DISTINCT table_name FROM duckdb_columns() JOIN duckdb_tables() USING (database_name, schema_name, table_name)
-               WHERE database_name = ? AND schema_name = 'main' AND column_name = 'run_id' ORDER BY table_name""",
-            [database],
-        ).fetchall()
-        if t not in NOT_CARRIED
-    ]
-
-
-def _calls_sql(calls: str, rows: str) -> str:
-    """The judge calls in database `calls` behind the run rows in database `rows` (its components,
-    verdicts and GRAMMAR rows): the run's only rows without a run_id."""
-    return f"""SELECT * FROM {calls}.judge_calls WHERE key IN (
-                   SELECT call_key FROM {rows}.components UNION SELECT call_key FROM {rows}.verdicts
-                   UNION SELECT call_key FROM {rows}.grammar_correctness)"""
 
 
 def export_run(db: str | Path, run_id: str, out: str | Path) -> dict[str, int]:
@@ -130,16 +109,16 @@ def _copy_out(db: str | Path, run_id: str, part: Path) -> dict[str, int]:
                 if not con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]:
                     raise KeyError(run_id)
                 mine = con.execute("SELECT current_database()").fetchone()[0]  # the file's stem
-                theirs = set(_run_tables(con, "_run_file"))
+                theirs = set(run_tables(con, "_run_file"))
                 rows = {
                     t: con.execute(
                         f'INSERT INTO _run_file."{t}" BY NAME SELECT * FROM main."{t}" WHERE run_id = ?', [run_id]
                     ).fetchone()[0]
-                    for t in _run_tables(con, mine)
+                    for t in run_tables(con, mine)
                     if t in theirs
                 }
                 rows["judge_calls"] = con.execute(
-                    f"INSERT INTO _run_file.judge_calls BY NAME {_calls_sql(_quoted(mine), '_run_file')}"
+                    f"INSERT INTO _run_file.judge_calls BY NAME {calls_sql(_quoted(mine), '_run_file')}"
                 ).fetchone()[0]
         finally:
             con.execute("DETACH _run_file")
@@ -239,7 +218,7 @@ def _insert_rows(con: Any, name: str) -> dict[str, int]:
     mine = con.execute("SELECT current_database()").fetchone()[0]
     prefix = f"{name}\n"
     rows: dict[str, int] = {}
-    for table in _run_tables(con, mine):
+    for table in run_tables(con, mine):
         columns = {
             c
             for (c,) in con.execute(

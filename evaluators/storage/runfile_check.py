@@ -223,7 +223,7 @@ def stage(file: Path, folder: Path, limits: Limits) -> Staged:
         migrate(staged)
         with sealed({"f": (source, False), "s": (staged, True)}, give_up - time.monotonic()) as con:
             info = _meta(con, file, version)
-            tables = _run_tables(con, "f")
+            tables = run_tables(con, "f")
             for table in (*tables, "judge_calls"):
                 _check_rows(con, file, table, info.run_id)
             _copy(con, tables)
@@ -392,17 +392,26 @@ def _parsed(text: str) -> Any:
         return None
 
 
-def _run_tables(con: Any, database: str) -> list[str]:
-    """The tables of `database` with a run_id column, but those a run file does not carry."""
+def run_tables(con: Any, database: str) -> list[str]:
+    """The base tables of a database (attached under `database`) with a run_id column, but those a run
+    file does not carry."""
     return [
         t
         for (t,) in con.execute(
-            """SELECT DISTINCT table_name FROM duckdb_columns()
+            """SELECT DISTINCT table_name FROM duckdb_columns() JOIN duckdb_tables() USING (database_name, schema_name, table_name)
                WHERE database_name = ? AND schema_name = 'main' AND column_name = 'run_id' ORDER BY table_name""",
             [database],
         ).fetchall()
         if t not in NOT_CARRIED
     ]
+
+
+def calls_sql(calls: str, rows: str) -> str:
+    """The judge calls in database `calls` behind the run rows in database `rows` (its components,
+    verdicts and GRAMMAR rows): the run's only rows without a run_id."""
+    return f"""SELECT * FROM {calls}.judge_calls WHERE key IN (
+                   SELECT call_key FROM {rows}.components UNION SELECT call_key FROM {rows}.verdicts
+                   UNION SELECT call_key FROM {rows}.grammar_correctness)"""
 
 
 def _check_rows(con: Any, file: Path, table: str, run_id: str) -> None:
@@ -435,6 +444,4 @@ def _copy(con: Any, tables: list[str]) -> None:
     the staged database (built by our migrations, so every table the file has is there)."""
     for table in tables:
         con.execute(f'INSERT INTO s.main."{table}" BY NAME SELECT * FROM f.main."{table}"')
-    con.execute("""INSERT INTO s.main.judge_calls BY NAME SELECT * FROM f.main.judge_calls WHERE key IN (
-                       SELECT call_key FROM f.main.components UNION SELECT call_key FROM f.main.verdicts
-                       UNION SELECT call_key FROM f.main.grammar_correctness)""")
+    con.execute(f"INSERT INTO s.main.judge_calls BY NAME {calls_sql('f.main', 'f.main')}")
