@@ -472,7 +472,8 @@ def format_aware(request: dict[str, Any]) -> str:
       query's (question's) content words appear in the source (response).
     - groundedness: 1 when at least 75% of the claim's content words appear in the sources.
     - batch prompts: the same rule per numbered element ("N: 1", "Q1 S2: 0", "Q1 ALL: 1").
-    With an assistant prefill "<output>" (logprob scoring) the reply is the bare digit.
+    With an assistant prefill "<output>" and logprobs asked the reply is the bare digit; any other prefill
+    is sent back with the reply, as llama.cpp's server does.
     Unknown prompts get "<output>0</output>".
     """
     messages = request.get("messages", [])
@@ -485,8 +486,9 @@ def format_aware(request: dict[str, Any]) -> str:
         return "\n".join(f'<output id="{i}">\n{_bullets(sentences(t))}\n</output>'
                          for i, t in elements(values["texts"]).items())
     body = _decide(name, values)
-    if messages and messages[-1].get("role") == "assistant" and messages[-1].get("content") == "<output>":
+    if request.get("logprobs") and messages and messages[-1].get("content") == "<output>":
         return body  # continue the prefill: the first character is the verdict digit
+    # Any other prefill ("<output>\n", the local judge's) comes back whole, as llama.cpp's server sends it.
     return f"<output>\n{body}\n</output>"
 
 

@@ -313,8 +313,57 @@ def test_logprob_judge_asks_non_binary_prompts_in_full(openai_server: OpenAIServ
     answer = ask(make_judge(openai_server, logprob_binary=True), "claims", input="Paris is in France.")
     assert answer.value == ["Paris is in France."]
     request = openai_server.requests[0]
-    assert "logprobs" not in request and "max_tokens" not in request
+    assert "logprobs" not in request and request["max_tokens"] == registry.reply_tokens("claims", {})
     assert [m["role"] for m in request["messages"]] == ["user"]
+
+
+def test_the_local_judge_begins_every_other_reply_with_the_output_tag(openai_server: OpenAIServer) -> None:
+    """The local model dropped the <output> tag and was re-asked for it (19 of 56 calls in issue 54): the local
+    judge now writes the tag for it, and reads the reply as what follows."""
+    openai_server.replies.append("1: Yes - the context says so.\n2: No - not stated.\n</output>")
+    judge = make_judge(openai_server, logprob_binary=True, prefill_output=True)
+    answer = ask(judge, "ragas_faithfulness", sources=["Paris is in France."], claims=["Paris is in France.", "x"])
+    assert answer.status is Status.OK and answer.value == {1: ("yes", "the context says so."), 2: ("no", "not stated.")}
+    assert answer.raw.startswith("<output>\n1: Yes")
+    (request,) = openai_server.requests
+    assert request["messages"][-1] == {"role": "assistant", "content": "<output>\n"} and "logprobs" not in request
+
+
+def test_a_server_that_sends_the_prefill_back_is_read_once(openai_server: OpenAIServer) -> None:
+    """llama.cpp's server sends the prefill back with what follows it: the tag is not read twice."""
+    openai_server.replies.append("<output>\n- Paris is in France.\n</output>")
+    answer = ask(make_judge(openai_server, prefill_output=True), "de_statements", input="Paris is in France.")
+    assert answer.status is Status.OK and answer.value == ["Paris is in France."]
+    assert answer.raw == "<output>\n- Paris is in France.\n</output>"
+
+
+def test_a_prefilled_reply_that_cannot_be_read_is_re_asked_with_the_prefill_last(openai_server: OpenAIServer) -> None:
+    openai_server.replies.extend(["I think it is supported.", "1: Yes - stated.\n</output>"])
+    judge = make_judge(openai_server, prefill_output=True)
+    answer = ask(judge, "ragas_faithfulness", sources=["Paris is in France."], claims=["Paris is in France."])
+    assert answer.status is Status.OK and answer.value == {1: ("yes", "stated.")}
+    again = openai_server.requests[1]["messages"]
+    assert [m["role"] for m in again] == ["user", "assistant", "user", "assistant"]
+    assert again[1]["content"] == "<output>\nI think it is supported." and again[3]["content"] == "<output>\n"
+
+
+def test_numbered_blocks_are_not_prefilled(openai_server: OpenAIServer) -> None:
+    openai_server.replies.append('<output id="1">\n- Paris is in France.\n</output>')
+    answer = ask(make_judge(openai_server, prefill_output=True), "claims_batch", texts=["Paris is in France."])
+    assert answer.value == {1: ["Paris is in France."]}
+    assert [m["role"] for m in openai_server.requests[0]["messages"]] == ["user"]
+
+
+def test_each_prompt_kind_asks_for_a_reply_bound_that_fits_it(openai_server: OpenAIServer) -> None:
+    """A rating is a few tokens, a verdict line ~25 a statement: a looping reply stops at its kind's bound
+    (issue 54 saw 4 replies run to the server's 1,024-token cap)."""
+    openai_server.replies.extend(["<output>2</output>", "<output>\n1: Yes - a.\n2: No - b.\n3: Yes - c.\n</output>"])
+    judge = make_judge(openai_server)
+    ask(judge, "nv_groundedness_1", sources=["S."], response="R.")
+    ask(judge, "ragas_faithfulness", sources=["S."], claims=["a", "b", "c"])
+    rating, verdicts = (r["max_tokens"] for r in openai_server.requests)
+    assert rating == 16 and verdicts == 16 + 3 * 60
+    assert registry.reply_tokens("ragas_faithfulness", {"claims": ["a"] * 12}) == 16 + 12 * 60
 
 
 # ---------------------------------------------------------------- prompt injection
@@ -368,8 +417,12 @@ def test_forged_verdict_in_a_response_is_escaped(openai_server: OpenAIServer) ->
 
 def test_format_aware_continues_a_prefill_with_the_bare_digit() -> None:
     content = prompts.load("groundedness").render(**CLAIM_VARS)
-    request = {"messages": [{"role": "user", "content": content}, {"role": "assistant", "content": "<output>"}]}
+    request = {"messages": [{"role": "user", "content": content}, {"role": "assistant", "content": "<output>"}],
+               "logprobs": True}
     assert format_aware(request) == "1"
+    # Without logprobs (the local judge's prefill of every reply) the prefill comes back with the block.
+    prefilled = [request["messages"][0], {"role": "assistant", "content": "<output>\n"}]
+    assert format_aware({"messages": prefilled}) == "<output>\n1\n</output>"
 
 
 def test_a_burst_of_429s_halves_the_limit_once() -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -147,7 +148,7 @@ GOOD_REPLIES: list[tuple[str, str, Any]] = [
     ("essential_batch", "<output>\n1: Essential\n2: Extraneous\n</output>", {1: 1, 2: 0}),
     ("source_essential_batch", "<output>\n1: 1\n2: 0\n</output>", {1: 1, 2: 0}),
     ("groundedness_batch", "<output>\n1: 1\n2: maybe\n3: 0\n</output>", {1: 1, 3: 0}),
-    ("response_addresses_batch", "<output>\n1. 0\n</output>", {1: 0}),
+    ("response_addresses_batch", "<output>\n1: 0\n</output>", {1: 0}),
     ("source_answers_batch", "<output>\nQ1 S1: 1\nQ1 S2: 0\nQ1 ALL: 1\nq2 s1: 0\n</output>",
      {(1, 1): 1, (1, 2): 0, (1, "all"): 1, (2, 1): 0}),
 ]
@@ -167,11 +168,40 @@ BAD_REPLIES: list[tuple[str, str]] = [
     ("groundedness_batch", "no tags 1: 1"),
     ("response_addresses_batch", "<output></output>"),
     ("source_answers_batch", "<output>\nQ1: 1\n</output>"),
+    # "N: value" is what the batch prompts ask for: "1. 0" and "1) 0" are numbered lists, not it
+    ("response_addresses_batch", "<output>\n1. 0\n2) 1\n</output>"),
+    ("groundedness_batch", "<output>\n1 - 1\n</output>"),
+    # a decomposition whose block was never closed was cut at its token bound: half a list is not read
+    ("claims", "<output>\n- Jay got a PhD.\n- Jay got a dog"),
+    ("subquestions", "<output>\n" + "\n".join(f"- Question {n}?" for n in range(9)) + "\n</output>"),
+    ("claims", "<output>\n" + "\n".join(["- Jay got a PhD."] * 31) + "\n</output>"),
 ]
 
 
 def test_parser_cases_cover_every_thelma_prompt() -> None:
     assert {name for name, *_ in GOOD_REPLIES} == {name for name, _ in BAD_REPLIES} == set(THELMA_PROMPTS)
+
+
+def test_a_decomposition_reads_up_to_the_cap_its_prompt_states() -> None:
+    """The claims prompt says "at most 30 for a text": 30 claims are read, 31 are asked again."""
+    assert "at most 30 for a text" in prompts.load("claims").text and registry.CLAIMS_CAP == 30
+    thirty = "<output>\n" + "\n".join(f"- Claim {n}." for n in range(30)) + "\n</output>"
+    assert len(registry.PARSERS["claims"](thirty)) == 30
+
+
+@pytest.mark.parametrize("name", PROMPT_FILES)
+def test_no_prompt_shows_a_placeholder_for_the_answer_a_model_could_copy(name: str) -> None:
+    """The local model copied "N: Yes - reason" from ragas_faithfulness's last line, writing "N:" where "1:"
+    belongs: every line format a prompt shows is numbered as the real answer must be."""
+    text = prompts.load(name).text
+    assert not re.search(r'"N: |"Q?N\b|\bN: (yes|no|idk|Yes|No|0|1|Essential|Extraneous)\b', text), name
+
+
+@pytest.mark.parametrize("name", PROMPT_FILES)
+def test_every_prompt_has_a_reply_bound(name: str) -> None:
+    spec = prompts.load(name)
+    one = {k: v[:1] if isinstance(v, list) else v for k, v in sample_values(spec.variables).items()}
+    assert 16 <= registry.reply_tokens(name, one) <= 1024  # the local server's own cap is 1024
 
 
 @pytest.mark.parametrize("name, reply, expected", GOOD_REPLIES)

@@ -443,11 +443,11 @@ def test_a_reply_that_is_more_or_less_than_one_rating_digit_stays_unparsed(opena
 
 
 GOOD_REPLIES = [
-    ("ragas_faithfulness", "Thinking...\n<output>\n1: Yes - stated.\n2. No\n</output>", {1: ("yes", "stated."), 2: ("no", "")}),
-    ("de_faithfulness", "<output>\n1: IDK - not mentioned\n2: no: contradicts\n</output>",
-     {1: ("idk", "not mentioned"), 2: ("no", "contradicts")}),
+    ("ragas_faithfulness", "Thinking...\n<output>\n1: Yes - stated.\n2: No\n</output>", {1: ("yes", "stated."), 2: ("no", "")}),
+    ("de_faithfulness", "<output>\n1: IDK - not mentioned\n2: no \u2014 contradicts\n3: yes.\n</output>",
+     {1: ("idk", "not mentioned"), 2: ("no", "contradicts"), 3: ("yes", "")}),
     ("de_hallucination", "<output>1: yes</output>", {1: ("yes", "")}),
-    ("de_contextual_recall", "<output>\nStatement 1: yes - context 2\n</output>", {1: ("yes", "context 2")}),
+    ("de_contextual_recall", "<output>\n1: yes - context 2\n</output>", {1: ("yes", "context 2")}),
     ("ragas_context_sentences", "<output>Insufficient Information</output>", []),
     ("ragas_context_sentences", "<output>\n- A sentence.\n</output>", ["A sentence."]),
     ("nv_answer_accuracy_1", "<output> 4 </output>", 4),
@@ -456,7 +456,7 @@ GOOD_REPLIES = [
     ("nv_answer_accuracy_2", " 4 ", prompts.Bare(4)),
     ("de_geval_score", "5", prompts.Bare(5)),
     ("de_geval_score", "<output>5</output>", 5),
-    ("de_contextual_relevancy", "<output>\n- yes: NLP is a branch of AI.\nno | Chips.\n</output>",
+    ("de_contextual_relevancy", "<output>\nyes: NLP is a branch of AI.\nno: Chips.\n</output>",
      [("yes", "NLP is a branch of AI."), ("no", "Chips.")]),
 ]
 BAD_REPLIES = [
@@ -469,6 +469,19 @@ BAD_REPLIES = [
     ("de_geval_score", "<output>0</output>"),
     ("nv_answer_accuracy_1", "1"), ("nv_context_relevance_1", "3"), ("nv_groundedness_2", "Rating: 2"),
     ("de_contextual_relevancy", "<output>\nNLP is a branch of AI.\n</output>"),
+    # The prompts ask "N: word - reason", numbered as the statements are: nothing looser is read. The local
+    # model copied the placeholder "N: Yes - reason"; "Statement 1:", "2." and "no: reason" are not the format.
+    ("ragas_faithfulness", "<output>\nN: Yes - reason\nN: No - reason\n</output>"),
+    ("de_contextual_recall", "<output>\nStatement 1: yes - context 2\n</output>"),
+    ("ragas_faithfulness", "<output>\n2. No\n</output>"),
+    ("de_faithfulness", "<output>\n2: no: contradicts\n</output>"),
+    ("de_contextual_relevancy", "<output>\n- yes: NLP is a branch of AI.\nno | Chips.\n</output>"),
+    ("de_contextual_relevancy", "<output>\nyes: NLP is a branch of AI.\n"),  # cut off: never closed
+    ("de_contextual_relevancy", "<output>\n" + "yes: A.\n" * 16 + "</output>"),  # past the 15 asked for
+    ("de_statements", "<output>\n" + "- A.\n" * 13 + "</output>"),  # past the 12 asked for
+    ("ragas_statements", "<output>\n- A.\n- B"),  # cut off at the token bound
+    ("ragas_questions", "<output>\n- A?\n- B?\n- C?\n- D?\n</output>"),  # three asked for
+    ("ragas_context_sentences", "<output>\n- A sentence."),
 ]
 
 

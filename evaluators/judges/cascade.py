@@ -65,7 +65,8 @@ def decomposer(tiers: Sequence[str], decompose_with: str | None) -> str:
 
 def decomposes(prompt: str) -> bool:
     """Whether a prompt decomposes a text (its answer is a list of texts) rather than matching."""
-    return registry.PARSERS[prompt] in _DECOMPOSITION_PARSERS
+    parser = registry.PARSERS[prompt]
+    return isinstance(parser, prompts.ListParser) or parser in _DECOMPOSITION_PARSERS
 
 
 def asked_keys(prompt: str, variables: dict[str, Any]) -> list[Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import time
 from typing import Any, Callable, Protocol, Sequence
 
@@ -104,6 +105,18 @@ def _check_deployment(deployment: routes.Deployment, key: str | None) -> None:
         )
 
 
+# How the local judge begins a reply for the model. Measured on WikiEval row 0: asked for its statements
+# without it, the local model left out the tags and repeated its two statements to 341 tokens; begun with
+# "<output>" alone, it closed a tag after every verdict line; begun with "<output>\n", both came back whole.
+PREFILL = "<output>\n"
+
+
+def continued(begun: str, reply: str) -> str:
+    """The whole reply to a prefilled request: llama.cpp's server sends the prefill back with what follows
+    it, another server only what follows."""
+    return reply if not begun or re.match(r"\s*<output", reply) else begun + reply
+
+
 _REASK = (
     "Your reply could not be read ({error}). Answer again in exactly the format asked for, "
     "inside <output> </output> tags, with no explanation."
@@ -133,6 +146,7 @@ class LLMJudge:
         cache: dict[str, JudgeCall] | None = None,
         on_call: Callable[[JudgeCall], None] | None = None,
         logprob_binary: bool = False,
+        prefill_output: bool = False,
         curves: LocalCurves | None = None,
         temperature: float = 0.0,
         alive: Callable[[], None] | None = None,
@@ -156,6 +170,9 @@ class LLMJudge:
         self.on_call = on_call or (lambda call: None)
         # Binary prompts read P("1") from the first token after an "<output>" prefill; `curves` map it to p.
         self.logprob_binary, self.curves = logprob_binary, curves
+        # Every other reply is begun for the model with PREFILL (a server that continues an assistant
+        # message, as llama.cpp's does): a small model that leaves the tag out is not re-asked for it.
+        self.prefill_output = prefill_output
         # Raises when the judge's own server process is gone (the local judge): stop, don't retry.
         self.alive = alive
         self.params: dict[str, Any] = {"temperature": temperature}
@@ -179,20 +196,25 @@ class LLMJudge:
         if prefill:  # a scale prompt: the first-token distribution is the answer
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
             return Answer(top, Status.OK, call.key, call.reply)
+        begun = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+        reply = continued(begun, call.reply or "")
         try:
-            return self._parsed(parser(call.reply or ""), call)
+            return self._parsed(parser(reply), call, reply)
         except prompts.ParseError as exc:
-            retry = messages + [
-                {"role": "assistant", "content": call.reply or ""},
+            retry = [
+                *messages[: len(messages) - bool(begun)],
+                {"role": "assistant", "content": reply},
                 {"role": "user", "content": _REASK.format(error=exc)},
+                *messages[len(messages) - bool(begun) :],
             ]
             second = await self._exchange(spec, retry, params)
             if second.status is not Status.OK:
                 return Answer(None, second.status, second.key, second.reply, detail=second.error)
+            again = continued(begun, second.reply or "")
             try:
-                return self._parsed(parser(second.reply or ""), second)
+                return self._parsed(parser(again), second, again)
             except prompts.ParseError as exc2:
-                return Answer(None, Status.UNPARSED, second.key, second.reply, detail=str(exc2))
+                return Answer(None, Status.UNPARSED, second.key, again, detail=str(exc2))
 
     def check_access(self) -> None:
         """Raise JudgeUnavailable, before any call, when litellm lacks the key or endpoint a deployment
@@ -211,7 +233,7 @@ class LLMJudge:
         """The exact messages and params `ask` sends for this prompt (dry runs count these)."""
         spec = prompts.load(prompt)
         messages = [{"role": "user", "content": spec.render(**variables)}]
-        params = dict(self.params)
+        params = {**self.params, "max_tokens": registry.reply_tokens(prompt, variables)}
         if self.logprob_binary and (
             prompt in registry.BINARY_PROMPTS
             or prompt in registry.LABEL_PROMPTS
@@ -219,15 +241,18 @@ class LLMJudge:
         ):
             messages.append({"role": "assistant", "content": "<output>"})
             params.update(max_tokens=1, logprobs=True, top_logprobs=10)
+        elif self.prefill_output and prompt not in registry.NUMBERED_BLOCKS:
+            messages.append({"role": "assistant", "content": PREFILL})
         return spec, messages, params
 
     # ------------------------------------------------------------ internals
-    def _parsed(self, value: Any, call: JudgeCall) -> Answer:
-        """The answer of a parsed reply; one read from a bare reply says so, and is counted."""
+    def _parsed(self, value: Any, call: JudgeCall, reply: str) -> Answer:
+        """The answer of a parsed reply (`reply`: the call's, after its prefill); one read from a bare reply
+        says so, and is counted."""
         if isinstance(value, prompts.Bare):
             self.stats.bare_replies += 1
-            return Answer(value.value, Status.OK, call.key, call.reply, detail=prompts.BARE_REPLY)
-        return Answer(value, Status.OK, call.key, call.reply)
+            return Answer(value.value, Status.OK, call.key, reply, detail=prompts.BARE_REPLY)
+        return Answer(value, Status.OK, call.key, reply)
 
     async def _exchange(
         self, spec: prompts.Prompt, messages: list[dict[str, str]], params: dict[str, Any]

@@ -143,6 +143,23 @@ def parse_list(reply: str) -> list[str]:
     return [line for body in blocks for line in _items(body)]
 
 
+@dataclass(frozen=True)
+class ListParser:
+    """A decomposition's list, as its prompt asks for it: at most `cap` items (the prompt states the cap),
+    in an <output> block that is closed. A reply cut at its token bound, or one that ran past the cap
+    (a model looping over the same statement), is not read: half a list would score as a whole one."""
+
+    cap: int
+
+    def __call__(self, reply: str) -> list[str]:
+        if not re.search(r"</output>", reply, re.I):
+            raise ParseError("the <output> block is not closed: the list was cut off")
+        found = parse_list(reply)
+        if len(found) > self.cap:
+            raise ParseError(f"{len(found)} items, more than the {self.cap} asked for")
+        return found
+
+
 def _items(body: str) -> list[str]:
     """The bulleted lines of one block, bullets stripped and entities unescaped."""
     return [html.unescape(line) for line in (_BULLET.sub("", l).strip() for l in body.splitlines()) if line]
@@ -189,7 +206,7 @@ def _indexed(reply: str, value: Callable[[str], int]) -> Elements:
     found: dict[int, list[Any]] = {}
     unreadable: set[int] = set()
     for line in output_body(reply).splitlines():
-        m = re.match(r"^\s*(\d+)\s*[:.)-]\s*(.+?)\s*$", line)
+        m = re.match(r"^\s*(\d+)\s*:\s*(.+?)\s*$", line)  # "N: value", as the prompts ask
         if not m:
             continue
         key = int(m.group(1))

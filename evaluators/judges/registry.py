@@ -19,10 +19,15 @@ from evaluators.core.records import Answer
 from evaluators.judges import evidence, prompts
 from evaluators.judges.peers import deepeval, grammar, nvidia, ragas
 
+# The most items a decomposition may list, as its prompt states: a reply past it (a small model looping over
+# the same statement) is re-asked, not read. A WikiEval answer gives 3-8 statements, a source 10-25 claims.
+STATEMENTS_CAP = 12
+CLAIMS_CAP = 30
+
 PARSERS: dict[str, Callable[[str], Any]] = {
     # THELMA (Appendix B), one component per call and batched
-    "claims": prompts.parse_list,
-    "subquestions": prompts.parse_list,
+    "claims": prompts.ListParser(CLAIMS_CAP),
+    "subquestions": prompts.ListParser(8),
     "essential": prompts.parse_essential,
     "source_essential": prompts.parse_binary,
     "groundedness": prompts.parse_binary,
@@ -35,9 +40,9 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "source_answers_batch": prompts.parse_coverage_batch,
     "response_addresses_batch": prompts.parse_binary_batch,
     # RAGAS
-    "ragas_statements": prompts.parse_list,
+    "ragas_statements": prompts.ListParser(STATEMENTS_CAP),
     "ragas_faithfulness": ragas.parse_faithfulness,
-    "ragas_questions": prompts.parse_list,
+    "ragas_questions": prompts.ListParser(3),
     "ragas_context_sentences": ragas.parse_extracted,
     # Nvidia
     "nv_answer_accuracy_1": nvidia.parse_accuracy,
@@ -47,14 +52,14 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "nv_groundedness_1": nvidia.parse_rating,
     "nv_groundedness_2": nvidia.parse_rating,
     # DeepEval
-    "de_statements": prompts.parse_list,
+    "de_statements": prompts.ListParser(STATEMENTS_CAP),
     "de_answer_relevancy": deepeval.parse_not_contradicted,
     "de_faithfulness": deepeval.parse_not_contradicted,
     "de_hallucination": deepeval.parse_contradicts,
     "de_contextual_precision": deepeval.parse_yes_no,
     "de_contextual_recall": deepeval.parse_yes_no,
     "de_contextual_relevancy": deepeval.parse_labelled,
-    "de_geval_steps": prompts.parse_list,
+    "de_geval_steps": prompts.ListParser(4),
     "de_geval_score": deepeval.parse_geval_score,
     # GRAMMAR
     "grammar_sql_templates": prompts.parse_list,
@@ -152,3 +157,48 @@ LABEL_PROMPTS: dict[str, tuple[str, str]] = {"essential": ("Essential", "Extrane
 # Prompts whose answer is one token of a scale (G-Eval's 1-5): a logprob judge returns the whole
 # first-token distribution {token: logprob}, and the metric weights the scale by it.
 DISTRIBUTION_PROMPTS: frozenset[str] = frozenset({"de_geval_score"})
+
+# Prompts whose reply is several numbered blocks (<output id="N">): a judge that begins replies with
+# "<output>" for the model (LLMJudge.prefill_output) leaves these alone.
+NUMBERED_BLOCKS: frozenset[str] = frozenset({"claims_batch"})
+
+# The reply's token bound per prompt: (tokens for the reply, tokens more for each element of a batched
+# prompt's list, BATCH_ELEMENTS). Each fits the longest reply the prompt asks for (a rating is ~6 tokens,
+# a verdict line with its brief reason ~25, a statement ~20) with room to spare, so a model that loops
+# stops there instead of at the server's own cap, and a reply cut at its bound is read as cut.
+REPLY_TOKENS: dict[str, tuple[int, int]] = {
+    "claims": (CLAIMS_CAP * 30, 0),
+    "claims_batch": (0, CLAIMS_CAP * 30),
+    "subquestions": (300, 0),
+    **{p: (16, 0) for p in ("essential", "source_essential", "groundedness", "source_answers", "response_addresses")},
+    **{
+        p: (16, 8)
+        for p in ("essential_batch", "source_essential_batch", "groundedness_batch", "response_addresses_batch")
+    },
+    "source_answers_batch": (16, 100),  # per question: a line for each source and one for all
+    "ragas_statements": (STATEMENTS_CAP * 40, 0),
+    "ragas_faithfulness": (16, 60),
+    "ragas_questions": (150, 0),
+    "ragas_context_sentences": (1000, 0),
+    **{p: (16, 0) for p in PARSERS if p.startswith("nv_")},
+    "de_statements": (STATEMENTS_CAP * 40, 0),
+    "de_answer_relevancy": (16, 60),
+    "de_faithfulness": (16, 60),
+    "de_hallucination": (16, 60),
+    "de_contextual_precision": (16, 80),
+    "de_contextual_recall": (16, 60),
+    "de_contextual_relevancy": (deepeval.DE_RELEVANCY_CAP * 40, 0),
+    "de_geval_steps": (250, 0),
+    "de_geval_score": (16, 0),
+    "grammar_sql_templates": (800, 0),
+    "grammar_text_templates": (400, 0),
+    "grammar_correctness": (16, 0),
+    "grammar_rag_answer": (120, 0),
+}
+
+
+def reply_tokens(prompt: str, variables: dict[str, Any]) -> int:
+    """The reply's token bound for one request of `prompt` (REPLY_TOKENS)."""
+    fixed, each = REPLY_TOKENS[prompt]
+    listed = variables.get(BATCH_ELEMENTS.get(prompt, ""), ())
+    return fixed + each * (len(listed) if isinstance(listed, (list, tuple)) else 1)

@@ -101,7 +101,7 @@ class _PlanJudge(LLMJudge):
     """
 
     def __init__(self, model: str, cache: dict[str, JudgeCall], logprob_binary: bool, plan: Plan) -> None:
-        super().__init__(model, cache=cache, logprob_binary=logprob_binary)
+        super().__init__(model, cache=cache, logprob_binary=logprob_binary, prefill_output=logprob_binary)
         self.plan = plan
         self.seen: set[str] = set()
 

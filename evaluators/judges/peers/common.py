@@ -25,7 +25,8 @@ CONTRADICTS = {"yes": 0.0, "no": 1.0}  # hallucination: "no" = the output contra
 
 # ---------------------------------------------------------------- parsers
 
-_VERDICT_LINE = re.compile(r"^\s*(?:[a-z]+\s+)?(\d+)\s*[:.)\-]\s*(yes|no|idk)\b[\s:;,.|\-\u2013\u2014]*(.*?)\s*$", re.I)
+# "N: word - reason" as the prompts ask: the number, a colon, the word, then a dash and the reason (or nothing).
+_VERDICT_LINE = re.compile(r"^\s*(\d+)\s*:\s*(yes|no|idk)\b\.?(?:\s*[-\u2013\u2014]\s*(.*?))?\s*$", re.I)
 
 
 def verdict_parser(words: Iterable[str]) -> Callable[[str], Elements]:
@@ -38,7 +39,7 @@ def verdict_parser(words: Iterable[str]) -> Callable[[str], Elements]:
             match = _VERDICT_LINE.match(line)
             if match and match.group(2).lower() in allowed:
                 found.setdefault(int(match.group(1)), []).append(
-                    (match.group(2).lower(), html.unescape(match.group(3)))
+                    (match.group(2).lower(), html.unescape(match.group(3) or ""))
                 )
         if not found:
             raise prompts.ParseError(f"no 'N: {'|'.join(sorted(allowed))}' lines")

@@ -31,11 +31,17 @@ parse_yes_no = verdict_parser(YES_NO)
 parse_not_contradicted = verdict_parser(NOT_CONTRADICTED)
 parse_contradicts = verdict_parser(CONTRADICTS)
 parse_geval_score = rating_parser(GEVAL_SCALE)
-_LABELLED_LINE = re.compile(r"^\s*(?:[-*\u2022]\s*)?(yes|no)\s*[:|\-\u2013\u2014]\s*(.+?)\s*$", re.I)
+_LABELLED_LINE = re.compile(r"^\s*(yes|no)\s*:\s*(.+?)\s*$", re.I)  # "yes: statement", as the prompt asks
+
+
+DE_RELEVANCY_CAP = 15  # statements of one source, as de_contextual_relevancy's prompt states
 
 
 def parse_labelled(reply: str) -> list[tuple[str, str]]:
-    """Lines "yes: statement" / "no: statement" inside <output>, in order."""
+    """Lines "yes: statement" / "no: statement" inside a closed <output> block, in order, at most
+    DE_RELEVANCY_CAP of them: a cut-off or runaway list is re-asked, not read."""
+    if not re.search(r"</output>", reply, re.I):
+        raise prompts.ParseError("the <output> block is not closed: the list was cut off")
     found = [
         (m.group(1).lower(), html.unescape(m.group(2)))
         for line in prompts.output_body(reply).splitlines()
@@ -43,6 +49,8 @@ def parse_labelled(reply: str) -> list[tuple[str, str]]:
     ]
     if not found:
         raise prompts.ParseError("no 'yes|no: statement' lines")
+    if len(found) > DE_RELEVANCY_CAP:
+        raise prompts.ParseError(f"{len(found)} statements, more than the {DE_RELEVANCY_CAP} asked for")
     return found
 
 

@@ -11,6 +11,7 @@ from evaluators.judges.evidence import essential, support
 from evaluators.judges.peers.common import YES_NO, knowledge, lines, verdict_parser, yes_no
 
 N_QUESTIONS = 3  # answer relevance: questions generated per answer (the paper's n)
+EXTRACTED_CAP = 40  # context relevance: sentences extracted at most, as the prompt states
 
 
 # ---------------------------------------------------------------- parsers
@@ -20,7 +21,7 @@ parse_faithfulness = verdict_parser(YES_NO)
 
 def parse_extracted(reply: str) -> list[str]:
     """Extracted sentences; "Insufficient Information" is the empty extraction."""
-    found = prompts.parse_list(reply)
+    found = prompts.ListParser(EXTRACTED_CAP)(reply)
     if len(found) == 1 and " ".join(re.findall(r"[a-z]+", found[0].lower())) == "insufficient information":
         return []
     return found
