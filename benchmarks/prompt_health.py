@@ -87,8 +87,19 @@ def wikieval_items(rows: Sequence[int], variants: Sequence[str], path: Path = WI
     return items
 
 
-def stored_calls(db: Path, model: str) -> list[JudgeCall]:
-    """The answered calls of `model` in `db` made with the prompt files as they are now."""
+def about(call: JudgeCall, items: Sequence[Item]) -> bool:
+    """Whether a call asked about one of `items` (its prompt carries one of their texts), or about none
+    (G-Eval's steps read only the criteria)."""
+    prompt = call.messages[0]["content"] if call.messages else ""
+    texts = [t for i in items for t in (i.query, i.response, i.reference or "", *(s[:200] for s in i.sources))]
+    if any(prompts.escape(t.strip()) in prompt for t in texts if t.strip()):
+        return True
+    return not (prompts.load(call.prompt_name).variables & registry.EVALUATED_TEXTS)
+
+
+def stored_calls(db: Path, model: str, items: Sequence[Item] | None = None) -> list[JudgeCall]:
+    """The answered calls of `model` in `db` made with the prompt files as they are now (about `items`,
+    when given: a database may hold the calls of other rows too)."""
     hashes = prompts.prompt_hashes()
     frame = store.query(
         db,
@@ -96,7 +107,7 @@ def stored_calls(db: Path, model: str) -> list[JudgeCall]:
         "completion_tokens, latency_ms FROM judge_calls WHERE model = ? AND reply IS NOT NULL",
         [model],
     )
-    return [
+    calls = [
         JudgeCall(
             key=r.key,
             model=r.model,
@@ -113,6 +124,7 @@ def stored_calls(db: Path, model: str) -> list[JudgeCall]:
         for r in frame.itertuples(index=False)
         if hashes.get(r.prompt_name) == r.prompt_hash
     ]
+    return calls if items is None else [c for c in calls if about(c, items)]
 
 
 def readable(call: JudgeCall) -> bool:
@@ -234,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary = runner.evaluate(items, args.db, run, judge=args.judge, api_base=args.api_base, metrics=names,
                                   update=True, on_progress=lambda pr: print(pr.line(), file=sys.stderr, flush=True))
         print(summary.text(), file=sys.stderr)
-    counts = health(stored_calls(args.db, judge_name(args.judge)))
+    counts = health(stored_calls(args.db, judge_name(args.judge), items))
     end_load = os.getloadavg()
     print(f"Prompt kinds with judge {args.judge}, {len(items)} items (WikiEval rows {args.rows}, {','.join(variants)}); "
           f"{time.monotonic() - started:.0f} s, load {load[0]:.1f} -> {end_load[0]:.1f}\n")

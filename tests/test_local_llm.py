@@ -185,6 +185,22 @@ def test_decompositions_are_generated(server: local_llm.LocalServer) -> None:
 
 @pytest.mark.local
 @needs_extra
+def test_a_peer_verdict_list_is_read_at_once(server: local_llm.LocalServer) -> None:
+    """Issue 54: the local model copied "N: Yes - reason" and dropped the <output> tag, and was re-asked for
+    it. With numbered examples and the reply begun with "<output>\n", one call each reads whole."""
+    calls: list[Any] = []
+    judge = judge_for(server, on_call=calls.append)
+    statements = ask(judge, "ragas_statements", query="When was the Chimnabai Clock Tower completed?",
+                     response="The Chimnabai Clock Tower was completed in 1896. It is made of glass.")
+    assert statements.status is Status.OK and 2 <= len(statements.value) <= 4, statements
+    verdicts = ask(judge, "ragas_faithfulness", sources=list(SOURCE), claims=[*SUPPORTED, *UNSUPPORTED])
+    assert verdicts.status is Status.OK and set(verdicts.value) == {1, 2, 3, 4}, verdicts
+    assert [verdicts.value[n][0] for n in (1, 2, 3, 4)] == ["yes", "yes", "no", "no"], verdicts.raw
+    assert len(calls) == 2 and all(c.completion_tokens < c.params["max_tokens"] for c in calls)  # no re-ask
+
+
+@pytest.mark.local
+@needs_extra
 def test_runner_scores_gr_and_rqc_with_the_local_judge(tmp_path: Path) -> None:
     item = Item("clock", "When was the Chimnabai Clock Tower completed?", (SOURCE,),
                 "The Chimnabai Clock Tower was completed in 1896.")
