@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from openai_server import OpenAIServer
 from test_runner import JUDGE, ROOT, items, write_jsonl
-from test_runner_durability import evaluate_args, start_cli, stored, wait_for
+from test_runner_durability import evaluate_args, prompt_of, start_cli, stored, wait_for
 
 from evaluators import cli
 from evaluators.judges.factory import JudgeConfig
@@ -102,15 +102,18 @@ def worker_pids() -> dict[str, int]:
 def test_a_run_on_ray_equals_the_run_in_one_process(tmp_path: Path, gcs: str, openai_server: OpenAIServer,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     data = items(8)
-    # The loopback judge: the same calls, replies, tokens, verdicts and scores; no request asked twice.
-    runner.evaluate(data, tmp_path / "plain.duckdb", "r", JUDGE, api_base=openai_server.base_url)
+    # The loopback judge: the same calls, replies, tokens, verdicts and scores, and the same failures (its
+    # groundedness replies cannot be read: unparsed, the raw reply kept); no request asked twice.
+    openai_server.fail_when(lambda i, body: prompt_of(body) == "groundedness_batch", "garbage")
+    plain = runner.evaluate(data, tmp_path / "plain.duckdb", "r", JUDGE, api_base=openai_server.base_url)
     plain_requests = sorted(json.dumps(r, sort_keys=True) for r in openai_server.requests)
-    openai_server.reset()
+    openai_server.requests.clear()
     summary = runner.evaluate(data, tmp_path / "ray.duckdb", "r", options=on_ray(openai_server))
     assert sorted(json.dumps(r, sort_keys=True) for r in openai_server.requests) == plain_requests
     assert_same_rows(tmp_path / "ray.duckdb", tmp_path / "plain.duckdb")
     assert summary.stats["calls"] == len(plain_requests) and summary.stats["prompt_tokens"] > 0
-    assert summary.status == "finished"
+    assert summary.status == "finished with failures" and "unparsed" in summary.failed_steps
+    assert (summary.metrics, summary.failed_steps) == (plain.metrics, plain.failed_steps)
     # The offline judge: the same verdicts, p and scores (a vector moves by 3e-7 with its encoding batch).
     runner.evaluate(data, tmp_path / "plain.duckdb", "o")
     runner.evaluate(data, tmp_path / "ray.duckdb", "o", options=on_ray())
@@ -126,8 +129,8 @@ def test_a_run_on_ray_equals_the_run_in_one_process(tmp_path: Path, gcs: str, op
     at = open_page("pages/1_Run.py", run="o")
     shown = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes taken out
     assert f"Judged on Ray at {gcs} (2 workers, 3 shards of up to 3, 8 items)." in shown
-    plain = queries.runs.runs(tmp_path / "plain.duckdb").set_index("run_id").loc["r", "params"]
-    assert "judged_on" not in json.loads(plain)  # a run judged in one process records no sitting
+    plain_params = queries.runs.runs(tmp_path / "plain.duckdb").set_index("run_id").loc["r", "params"]
+    assert "judged_on" not in json.loads(plain_params)  # a run judged in one process records no sitting
 
 
 def test_a_worker_killed_mid_run_is_restarted_and_nothing_is_lost_or_asked_twice(
@@ -192,6 +195,16 @@ def test_a_killed_driver_resumes_with_ray_and_without(tmp_path: Path, gcs: str) 
     with OpenAIServer() as clean_server:
         runner.evaluate(items(12), tmp_path / "clean.duckdb", "r", JUDGE, api_base=clean_server.base_url)
     assert_same_rows(db, tmp_path / "clean.duckdb", same_server=False)
+
+
+def test_a_judge_refusing_the_requests_stops_a_run_on_ray_with_exit_3(
+        tmp_path: Path, gcs: str, openai_server: OpenAIServer, capsys: pytest.CaptureFixture[str]) -> None:
+    data, db = write_jsonl(tmp_path / "in.jsonl", items(2)), tmp_path / "e.duckdb"
+    openai_server.fail_when(lambda i, body: True, "401")
+    assert cli.main([*evaluate_args(data, db, openai_server, "--quiet"), "--ray", gcs, "--workers", "1"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("error: judge openai/test-judge refused the request: ") and err.count("\n") == 1, err
+    assert queries.runs.runs(db)["status"].tolist() == ["failed"]
 
 
 @pytest.mark.parametrize("extra, message", [
