@@ -31,6 +31,7 @@ import sys
 import time
 import uuid
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -56,7 +57,7 @@ OUTBOX_MAX = 512  # results a worker holds for the driver before its items stop 
 CONNECT_S = 5.0  # how long an address given is tried before it counts as unreachable
 
 # A worker's actor options: one CPU each; Ray restarts a killed one and sends its calls on their way again.
-WORKER = {"num_cpus": 1, "max_restarts": MAX_RESTARTS, "max_task_retries": -1, "namespace": NAMESPACE}
+WORKER: dict[str, Any] = {"num_cpus": 1, "max_restarts": MAX_RESTARTS, "max_task_retries": -1, "namespace": NAMESPACE}
 
 # The shard an item of a worker belongs to, so that each judge call it makes is handed over with it.
 _SHARD: ContextVar[int] = ContextVar("shard", default=-1)
@@ -429,6 +430,9 @@ class _Worker:
         cache_ref[0] is the reference of the run's request cache, read when the judge is opened."""
         async with self._opening:
             if self.judge is None:
+                # A worker is one CPU: the offline judge's encoder passes (in threads, outside the GIL) run
+                # one at a time beside the event loop, instead of taking the cores the other workers count on.
+                asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(WORKER["num_cpus"]))
                 self.caches = await cache_ref[0]
                 self.judge, _ = await open_chain(self._stack, self.config, self.caches, self._on_call)
         for tier, cache in self.caches.items():
