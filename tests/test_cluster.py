@@ -76,6 +76,7 @@ def answered(log: Path) -> list[str]:
 def gcs() -> Iterator[str]:
     """ONE local Ray instance for the module (2 CPUs, loopback only, no dashboard): its GCS address."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as --ray starts a local instance
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, logging_level="ERROR", log_to_driver=False)
     try:
         yield ray.get_runtime_context().gcs_address

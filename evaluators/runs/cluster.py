@@ -151,7 +151,9 @@ def joined(options: ClusterOptions) -> Iterator[Cluster]:
     if ray.is_initialized():
         where = ray.get_runtime_context().gcs_address
     elif options.address is None:
-        # A new local instance (its token authentication's notice is not ours to print).
+        # A new local instance (its token authentication's notice is not ours to print), its workers at this
+        # process's priority: Ray's default of 15 steps nicer starves them beside anything else running.
+        os.environ.setdefault("RAY_worker_niceness", "0")
         logging.getLogger("ray").setLevel(logging.ERROR)
         ray.init(include_dashboard=False, **quiet)
         started, where = True, "local"
@@ -422,7 +424,6 @@ class _Worker:
         self._drained = asyncio.Event()
 
     def pid(self) -> int:
-        """This worker's process id."""
         return os.getpid()
 
     async def start(self, shard: int, items: list[Item], calls: list[JudgeCall], cache_ref: list[Any]) -> str:
@@ -430,8 +431,7 @@ class _Worker:
         cache_ref[0] is the reference of the run's request cache, read when the judge is opened."""
         async with self._opening:
             if self.judge is None:
-                # A worker is one CPU: the offline judge's encoder passes (in threads, outside the GIL) run
-                # one at a time beside the event loop, instead of taking the cores the other workers count on.
+                # One CPU: the offline judge's encoder passes (threads, outside the GIL) run one at a time.
                 asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(WORKER["num_cpus"]))
                 self.caches = await cache_ref[0]
                 self.judge, _ = await open_chain(self._stack, self.config, self.caches, self._on_call)
