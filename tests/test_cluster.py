@@ -129,7 +129,7 @@ def test_a_run_on_ray_equals_the_run_in_one_process(tmp_path: Path, gcs: str, op
     next(app_db(tmp_path / "ray.duckdb", monkeypatch))
     at = open_page("pages/1_Run.py", run="o")
     shown = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes taken out
-    assert f"Judged on Ray at {gcs} (2 workers, 3 shards of up to 3, 8 items)." in shown
+    assert f"Judged on Ray at {gcs} (2 workers; 8 items in 3 shards of up to 3)." in shown
     plain_params = queries.runs.runs(tmp_path / "plain.duckdb").set_index("run_id").loc["r", "params"]
     assert "judged_on" not in json.loads(plain_params)  # a run judged in one process records no sitting
 

@@ -62,7 +62,7 @@ def n_items(n: int) -> str:
 
 def judged_on(params: str) -> str:
     """Where a run was judged, from its params (JSON): one phrase per sitting, in order, such as "on Ray at
-    ray://head:10001 (4 workers, 20 shards of up to 25 items, 500 items), then in one process on host-a (120
+    ray://head:10001 (4 workers; 500 items in 20 shards of up to 25), then in one process on host-a (120
     items)"; "" for a run judged in one process only, which records no sitting."""
     sittings = json.loads(params or "{}").get(SITTINGS) or []
     parts = []
@@ -71,7 +71,7 @@ def judged_on(params: str) -> str:
         if s.get("where") == "ray":
             at = "a local Ray instance" if s.get("address") == "local" else f"Ray at {s.get('address')}"
             shards = f"{s.get('shards', 0)} shard{'s' if s.get('shards') != 1 else ''} of up to {s.get('shard_size')}"
-            parts.append(f"on {at} ({s.get('workers')} workers, {shards}, {count})")
+            parts.append(f"on {at} ({s.get('workers')} workers; {count} in {shards})")
         else:
             parts.append(f"in one process on {s.get('host') or 'a host'} ({count})")
     return ", then ".join(parts)
