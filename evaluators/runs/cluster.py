@@ -55,6 +55,7 @@ SHARDS_PER_WORKER = 4  # shards cut per worker, at least, so that the last ones 
 POLL_S = 0.5  # the longest a worker's take() waits for something to hand over
 OUTBOX_MAX = 512  # results a worker holds for the driver before its items stop asking the judge
 CONNECT_S = 5.0  # how long an address given is tried before it counts as unreachable
+START = "start one with `ray start --head`, or leave out the address for a local instance"
 
 # A worker's actor options: one CPU each; Ray restarts a killed one and sends its calls on their way again.
 WORKER: dict[str, Any] = {"num_cpus": 1, "max_restarts": MAX_RESTARTS, "max_task_retries": -1, "namespace": NAMESPACE}
@@ -111,9 +112,8 @@ def address_problem(text: str) -> str | None:
 
 
 def _ray(local: bool = False) -> Any:
-    """Ray, imported now; `local`: for an instance of this machine alone, on the loopback address (Ray's own
-    switch for machines that cannot be part of a cluster, read when it is imported)."""
-    if local and "ray" not in sys.modules:
+    """Ray, imported now; `local`: for an instance of this machine alone, on the loopback address."""
+    if local and "ray" not in sys.modules:  # Ray's switch for machines that join no cluster, read on import
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
@@ -133,8 +133,7 @@ def _reachable(address: str) -> None:
     except OSError as exc:
         raise ClusterUnavailable(
             f"--ray {mask_url(address)}: no Ray cluster answers at {parts.hostname}:{parts.port} "
-            f"({exc.strerror or exc}); start one with `ray start --head`, or leave out the address for a "
-            "local instance"
+            f"({exc.strerror or exc}); {START}"
         ) from None
 
 
@@ -162,7 +161,9 @@ def joined(options: ClusterOptions) -> Iterator[Cluster]:
         try:
             ray.init(address=options.address, **quiet)
         except (ConnectionError, ValueError, RuntimeError) as exc:
-            reason = mask_secrets(str(exc)).splitlines()[0] if str(exc) else type(exc).__name__
+            reason = (mask_secrets(str(exc)).splitlines() or [type(exc).__name__])[0]
+            if options.address == "auto" and isinstance(exc, ConnectionError):
+                reason = f"no Ray cluster runs on this machine; {START}"
             raise ClusterUnavailable(f"--ray {mask_url(options.address)}: {reason}") from None
         started, where = True, mask_url(options.address)
     try:
@@ -216,7 +217,7 @@ class _Seat:
     shards: dict[int, _Shard] = field(default_factory=dict)
     restarts: int = 0
 
-    def undelivered(self) -> int:
+    def undelivered(self) -> int:  # its items handed out and not delivered yet
         return sum(s.left for s in self.shards.values())
 
 
@@ -255,9 +256,8 @@ class Cluster:
         actor = self.ray.remote(_Worker)
         in_flight = config.items_in_flight
         args = (config, list(ev.metrics), per_component, ev.options.sd_threshold, in_flight, credentials(config))
-        seats = [
-            _Seat(actor.options(name=f"{ev.run}/{ev.owner.token}/{k}", **WORKER).remote(*args)) for k in range(workers)
-        ]
+        named = (actor.options(name=f"{ev.run}/{ev.owner.token}/{k}", **WORKER) for k in range(workers))
+        seats = [_Seat(worker.remote(*args)) for worker in named]
         try:
             # The cache goes once into the object store; a worker reads it when it opens its judge.
             cache = self.ray.put(caches)
