@@ -283,6 +283,7 @@ class _Driver:
         # one shard more, so that it never idles between shards.
         self.room = max(2 * len(cut[0]), in_flight + len(cut[0]))
         self.tasks: dict[asyncio.Task[Any], tuple[str, _Seat, _Shard | None]] = {}
+        self.lost = ""  # why the last worker given up died (its error's last line)
 
     async def run(self) -> None:
         for seat in self.seats:
@@ -296,8 +297,8 @@ class _Driver:
                     kind, seat, shard = self.tasks.pop(task)
                     self._heard(task, kind, seat, shard)
                 self._dispatch()
-                if not self.tasks:
-                    raise RuntimeError("every Ray worker was lost; the items delivered are stored, run again to resume")
+                if not self.tasks:  # a cluster that cannot run the engine (not installed there) ends here
+                    raise ClusterUnavailable(f"every Ray worker died ({self.lost}); finished items are saved")
             if self.tasks:  # the last polls come back empty within POLL_S: then nothing is in flight
                 await asyncio.wait(self.tasks)
         finally:
@@ -323,9 +324,9 @@ class _Driver:
     def _heard(self, task: asyncio.Task[Any], kind: str, seat: _Seat, shard: _Shard | None) -> None:
         try:
             reply = task.result()
-        except self.ray.exceptions.RayActorError:
+        except self.ray.exceptions.RayActorError as exc:
             # Restarted past MAX_RESTARTS, or gone with its node: the other workers take its shards.
-            seat.restarts = MAX_RESTARTS + 1
+            seat.restarts, self.lost = MAX_RESTARTS + 1, mask_secrets(str(exc).strip().splitlines()[-1])
             self._lost(seat)
             return
         except self.ray.exceptions.RayTaskError as exc:
@@ -455,10 +456,8 @@ class _Worker:
         stats = getattr(self.judge, "stats", None)
         now = stats.as_dict() if stats is not None else {}
         delta = {k: v - self.sent.get(k, 0) for k, v in now.items() if k != "endpoints"}
-        before = self.sent.get("endpoints", {})
-        delta["endpoints"] = {
-            e: n - before.get(e, 0) for e, n in now.get("endpoints", {}).items() if n > before.get(e, 0)
-        }
+        was = self.sent.get("endpoints", {})
+        delta["endpoints"] = {e: n - was.get(e, 0) for e, n in now.get("endpoints", {}).items() if n > was.get(e, 0)}
         self.sent = now
         waiting = max(0.0, stats.waiting_until - time.monotonic()) if stats is not None else 0.0
         return self.incarnation, events, delta, waiting
