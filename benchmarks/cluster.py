@@ -18,7 +18,7 @@ database, so nothing is cached. Printed, each with the load average beside it:
 5. On paper, from those figures: the workers (one CPU each) that judge 1M items in an hour with each
    judge, and the worker count at which the single writer becomes the limit.
 
-    nice -n 10 .venv/bin/python benchmarks/cluster.py [--items 160] [--rounds 2] [--latency 0.2]
+    nice -n 10 .venv/bin/python benchmarks/cluster.py [--items 150] [--rounds 2] [--latency 0.2]
                                                       [--concurrency 32] [--write-items 20000]
                                                       [--parts offline,llm,shards,write]
 """
@@ -275,7 +275,7 @@ def write_rate(results: list[tuple[Item, Any, list[Any]]], db: Path, label: str)
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--items", type=int, default=160, help="WikiEval triplets per run (several times the items in flight)")
+    p.add_argument("--items", type=int, default=150, help="WikiEval triplets per run (several times the items in flight)")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds of plain, 1 and 2 workers")
     p.add_argument("--latency", type=float, default=0.2, help="seconds the loopback judge takes per call")
     p.add_argument("--concurrency", type=int, default=32, help="the LLM judge's calls in flight in all")
