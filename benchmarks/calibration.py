@@ -119,6 +119,30 @@ def _source_rows(group: Sequence[Judged]) -> list[str]:
     return lines
 
 
+def lean_rows(judged: Sequence[Judged]) -> list[str]:
+    """Per match type and split, where the unsure verdicts (p inside the default band) fall: their share among the
+    matches labelled 1 and labelled 0, and among the verdicts the judge decided 1 ("yes") and 0 ("no"). A band that
+    holds a yes back longer than a no shows a larger share on the yes side at the same evidence."""
+    band = DEFAULT_BANDS[CALIBRATED]
+    lines = ["| match type | split | unsure of label 1 | unsure of label 0 | unsure of the judge's yes "
+             "| unsure of the judge's no | unsure verdicts leaning yes |", "|---|---|---:|---:|---:|---:|---:|"]
+
+    def share(group: Sequence[Judged]) -> str:
+        return f"{sum(_unsure(j, band) for j in group) / len(group):.0%} ({len(group)})" if group else "–"
+
+    for match_type in MATCH_TYPES:
+        for split in (DEV_SPLIT, HELD_OUT_SPLIT):
+            group = [j for j in judged if j.example.match_type == match_type and j.example.split == split]
+            if not group:
+                continue
+            unsure = [j for j in group if _unsure(j, band)]
+            lines.append(f"| {match_type} | {split} | {share([j for j in group if j.example.label == 1])} "
+                         f"| {share([j for j in group if j.example.label == 0])} "
+                         f"| {share([j for j in group if j.value == 1])} | {share([j for j in group if j.value == 0])} "
+                         f"| {sum(j.value == 1 for j in unsure) / len(unsure) if unsure else 0:.0%} of {len(unsure)} |")
+    return lines
+
+
 def report(judged: Sequence[Judged]) -> str:
     """The reliability tables, ECEs and band figures per match type and split, then per label source."""
     band = DEFAULT_BANDS[CALIBRATED]
@@ -128,6 +152,8 @@ def report(judged: Sequence[Judged]) -> str:
                 f"unsure: p strictly inside the default band {band}.\n",
                 "| match type | split | matches | label-1 share | judge accuracy | ECE | unsure |",
                 "|---|---|---:|---:|---:|---:|---:|"]
+    sections += ["\nWhere the unsure verdicts fall (a yes decided as readily as a no leaves both sides alike):\n",
+                 *lean_rows(judged), ""]
     details: list[str] = []
     for match_type in (*MATCH_TYPES, "all"):
         for split in (DEV_SPLIT, HELD_OUT_SPLIT):
@@ -153,10 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--split", choices=(DEV_SPLIT, HELD_OUT_SPLIT, "both"), default="both")
     p.add_argument("--out", type=Path, default=OUT / "calibration.md", help="where the report is written as well")
+    p.add_argument("--sets", default=None, help="only these data sets, by label source prefix (e.g. demo,wice,ares)")
     args = p.parse_args(argv)
     started = time.monotonic()
     splits = (DEV_SPLIT, HELD_OUT_SPLIT) if args.split == "both" else (args.split,)
-    wanted = [e for split in splits for e in examples(split)]
+    sets = None if args.sets is None else {s.strip() for s in args.sets.split(",")}
+    wanted = [e for split in splits for e in examples(split) if sets is None or e.source.split(":")[0] in sets]
     judged = [j for j in map(judge, wanted) if j is not None]
     print(f"{len(judged)} of {len(wanted)} matches judged in {time.monotonic() - started:.0f} s", file=sys.stderr)
     text = report(judged)

@@ -9,9 +9,13 @@ From their stored per-query results, with our pure functions (evaluators.grammar
    *_balanced files) and unbalanced sampling, next to the paper's Table 2;
 3. compare our non-robust wrong queries with their incorrect_to_correct_queries.json;
 4. score their GPT responses with our offline normalised answer match, against their GPT judge;
-5. run our retrievers (BM25, MiniLM) on their 9 documents and compare top-1 hits with theirs.
+5. run our retrievers (BM25, MiniLM) on their 9 documents and compare top-1 hits with theirs;
+6. score SQC (does the retrieved text answer the query) with the offline judge through the engine on their
+   stratified queries, and give its AUC between the queries whose retrieved text holds the SQL answer (a hit)
+   and those whose does not (a miss); also by their own retrieval label (the true document retrieved). This set is
+   measured only: nothing is fitted or tuned on it.
 
-    python -m benchmarks.grammar_aurp [--no-dense]
+    python -m benchmarks.grammar_aurp [--no-dense] [--no-sqc] [--judge offline]
 """
 from __future__ import annotations
 
@@ -188,9 +192,45 @@ def section_retrieval(data: dict[str, dict[str, list[dict[str, Any]]]], dense: b
         print(line)
 
 
+def section_sqc(judge: str) -> None:
+    """SQC of the stratified queries' retrieved text through the engine, its AUC hit vs miss."""
+    import tempfile
+
+    from benchmarks.agreement import auc
+    from evaluators.core.records import Item
+    from evaluators.runs import runner
+    from evaluators.storage import queries, store
+
+    print(f"\n6. SQC ({judge} judge, default band) of the retrieved text, hit vs miss (stratified queries)")
+    docs = load("retrieval_database/documents.json")
+    cases = []
+    for cluster in CLUSTERS:
+        for r in load(f"eval_results/{FILES[('stratified', cluster)]}.json"):
+            text = r.get("retrieved_documents") or "\n\n".join(docs.get(d, "") for d in r["retrieved_document_ids"])
+            holds = grammar_prompts.answer_match(r["answer"] or "", text)[0]
+            item = Item(Item.content_id(r["query"], [text], ""), r["query"], (text,), _response(r) or "")
+            cases.append((item, holds, r["retrieval_judgement"] == 1))
+    items = list({item.id: item for item, _, _ in cases}.values())
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "aurp.duckdb"
+        runner.evaluate(items, db, "aurp/sqc", judge=judge, metrics=["sqc"], concurrency=8)
+        frame = store.query(db, f"SELECT item_id, value FROM {queries.sql.scores_sql(None)} WHERE run_id = 'aurp/sqc'")
+    got = {r.item_id: None if r.value != r.value else float(r.value) for r in frame.itertuples(index=False)}
+    for name, k in (("the retrieved text holds the SQL answer", 1), ("their label: the true document retrieved", 2)):
+        scores = [0.5 if got.get(c[0].id) is None else got[c[0].id] for c in cases]
+        labels = [int(c[k]) for c in cases]
+        hits, misses = sum(labels), len(labels) - sum(labels)
+        low = sum(1 for c, y in zip(cases, labels) if not y and got.get(c[0].id) is not None and got[c[0].id] < 0.5)
+        unscored = sum(got.get(c[0].id) is None for c in cases)
+        print(f"   hit = {name}: {hits} hits, {misses} misses; SQC AUC hit vs miss {_f(auc(scores, labels))} "
+              f"(unscored at 0.5: {unscored}); misses read SQC low {low}/{misses}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-dense", action="store_true", help="skip the MiniLM retriever (no model load)")
+    parser.add_argument("--no-sqc", action="store_true", help="skip scoring SQC of the retrieved text (section 6)")
+    parser.add_argument("--judge", default="offline", help="the judge of section 6 (default offline)")
     args = parser.parse_args(argv)
     if not AURP.exists():
         print(f"skipped: {AURP} is absent (GRAMMAR's Aurp artefacts live in ../shared beside the repo)")
@@ -201,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     section_incorrect(found, data)
     section_offline_match(sm)
     section_retrieval(data, not args.no_dense)
+    if not args.no_sqc:
+        section_sqc(args.judge)
     print()
     print(WHY)
     return 0

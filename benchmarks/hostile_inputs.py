@@ -402,10 +402,12 @@ def _watcher_survives(lab: Lab) -> str | None:
         time.sleep(0.5)
         (box / "rejected").unlink()
         shutil.copy(lab.run_file(), box / "good.duckdb")
-        give_up = time.monotonic() + 20
-        while not run_rows(db) and time.monotonic() < give_up and watcher.is_alive():
+        # The watcher's own process writes the database: look at the folder it moves an imported file to.
+        give_up = time.monotonic() + 60  # a look every 0.05 s: an import takes seconds on a loaded machine
+        while not list((box / "imported").glob("*good.duckdb")) and time.monotonic() < give_up and watcher.is_alive():
             time.sleep(0.1)
         stop.set()
+        watcher.join(timeout=60)
     return None if run_rows(db) else "the watcher died: a file sent after was never imported"
 
 

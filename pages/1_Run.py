@@ -19,6 +19,9 @@ st.caption(
     "*unscored or failed* gives its reason (*unsure*: every verdict fell inside the uncertainty band) and "
     "counts the item's failed verdicts (a timeout, an error, a reply that could not be read)."
 )
+run_row = reads.runs().set_index("run_id").loc[run_id]
+if where := markup.judged_on(run_row["params"]):
+    st.caption(f"Judged {markup.md(where)}.")
 if not metric_ids:
     st.info("This run has no scores yet: its items are listed without metrics.")
 
@@ -74,7 +77,7 @@ sort = state.synced(
     "item's lowest of those, over the run's metrics.",
 )
 desc = state.synced(c8.toggle, "Descending", "desc", False, lambda s: s in ("1", "True"))
-n_items = int(reads.runs().set_index("run_id").loc[run_id, "n_done"])
+n_items = int(run_row["n_done"])
 pages = max(1, -(-n_items // PAGE_SIZE))
 page_no = state.synced(c9.number_input, "Page", "page", 1, state.whole(1, pages), min_value=1, max_value=pages, step=1)
 frame, total = walk.run_rows(run_id, metric_ids, th, (page_no - 1) * PAGE_SIZE, PAGE_SIZE)

@@ -19,6 +19,7 @@ OWNERS = {
     "onnxruntime": {"evaluators.judges.embeddings"},
     "tokenizers": {"evaluators.judges.embeddings"},
     "litellm": {"evaluators.judges.llm"},
+    "ray": {"evaluators.runs.cluster"},
     "duckdb": {"evaluators.storage.store", "evaluators.storage.queries.runs"},
 }
 

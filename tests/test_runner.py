@@ -117,3 +117,56 @@ def test_resuming_with_other_options_is_refused(tmp_path: Path, openai_server: O
     with pytest.raises(ownership.RunConflict, match="already exists") as refused:
         runner.evaluate(items(1), db, "r", JUDGE, api_base=openai_server.base_url, metrics=["rp"])
     assert "--" not in str(refused.value)  # the engine speaks of runs; the CLI adds its flags
+
+
+def test_finished_items_share_a_commit_and_an_answered_call_is_written_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline judge's items come one by one: each commit opens, checkpoints and closes the file, so they
+    wait up to writer.ITEMS_GAP_S (1 s) for others; a paid answer is written at once."""
+    import asyncio
+    import time
+
+    from evaluators.core.records import JudgeCall, Run
+    from evaluators.metrics.thelma import ItemResult
+    from evaluators.runs import writer as writer_mod
+
+    db, data = tmp_path / "e.duckdb", items(10)
+    commits: list[tuple[float, int, int]] = []
+    real = ownership.write_results
+
+    def counted(*args: object, **kwargs: list) -> None:
+        commits.append((time.monotonic(), len(kwargs["items"]), len(kwargs["calls"])))
+        real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ownership, "write_results", counted)
+    owner = ownership.Owner.this_process()
+    ownership.claim_run(db, Run("r", "offline", {}, {}), {i.id: i.content_hash() for i in data}, owner, 20.0)
+    writer = writer_mod.Writer(db, "r", owner, 20.0, lambda: None)
+    call = JudgeCall("k", JUDGE, "claims", "h", [], {}, "<output>1</output>", Status.OK)
+
+    async def feed() -> float:
+        loop = asyncio.create_task(writer.loop())
+        writer.add_item(data[0], ItemResult([], [], []))
+        while not commits:
+            await asyncio.sleep(0.01)
+        sent = time.monotonic()  # within the items' gap after that commit
+        writer.add_call(call)
+        while not any(n_calls for _, _, n_calls in commits):
+            await asyncio.sleep(0.01)
+        for item in data[1:]:  # nine items over half a second
+            writer.add_item(item, ItemResult([], [], []))
+            await asyncio.sleep(0.06)
+        writer.close()
+        await loop
+        return sent
+
+    sent = asyncio.run(feed())
+    called = next(k for k, (_, _, n) in enumerate(commits) if n)
+    assert commits[called][0] - sent < 0.5  # the call did not wait out the gap (about 0.9 s more)
+    later = [n for _, n, _ in commits[called + 1:] if n]
+    assert sum(later) == 9 and len(later) <= 2, commits  # not a commit per item
+    assert stored_count(db, "items") == 10 and stored_count(db, "judge_calls") == 1
+
+
+def stored_count(db: Path, table: str) -> int:
+    return int(store.query(db, f"SELECT count(*) AS n FROM {table}")["n"].iloc[0])

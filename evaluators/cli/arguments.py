@@ -55,6 +55,16 @@ def api_base(text: str) -> str:
     return text
 
 
+def ray_address(text: str) -> str:
+    """--ray's ADDRESS: auto, ray://HOST:PORT or HOST:PORT; "" (--ray alone) is a local instance."""
+    from evaluators.runs.cluster import address_problem
+
+    problem = address_problem(text) if text else None
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def env_name(text: str) -> str:
     """--key-env: the NAME of an environment variable (its value is the key), never the key itself."""
     if not ENV_NAME.fullmatch(text):

@@ -9,12 +9,13 @@ import sys
 import evaluators.cli.arguments as options
 from evaluators.cli.common import cell, fail, write_csv
 from evaluators.judges import routes
-from evaluators.judges.factory import OFFLINE, JudgeConfig, check_chain
+from evaluators.judges.factory import LOCAL, OFFLINE, JudgeConfig, check_chain
 from evaluators.judges.llm import JudgeFatal
 from evaluators.metrics import registry
 from evaluators.metrics.registry import REFERENCE, THELMA
 from evaluators.metrics.thelma import SD_THRESHOLD
 from evaluators.runs import dryrun, runner, traces
+from evaluators.runs.cluster import ClusterOptions
 from evaluators.runs.runner import RunOptions
 from evaluators.storage import ownership, queries
 
@@ -69,7 +70,47 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     )
     _add_calls(ev)
     _add_run(ev)
+    _add_cluster(ev)
     ev.set_defaults(handler=evaluate)
+
+
+def _add_cluster(ev: argparse.ArgumentParser) -> None:
+    """Where the items are judged: this process, or Ray workers (runs/cluster.py)."""
+    ev.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        type=options.ray_address,
+        metavar="ADDRESS",
+        help="judge the items on Ray workers (needs rag-triage[cluster]): without an ADDRESS on a local Ray "
+        "instance started for the run; with auto, ray://HOST:PORT or HOST:PORT on a running cluster. This "
+        "process keeps the cache and writes the database; the run resumes with or without --ray",
+    )
+    ev.add_argument(
+        "--workers",
+        type=options.count,
+        default=None,
+        metavar="N",
+        help="with --ray: the Ray workers judging at once (default: one per CPU of the cluster); "
+        "each sends its share of --concurrency",
+    )
+
+
+def cluster_problem(args: argparse.Namespace, tiers: list[str]) -> str | None:
+    """Why the options cannot go with --ray (or --workers without it), or None."""
+    if args.ray is None:
+        return "--workers sets how many Ray workers judge: add --ray [ADDRESS]" if args.workers else None
+    if args.dry_run:
+        return "--dry-run calls nothing, so it needs no cluster: drop --ray"
+    if args.client_processes is not None:
+        return "--client-processes sends the calls from processes of this machine; with --ray the Ray workers send them: drop it"
+    if LOCAL in tiers:
+        return (
+            "--judge local serves the model from this machine's llama.cpp server; with --ray judge with "
+            "offline or a litellm model (a vLLM served to the cluster), or drop --ray"
+        )
+    return None
 
 
 def _add_run(ev: argparse.ArgumentParser) -> None:
@@ -180,6 +221,7 @@ def run_options(
     args: argparse.Namespace, metrics: list[str], n_items: int, judges: routes.Routes | None = None
 ) -> RunOptions:
     """The run's options (RunOptions) from evaluate's arguments, with the routes of --judges."""
+    on_ray = getattr(args, "ray", None) is not None
     judge = JudgeConfig(
         args.judge,
         tuple(args.api_base) if args.api_base else None,
@@ -187,11 +229,19 @@ def run_options(
         args.concurrency,
         args.timeout,
         args.rate_limit_patience * 60,
-        client_processes(args.client_processes, args.concurrency, n_items),
+        1 if on_ray else client_processes(args.client_processes, args.concurrency, n_items),
         args.decompose_with,
         judges,
     )
-    return RunOptions(judge, tuple(metrics), args.per_component, args.sd_threshold, args.update, args.retry_failed)
+    return RunOptions(
+        judge,
+        tuple(metrics),
+        args.per_component,
+        args.sd_threshold,
+        args.update,
+        args.retry_failed,
+        cluster=ClusterOptions(args.ray or None, args.workers) if on_ray else None,
+    )
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -200,8 +250,10 @@ def evaluate(args: argparse.Namespace) -> int:
 
     try:
         named = runner.check_metrics(args.metrics.split(",")) if args.metrics is not None else None
-        check_chain(args.judge, args.decompose_with)
+        tiers, _ = check_chain(args.judge, args.decompose_with)
         judges = judges_file(args)
+        if problem := cluster_problem(args, tiers):
+            raise ValueError(problem)
         items = load_items(args.input, args.format)
         metrics = named or runner.default_metrics(items)
     except InputError as exc:

@@ -8,6 +8,7 @@ Streamlit draws markdown; evaluated text is html-escaped before it is highlighte
 from __future__ import annotations
 
 import html
+import json
 import re
 from typing import Any, Sequence, cast
 
@@ -17,6 +18,7 @@ import streamlit as st
 from evaluators.core.confidence import LABEL
 from evaluators.core.records import Status
 from evaluators.metrics.diagnosis import RULES
+from evaluators.storage.ownership import SITTINGS
 
 OK, GOOD, BAD, FAIL = "ok", "#c8ecd0", "#f8d0d0", "#e6e6e6"
 # An unsure verdict is neither green nor red: the dashboard stays quiet where the judge is unsure.
@@ -79,6 +81,23 @@ def md(value: Any) -> str:
 def n_items(n: int) -> str:
     """'1 item', '3 items'."""
     return f"{n} item" if n == 1 else f"{n} items"
+
+
+def judged_on(params: str) -> str:
+    """Where a run was judged, from its params (JSON): one phrase per sitting, in order, such as "on Ray at
+    ray://head:10001 (4 workers; 500 items in 20 shards of up to 25), then in one process on host-a (120
+    items)"; "" for a run judged in one process only, which records no sitting."""
+    sittings = json.loads(params or "{}").get(SITTINGS) or []
+    parts = []
+    for s in sittings:
+        count = n_items(int(s.get("items", 0)))
+        if s.get("where") == "ray":
+            at = "a local Ray instance" if s.get("address") == "local" else f"Ray at {s.get('address')}"
+            shards = f"{s.get('shards', 0)} shard{'s' if s.get('shards') != 1 else ''} of up to {s.get('shard_size')}"
+            parts.append(f"on {at} ({s.get('workers')} workers; {count} in {shards})")
+        else:
+            parts.append(f"in one process on {s.get('host') or 'a host'} ({count})")
+    return ", then ".join(parts)
 
 
 def fmt_score(value: Any, status: str | None = OK) -> str:

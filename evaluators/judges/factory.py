@@ -44,6 +44,12 @@ class JudgeConfig:
     decompose_with: str | None = None
     judges: routes.Routes | None = None
 
+    @property
+    def items_in_flight(self) -> int:
+        """Items a process evaluates at once with this judge: twice its calls in flight keeps it busy
+        between an item's rounds of calls."""
+        return max(2, self.concurrency * 2)
+
 
 def check_chain(
     judge: str, decompose_with: str | None = None, judges: routes.Routes | None = None

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 from evaluators.core.confidence import DEFAULT_BANDS, band_for
 from evaluators.core.masking import mask_secrets
-from evaluators.core.records import LABEL, Answer, Item, Judge, Run, Status
+from evaluators.core.records import LABEL, Item, Judge, Run, Status
 from evaluators.judges import cascade, prompts
 from evaluators.judges.factory import OFFLINE, JudgeConfig, check_chain, judge_name, open_chain
 from evaluators.judges.llm import JudgeFatal
@@ -32,7 +32,8 @@ from evaluators.judges.traffic import CallStats
 from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics_mod
 from evaluators.metrics.registry import REFERENCE, THELMA
-from evaluators.runs.writer import BUSY_TRY_S, Writer, patiently
+from evaluators.runs.cluster import ClusterOptions
+from evaluators.runs.writer import BUSY_TRY_S, Paused, Writer, patiently
 from evaluators.storage import ownership, queries, store
 from evaluators.storage.ownership import FAILED, FINISHED, FINISHED_WITH_FAILURES
 
@@ -170,7 +171,7 @@ class RunOptions:
     two response sentences repeat. update: the run recorded other content: re-evaluate exactly the
     changed and added items and delete the removed ones. retry_failed: ask the failed judge steps again.
     heartbeat_s: the longest pause between the run's writes (None: RAG_TRIAGE_HEARTBEAT_S, else
-    HEARTBEAT_S).
+    HEARTBEAT_S). cluster: judge the items on Ray workers (ClusterOptions); None: in this process.
     """
 
     judge: JudgeConfig = field(default_factory=JudgeConfig)
@@ -180,6 +181,7 @@ class RunOptions:
     update: bool = False
     retry_failed: bool = False
     heartbeat_s: float | None = None
+    cluster: ClusterOptions | None = None
 
     @staticmethod
     def of(judge: str = OFFLINE, **fields: Any) -> RunOptions:
@@ -193,17 +195,6 @@ class RunOptions:
 
 
 _JUDGE_FIELDS = frozenset(f.name for f in dataclass_fields(JudgeConfig)) - {"spec"}
-
-
-class _Paused:
-    """A judge whose asks wait while the writer cannot store results: no paid call for nothing."""
-
-    def __init__(self, judge: Judge, writer: Writer) -> None:
-        self.judge, self.writer, self.name = judge, writer, judge.name
-
-    async def ask(self, prompt: str, **variables: Any) -> Answer:
-        await self.writer.ready()
-        return await self.judge.ask(prompt, **variables)
 
 
 class _Evaluation:
@@ -249,8 +240,12 @@ class _Evaluation:
                 )
             )
 
-    def claim(self, judge: Judge, per_component: bool) -> asyncio.Queue[Item]:
-        """Record the run (or take it over) in one transaction, before any judge call; the items to evaluate."""
+    def claim(self, judge: Judge, per_component: bool, sitting: dict[str, Any] | None) -> asyncio.Queue[Item]:
+        """Record the run (or take it over) in one transaction, before any judge call; the items to evaluate.
+
+        `sitting` says where this evaluation judges (a Ray cluster's address, workers and shard size): the
+        run's params keep one record per sitting once one was judged on Ray, since a resumed run may be
+        judged elsewhere than where it started. None: here, in this process."""
         chain = judge if isinstance(judge, cascade.CascadeJudge) else None
         used = sorted({p for metric in self.chosen.values() for p in metric.prompts})
         meta = Run(
@@ -267,6 +262,8 @@ class _Evaluation:
             self.heartbeat_s,
             self.options.update,
             self.options.retry_failed,
+            sitting or {"where": "process", "host": self.owner.host},
+            record_new=sitting is not None,
         )
         self.writer.replace = claim.replace
         wanted = set(claim.todo)
@@ -298,19 +295,25 @@ class _Evaluation:
             if self.stats.waiting_until > time.monotonic():
                 self.report()
 
-    async def judge_all(self, queue: asyncio.Queue[Item], judge: Judge, per_component: bool) -> None:
-        """Evaluate the queued items with as many workers as keep the judge busy; everything answered
-        is stored before this returns, however it ends."""
-        writer_task = asyncio.create_task(self.writer.loop())
+    async def judge_here(self, queue: asyncio.Queue[Item], judge: Judge, per_component: bool) -> None:
+        """Evaluate the queued items in this process, with as many workers as keep the judge busy."""
         workers = [
             asyncio.create_task(self.worker(queue, judge, per_component))
-            for _ in range(max(2, self.options.judge.concurrency * 2))
+            for _ in range(self.options.judge.items_in_flight)
         ]
         try:
             await asyncio.gather(*workers)
         finally:
             for w in workers:
                 w.cancel()
+
+    async def judge_all(self, judging: Awaitable[None]) -> None:
+        """Run `judging` (here, or on Ray workers) beside the writer; everything answered is stored before
+        this returns, however it ends."""
+        writer_task = asyncio.create_task(self.writer.loop())
+        try:
+            await judging
+        finally:
             self.writer.close()
             await writer_task
 
@@ -331,19 +334,30 @@ class _Evaluation:
         return summary
 
     async def evaluate(self) -> RunSummary:
-        store.migrate(self.db)
-        caches = {tier: queries.runs.load_cache(self.db, judge_name(tier)) for tier in self.tiers if tier != OFFLINE}
         async with AsyncExitStack() as stack:
+            judging: Any = None
+            if self.options.cluster is not None:  # joined first: a cluster that is not there writes nothing
+                from evaluators.runs import cluster
+
+                judging = stack.enter_context(cluster.joined(self.options.cluster))
+            store.migrate(self.db)
+            caches = {t: queries.runs.load_cache(self.db, judge_name(t)) for t in self.tiers if t != OFFLINE}
+            # On Ray the workers judge; the judge opened here checks its access and names the run's judge.
             judge, forced = await open_chain(stack, self.options.judge, caches, self.writer.add_call)
-            self.stats = getattr(judge, "stats", self.stats)  # a cascade's sums its tiers' as it is read
             per_component = self.options.per_component or forced
             chain = judge if isinstance(judge, cascade.CascadeJudge) else None
-            queue = self.claim(judge, per_component)
+            if judging is None:
+                self.stats = getattr(judge, "stats", self.stats)  # a cascade's sums its tiers' as it is read
+            queue = self.claim(judge, per_component, judging.sitting(len(self.items)) if judging else None)
             self.report()
             ticker = asyncio.create_task(self.tick())
             error = ""
             try:
-                await self.judge_all(queue, _Paused(judge, self.writer), per_component)
+                if judging is not None:
+                    todo = [queue.get_nowait() for _ in range(queue.qsize())]
+                    await self.judge_all(judging.judge(self, todo, caches, per_component))
+                else:
+                    await self.judge_all(self.judge_here(queue, Paused(judge, self.writer), per_component))
             except BaseException as exc:
                 error = mask_secrets(str(exc)) or type(exc).__name__
                 raise

@@ -7,13 +7,18 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Protocol
 
-from evaluators.core.records import Item, JudgeCall
+from evaluators.core.records import Answer, Item, Judge, JudgeCall
 from evaluators.metrics import thelma as metrics_mod
 from evaluators.storage import ownership, store, writes
 
 BUSY_TRY_S = 1.0  # one attempt at a busy database file; the writer tries again, without a deadline
+# Finished items with no new judge call among them wait this long after the last write for others to join
+# their commit: a commit opens, checkpoints and closes the file (tens of ms of CPU), and the offline judge's
+# items, arriving one by one, would otherwise keep a core of a small machine writing. A judge call answered
+# meanwhile is written at once: a crash would ask it again.
+ITEMS_GAP_S = 1.0
 
 
 async def patiently(prepare: Callable[[], Callable[[], None]], waiting: Callable[[float | None], None]) -> None:
@@ -61,11 +66,14 @@ class Writer:
         self._writable = asyncio.Event()
         self._writable.set()
         self._wake = asyncio.Event()
+        self._paid = asyncio.Event()  # a judge call came (or the run ends): write now
+        self._last_write = float("-inf")
         self._closed = False
 
     def add_call(self, call: JudgeCall) -> None:
         self.calls.append(call)
         self._wake.set()
+        self._paid.set()
 
     def add_item(self, item: Item, result: metrics_mod.ItemResult) -> None:
         self.results.append((item, result))
@@ -93,9 +101,17 @@ class Writer:
                     await asyncio.wait_for(self._wake.wait(), self.heartbeat_s)
                 except asyncio.TimeoutError:
                     pass  # nothing new: write anyway, it is the heartbeat
+                left = self._last_write + ITEMS_GAP_S - time.monotonic()
+                if left > 0 and not self.calls:
+                    try:
+                        await asyncio.wait_for(self._paid.wait(), left)
+                    except asyncio.TimeoutError:
+                        pass  # the items gathered meanwhile go together
                 self._wake.clear()
+                self._paid.clear()
                 closing = self._closed
                 await patiently(self._prepare, self.waiting)
+                self._last_write = time.monotonic()
                 if closing and not self.calls and not self.results:
                     return
         except BaseException as exc:
@@ -137,3 +153,21 @@ class Writer:
     def close(self) -> None:
         self._closed = True
         self._wake.set()
+        self._paid.set()
+
+
+class Ready(Protocol):
+    """What a paused judge waits on: the writer, or a Ray worker's room for results (runs/cluster.py)."""
+
+    async def ready(self) -> None: ...
+
+
+class Paused:
+    """A judge whose asks wait while their results could not be stored: no paid call for nothing."""
+
+    def __init__(self, judge: Judge, writer: Ready) -> None:
+        self.judge, self.writer, self.name = judge, writer, judge.name
+
+    async def ask(self, prompt: str, **variables: Any) -> Answer:
+        await self.writer.ready()
+        return await self.judge.ask(prompt, **variables)

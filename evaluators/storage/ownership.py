@@ -155,6 +155,11 @@ class Claim:
     replace: frozenset[str]
 
 
+# The key of a run's params that lists where each sitting of it judged (a Ray cluster, or a process): not
+# an option that defines the results, so a run started on Ray resumes without it, and the other way round.
+SITTINGS = "judged_on"
+
+
 def claim_run(
     path: str | Path,
     run: Run,
@@ -163,6 +168,8 @@ def claim_run(
     heartbeat_s: float,
     update: bool = False,
     retry_failed: bool = False,
+    sitting: Mapping[str, Any] | None = None,
+    record_new: bool = False,
 ) -> Claim:
     """Create or take over a run for one evaluation, in ONE transaction, so two processes never both own it.
 
@@ -172,12 +179,29 @@ def claim_run(
     differs from the one the run recorded, unless `update`: then this input is recorded, removed items
     are deleted and changed or added ones evaluated. `retry_failed` adds the items with a failed step.
     Items whose stored results are for other content (an interrupted update) are always evaluated.
+
+    `sitting` records where this evaluation judges, with the items it has to judge (and its shards, when
+    it names a `shard_size`), in the run's params under SITTINGS: added when the run lists sittings
+    already, or started when `record_new` (a sitting on Ray).
     """
     migrate(path)
     with connect(path) as con:
         with transaction(con):
             claim = _claim(con, run, dict(hashes), owner, heartbeat_s, update, retry_failed)
+            if sitting is not None:
+                _record_sitting(con, run.name, sitting, len(claim.todo), record_new)
     return claim
+
+
+def _record_sitting(con: Any, run_id: str, sitting: Mapping[str, Any], todo: int, record_new: bool) -> None:
+    params = json.loads(con.execute("SELECT params FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0])
+    if SITTINGS not in params and not record_new:
+        return
+    record = {**sitting, "items": todo}
+    if record.get("shard_size"):
+        record["shards"] = -(-todo // int(record["shard_size"]))
+    params[SITTINGS] = [*params.get(SITTINGS, []), record]
+    con.execute("UPDATE runs SET params = ? WHERE run_id = ?", [json.dumps(params, sort_keys=True), run_id])
 
 
 def _claim(
@@ -265,10 +289,16 @@ def twin_of(con: Any, name: str) -> str | None:
 def _check_same_run(run: Run, row: Sequence[Any]) -> None:
     """An existing run continues only with the judge, params and prompt files it was started with."""
     judge, params, hashes = row
-    if judge != run.judge or json.loads(params) != run.params:
-        raise RunConflict(run.name, f"run {run.name!r} already exists with judge {judge} and params {params}")
+    if judge != run.judge or _defining(json.loads(params)) != _defining(run.params):
+        shown = json.dumps(_defining(json.loads(params)), sort_keys=True)
+        raise RunConflict(run.name, f"run {run.name!r} already exists with judge {judge} and params {shown}")
     if json.loads(hashes) != run.prompt_hashes:
         raise RunConflict(run.name, f"run {run.name!r} was started with other prompt files")
+
+
+def _defining(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The params that define a run's results: all but where its sittings judged."""
+    return {k: v for k, v in params.items() if k != SITTINGS}
 
 
 def _check_not_owned(

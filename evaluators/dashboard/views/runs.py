@@ -274,7 +274,9 @@ DETAIL_COLUMNS = ["run", "items", "judge", "status", "created", "who", "prompts"
 TABLES = (SCORE_COLUMNS, DETAIL_COLUMNS)
 BOARD_PX = {"run": 126, **{m.upper(): 72 for m in THELMA}, "top rule": 104, "evidence": 40}
 # the prompts' names are the details' longest text: they have the room a judge's name seldom needs
-BOARD_PX |= {"items": 70, "judge": 130, "status": 70, "created": 120, "who": 70, "prompts": 220}
+# who: an imported run's importer, time and what the file claims ("imported by ana@example.com on 2026-12-07 19:02;
+# written as ci@example.com in the file") wraps in four lines
+BOARD_PX |= {"items": 70, "judge": 130, "status": 70, "created": 120, "who": 150, "prompts": 150}
 JUDGE_MAX_PX = 200
 RUN_MAX_PX = 160  # "upload-20261207-1930", the Evaluate page's default name, takes 159 px
 
