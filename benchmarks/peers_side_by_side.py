@@ -59,7 +59,7 @@ from scipy.stats import spearmanr  # noqa: E402
 
 from benchmarks.prompt_health import REASK, WIKIEVAL, parse_rows, stored_calls, strip_prefix  # noqa: E402
 from evaluators.core.records import Item, JudgeCall, Status  # noqa: E402
-from evaluators.judges import llm, prompts  # noqa: E402
+from evaluators.judges import prompts, replies  # noqa: E402
 from evaluators.judges import registry as judges  # noqa: E402
 from evaluators.judges.llm import LLMJudge  # noqa: E402
 from evaluators.metrics import registry  # noqa: E402
@@ -260,7 +260,7 @@ class Proxy:
 def prompts_hash(metric: str) -> str:
     """What our requests of `metric` are made of: its prompt files' hashes, their reply bounds and the prefill."""
     names = list(registry.METRICS[metric].prompts)
-    made = [prompts.prompt_hashes(names), [judges.REPLY_TOKENS[n] for n in names], llm.PREFILL]
+    made = [prompts.prompt_hashes(names), [judges.REPLY_TOKENS[n] for n in names], replies.PREFILL]
     return hashlib.sha256(json.dumps(made).encode()).hexdigest()[:12]
 
 

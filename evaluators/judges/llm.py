@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import re
 import time
 from typing import Any, Callable, Protocol, Sequence
 
@@ -105,24 +104,6 @@ def _check_deployment(deployment: routes.Deployment, key: str | None) -> None:
         )
 
 
-# How the local judge begins a reply for the model. Measured on WikiEval row 0: asked for its statements
-# without it, the local model left out the tags and repeated its two statements to 341 tokens; begun with
-# "<output>" alone, it closed a tag after every verdict line; begun with "<output>\n", both came back whole.
-PREFILL = "<output>\n"
-
-
-def continued(begun: str, reply: str) -> str:
-    """The whole reply to a prefilled request: llama.cpp's server sends the prefill back with what follows
-    it, another server only what follows."""
-    return reply if not begun or re.match(r"\s*<output", reply) else begun + reply
-
-
-_REASK = (
-    "Your reply could not be read ({error}). Answer again in exactly the format asked for, "
-    "inside <output> </output> tags, with no explanation."
-)
-
-
 class LLMJudge:
     """Any model litellm can reach: `openai/NAME` with api_base, `anthropic/...`, `ollama/...`, or a
     model_name of a judges file (`routes`), with its deployments and fallbacks.
@@ -197,20 +178,14 @@ class LLMJudge:
             top = json.loads(call.reply or "{}").get("top_logprobs", {})
             return Answer(top, Status.OK, call.key, call.reply)
         begun = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
-        reply = continued(begun, call.reply or "")
+        reply = replies.continued(begun, call.reply or "")
         try:
             return self._parsed(parser(reply), call, reply)
         except prompts.ParseError as exc:
-            retry = [
-                *messages[: len(messages) - bool(begun)],
-                {"role": "assistant", "content": reply},
-                {"role": "user", "content": _REASK.format(error=exc)},
-                *messages[len(messages) - bool(begun) :],
-            ]
-            second = await self._exchange(spec, retry, params)
+            second = await self._exchange(spec, replies.reask(messages, begun, reply, exc), params)
             if second.status is not Status.OK:
                 return Answer(None, second.status, second.key, second.reply, detail=second.error)
-            again = continued(begun, second.reply or "")
+            again = replies.continued(begun, second.reply or "")
             try:
                 return self._parsed(parser(again), second, again)
             except prompts.ParseError as exc2:
@@ -242,7 +217,7 @@ class LLMJudge:
             messages.append({"role": "assistant", "content": "<output>"})
             params.update(max_tokens=1, logprobs=True, top_logprobs=10)
         elif self.prefill_output and prompt not in registry.NUMBERED_BLOCKS:
-            messages.append({"role": "assistant", "content": PREFILL})
+            messages.append({"role": "assistant", "content": replies.PREFILL})
         return spec, messages, params
 
     # ------------------------------------------------------------ internals

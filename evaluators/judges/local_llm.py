@@ -364,7 +364,7 @@ def judge(
     on_call: Callable[[JudgeCall], None] | None = None,
 ) -> LLMJudge:
     """The judge for --judge local on a running server: logprob scoring, read through the local model's fitted
-    curves (local_calibration.py), every other reply begun with "<output>" for the model (llm.PREFILL), one
+    curves (local_calibration.py), every other reply begun with "<output>" for the model (replies.PREFILL), one
     call per free slot.
 
     A 1.5B model on 2 CPU cores needs minutes for a long claim list: the timeout is at least 600 s.

@@ -12,6 +12,34 @@ from typing import Any
 from evaluators.core.masking import mask_url
 from evaluators.core.records import LOGPROB, Answer, Confidence, JudgeCall, Status
 
+# How the local judge begins a reply for the model. Measured on WikiEval row 0: asked for its statements
+# without it, the local model left out the tags and repeated its two statements to 341 tokens; begun with
+# "<output>" alone, it closed a tag after every verdict line; begun with "<output>\n", both came back whole.
+PREFILL = "<output>\n"
+
+_REASK = (
+    "Your reply could not be read ({error}). Answer again in exactly the format asked for, "
+    "inside <output> </output> tags, with no explanation."
+)
+
+
+def continued(begun: str, reply: str) -> str:
+    """The whole reply to a prefilled request: llama.cpp's server sends the prefill back with what follows
+    it, another server only what follows."""
+    return reply if not begun or re.match(r"\s*<output", reply) else begun + reply
+
+
+def reask(messages: list[dict[str, str]], begun: str, reply: str, error: Exception) -> list[dict[str, str]]:
+    """The messages that ask again after an unreadable `reply`: the exchange so far, the reason, and the
+    same prefill (`begun`) as the first ask."""
+    asked = messages[: len(messages) - bool(begun)]
+    return [
+        *asked,
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": _REASK.format(error=error)},
+        *messages[len(asked) :],
+    ]
+
 
 class BadReply(Exception):
     """A 200 reply with no message to read: a failed call, retried like a server error, never a verdict."""
