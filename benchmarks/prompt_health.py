@@ -38,7 +38,6 @@ if str(ROOT) not in sys.path:
 from evaluators.core.records import Item, JudgeCall, Status  # noqa: E402
 from evaluators.judges import prompts, registry, replies  # noqa: E402
 from evaluators.judges.factory import judge_name  # noqa: E402
-from evaluators.judges.llm import continued  # noqa: E402
 from evaluators.metrics import registry as metric_registry  # noqa: E402
 from evaluators.runs import runner  # noqa: E402
 from evaluators.storage import store  # noqa: E402
@@ -147,7 +146,7 @@ def readable(call: JudgeCall) -> bool:
 def full_reply(call: JudgeCall) -> str:
     """The reply as the judge read it: a reply to a prefilled request continues the prefill."""
     last = call.messages[-1] if call.messages else {}
-    return continued(last.get("content", "") if last.get("role") == "assistant" else "", call.reply or "")
+    return replies.continued(last.get("content", "") if last.get("role") == "assistant" else "", call.reply or "")
 
 
 def is_reask(call: JudgeCall) -> bool:
