@@ -15,6 +15,7 @@ from evaluators.core.text import (
     kind_words,
     negated,
     numbers,
+    question_topic,
     refuses,
     split_claims,
     split_questions,
@@ -257,12 +258,46 @@ def test_the_words_that_only_ask_for_a_date_or_number_are_the_kind_words() -> No
     assert kind_words("How far ahead must freight be booked?") == {"far", "ahead"}  # "far ahead" asks for a span
 
 
-def test_an_answer_of_its_kind_holds_the_words_that_ask_for_a_date_or_a_span_not_for_a_count() -> None:
+def test_an_answer_of_its_kind_holds_the_words_that_ask_for_a_date_a_span_a_price_or_a_count() -> None:
     assert answered_kind_words("How long is the refund window?") == {"long"}  # "within 30 days" answers it
     assert answered_kind_words("In what year was the tower built?") == {"year"}
     assert answered_kind_words("How far ahead must freight be booked?") == {"far", "ahead"}
-    # Nearly any sentence holds a number: "many" and "discount" are still looked for as words.
-    assert answered_kind_words("How many halls does it have?") == answered_kind_words("What discount do groups get?") == set()
+    # A price answers "how much" and "cost" (the issue's plain case read it as 0% of the question's focus words).
+    ticket = "An adult ticket to the city museum costs 12 euros; children under 12 enter free."
+    assert answered_kind_words("How much does an adult ticket cost?", ticket) == {"much", "cost"}
+    assert answered_kind_words("How much does an adult ticket cost?", "The museum opens at 9:00.") == set()
+    # A count answers "how many" only beside what it counts: nearly any sentence holds a number.
+    assert answered_kind_words("How many halls does it have?", "It opened with two exhibition halls.") == {"many"}
+    assert answered_kind_words("How many halls does it have?", "It opened in 2001 with a cafe.") == set()
+    assert answered_kind_words("What discount do groups get?") == set()
+
+
+def test_how_much_does_it_cost_asks_for_a_price_and_a_price_answers_it() -> None:
+    for question in ("How much does an adult ticket cost?", "What is the price of an adult ticket?",
+                     "What does an adult ticket cost?", "What's the entry fee?"):
+        assert answer_type(question) == "price", question
+    for text in ("It costs 12 euros.", "Entry is €12.", "Tickets are US$4.8 each.", "Children enter free."):
+        assert has_answer_type(text, "price", "How much does a ticket cost?"), text
+    assert not has_answer_type("It has 12 rooms.", "price", "How much does a ticket cost?")
+    assert answer_type("How long does the crossing take?") == answer_type("How many halls does it have?") == "number"
+
+
+def test_a_do_question_subject_ends_before_its_plain_verb() -> None:
+    """Each sub-question keeps its own subject: "an adult ticket", not "an adult ticket cost"; a possessive
+    names what is asked of ("the museum" of "the museum's opening hours")."""
+    assert question_topic("How much does an adult ticket cost?") == "an adult ticket"
+    assert question_topic("What landmarks does Trolleybus Route 20 pass by?") == "Trolleybus Route 20"
+    assert question_topic("When did Pope Benedict XVI resign?") == "Pope Benedict XVI"
+    assert question_topic("How does the Rainbow Plaque programme compare to other plaque programmes?") == \
+        "the Rainbow Plaque programme"
+    assert question_topic("What are the museum's opening hours?") == "the museum"
+    assert question_topic("What is PharmaCann's headquarters location?") == "PharmaCann"
+    assert question_topic("Who will serve as the festival's opening film?") is None
+    assert split_questions("What are the museum's opening hours and how much does an adult ticket cost?") == [
+        "What are the museum's opening hours?", "How much does an adult ticket cost?"]
+    assert split_questions("What are the museum's opening hours and when does it close?") == [
+        "What are the museum's opening hours?", "When does the museum close?"]
+    assert split_questions("How much does an adult ticket cost?") == ["How much does an adult ticket cost?"]
 
 
 def test_answer_types_of_questions_and_texts() -> None:

@@ -631,10 +631,38 @@ _GREETING = re.compile(
 )
 
 
+# The auxiliaries of a do- or modal question ("How much does an adult ticket cost?"): its main verb comes in its
+# plain form after the subject ("cost", "pass", "take place"), which _is_verb does not know as a verb.
+_DO_MODAL = frozenset("do does did will would can could should shall may might must".split())
+# Plain verbs that end a do- or modal question's subject ("What landmarks does Trolleybus Route 20 pass by?").
+_PLAIN_VERBS = frozenset(
+    """be have do make get take give go come see know say tell find use work call try ask need feel become leave put
+mean keep let begin seem help show hear play run move live believe bring happen write sit stand lose pay meet include
+continue set learn change lead understand watch follow stop create speak read spend grow open close walk win offer
+remember love consider appear buy wait serve die send expect build stay fall cut reach kill remain suggest raise pass
+sell require report decide pull start end compare combine differ relate affect impact cost charge last take place
+occur operate provide contribute produce cause involve depend estimate measure work protect reduce increase improve
+enhance support affect allow prevent treat cover hold host join launch release replace return visit travel arrive
+resign retire marry form emerge originate evolve develop perform function differ""".split()
+)
+
+
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
 def question_topic(question: str) -> str | None:
     """The entity a question is about: its first capitalized run (with the article and the noun
-    after it), else the noun phrase after the auxiliary ("What is the human climate niche")."""
+    after it), else the noun phrase after the auxiliary ("What is the human climate niche").
+
+    In a do- or modal question the subject ends before the plain verb: "the PSLV-C56 mission" of "When will
+    the PSLV-C56 mission launch?", "an adult ticket" of "How much does an adult ticket cost?"."""
     words = question.rstrip("?").split()
+    plain_verb = bool(_DO_MODAL.intersection(_bare(w) for w in words[:4]))
+
+    def verb_at(j: int, kept: int) -> bool:
+        # A do/modal question's plain verb: a known one, or the question's last word, once the subject has a word.
+        return plain_verb and kept > 0 and (_bare(words[j]) in _PLAIN_VERBS or j == len(words) - 1)
+
     k = 1
     while k < len(words):
         if _CAPITALIZED.match(words[k].strip(',;:"()')) and _bare(words[k]) not in _STOP:
@@ -649,22 +677,31 @@ def question_topic(question: str) -> str | None:
                 j < len(words)
                 and words[j].islower()
                 and not _is_verb(words[j])
+                and not verb_at(j, j - k)
                 and _bare(words[j]) not in _STOP
                 and j - k < 6
-                and not words[j - 1].endswith(",")
+                and not words[j - 1].endswith((",", "'s", "’s"))
             ):
-                j += 1  # "the PSLV-C56 mission": keep the head noun after the name
+                # "the PSLV-C56 mission": keep the head noun after the name; not what a possessive name has
+                # ("PharmaCann's headquarters location" asks for a location of PharmaCann).
+                j += 1
             start = k - 1 if _bare(words[k - 1]) == "the" else k
-            return " ".join(words[start:j]).strip(',;:"()')
+            return _POSSESSIVE.sub("", " ".join(words[start:j]).strip(',;:"()'))
         k += 1
     for i, word in enumerate(words[:4]):
         if _bare(word) in _AUX:
-            rest = []
-            for w in words[i + 1 :]:
+            rest: list[str] = []
+            for j in range(i + 1, len(words)):
+                w = words[j]
                 if _is_verb(w) or (_bare(w) in _STOP and _bare(w) not in {"the", "a", "an", "of"}):
                     break
+                kept = sum(_bare(r) not in {"the", "a", "an", "of"} for r in rest)
+                if verb_at(j, kept) or (plain_verb and not kept and _bare(w) in _PLAIN_VERBS):
+                    break  # "Who will serve as ...": the wh-word is the subject
                 rest.append(w)
-            return " ".join(rest).strip(",;:") or None
+                if w.endswith(("'s", "’s")):
+                    break  # "the museum's opening hours": the museum is asked of
+            return _POSSESSIVE.sub("", " ".join(rest).strip(",;:")) or None
     return None
 
 
@@ -810,7 +847,23 @@ _ASKS_NUMBER = re.compile(
     r"\bhow (?:many|much|long|old|far|big|large|tall|high|often|fast|quickly|soon|deep|wide|heavy)\b"
     r"|\bwhat (?:percentage|percent|number|proportion|amount|share|population|size|height|length"
     r"|distance|cost|price|value|discount|average)\b"
+    r"|\bwhat(?:'s| is| are| was| were) (?:the )?(?:cost|price|fee|fare|charge|admission)s?\b"
 )
+# A price is asked by a money word ("How much does an adult ticket cost?", "What is the price of a ticket?", "What
+# does a ticket cost?") and answered by an amount of money ("costs 12 euros", "€12", "US$4.8 billion", "free").
+_MONEY_WORDS = re.compile(
+    r"\b(?:cost|costs|price|prices|priced|fee|fees|fare|fares|charge|charges|pay|spend|worth|salary|wages?|rent"
+    r"|toll|tuition|admission|expensive|cheap)\b"
+)
+_PRICE = re.compile(
+    r"(?:[$€£¥₹]|\b(?:us|au|ca|nz|hk)\$)\s?\d|\d[\d.,]*\s?(?:[$€£¥₹]|(?:(?:thousand|million|billion)\s+)?(?:euros?"
+    r"|eur|dollars?|usd|pounds?|gbp|pence|cents?|yen|yuan|rupees?|francs?|chf|kronor|krona|kroner|crowns?)\b)"
+    r"|\bfree(?: of charge)?\b|\bno charge\b",
+    re.I,
+)
+# "How many sailings ...": the counted thing, which a count names right after its number ("186 cancelled sailings").
+_ASKS_COUNT = re.compile(r"\bhow many\s+([a-z][a-z'-]*)")
+COUNT_REACH = 3  # a count's number stands at most this many words before what it counts
 
 
 # "How long" (not "how long ago"), "how soon", "how quickly" and "how far ahead" ask for a span of time or a
@@ -827,16 +880,26 @@ _SPAN = re.compile(
 
 
 def _asks_for(q: str) -> tuple[str, re.Match[str]] | None:
-    """The kind a lower-cased question asks for by its phrase, "date" or "number", and the phrase found."""
+    """The kind a lower-cased question asks for by its phrase, "date", "price" or "number", and the phrase found."""
     if found := _ASKS_DATE.search(" ".join(q.split()[:4])):
         return "date", found
+    money = _MONEY_WORDS.search(q)
     if found := _ASKS_NUMBER.search(q):
-        return "number", found
+        return ("price" if money and not _ASKS_SPAN.search(q) else "number"), found
+    if money and re.match(r"^(?:what|which)\b", q):  # "What does a ticket cost?"
+        return "price", money
     return None
 
 
+def _asks_price(question: str) -> bool:
+    asked = _asks_for(question.lower())
+    return asked is not None and asked[0] == "price"
+
+
 def answer_type(question: str) -> str | None:
-    """What kind of answer a sub-question wants: "date", "number", "person" (who), "place" (where) or None."""
+    """What kind of answer a sub-question wants: "date" (when), "price" (how much does it cost), "number" (how
+    many, how long, what percentage: a count, an amount or a span, read from the question by has_answer_type),
+    "person" (who), "place" (where) or None."""
     q = question.lower()
     if asked := _asks_for(q):
         return asked[0]
@@ -859,18 +922,52 @@ def kind_words(question: str) -> frozenset[str]:
     "How far ahead" asks for a span as a whole: "ahead" is one of them too."""
     q = question.lower()
     asked, span = _asks_for(q), _ASKS_SPAN.search(q)
-    return (content_stems(asked[1].group(0)) if asked else frozenset()) | (
-        content_stems(span.group(0)) if span else frozenset()
+    money = (
+        frozenset(content_stems(" ".join(_MONEY_WORDS.findall(q)))) if asked and asked[0] == "price" else frozenset()
     )
-
-
-def answered_kind_words(question: str) -> frozenset[str]:
-    """The kind words that an answer of their kind holds: a date answers "what year" and a span with its unit
-    ("within 30 days") answers "how long". A bare number does not stand for "how many" or "how much": nearly
-    any sentence holds one, so those words are still looked for as words."""
     return (
-        kind_words(question) if answer_type(question) == "date" or _ASKS_SPAN.search(question.lower()) else frozenset()
+        (content_stems(asked[1].group(0)) if asked else frozenset())
+        | (content_stems(span.group(0)) if span else frozenset())
+        | money
     )
+
+
+# Verbs that ask nothing of their own once a question's subject and kind are taken away: "How long does the
+# crossing take?" asks "how long" of the crossing, "How much does a ticket cost?" a price of a ticket.
+_LIGHT_VERBS = frozenset(stem(w) for w in "take last cost have do get go come happen occur".split())
+
+
+def asks_beyond_kind(rest: str, question: str) -> bool:
+    """Whether what is left of a question without its subject (`rest`) asks something beyond the kind of answer
+    it wants: "Who was named after?" does, "How long does take?" does not."""
+    return bool(content_stems(rest) - kind_words(question) - _LIGHT_VERBS)
+
+
+def answered_kind_words(question: str, text: str | None = None) -> frozenset[str]:
+    """The kind words that an answer of their kind holds (of `text`, or of any text that holds one): a date
+    answers "what year", a span with its unit ("within 30 days") "how long", a price ("costs 12 euros") "how
+    much" and "cost", and a number right before the thing counted ("two exhibition halls") "how many halls".
+    A bare number does not stand for "how many" or "how much": nearly any sentence holds one."""
+    q = question.lower()
+    kind = answer_type(question)
+    if kind in ("date", "price") or _ASKS_SPAN.search(q):
+        words = kind_words(question)
+        return words if text is None or has_answer_type(text, kind, question) else frozenset()
+    counted = _ASKS_COUNT.search(q)
+    if counted is None:
+        return frozenset()
+    many = frozenset(content_stems("many"))
+    return many if text is None or _counts(text, counted.group(1)) else frozenset()
+
+
+def _counts(text: str, thing: str) -> bool:
+    """Whether a text gives a number right before the thing a question counts ("186 cancelled sailings")."""
+    wanted = stem(thing)
+    tokens = _TOKEN.findall(text)
+    for k, token in enumerate(tokens):
+        if numbers(token) and any(stem(t.lower()) == wanted for t in tokens[k + 1 : k + 1 + COUNT_REACH]):
+            return True
+    return False
 
 
 # Years, centuries, eras, clock times ("at 06:15" answers "when") and seasons.
@@ -913,6 +1010,8 @@ def has_answer_type(text: str, kind: str | None, question: str) -> bool:
         return True
     if kind == "date":
         return bool(_DATE.search(text) or date_words(text))
+    if kind == "price" or (kind == "number" and _asks_price(question)):
+        return bool(_PRICE.search(text))
     if kind == "number":
         return bool(_SPAN.search(text)) if _ASKS_SPAN.search(question.lower()) else bool(numbers(text))
     asked = {w.lower() for w in _WORD.findall(question)}
