@@ -14,6 +14,7 @@ from evaluators.judges import calibration, prompts, signals
 from evaluators.judges.offline import OfflineJudge
 from evaluators.metrics import registry
 from evaluators.metrics import thelma as metrics
+from evaluators.metrics.registry import THELMA as THELMA_METRICS
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 WIKIEVAL = SHARED / "datasets" / "wikieval" / "wikieval.jsonl"
@@ -213,6 +214,35 @@ def test_appendix_a_response_scores_through_the_engine() -> None:
     # Five claims (the name's domain, "Sayajirao Gaekwad III is of Baroda State", is one, as in the
     # paper's A.6): only the completion year 1856 is unsupported.
     assert scores["a6-bad"]["gr"] == 0.8
+
+
+# Issue 55's plain case: the one source gives both the opening hours and an adult ticket's price, the answer only
+# the hours. The ticket sentence read as no answer to "How much does an adult ticket cost?" (p 0.19, "0% of the
+# question's focus words"), so SQC was 0.5 and T2.2 blamed the retriever; asked as "what is the price" it read 1.
+MUSEUM = ("The city museum is open from 9:00 to 17:00, Tuesday to Sunday, and closed on Mondays. An adult ticket to "
+          "the city museum costs 12 euros; children under 12 enter free. Guided tours start at 11:00.")
+HOURS_ONLY = "The city museum is open from 9:00 to 17:00, Tuesday to Sunday."
+
+
+@pytest.mark.parametrize("query", [
+    "What are the museum's opening hours and how much does an adult ticket cost?",
+    "What are the museum's opening hours and what is the price of an adult ticket?",
+    "What are the museum's opening hours and how much does an adult ticket to the city museum cost?",
+    "What are the opening hours of the city museum, and how much does an adult ticket cost?",
+])
+def test_a_source_giving_both_parts_and_an_answer_giving_one_blames_the_generator(query: str) -> None:
+    from evaluators.metrics.diagnosis import diagnose
+
+    item = Item("museum", query, (MUSEUM,), HOURS_ONLY)
+    result = asyncio.run(metrics.evaluate_item(item, pick(*THELMA_METRICS), OfflineJudge()))
+    scores = metrics.rescore(item.id, result.verdicts, pick(*THELMA_METRICS))  # at the default band
+    assert len(split_questions(query)) == 2
+    assert (scores["sqc"].value, scores["rqc"].value) == (1.0, 0.5)
+    assert scores["sqc"].n_unsure == scores["rqc"].n_unsure == 0
+    assert [rule.id for rule in diagnose(scores)] == ["T2.4"]
+    ticket = next(v for v in result.verdicts if v.metric == "sqc" and v.component_idx == 1)
+    assert ticket.value == 1 and "costs 12 euros" in ticket.detail
+    assert not re.search(r"(?<!\d)0% of the question's focus", ticket.detail), ticket.detail
 
 
 @pytest.mark.skipif(not WIKIEVAL.exists(), reason=f"WikiEval not found at {WIKIEVAL} (../shared beside the repo)")
