@@ -193,7 +193,7 @@ def test_a_peer_verdict_list_is_read_at_once(server: local_llm.LocalServer) -> N
     statements = ask(judge, "ragas_statements", query="When was the Chimnabai Clock Tower completed?",
                      response="The Chimnabai Clock Tower was completed in 1896. It is made of glass.")
     assert statements.status is Status.OK and 2 <= len(statements.value) <= 4, statements
-    verdicts = ask(judge, "ragas_faithfulness", sources=list(SOURCE), claims=[*SUPPORTED, *UNSUPPORTED])
+    verdicts = ask(judge, "ragas_faithfulness", sources=[SOURCE], claims=[*SUPPORTED, *UNSUPPORTED])
     assert verdicts.status is Status.OK and set(verdicts.value) == {1, 2, 3, 4}, verdicts
     assert [verdicts.value[n][0] for n in (1, 2, 3, 4)] == ["yes", "yes", "no", "no"], verdicts.raw
     assert len(calls) == 2 and all(c.completion_tokens < c.params["max_tokens"] for c in calls)  # no re-ask
