@@ -636,14 +636,14 @@ _GREETING = re.compile(
 _DO_MODAL = frozenset("do does did will would can could should shall may might must".split())
 # Plain verbs that end a do- or modal question's subject ("What landmarks does Trolleybus Route 20 pass by?").
 _PLAIN_VERBS = frozenset(
-    """be have do make get take give go come see know say tell find use work call try ask need feel become leave put
-mean keep let begin seem help show hear play run move live believe bring happen write sit stand lose pay meet include
+    """be have do make get take give go come see know say tell find use work call try ask need feel become leave put mean
+keep let begin seem help show hear play run move live believe bring happen write sit stand lose pay meet include
 continue set learn change lead understand watch follow stop create speak read spend grow open close walk win offer
-remember love consider appear buy wait serve die send expect build stay fall cut reach kill remain suggest raise pass
-sell require report decide pull start end compare combine differ relate affect impact cost charge last take place
-occur operate provide contribute produce cause involve depend estimate measure work protect reduce increase improve
-enhance support affect allow prevent treat cover hold host join launch release replace return visit travel arrive
-resign retire marry form emerge originate evolve develop perform function differ""".split()
+remember love consider appear buy wait serve die send expect build stay fall cut reach kill remain suggest raise
+pass sell require report decide pull start end compare combine differ relate affect impact cost charge last place
+occur operate provide contribute produce cause involve depend estimate measure protect reduce increase improve
+enhance support allow prevent treat cover hold host join launch release replace return visit travel arrive resign
+retire marry form emerge originate evolve develop perform function""".split()
 )
 
 
