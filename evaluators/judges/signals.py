@@ -372,11 +372,11 @@ PHRASE = {**COVERS, "score": 0, "asked": 0, "asked_any": 0, "focus": 0, "focus_t
 
 
 def covers(text: str, question: str, response: bool = False) -> Signals:
-    """How far a source (or a response) answers a sub-question, read from its best window (by the fixed
-    score above): that window's cosine, focus words, the question's names, answer type, refusal and
-    restating, and the fixed score itself; the focus words anywhere in the text; the cosine of that window
-    and of the best one to what the question asks of its topic; whether a response is a bare answer phrase of the right kind.
-    The notes say why the best window answers nothing when it cannot."""
+    """How far a source (or a response) answers a sub-question, read from its best window (by the fixed score
+    above): its cosine, focus words, the question's names, answer type, refusal, restating and the fixed score;
+    the focus words anywhere in the text; the cosine of that window and of the best one to what the question asks
+    of its topic; whether a response is a bare answer phrase of the right kind. The notes say why the best window
+    answers nothing when it cannot."""
     q = query(question)
     found = passage(text)
     sims = found.vectors @ q.whole
@@ -385,35 +385,20 @@ def covers(text: str, question: str, response: bool = False) -> Signals:
     kind = answer_type(question)
     phrase = response and answer_phrase(text)
     asked_names = name_stems(question)
-    # "long" of "How long is the refund window?" is answered by a span ("within 30 days"), "how much ... cost" by
-    # a price, seldom by the words themselves: a window holding an answer of the kind holds the words that ask for it.
+    # A window holding an answer of the kind ("within 30 days", "costs 12 euros") holds the words that ask for it.
     typed = [has_answer_type(w, kind, question) for w in found.windows]
     answered = [answered_kind_words(question, w) if t else frozenset() for w, t in zip(found.windows, typed)]
     stems = [s | a for s, a in zip(found.stems, answered)]
     kinds = answered_kind_words(question)
-    # A response that says it cannot answer what this part asks ("However, I do not have information on when he
-    # resigned.") answers nothing of it, whatever else it says about the subject. Read in its own sentence: a pair
-    # of sentences holds the other one's answer too.
-    sentences = (len(found.windows) + 1) // 2
-    refused = {
-        i
-        for i, w in enumerate(found.windows[:sentences])
-        if response and refuses(w) and share(focus, found.stems[i]) >= REFUSED_FOCUS
-    }
-    best = (-9.0, 0, "")
-    for i, window in enumerate(found.windows):
-        if refused and i not in refused:
-            continue
+    refused = _refused(found, focus) if response else []
+    scored: list[tuple[float, int, str]] = []
+    for i in refused or range(len(found.windows)):
+        window = found.windows[i]
         score = float(sims[i]) + FOCUS_WEIGHT * share(focus, stems[i])
-        # The entity asked of, its names ("the Blue route", not a neighbour "the Red route") or else its topic
-        # ("electric scooters"), marks a source's window about it. A response names it in every part, so there
-        # it counts only beside something asked of it: a focus word, or, where the question asks nothing else,
-        # an answer of the kind ("How long is the refund window?": the topic beside a span).
+        # A response names the entity asked of in every part, so there it counts only beside something asked of
+        # it: a focus word, or, where the question asks nothing else, an answer of the kind (a span, a date).
         if not response or focus <= kinds or share(focus, stems[i]) > 0:
-            if asked_names:
-                score += FOCUS_WEIGHT * share(asked_names, found.stems[i] | name_stems(window))
-            elif q.topic:
-                score += FOCUS_WEIGHT * share(q.topic, found.stems[i])
+            score += FOCUS_WEIGHT * _about(found.stems[i], window, asked_names, q.topic)
         why = ""
         if refuses(window):
             score, why = score - 1.0, "it says the answer is not available"
@@ -422,15 +407,12 @@ def covers(text: str, question: str, response: bool = False) -> Signals:
         elif not found.stems[i] - asked:
             score, why = score - 1.0, "it only restates the question"
         elif response and not phrase and kind is None and focus - kinds and not share(focus, stems[i]):
-            # A response names the subject in every part; for a question of no kind ("How is it expected to enhance
-            # trade?") a response sentence about the subject that holds none of its words answers another part.
-            # (Sources were read worse with it: WikiEval's SQC pairs 0.81 -> 0.72.) A bare phrase is written as the
-            # answer itself ("a client in the hospitality sector" to "Industry of 'Copperleaf Hotels'?"): it need
-            # not repeat what is asked.
+            # For a question of no kind ("How is it expected to enhance trade?") a response sentence about the subject
+            # with none of its words answers another part (on sources it read WikiEval's SQC pairs 0.81 -> 0.72); a
+            # bare phrase is the answer itself ("a client in the hospitality sector" to "Industry of X?").
             score, why = score - UNASKED_PENALTY, "none of what it asks in it"
-        if score > best[0]:
-            best = (score, i, why)
-    score, i, why = best
+        scored.append((score, i, why))
+    score, i, why = max(scored, key=lambda c: c[0])  # the first best window, as Python's max keeps
     window = found.windows[i]
     asked_sims = found.vectors @ q.asked[0]
     values = {
@@ -445,11 +427,30 @@ def covers(text: str, question: str, response: bool = False) -> Signals:
         "untyped": float(kind is None),
         "refuses": float(refuses(window)),
         "restates": float(not found.stems[i] - asked),
-        # A bare phrase ("Tomas Reed") is written as the answer to the question asked: with the kind
-        # of answer asked for, words the question lacks and no refusal, it answers at any cosine.
+        # A bare phrase ("Tomas Reed") with the kind asked for, new words and no refusal answers at any cosine.
         "answer_phrase": float(phrase and not why),
     }
     return Signals(values, window, (why,) if why else ())
+
+
+def _refused(found: Passage, focus: frozenset[str]) -> list[int]:
+    """The sentence windows of a response that say it cannot answer what a part asks ("However, I do not have
+    information on when he resigned."): the part is answered by nothing else it says about the subject. Read in
+    each sentence alone, as a pair of sentences holds the other one's answer too."""
+    sentences = (len(found.windows) + 1) // 2
+    return [
+        i
+        for i, w in enumerate(found.windows[:sentences])
+        if refuses(w) and share(focus, found.stems[i]) >= REFUSED_FOCUS
+    ]
+
+
+def _about(stems: AbstractSet[str], window: str, asked_names: frozenset[str], topic: set[str]) -> float:
+    """How far a window names the entity asked of: its names ("the Blue route", not a neighbour "the Red route"),
+    or with none its topic ("electric scooters")."""
+    if asked_names:
+        return share(asked_names, stems | name_stems(window))
+    return share(topic, stems) if topic else 0.0
 
 
 def source_essential(source: str, query_text: str) -> Signals:
